@@ -1,0 +1,322 @@
+"""Deployments: what to boot, what to send it, and which verdicts to reach.
+
+A deployment file (`fixtures/deployments/*.toml`) is the only input a user writes.
+It is read once with tomllib and turned into frozen dataclasses; every other module
+receives these dataclasses, never raw dicts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specgate.errors import DeploymentError
+from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS
+from specgate.tomlcheck import Table
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEPLOYMENTS_DIR = REPO_ROOT / "fixtures" / "deployments"
+DEFAULT_DEPLOYMENT = "sim"
+DEFAULT_COMMAND = ("{python}", "-m", "sglang.launch_server")
+LAUNCHERS = ("local", "url")
+# Flags the launcher owns: a deployment that sets them would fight the port picker.
+LAUNCHER_OWNED_FLAGS = ("--port", "--nccl-port", "--host")
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    launcher: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: dict[str, str]
+    boot_timeout_s: float
+    coexist: bool
+    shutdown_timeout_s: float
+    gpu_release_timeout_s: float
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    args: tuple[str, ...]
+    env: dict[str, str]
+    url: str | None
+    description: str
+
+    @property
+    def speculative(self) -> bool:
+        return "--speculative-algorithm" in self.args or any(
+            a.startswith("--speculative-algorithm=") for a in self.args
+        )
+
+    def args_digest(self, launch: LaunchSpec) -> str:
+        """Identifies what was booted, so a baseline of other flags is never compared."""
+        blob = json.dumps([list(launch.command), list(launch.args), list(self.args)], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class WarmupSpec:
+    min_requests: int
+    max_requests: int
+    settle_window: int
+    settle_tolerance: float
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompt_sets: tuple[str, ...]
+    prompt_format: str
+    max_new_tokens: int
+    concurrency: tuple[int, ...]
+    repeats: int
+    max_repeats: int
+    warmup: WarmupSpec
+    request_timeout_s: float
+
+
+@dataclass(frozen=True)
+class EquivalenceSpec:
+    tie_margin: float
+    top_logprobs: int
+    max_new_tokens: int
+    stop_strings: tuple[str, ...]
+    concurrency: tuple[int, ...]
+    hypothesis_profile: str
+    examples: int | None
+
+
+@dataclass(frozen=True)
+class BeatsGate:
+    config: str
+    over: str
+    ratio: float
+    concurrency: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.config}-beats-{self.over}"
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    decode_tps: float
+    accept_length: float
+    faster_note: float
+
+
+@dataclass(frozen=True)
+class Gates:
+    beats: tuple[BeatsGate, ...]
+    tolerance: Tolerances
+    confidence: float
+    sample_batch: int
+
+
+@dataclass(frozen=True)
+class Deployment:
+    path: Path
+    name: str
+    description: str
+    simulator: bool
+    model: str
+    launch: LaunchSpec
+    configs: dict[str, ServerConfig]
+    reference: str
+    workload: Workload
+    equivalence: EquivalenceSpec
+    gates: Gates
+    hardware: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def speculative_configs(self) -> list[str]:
+        return [n for n, c in self.configs.items() if n != self.reference]
+
+
+def resolve_deployment_path(name_or_path: str | None) -> Path:
+    """`sim` → fixtures/deployments/sim.toml; a path is taken as it is."""
+    target = name_or_path or DEFAULT_DEPLOYMENT
+    candidate = Path(target)
+    if candidate.suffix == ".toml" or candidate.exists() or "/" in target:
+        if not candidate.is_file():
+            raise DeploymentError(candidate, None, "no such deployment file")
+        return candidate
+    named = DEPLOYMENTS_DIR / f"{target}.toml"
+    if not named.is_file():
+        known = sorted(p.stem for p in DEPLOYMENTS_DIR.glob("*.toml"))
+        raise DeploymentError(named, None, f"no deployment named {target!r}; known: {', '.join(known)}")
+    return named
+
+
+def load_deployment(name_or_path: str | None = None) -> Deployment:
+    path = resolve_deployment_path(name_or_path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise DeploymentError(path, None, f"not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise DeploymentError(path, None, f"cannot be read: {exc}") from None
+    return parse_deployment(data, path)
+
+
+def parse_deployment(data: dict, path: Path) -> Deployment:
+    top = Table(data, path)
+    name = top.str("name")
+    description = top.str("description", "")
+    simulator = top.bool("simulator", False)
+    model = top.str("model", "")
+    launch = _parse_launch(top.table("launch"))
+    configs = _parse_configs(top.table("configs", required=True), launch)
+    reference = top.str("reference", "baseline")
+    if reference not in configs:
+        raise top.error("reference", f"names config {reference!r}, which is not under [configs]; have {sorted(configs)}")
+    if configs[reference].speculative:
+        raise top.error("reference", f"config {reference!r} is speculative; the reference must be the plain baseline")
+    workload = _parse_workload(top.table("workload"))
+    equivalence = _parse_equivalence(top.table("equivalence"))
+    gates = _parse_gates(top.table("gates"), configs, workload)
+    hardware = top.str_map("hardware")
+    top.reject_unknown()
+    return Deployment(
+        path=path,
+        name=name,
+        description=description,
+        simulator=simulator,
+        model=model,
+        launch=launch,
+        configs=configs,
+        reference=reference,
+        workload=workload,
+        equivalence=equivalence,
+        gates=gates,
+        hardware=hardware,
+    )
+
+
+def _parse_launch(t: Table) -> LaunchSpec:
+    launcher = t.str("launcher", "local", choices=LAUNCHERS)
+    command = tuple(t.str_list("command", list(DEFAULT_COMMAND)))
+    if not command:
+        raise t.error("command", "expected a non-empty command, e.g. [\"{python}\", \"-m\", \"sglang.launch_server\"]")
+    args = tuple(t.str_list("args", []))
+    _reject_owned_flags(t, "args", args)
+    spec = LaunchSpec(
+        launcher=launcher,
+        command=command,
+        args=args,
+        env=t.str_map("env"),
+        boot_timeout_s=t.float("boot_timeout_s", 900.0, minimum=0.1),
+        coexist=t.bool("coexist", False),
+        shutdown_timeout_s=t.float("shutdown_timeout_s", 30.0, minimum=0.1),
+        gpu_release_timeout_s=t.float("gpu_release_timeout_s", 120.0, minimum=0.0),
+    )
+    t.reject_unknown()
+    return spec
+
+
+def _reject_owned_flags(t: Table, key: str, args: tuple[str, ...]) -> None:
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in LAUNCHER_OWNED_FLAGS:
+            raise t.error(key, f"must not set {flag}: specgate picks host and free ports itself")
+
+
+def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
+    if not t.keys():
+        raise t.error(None, "expected at least one config, e.g. [configs.baseline]")
+    configs: dict[str, ServerConfig] = {}
+    for name in t.keys():
+        c = t.table(name)
+        args = tuple(c.str_list("args", []))
+        _reject_owned_flags(c, "args", args)
+        url = c.str("url", None)
+        if launch.launcher == "url" and not url:
+            raise c.error("url", "is required when launch.launcher = \"url\" (the address of a running server)")
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise c.error("url", f"expected an http:// or https:// address, got {url!r}")
+        configs[name] = ServerConfig(
+            name=name, args=args, env=c.str_map("env"), url=url, description=c.str("description", "")
+        )
+        c.reject_unknown()
+    return configs
+
+
+def _parse_workload(t: Table) -> Workload:
+    sets = tuple(t.str_list("prompt_sets", list(KNOWN_SETS)))
+    for s in sets:
+        if s not in KNOWN_SETS:
+            raise t.error("prompt_sets", f"unknown prompt set {s!r}; known: {', '.join(KNOWN_SETS)}")
+    fmt = t.str("prompt_format", "raw", choices=KNOWN_FORMATS)
+    w = t.table("warmup")
+    warmup = WarmupSpec(
+        min_requests=w.int("min_requests", 2, minimum=0),
+        max_requests=w.int("max_requests", 30, minimum=1),
+        settle_window=w.int("settle_window", 3, minimum=2),
+        settle_tolerance=w.float("settle_tolerance", 0.05, minimum=0.0, maximum=1.0),
+    )
+    if warmup.max_requests < warmup.min_requests:
+        raise w.error("max_requests", f"expected >= min_requests ({warmup.min_requests})")
+    w.reject_unknown()
+    repeats = t.int("repeats", 9, minimum=3)
+    workload = Workload(
+        prompt_sets=sets,
+        prompt_format=fmt,
+        max_new_tokens=t.int("max_new_tokens", 256, minimum=2),
+        concurrency=tuple(t.int_list("concurrency", [1])),
+        repeats=repeats,
+        max_repeats=t.int("max_repeats", max(repeats, 45), minimum=repeats),
+        warmup=warmup,
+        request_timeout_s=t.float("request_timeout_s", 300.0, minimum=0.1),
+    )
+    t.reject_unknown()
+    return workload
+
+
+def _parse_equivalence(t: Table) -> EquivalenceSpec:
+    spec = EquivalenceSpec(
+        tie_margin=t.float("tie_margin", 0.05, minimum=0.0),
+        top_logprobs=t.int("top_logprobs", 2, minimum=2),
+        max_new_tokens=t.int("max_new_tokens", 64, minimum=1),
+        stop_strings=tuple(t.str_list("stop_strings", ["\n\n", "."])),
+        concurrency=tuple(t.int_list("concurrency", [1, 4])),
+        hypothesis_profile=t.str("hypothesis_profile", "gpu", choices=("ci", "gpu", "dev")),
+        examples=t.int("examples", None, minimum=1),
+    )
+    t.reject_unknown()
+    return spec
+
+
+def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload) -> Gates:
+    beats = []
+    for g in t.table_list("beats"):
+        gate = BeatsGate(
+            config=g.str("config"),
+            over=g.str("over", "baseline"),
+            ratio=g.float("ratio", 1.0, minimum=0.0),
+            concurrency=g.int("concurrency", 1, minimum=1),
+        )
+        for key in ("config", "over"):
+            if getattr(gate, key) not in configs:
+                raise g.error(key, f"names config {getattr(gate, key)!r}, which is not under [configs]; have {sorted(configs)}")
+        if gate.concurrency not in workload.concurrency:
+            raise g.error("concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}")
+        g.reject_unknown()
+        beats.append(gate)
+    tol = t.table("tolerance")
+    tolerance = Tolerances(
+        decode_tps=tol.float("decode_tps", 0.10, minimum=0.0, maximum=1.0),
+        accept_length=tol.float("accept_length", 0.05, minimum=0.0, maximum=1.0),
+        faster_note=tol.float("faster_note", 0.15, minimum=0.0),
+    )
+    tol.reject_unknown()
+    gates = Gates(
+        beats=tuple(beats),
+        tolerance=tolerance,
+        confidence=t.float("confidence", 0.95, minimum=0.5, maximum=0.999),
+        sample_batch=t.int("sample_batch", 6, minimum=1),
+    )
+    t.reject_unknown()
+    return gates

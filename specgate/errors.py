@@ -1,0 +1,45 @@
+"""Errors that name what went wrong and where.
+
+Every error a user can cause (a deployment file, a baseline file, a flag, a server
+that never boots) is one of these, and its message names the file, field or command
+and what was expected, so nobody has to read a traceback to fix their input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SpecgateError(Exception):
+    """Base class: a problem the user can act on, reported without a traceback."""
+
+
+class DeploymentError(SpecgateError):
+    """A deployment file is missing, unreadable or has a bad field."""
+
+    def __init__(self, path: Path | str, field: str | None, problem: str) -> None:
+        self.path = Path(path)
+        self.field = field
+        self.problem = problem
+        where = f"{self.path}" + (f": field '{field}'" if field else "")
+        super().__init__(f"{where}: {problem}")
+
+
+class BaselineError(SpecgateError):
+    """A stored baseline file is corrupt or of an unknown format."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{self.path}: {problem}")
+
+
+class ServerBootError(SpecgateError):
+    """A server never became ready: it exited, or the boot timeout passed."""
+
+
+class ServerDiedError(SpecgateError):
+    """A server that was ready stopped answering or exited mid-run."""
+
+
+class ClientError(SpecgateError):
+    """A request to a server failed or its answer was not what SGLang sends."""

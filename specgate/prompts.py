@@ -1,0 +1,71 @@
+"""Prompt sets (fixtures/prompts/*.jsonl) and the chat formats that turn them into text.
+
+SGLang's native /generate takes raw text, so the chat template is applied here. The
+formats are written out rather than loaded from a tokenizer so that the CPU-only suite
+needs no transformers; a deployment picks the one its model was trained with.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "prompts"
+KNOWN_SETS = ("chat", "code", "math", "summarisation", "translation", "long_context")
+KNOWN_FORMATS = ("raw", "chatml", "llama3")
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    set_name: str
+    prompt_id: str
+    messages: tuple[Message, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.set_name}/{self.prompt_id}"
+
+
+@lru_cache(maxsize=None)
+def load_prompt_set(set_name: str) -> tuple[Prompt, ...]:
+    path = PROMPTS_DIR / f"{set_name}.jsonl"
+    prompts = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            messages = tuple(Message(m["role"], m["content"]) for m in row["messages"])
+            prompts.append(Prompt(set_name, str(row["id"]), messages))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}:{lineno}: expected {{'id', 'messages': [{{'role', 'content'}}]}}: {exc}") from None
+    if not prompts:
+        raise ValueError(f"{path}: prompt set is empty")
+    return tuple(prompts)
+
+
+def load_prompts(set_names: tuple[str, ...]) -> tuple[Prompt, ...]:
+    return tuple(p for name in set_names for p in load_prompt_set(name))
+
+
+def render(messages: tuple[Message, ...], fmt: str) -> str:
+    """Apply a chat format, ending with the assistant's turn open."""
+    if fmt == "raw":
+        return "\n\n".join(m.content for m in messages)
+    if fmt == "chatml":
+        body = "".join(f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages)
+        return body + "<|im_start|>assistant\n"
+    if fmt == "llama3":
+        body = "".join(
+            f"<|start_header_id|>{m.role}<|end_header_id|>\n\n{m.content}<|eot_id|>" for m in messages
+        )
+        return "<|begin_of_text|>" + body + "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    raise ValueError(f"unknown prompt format {fmt!r}; known: {', '.join(KNOWN_FORMATS)}")

@@ -1,0 +1,130 @@
+"""Typed reads from a parsed TOML table, with errors that name file and field.
+
+tomllib gives plain dicts; this wraps one table so that each read states the type
+it expects, unknown keys are caught (a typo such as `max_new_token` must not be
+silently ignored), and every error carries the dotted field path.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from specgate.errors import DeploymentError
+
+_MISSING = object()
+
+
+class Table:
+    def __init__(self, data: dict[str, Any], path: Path, prefix: str = "") -> None:
+        self._data = data
+        self._path = path
+        self._prefix = prefix
+        self._read: set[str] = set()
+
+    def field(self, key: str) -> str:
+        return f"{self._prefix}{key}"
+
+    def error(self, key: str | None, problem: str) -> DeploymentError:
+        return DeploymentError(self._path, self.field(key) if key else self._prefix.rstrip(".") or None, problem)
+
+    def keys(self) -> list[str]:
+        return list(self._data)
+
+    def _get(self, key: str, default: Any) -> Any:
+        self._read.add(key)
+        if key in self._data:
+            return self._data[key]
+        if default is _MISSING:
+            raise self.error(key, "is required but missing")
+        return default
+
+    def str(self, key: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None) -> Any:
+        value = self._get(key, default)
+        if value is default and key not in self._data:
+            return value
+        if not isinstance(value, str):
+            raise self.error(key, f"expected a string, got {type(value).__name__} {value!r}")
+        if choices is not None and value not in choices:
+            raise self.error(key, f"expected one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    def bool(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._get(key, default)
+        if key in self._data and not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {value!r}")
+        return value
+
+    def int(self, key: str, default: Any = _MISSING, minimum: int | None = None) -> Any:
+        value = self._get(key, default)
+        if key not in self._data:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"expected an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    def float(
+        self, key: str, default: Any = _MISSING, minimum: float | None = None, maximum: float | None = None
+    ) -> Any:
+        value = self._get(key, default)
+        if key not in self._data:
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(key, f"expected a number, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"expected a number >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"expected a number <= {maximum}, got {value}")
+        return float(value)
+
+    def str_list(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._get(key, default)
+        if key not in self._data:
+            return value
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(key, f"expected a list of strings, got {value!r}")
+        return list(value)
+
+    def int_list(self, key: str, default: Any = _MISSING, minimum: int = 1) -> Any:
+        value = self._get(key, default)
+        if key not in self._data:
+            return value
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)
+        ):
+            raise self.error(key, f"expected a non-empty list of integers >= {minimum}, got {value!r}")
+        return list(value)
+
+    def str_map(self, key: str) -> dict[str, str]:
+        value = self._get(key, {})
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise self.error(key, f"expected a table of string values, got {value!r}")
+        return dict(value)
+
+    def table(self, key: str, required: bool = False) -> "Table":
+        value = self._get(key, _MISSING if required else {})
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a table ([{self.field(key)}]), got {value!r}")
+        return Table(value, self._path, f"{self.field(key)}.")
+
+    def table_list(self, key: str) -> list["Table"]:
+        value = self._get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.error(key, f"expected an array of tables ([[{self.field(key)}]]), got {value!r}")
+        return [Table(v, self._path, f"{self.field(key)}[{i}].") for i, v in enumerate(value)]
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        return self._get(key, default)
+
+    def reject_unknown(self) -> None:
+        """Fail on keys nobody read: in a gate config a typo must never pass silently."""
+        for key in self._data:
+            if key not in self._read:
+                close = difflib.get_close_matches(key, sorted(self._read), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else f"; known fields: {', '.join(sorted(self._read))}"
+                raise self.error(key, f"unknown field{hint}")
