@@ -1,0 +1,121 @@
+"""`python -m specgate.sim`: SIMULATOR entry point taking SGLang's launch flags.
+
+The SGLang flags that change behaviour here (speculative settings, attention mode,
+CUDA graphs) are read; other SGLang flags are accepted and listed in the log as
+ignored, so a deployment's real flag set boots unchanged. `--sim-*` flags belong to
+the simulator alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+
+from specgate.sim import SIM_LABEL
+from specgate.sim.cost import CostModel
+from specgate.sim.engine import SpecSettings
+from specgate.sim.faults import parse_faults
+from specgate.sim.server import SimServerState, log, serve
+
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NEXTN")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m specgate.sim", description=SIM_LABEL)
+    # SGLang flags (same names and meanings as sglang.launch_server)
+    p.add_argument("--model-path", default="specgate-sim/toy-1k")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--nccl-port", type=int, default=None)
+    p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
+    p.add_argument("--speculative-algorithm", choices=SPEC_ALGORITHMS, default=None)
+    p.add_argument("--speculative-draft-model-path", default=None)
+    p.add_argument("--speculative-num-steps", type=int, default=None)
+    p.add_argument("--speculative-eagle-topk", type=int, default=None)
+    p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    p.add_argument("--speculative-attention-mode", choices=("prefill", "decode"), default="prefill")
+    p.add_argument("--attention-backend", default="triton")
+    p.add_argument("--prefill-attention-backend", default=None)
+    p.add_argument("--decode-attention-backend", default=None)
+    p.add_argument("--disable-cuda-graph", action="store_true")
+    p.add_argument("--cuda-graph-max-bs", type=int, default=None)
+    p.add_argument("--disable-overlap-schedule", action="store_true")
+    # Simulator-only flags
+    p.add_argument("--sim-fault", action="append", default=[], help="inject a fault (see specgate/sim/faults.py)")
+    p.add_argument("--sim-draft-agreement", type=float, default=0.7, help="P(draft top-1 == target top-1)")
+    p.add_argument("--sim-step-ms", type=float, default=2.0, help="cost of one plain decode step")
+    p.add_argument("--sim-prefill-verify-factor", type=float, default=2.4)
+    p.add_argument("--sim-boot-s", type=float, default=0.0, help="pretend boot time before serving")
+    p.add_argument("--incremental-streaming-output", "--stream-output", dest="incremental_stream", action="store_true")
+    p.add_argument(
+        "--sim-meta-names",
+        choices=("latest", "0.5.11", "0.5.8", "0.5.3"),
+        default="0.5.11",
+        help="which SGLang release's names for the spec_* counters to send",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, unknown = build_parser().parse_known_args(argv)
+    try:
+        faults = parse_faults(args.sim_fault)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # SGLang stops on SIGTERM; do the same through the normal shutdown path.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    log(f"{SIM_LABEL} starting; args: {' '.join(sys.argv[1:] if argv is None else argv)}")
+    if unknown:
+        log(f"SIMULATOR ignores these SGLang flags: {' '.join(unknown)}")
+    spec = None
+    if args.speculative_algorithm:
+        steps = args.speculative_num_steps or 3
+        topk = args.speculative_eagle_topk or 1
+        spec = SpecSettings(
+            algorithm=args.speculative_algorithm,
+            steps=steps,
+            topk=topk,
+            draft_tokens=args.speculative_num_draft_tokens or steps + 1,
+            attention_mode=args.speculative_attention_mode,
+            draft_agreement=args.sim_draft_agreement,
+        )
+    cost = CostModel(
+        decode_step_ms=args.sim_step_ms,
+        prefill_verify_factor=args.sim_prefill_verify_factor,
+        slowdown=faults.slowdown,
+        cuda_graph=not args.disable_cuda_graph,
+    )
+    server_args = {
+        "model_path": args.model_path,
+        "host": args.host,
+        "port": args.port,
+        "nccl_port": args.nccl_port,
+        "tp_size": args.tp_size,
+        "speculative_algorithm": args.speculative_algorithm,
+        "speculative_draft_model_path": args.speculative_draft_model_path,
+        "speculative_num_steps": spec.steps if spec else None,
+        "speculative_eagle_topk": spec.topk if spec else None,
+        "speculative_num_draft_tokens": spec.draft_tokens if spec else None,
+        "speculative_attention_mode": args.speculative_attention_mode,
+        "attention_backend": args.attention_backend,
+        "prefill_attention_backend": args.prefill_attention_backend,
+        "decode_attention_backend": args.decode_attention_backend,
+        "disable_cuda_graph": args.disable_cuda_graph,
+        "cuda_graph_max_bs": args.cuda_graph_max_bs,
+        "disable_overlap_schedule": args.disable_overlap_schedule,
+    }
+    state = SimServerState(server_args=server_args, spec=spec, faults=faults, cost=cost, meta_names=args.sim_meta_names,
+        incremental_stream=args.incremental_stream,
+    )
+    if args.sim_boot_s:
+        log(f"SIMULATOR pretending to load weights and capture CUDA graphs for {args.sim_boot_s:.1f} s")
+        time.sleep(args.sim_boot_s)
+    serve(args.host, args.port, state)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

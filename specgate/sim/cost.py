@@ -1,0 +1,43 @@
+"""SIMULATOR cost model: how long each step of the toy engine pretends to take.
+
+Shaped after the user's story (Kimi-K2.5 with EAGLE-3: verify of 3 tokens took ~29 ms
+against ~12 ms for one decode step in prefill attention mode): verify in *prefill*
+attention mode runs the prefill kernels and pays `prefill_verify_factor` times a decode
+step; in *decode* mode it costs a decode step plus a little per extra draft token.
+Disabling CUDA graphs multiplies every step, as launch overhead would on a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CostModel:
+    decode_step_ms: float = 2.0
+    draft_step_ms: float = 0.3
+    prefill_base_ms: float = 2.0
+    prefill_per_token_ms: float = 0.005
+    verify_per_extra_token: float = 0.05
+    prefill_verify_factor: float = 2.4
+    no_cuda_graph_factor: float = 3.0
+    slowdown: float = 0.0
+    cuda_graph: bool = True
+
+    def _scale(self, ms: float) -> float:
+        factor = (1.0 + self.slowdown) * (1.0 if self.cuda_graph else self.no_cuda_graph_factor)
+        return ms * factor / 1000.0
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        return self._scale(self.prefill_base_ms + self.prefill_per_token_ms * prompt_tokens)
+
+    def decode_step_s(self) -> float:
+        return self._scale(self.decode_step_ms)
+
+    def spec_cycle_s(self, steps: int, draft_tokens: int, attention_mode: str) -> float:
+        draft = steps * self.draft_step_ms
+        if attention_mode == "prefill":
+            verify = self.decode_step_ms * self.prefill_verify_factor
+        else:
+            verify = self.decode_step_ms * (1.0 + self.verify_per_extra_token * max(0, draft_tokens - 1))
+        return self._scale(draft + verify)

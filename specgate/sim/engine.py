@@ -1,0 +1,153 @@
+"""SIMULATOR generation loop: plain greedy decoding, or draft-then-verify speculation.
+
+Speculative steps follow EAGLE's shape: the draft proposes `steps` tokens (with `topk`
+guesses per depth), the target verifies them in one pass, the longest agreeing prefix
+is accepted and the target's own next token is added. Output is therefore always the
+target's greedy chain under the verify kernel, whatever the draft guesses; only time
+and accept length depend on the draft. Stop conditions are checked token by token, as
+SGLang does, unless a fault says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from specgate.sim.cost import CostModel
+from specgate.sim.faults import Faults
+from specgate.sim.model import Distribution, ToyModel
+from specgate.sim.tokenizer import EOS_ID, decode
+
+
+@dataclass(frozen=True)
+class SpecSettings:
+    algorithm: str
+    steps: int
+    topk: int
+    draft_tokens: int
+    attention_mode: str
+    draft_agreement: float
+
+    @property
+    def depth(self) -> int:
+        return max(1, min(self.steps, self.draft_tokens - 1))
+
+
+@dataclass(frozen=True)
+class GenParams:
+    max_new_tokens: int
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    no_stop_trim: bool = False
+
+
+@dataclass
+class GenState:
+    """What the server reports back: grows as steps complete."""
+
+    output_ids: list[int] = field(default_factory=list)
+    distributions: list[Distribution] = field(default_factory=list)
+    finish_reason: dict | None = None
+    text: str = ""
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    proposed_drafts: int = 0
+    accept_histogram: list[int] = field(default_factory=list)
+
+
+class Generation:
+    def __init__(
+        self,
+        prompt_ids: list[int],
+        params: GenParams,
+        spec: SpecSettings | None,
+        faults: Faults,
+        cost: CostModel,
+    ) -> None:
+        agreement = 0.0 if faults.accept_collapse else (spec.draft_agreement if spec else 0.0)
+        self.model = ToyModel(prompt_ids, agreement)
+        self.prompt_ids = prompt_ids
+        self.params = params
+        self.spec = spec
+        self.faults = faults
+        self.cost = cost
+        self.state = GenState(accept_histogram=[0] * ((spec.depth + 1) if spec else 0))
+
+    def steps(self) -> Iterator[tuple[list[int], float]]:
+        """Yields (new token ids, seconds the step costs); `state` is final when it stops."""
+        first = self._token_at(self.prompt_ids, position=0, verify=False)
+        yield self._append([first]), self.cost.prefill_s(len(self.prompt_ids))
+        while self.state.finish_reason is None:
+            if self.spec is None:
+                token = self._token_at(self.prompt_ids + self.state.output_ids, len(self.state.output_ids), False)
+                yield self._append([token]), self.cost.decode_step_s()
+            else:
+                tokens = self._speculate()
+                yield self._append(tokens), self.cost.spec_cycle_s(
+                    self.spec.steps, self.spec.draft_tokens, self.spec.attention_mode
+                )
+
+    def _token_at(self, context: list[int], position: int, verify: bool) -> int:
+        if self.spec is not None and self.faults.diverge_at == position:
+            return self.model.distribution(context).tokens[2]  # never top-1 or top-2: decisive
+        return self.model.greedy(context, verify_kernel=verify)
+
+    def _speculate(self) -> list[int]:
+        assert self.spec is not None
+        context = self.prompt_ids + self.state.output_ids
+        accepted: list[int] = []
+        for depth in range(self.spec.depth):
+            here = context + accepted
+            target = self._token_at(here, len(self.state.output_ids) + len(accepted), verify=True)
+            guesses = {self.model.draft(here, attempt) for attempt in range(self.spec.topk)}
+            if target not in guesses:
+                break
+            accepted.append(target)
+        bonus_context = context + accepted
+        bonus = self._token_at(bonus_context, len(self.state.output_ids) + len(accepted), verify=True)
+        self.state.verify_ct += 1
+        self.state.accepted_drafts += len(accepted)
+        self.state.proposed_drafts += self.spec.depth
+        self.state.accept_histogram[len(accepted)] += 1
+        return accepted + [bonus]
+
+    def _append(self, tokens: list[int]) -> list[int]:
+        """Append one step's tokens, stopping where SGLang would; returns those kept."""
+        kept = []
+        for token in tokens:
+            self.state.output_ids.append(token)
+            self.state.distributions.append(
+                self.model.distribution(self.prompt_ids + self.state.output_ids[:-1])
+            )
+            kept.append(token)
+            reason = self._finish_reason(token)
+            if reason is not None:
+                self.state.finish_reason = reason
+                # The overshoot fault keeps the whole accepted run, past the limit.
+                if not (self.faults.overshoot and self.spec is not None):
+                    break
+        self.state.text = self._text()
+        return kept
+
+    def _finish_reason(self, token: int) -> dict | None:
+        p = self.params
+        if token == EOS_ID and not p.ignore_eos:
+            return {"type": "stop", "matched": EOS_ID}
+        if token in p.stop_token_ids:
+            return {"type": "stop", "matched": token}
+        if p.stop and not (self.faults.stop_leak and self.spec is not None):
+            text = decode(self.state.output_ids)
+            for s in p.stop:
+                if s in text:
+                    return {"type": "stop", "matched": s}
+        if len(self.state.output_ids) >= p.max_new_tokens:
+            return {"type": "length", "length": len(self.state.output_ids)}
+        return None
+
+    def _text(self) -> str:
+        text = decode(self.state.output_ids)
+        reason = self.state.finish_reason
+        if reason and isinstance(reason.get("matched"), str) and not self.params.no_stop_trim:
+            text = text[: text.find(reason["matched"])]
+        return text

@@ -1,0 +1,59 @@
+"""SIMULATOR injectable faults: each one exists to prove that one gate can fail.
+
+Given on the simulator's command line as `--sim-fault NAME[=VALUE]` (repeatable), so a
+deployment file can inject a fault into one config only.
+
+| fault            | what the server then does                                         | gate that must go red        |
+|------------------|-------------------------------------------------------------------|------------------------------|
+| diverge-at=K     | speculative output takes a non-top-2 token at position K           | greedy equivalence           |
+| stop-leak        | speculative output runs past a stop string and keeps it in text   | stop-string check            |
+| overshoot        | speculative output emits up to `steps` tokens past max_new_tokens  | max_new_tokens check         |
+| accept-collapse  | the draft is always wrong: accept length 1.0                       | accept length / beats        |
+| slowdown=F       | every step costs (1+F) times as much                               | no-regression (decode tok/s) |
+| crash-after=N    | the process exits when request N+1 arrives                         | every test of that config    |
+| never-ready      | /health_generate never answers 200; the process stays alive        | boot timeout                 |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KNOWN = ("diverge-at", "stop-leak", "overshoot", "accept-collapse", "slowdown", "crash-after", "never-ready")
+
+
+@dataclass(frozen=True)
+class Faults:
+    diverge_at: int | None = None
+    stop_leak: bool = False
+    overshoot: bool = False
+    accept_collapse: bool = False
+    slowdown: float = 0.0
+    crash_after: int | None = None
+    never_ready: bool = False
+
+    @property
+    def active(self) -> list[str]:
+        return [k for k, v in self.__dict__.items() if v not in (None, False, 0.0)]
+
+
+def parse_faults(specs: list[str]) -> Faults:
+    values: dict[str, object] = {}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        if name not in KNOWN:
+            raise ValueError(f"--sim-fault {spec!r}: unknown fault; known: {', '.join(KNOWN)}")
+        key = name.replace("-", "_")
+        if name in ("diverge-at", "crash-after"):
+            if not value.isdigit():
+                raise ValueError(f"--sim-fault {spec!r}: expected {name}=<non-negative integer>")
+            values[key] = int(value)
+        elif name == "slowdown":
+            try:
+                values[key] = float(value)
+            except ValueError:
+                raise ValueError(f"--sim-fault {spec!r}: expected slowdown=<fraction>, e.g. slowdown=0.3") from None
+        else:
+            if value:
+                raise ValueError(f"--sim-fault {spec!r}: {name} takes no value")
+            values[key] = True
+    return Faults(**values)  # type: ignore[arg-type]

@@ -1,0 +1,252 @@
+"""SIMULATOR HTTP server: the subset of SGLang's native API that specgate speaks.
+
+Endpoints: GET /health, /health_generate, /get_server_info, /get_model_info,
+POST /generate (non-streaming JSON, or server-sent events with `"stream": true`),
+POST /flush_cache. Response shapes follow SGLang's: `text`, `output_ids` and a
+`meta_info` with token counts, finish_reason, latency, optional logprobs and, for
+speculative configs, the spec_* counters under SGLang's newer or older names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from specgate.sim import SIM_LABEL, SIM_VERSION
+from specgate.sim.cost import CostModel
+from specgate.sim.engine import Generation, GenParams, GenState, SpecSettings
+from specgate.sim.faults import Faults
+from specgate.sim.tokenizer import encode
+
+
+@dataclass
+class SimServerState:
+    server_args: dict[str, Any]
+    spec: SpecSettings | None
+    faults: Faults
+    cost: CostModel
+    meta_names: str  # which SGLang release's spelling of the spec counters to send
+    incremental_stream: bool  # --incremental-streaming-output: chunks carry deltas
+    requests_seen: int = 0
+    tokens_total: int = 0
+    verify_total: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def spec_counters(st: "GenState", names: str) -> dict[str, Any]:
+    """The spec_* keys, spelled as the SGLang release `names` spells them."""
+    verify = max(st.verify_ct, 1)
+    out: dict[str, Any] = {"spec_verify_ct": st.verify_ct}
+    if names == "0.5.3":
+        return out
+    out["spec_accept_length"] = len(st.output_ids) / verify
+    out["spec_accept_rate"] = st.accepted_drafts / max(st.proposed_drafts, 1)
+    if names == "0.5.8":
+        out["spec_accept_token_num"] = st.accepted_drafts
+        out["spec_draft_token_num"] = st.proposed_drafts
+    elif names == "0.5.11":
+        out["spec_accepted_drafts"] = st.accepted_drafts
+        out["spec_proposed_drafts"] = st.proposed_drafts
+        out["spec_accept_histogram"] = list(st.accept_histogram)
+    else:  # "latest": the renamed counters, aliases gone
+        out["spec_num_correct_drafts"] = st.accepted_drafts
+        out["spec_num_proposed_drafts"] = st.proposed_drafts
+        out["spec_correct_drafts_histogram"] = list(st.accept_histogram)
+    return out
+
+
+def log(message: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"[{stamp}] {message}", flush=True)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "specgate-sim/" + SIM_VERSION
+    state: SimServerState  # set on the class by serve()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+        pass  # SGLang logs requests at debug level only; keep the log readable
+
+    # --- plumbing -------------------------------------------------------------
+    def _send_json(self, status: int, body: Any) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _ready(self) -> bool:
+        return not self.state.faults.never_ready
+
+    # --- endpoints ------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?")[0]
+        if path in ("/health", "/health_generate"):
+            if self._ready():
+                self._send_json(200, {})
+            else:
+                self._send_json(503, {"error": "SIMULATOR fault never-ready"})
+        elif path == "/get_server_info":
+            with self.state.lock:
+                avg = self.state.tokens_total / self.state.verify_total if self.state.verify_total else None
+            info = dict(self.state.server_args)
+            info["version"] = SIM_VERSION + "-specgate-sim"
+            info["simulator"] = SIM_LABEL
+            info["internal_states"] = [{"avg_spec_accept_length": avg, "last_gen_throughput": 0.0}]
+            self._send_json(200, info)
+        elif path == "/get_model_info":
+            self._send_json(
+                200,
+                {
+                    "model_path": self.state.server_args["model_path"],
+                    "tokenizer_path": self.state.server_args["model_path"],
+                    "is_generation": True,
+                },
+            )
+        else:
+            self._send_json(404, {"error": f"not found: {path}"})
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?")[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b"{}"
+        if path == "/flush_cache":
+            self._send_json(200, {})
+            return
+        if path != "/generate":
+            self._send_json(404, {"error": f"not found: {path}"})
+            return
+        try:
+            body = json.loads(raw)
+            generation, return_logprob, top_n = self._parse_generate(body)
+        except (ValueError, TypeError, KeyError) as exc:
+            self._send_json(400, {"error": {"message": f"bad /generate request: {exc}"}})
+            return
+        with self.state.lock:
+            self.state.requests_seen += 1
+            seen = self.state.requests_seen
+        crash_after = self.state.faults.crash_after
+        if crash_after is not None and seen > crash_after:
+            log(f"SIMULATOR fault crash-after={crash_after}: exiting on request {seen}")
+            os._exit(3)
+        self._run(generation, bool(body.get("stream")), return_logprob, top_n)
+
+    def _parse_generate(self, body: dict) -> tuple[Generation, bool, int]:
+        if "input_ids" in body and body["input_ids"] is not None:
+            ids = body["input_ids"]
+            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                raise ValueError("input_ids must be a list of integers")
+            prompt_ids = list(ids)
+        elif isinstance(body.get("text"), str):
+            prompt_ids = encode(body["text"])
+        else:
+            raise ValueError("expected 'text' (a string) or 'input_ids' (a list of integers)")
+        sp = body.get("sampling_params") or {}
+        if float(sp.get("temperature", 1.0)) != 0.0:
+            # The toy model only knows greedy decoding; sampling would need a real model.
+            raise ValueError("the simulator serves greedy requests only (sampling_params.temperature = 0)")
+        stop = sp.get("stop") or ()
+        params = GenParams(
+            max_new_tokens=int(sp.get("max_new_tokens", 128)),
+            stop=(stop,) if isinstance(stop, str) else tuple(stop),
+            stop_token_ids=tuple(sp.get("stop_token_ids") or ()),
+            ignore_eos=bool(sp.get("ignore_eos", False)),
+            no_stop_trim=bool(sp.get("no_stop_trim", False)),
+        )
+        generation = Generation(prompt_ids, params, self.state.spec, self.state.faults, self.state.cost)
+        return generation, bool(body.get("return_logprob")), int(body.get("top_logprobs_num") or 0)
+
+    def _meta(self, gen: Generation, started: float, return_logprob: bool, top_n: int, rid: str) -> dict:
+        st = gen.state
+        meta: dict[str, Any] = {
+            "id": rid,
+            "finish_reason": st.finish_reason,
+            "prompt_tokens": len(gen.prompt_ids),
+            "completion_tokens": len(st.output_ids),
+            "cached_tokens": 0,
+        }
+        if return_logprob:
+            meta["output_token_logprobs"] = [
+                [d.logprob_of(t), t, None] for t, d in zip(st.output_ids, st.distributions)
+            ]
+            if top_n:
+                meta["output_top_logprobs"] = [
+                    [[lp, tok, None] for lp, tok in d.top_logprobs(top_n)] for d in st.distributions
+                ]
+        if st.finish_reason is None:
+            return meta  # SGLang adds latency and spec counters to the final chunk only
+        meta["e2e_latency"] = time.perf_counter() - started
+        if self.state.spec is not None:
+            meta.update(spec_counters(st, self.state.meta_names))
+        return meta
+
+    def _run(self, gen: Generation, stream: bool, return_logprob: bool, top_n: int) -> None:
+        rid = uuid.uuid4().hex
+        started = time.perf_counter()
+        deadline = started
+        sent_text = sent_ids = 0
+        if stream:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+        try:
+            for _tokens, cost_s in gen.steps():
+                # Pace against a deadline so sleep overhead never accumulates.
+                deadline += cost_s
+                delay = deadline - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                if stream:
+                    text, ids = gen.state.text, list(gen.state.output_ids)
+                    if self.state.incremental_stream:
+                        text, ids = text[sent_text:], ids[sent_ids:]
+                        sent_text, sent_ids = len(gen.state.text), len(gen.state.output_ids)
+                    chunk = {"text": text, "output_ids": ids, "meta_info": self._meta(gen, started, return_logprob, top_n, rid)}
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+            with self.state.lock:
+                self.state.tokens_total += len(gen.state.output_ids)
+                self.state.verify_total += max(gen.state.verify_ct, 1) if self.state.spec else 0
+            if stream:
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+            else:
+                body = {
+                    "text": gen.state.text,
+                    "output_ids": list(gen.state.output_ids),
+                    "meta_info": self._meta(gen, started, return_logprob, top_n, rid),
+                }
+                self._send_json(200, body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away; SGLang aborts the request the same way
+        elapsed = time.perf_counter() - started
+        n = len(gen.state.output_ids)
+        log(f"Decode batch. #running-req: 1, #token: {n}, gen throughput (token/s): {n / elapsed:.2f}")
+
+
+def serve(host: str, port: int, state: SimServerState) -> None:
+    handler = type("BoundHandler", (Handler,), {"state": state})
+    httpd = ThreadingHTTPServer((host, port), handler)
+    httpd.daemon_threads = True
+    log(f"{SIM_LABEL}: serving on http://{host}:{port}")
+    if state.faults.active:
+        log(f"SIMULATOR faults injected: {', '.join(state.faults.active)}")
+    log("The server is fired up and ready to roll!" if not state.faults.never_ready else "never-ready fault: not ready")
+    try:
+        httpd.serve_forever(poll_interval=0.1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()
+        sys.stdout.flush()
