@@ -1,0 +1,326 @@
+"""Client for SGLang's native HTTP API, recording what each request measured.
+
+Token counts come from `meta_info`, never from counting stream chunks: under
+speculation one chunk carries several tokens. Fields are read defensively because
+SGLang renamed them across releases (see `SPEC_FIELD_NAMES`), streamed `output_ids`
+and `text` are cumulative in some releases and deltas in others, and 0.5.1–0.5.4
+prefixed `output_ids` with prompt tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from specgate.errors import ClientError
+
+# Each counter under every name SGLang has used, newest first.
+SPEC_FIELD_NAMES: dict[str, tuple[str, ...]] = {
+    "accepted_drafts": ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num"),
+    "proposed_drafts": ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num"),
+    "histogram": ("spec_correct_drafts_histogram", "spec_accept_histogram"),
+}
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One greedy /generate call. `top_logprobs` > 0 asks for that many per output position."""
+
+    max_new_tokens: int
+    text: str | None = None
+    input_ids: tuple[int, ...] | None = None
+    stop: tuple[str, ...] = ()
+    ignore_eos: bool = False
+    top_logprobs: int = 0
+    stream: bool = False
+
+    def payload(self) -> dict[str, Any]:
+        sampling: dict[str, Any] = {"temperature": 0.0, "max_new_tokens": self.max_new_tokens}
+        if self.stop:
+            sampling["stop"] = list(self.stop)
+        if self.ignore_eos:
+            sampling["ignore_eos"] = True
+        body: dict[str, Any] = {"sampling_params": sampling, "stream": self.stream}
+        if self.input_ids is not None:
+            body["input_ids"] = list(self.input_ids)
+        else:
+            body["text"] = self.text
+        if self.top_logprobs:
+            # logprob_start_len -1: logprobs of output tokens only, not the prompt.
+            body.update(return_logprob=True, top_logprobs_num=self.top_logprobs, logprob_start_len=-1)
+        return body
+
+
+@dataclass(frozen=True)
+class FinishReason:
+    kind: str  # "length", "stop", "abort" or "unknown"
+    matched: int | str | None = None
+
+    @classmethod
+    def parse(cls, raw: Any) -> "FinishReason":
+        if isinstance(raw, dict):
+            return cls(str(raw.get("type", "unknown")), raw.get("matched"))
+        if isinstance(raw, str):
+            return cls(raw)
+        return cls("unknown")
+
+    def __str__(self) -> str:
+        return self.kind if self.matched is None else f"{self.kind}({self.matched!r})"
+
+
+@dataclass(frozen=True)
+class SpecCounters:
+    """Speculative-decoding counters of one request (absent on plain servers)."""
+
+    verify_ct: int
+    accepted_drafts: int | None
+    proposed_drafts: int | None
+    histogram: tuple[int, ...] | None
+    server_accept_length: float | None
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    request: GenerateRequest
+    text: str
+    output_ids: tuple[int, ...]
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: FinishReason
+    e2e_s: float  # measured here, request sent to last byte
+    server_e2e_s: float | None  # meta_info.e2e_latency
+    ttft_s: float | None = None  # streaming only
+    decode_s: float | None = None  # first to last token-bearing chunk
+    first_chunk_tokens: int = 0
+    chunks: int = 0
+    top_logprobs: tuple[tuple[tuple[int, float], ...], ...] | None = None  # per position: (id, logprob) best first
+    spec: SpecCounters | None = None
+
+    @property
+    def decode_tps(self) -> float | None:
+        """Tokens after the first chunk over the time they took to arrive."""
+        later = self.completion_tokens - self.first_chunk_tokens
+        if self.decode_s is None or self.decode_s <= 0 or later <= 0:
+            return None
+        return later / self.decode_s
+
+    @property
+    def accept_length(self) -> float | None:
+        """completion_tokens / spec_verify_ct of this request alone (the server's own
+        average in /get_server_info is cumulative since boot, warmup included)."""
+        if self.spec is None or self.spec.verify_ct <= 0:
+            return None
+        return self.completion_tokens / self.spec.verify_ct
+
+
+@dataclass
+class _StreamState:
+    text: str = ""
+    ids: list[int] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    chunks: int = 0
+    t_first: float | None = None
+    t_last: float | None = None
+    first_tokens: int = 0
+
+
+def curl_command(base_url: str, request: GenerateRequest) -> str:
+    """A copy-paste reproducer for one request."""
+    body = json.dumps(request.payload(), ensure_ascii=False)
+    return f"curl -s {shlex.quote(base_url.rstrip('/') + '/generate')} -H 'Content-Type: application/json' -d {shlex.quote(body)}"
+
+
+class SglangClient:
+    def __init__(self, base_url: str, timeout_s: float = 300.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0), limits=httpx.Limits(max_connections=64))
+
+    def close(self) -> None:
+        self._http.close()
+
+    # --- server endpoints -------------------------------------------------------
+    def is_ready(self) -> bool:
+        """SGLang's /health_generate runs a one-token generation: ready means it can serve."""
+        try:
+            return self._http.get(self.base_url + "/health_generate", timeout=10.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _get_first(self, paths: tuple[str, ...]) -> dict[str, Any]:
+        errors = []
+        for path in paths:
+            try:
+                resp = self._http.get(self.base_url + path, timeout=30.0)
+            except httpx.HTTPError as exc:
+                errors.append(f"{path}: {exc}")
+                continue
+            if resp.status_code == 200:
+                try:
+                    return resp.json()
+                except ValueError:
+                    errors.append(f"{path}: not JSON")
+            else:
+                errors.append(f"{path}: HTTP {resp.status_code}")
+        raise ClientError(f"{self.base_url}: none of {', '.join(paths)} answered: {'; '.join(errors)}")
+
+    def server_info(self) -> dict[str, Any]:
+        # /server_info is the newer name (0.5.6+); /get_server_info the older one.
+        return self._get_first(("/server_info", "/get_server_info"))
+
+    def model_info(self) -> dict[str, Any]:
+        return self._get_first(("/model_info", "/get_model_info"))
+
+    def flush_cache(self) -> None:
+        try:
+            self._http.post(self.base_url + "/flush_cache", timeout=30.0)
+        except httpx.HTTPError:
+            pass  # a cache flush is a courtesy for cleaner timings, never required
+
+    # --- generation ---------------------------------------------------------------
+    def generate(self, request: GenerateRequest) -> GenerateResult:
+        url = self.base_url + "/generate"
+        started = time.perf_counter()
+        try:
+            if request.stream:
+                return self._generate_stream(url, request, started)
+            resp = self._http.post(url, json=request.payload())
+        except httpx.HTTPError as exc:
+            raise ClientError(f"POST {url} failed: {type(exc).__name__}: {exc}") from None
+        ended = time.perf_counter()
+        if resp.status_code != 200:
+            raise ClientError(f"POST {url} answered HTTP {resp.status_code}: {resp.text[:500]}")
+        try:
+            body = resp.json()
+        except ValueError:
+            raise ClientError(f"POST {url} answered non-JSON: {resp.text[:200]!r}") from None
+        if not isinstance(body, dict) or "meta_info" not in body:
+            raise ClientError(f"POST {url}: expected an object with meta_info, got {str(body)[:200]}")
+        return self._result(request, body.get("text", ""), body.get("output_ids"), body["meta_info"], started, ended)
+
+    def _generate_stream(self, url: str, request: GenerateRequest, started: float) -> GenerateResult:
+        st = _StreamState()
+        buffer = b""
+        with self._http.stream("POST", url, json=request.payload()) as resp:
+            if resp.status_code != 200:
+                resp.read()
+                raise ClientError(f"POST {url} (stream) answered HTTP {resp.status_code}: {resp.text[:500]}")
+            for data in resp.iter_bytes():
+                now = time.perf_counter()
+                buffer += data
+                while b"\n\n" in buffer:
+                    event, buffer = buffer.split(b"\n\n", 1)
+                    self._on_event(url, event, now, st)
+        ended = time.perf_counter()
+        if not st.meta:
+            raise ClientError(f"POST {url} (stream) ended without a single data chunk")
+        return self._result(request, st.text, st.ids, st.meta, started, ended, st)
+
+    @staticmethod
+    def _on_event(url: str, event: bytes, now: float, st: _StreamState) -> None:
+        line = event.strip()
+        if not line.startswith(b"data:"):
+            return
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise ClientError(f"POST {url} (stream): chunk is not JSON: {data[:200]!r}") from None
+        if "error" in chunk:
+            raise ClientError(f"POST {url} (stream): server sent an error: {chunk['error']}")
+        meta = chunk.get("meta_info") or {}
+        tokens = int(meta.get("completion_tokens", 0))
+        before = int(st.meta.get("completion_tokens", 0))
+        # Cumulative or delta? Cumulative text extends what we have; deltas do not.
+        text = chunk.get("text", "")
+        st.text = text if text.startswith(st.text) else st.text + text
+        ids = chunk.get("output_ids")
+        if isinstance(ids, list):
+            st.ids = list(ids) if len(ids) >= tokens else st.ids + list(ids)
+        st.meta = {**st.meta, **meta}
+        st.chunks += 1
+        if tokens > before:
+            if st.t_first is None:
+                st.t_first, st.first_tokens = now, tokens
+            st.t_last = now
+
+    def _result(
+        self,
+        request: GenerateRequest,
+        text: str,
+        output_ids: Any,
+        meta: dict[str, Any],
+        started: float,
+        ended: float,
+        st: _StreamState | None = None,
+    ) -> GenerateResult:
+        completion = int(meta.get("completion_tokens", 0))
+        ids = tuple(output_ids or ())
+        if len(ids) > completion:
+            ids = ids[len(ids) - completion :]  # 0.5.1–0.5.4 put prompt tokens in front
+        return GenerateResult(
+            request=request,
+            text=text,
+            output_ids=ids,
+            prompt_tokens=int(meta.get("prompt_tokens", 0)),
+            completion_tokens=completion,
+            finish_reason=FinishReason.parse(meta.get("finish_reason")),
+            e2e_s=ended - started,
+            server_e2e_s=_float_or_none(meta.get("e2e_latency")),
+            ttft_s=(st.t_first - started) if st and st.t_first is not None else None,
+            decode_s=(st.t_last - st.t_first) if st and st.t_first is not None and st.t_last is not None else None,
+            first_chunk_tokens=st.first_tokens if st else 0,
+            chunks=st.chunks if st else 1,
+            top_logprobs=_parse_top_logprobs(meta.get("output_top_logprobs")),
+            spec=_parse_spec(meta),
+        )
+
+
+def _float_or_none(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _parse_top_logprobs(raw: Any) -> tuple[tuple[tuple[int, float], ...], ...] | None:
+    """[[(logprob, id, text), ...] per position] → ((id, logprob), ...) per position, best first."""
+    if not isinstance(raw, list):
+        return None
+    positions = []
+    for entry in raw:
+        pairs = []
+        for item in entry or ():
+            if isinstance(item, (list, tuple)) and len(item) >= 2 and item[0] is not None:
+                pairs.append((int(item[1]), float(item[0])))
+        pairs.sort(key=lambda p: -p[1])
+        positions.append(tuple(pairs))
+    return tuple(positions)
+
+
+def _first_present(meta: dict[str, Any], names: tuple[str, ...]) -> Any:
+    for name in names:
+        if meta.get(name) is not None:
+            return meta[name]
+    return None
+
+
+def _parse_spec(meta: dict[str, Any]) -> SpecCounters | None:
+    if meta.get("spec_verify_ct") is None:
+        return None
+    accepted = _first_present(meta, SPEC_FIELD_NAMES["accepted_drafts"])
+    proposed = _first_present(meta, SPEC_FIELD_NAMES["proposed_drafts"])
+    histogram = _first_present(meta, SPEC_FIELD_NAMES["histogram"])
+    return SpecCounters(
+        verify_ct=int(meta["spec_verify_ct"]),
+        accepted_drafts=None if accepted is None else int(accepted),
+        proposed_drafts=None if proposed is None else int(proposed),
+        histogram=tuple(int(x) for x in histogram) if isinstance(histogram, list) else None,
+        server_accept_length=_float_or_none(meta.get("spec_accept_length")),
+    )

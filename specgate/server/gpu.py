@@ -1,0 +1,73 @@
+"""What the GPUs are, and whether processes still hold their memory.
+
+Read through nvidia-smi so that nothing here needs torch or NVML bindings; on a
+machine without it every answer is "no GPU" and waits return at once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    name: str
+    count: int
+    driver: str
+    cuda: str
+    memory_total_mib: int
+
+
+def _smi(*args: str) -> str | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def gpu_info() -> GpuInfo | None:
+    out = _smi("--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits")
+    if not out or not out.strip():
+        return None
+    rows = [r.split(", ") for r in out.strip().splitlines()]
+    cuda = "unknown"
+    header = _smi() or ""
+    for part in header.split("|"):
+        if "CUDA Version:" in part:
+            cuda = part.split("CUDA Version:")[1].strip().split()[0]
+    try:
+        memory = int(float(rows[0][2]))
+    except (IndexError, ValueError):
+        memory = 0
+    return GpuInfo(name=rows[0][0].strip(), count=len(rows), driver=rows[0][1].strip(), cuda=cuda, memory_total_mib=memory)
+
+
+def pids_holding_gpu_memory() -> set[int] | None:
+    """PIDs of compute processes on any GPU; None when that cannot be known."""
+    out = _smi("--query-compute-apps=pid", "--format=csv,noheader,nounits")
+    if out is None:
+        return None
+    return {int(x) for x in out.split() if x.strip().isdigit()}
+
+
+def wait_gpu_released(pids: set[int], timeout_s: float, poll_s: float = 1.0) -> set[int]:
+    """Wait until none of `pids` holds GPU memory; returns those still holding it.
+
+    The next config's server must not boot while the last one's memory is still
+    mapped: it would size its KV cache against the leftovers or fail to start.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        holding = pids_holding_gpu_memory()
+        if holding is None:
+            return set()  # no GPU, or no way to ask: nothing to wait for
+        left = pids & holding
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(poll_s)

@@ -1,0 +1,214 @@
+"""The `local` launcher: SGLang (or the simulator) as a child process group.
+
+Each server gets its own session (process group) so that teardown reaches the
+scheduler and detokenizer processes SGLang forks, not only the launcher. Teardown is
+SIGTERM to the group, then SIGKILL after the shutdown timeout, then a wait until the
+GPU memory those processes held is released, before the next boot may start.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from specgate.client import SglangClient
+from specgate.deployment import REPO_ROOT, Deployment, ServerConfig
+from specgate.errors import ServerBootError
+from specgate.server.gpu import wait_gpu_released
+from specgate.server.launcher import BootProgress, ServerHandle
+
+_PR_SET_PDEATHSIG = 1
+_handed_out: set[int] = set()
+
+
+def free_port() -> int:
+    """A port nothing listens on now, never the same twice in one session."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it if specgate itself is killed (Linux)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def tail(path: Path | None, lines: int = 30) -> str:
+    if path is None or not path.exists():
+        return "(no log)"
+    with path.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 64 * 1024))
+        text = f.read().decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
+
+
+def group_pids(pgid: int) -> set[int]:
+    """Every live process in process group `pgid` (read from /proc)."""
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                pids.add(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+class LocalLauncher:
+    def __init__(self, deployment: Deployment, log_dir: Path) -> None:
+        self.deployment = deployment
+        self.log_dir = log_dir
+        self._procs: dict[int, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+
+    def command_for(self, config: ServerConfig, port: int, nccl_port: int) -> list[str]:
+        launch = self.deployment.launch
+        values = {"python": sys.executable, "repo": str(REPO_ROOT), "model": self.deployment.model}
+        try:
+            parts = [p.format(**values) for p in (*launch.command, *launch.args, *config.args)]
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ServerBootError(
+                f"{self.deployment.path}: launch.command/args or configs.{config.name}.args use an unknown "
+                f"placeholder {exc}; known: {{python}}, {{repo}}, {{model}}"
+            ) from None
+        return parts + ["--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port)]
+
+    def start(self, config: ServerConfig) -> ServerHandle:
+        port, nccl_port = free_port(), free_port()
+        command = self.command_for(config, port, nccl_port)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{config.name}.log"
+        env = {**os.environ, **self.deployment.launch.env, **config.env}
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        with log_path.open("ab") as log:
+            log.write(f"\n=== specgate: starting {config.name}: {' '.join(command)}\n".encode())
+            log.flush()
+            try:
+                # pdeathsig is tied to the thread that forks: only safe from the main thread.
+                on_main = threading.current_thread() is threading.main_thread()
+                proc = subprocess.Popen(
+                    command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    cwd=str(REPO_ROOT),
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent if on_main else None,
+                )
+            except OSError as exc:
+                raise ServerBootError(
+                    f"config {config.name!r}: cannot start {command[0]!r} ({exc.strerror}); "
+                    f"command: {' '.join(command)}"
+                ) from None
+        with self._lock:
+            self._procs[proc.pid] = proc
+        return ServerHandle(config.name, f"http://127.0.0.1:{port}", log_path, command, proc.pid)
+
+    def _proc(self, handle: ServerHandle) -> subprocess.Popen | None:
+        return self._procs.get(handle.pid or -1)
+
+    def alive(self, handle: ServerHandle) -> bool:
+        proc = self._proc(handle)
+        return proc is not None and proc.poll() is None
+
+    def exit_description(self, handle: ServerHandle) -> str:
+        proc = self._proc(handle)
+        code = proc.poll() if proc else None
+        how = "is running" if code is None else (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        return f"{handle.describe()} {how}.\ncommand: {' '.join(handle.command)}\nlog: {handle.log_path}\n--- last lines of the log ---\n{tail(handle.log_path)}"
+
+    def wait_ready(self, handle: ServerHandle, progress: BootProgress | None) -> None:
+        timeout = self.deployment.launch.boot_timeout_s
+        started = time.monotonic()
+        client = SglangClient(handle.base_url, timeout_s=10.0)
+        try:
+            while True:
+                elapsed = time.monotonic() - started
+                if not self.alive(handle):
+                    raise ServerBootError(f"{handle.config!r} never became ready: {self.exit_description(handle)}")
+                if client.is_ready():
+                    handle.boot_s = elapsed
+                    return
+                if elapsed > timeout:
+                    description = self.exit_description(handle)
+                    self.stop(handle)
+                    raise ServerBootError(
+                        f"{handle.config!r} was not ready after launch.boot_timeout_s = {timeout:g} s "
+                        f"(/health_generate never answered 200; the server was stopped).\n{description}"
+                    )
+                if progress is not None:
+                    progress.update(handle.config, elapsed, tail(handle.log_path, 1))
+                time.sleep(0.2 if elapsed < 5 else 1.0)
+        finally:
+            client.close()
+
+    def stop(self, handle: ServerHandle) -> None:
+        with self._lock:
+            proc = self._procs.pop(handle.pid or -1, None)
+        if proc is None:
+            return
+        pgid = proc.pid
+        members = group_pids(pgid) | {pgid}
+        launch = self.deployment.launch
+        self._signal_group(pgid, signal.SIGTERM)
+        if not self._wait_group_gone(proc, pgid, launch.shutdown_timeout_s):
+            self._signal_group(pgid, signal.SIGKILL)
+            self._wait_group_gone(proc, pgid, 10.0)
+        left = wait_gpu_released(members, launch.gpu_release_timeout_s)
+        if left:
+            print(
+                f"specgate: warning: processes {sorted(left)} of {handle.config!r} still hold GPU memory "
+                f"after {launch.gpu_release_timeout_s:g} s",
+                file=sys.stderr,
+            )
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: signal.Signals) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    @staticmethod
+    def _wait_group_gone(proc: subprocess.Popen, pgid: int, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the leader so it does not linger as a zombie
+            if not group_pids(pgid):
+                return True
+            time.sleep(0.05)
+        proc.poll()
+        return not group_pids(pgid)
+
+    def stop_all(self) -> None:
+        """Last-resort cleanup (atexit, signals): no wait for GPU release."""
+        with self._lock:
+            procs = list(self._procs.values())
+            self._procs.clear()
+        for proc in procs:
+            self._signal_group(proc.pid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass

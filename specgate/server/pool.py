@@ -1,0 +1,157 @@
+"""One server per config for the whole session, booted on first use and reused.
+
+When the deployment says configs cannot coexist (one GPU, big model), asking for a
+config stops whichever other server is up first. A config whose server failed to boot
+or died is remembered, so every later test of it fails at once with the same reason
+instead of booting again or hanging.
+"""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specgate.client import ClientError, GenerateRequest, GenerateResult, SglangClient
+from specgate.deployment import Deployment
+from specgate.errors import ServerBootError, ServerDiedError
+from specgate.server.launcher import BootProgress, ServerHandle, make_launcher
+
+
+@dataclass
+class BootRecord:
+    config: str
+    seconds: float
+    ok: bool
+
+
+@dataclass
+class LiveServer:
+    """A ready server: its handle, a client, and what SGLang says about itself."""
+
+    handle: ServerHandle
+    client: SglangClient
+    pool: "ServerPool"
+    server_info: dict[str, Any] = field(default_factory=dict)
+    model_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def config(self) -> str:
+        return self.handle.config
+
+    def generate(self, request: GenerateRequest) -> GenerateResult:
+        try:
+            result = self.client.generate(request)
+        except ClientError as exc:
+            self.pool.raise_if_dead(self.config, during=str(exc))
+            raise
+        self.handle.requests_served += 1
+        return result
+
+
+class ServerPool:
+    def __init__(self, deployment: Deployment, log_dir: Path, progress: BootProgress | None = None) -> None:
+        self.deployment = deployment
+        self.log_dir = log_dir
+        self.progress = progress
+        self.launcher = make_launcher(deployment, log_dir)
+        self.live: dict[str, LiveServer] = {}
+        self.failed: dict[str, str] = {}
+        self.boots: list[BootRecord] = []
+        self.server_infos: dict[str, dict[str, Any]] = {}
+        self._closed = False
+        atexit.register(self.launcher.stop_all)
+        self._install_signal_handlers()
+
+    def _install_signal_handlers(self) -> None:
+        """SIGTERM/SIGHUP (a CI runner cancelling the job) must not orphan GPU servers."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous = signal.getsignal(sig)
+
+            def handler(signum: int, frame: Any, previous: Any = previous) -> None:
+                self.launcher.stop_all()
+                if callable(previous):
+                    previous(signum, frame)
+                raise SystemExit(128 + signum)
+
+            signal.signal(sig, handler)
+
+    def acquire(self, config: str) -> LiveServer:
+        if config in self.failed:
+            raise ServerBootError(f"config {config!r} is unusable in this session: {self.failed[config]}")
+        if config in self.live:
+            self.raise_if_dead(config)
+            return self.live[config]
+        if not self.deployment.launch.coexist:
+            for other in list(self.live):
+                self.release(other)
+        return self.boot([config])[config]
+
+    def boot(self, configs: list[str]) -> dict[str, LiveServer]:
+        """Start every config's server first, then wait: boots overlap where allowed."""
+        started: list[ServerHandle] = []
+        for name in configs:
+            if name in self.live or name in self.failed:
+                continue
+            started.append(self.launcher.start(self.deployment.configs[name]))
+        errors = []
+        for handle in started:
+            try:
+                self.launcher.wait_ready(handle, self.progress)
+            except ServerBootError as exc:
+                self.failed[handle.config] = str(exc)
+                self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False))
+                if self.progress is not None:
+                    self.progress.finished(handle.config, handle.boot_s, ok=False)
+                self.launcher.stop(handle)
+                errors.append(exc)
+                continue
+            self.boots.append(BootRecord(handle.config, handle.boot_s, ok=True))
+            if self.progress is not None:
+                self.progress.finished(handle.config, handle.boot_s, ok=True)
+            self.live[handle.config] = self._describe(handle)
+        if errors and len(configs) == 1:
+            raise errors[0]
+        return {n: self.live[n] for n in configs if n in self.live}
+
+    def _describe(self, handle: ServerHandle) -> LiveServer:
+        client = SglangClient(handle.base_url, timeout_s=self.deployment.workload.request_timeout_s)
+        server = LiveServer(handle, client, self)
+        # Best effort: old SGLang releases lack one or the other endpoint.
+        for attr, fetch in (("server_info", client.server_info), ("model_info", client.model_info)):
+            try:
+                setattr(server, attr, fetch())
+            except ClientError:
+                pass
+        self.server_infos[handle.config] = server.server_info
+        return server
+
+    def raise_if_dead(self, config: str, during: str = "") -> None:
+        server = self.live.get(config)
+        if server is None or self.launcher.alive(server.handle):
+            return
+        description = self.launcher.exit_description(server.handle)
+        served = server.handle.requests_served
+        reason = f"the server died after serving {served} request(s){' (' + during + ')' if during else ''}.\n{description}"
+        self.failed[config] = reason
+        self.release(config)
+        raise ServerDiedError(f"config {config!r}: {reason}")
+
+    def release(self, config: str) -> None:
+        server = self.live.pop(config, None)
+        if server is not None:
+            server.client.close()
+            self.launcher.stop(server.handle)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for config in list(self.live):
+            self.release(config)
+        self.launcher.stop_all()
