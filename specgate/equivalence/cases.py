@@ -1,0 +1,126 @@
+"""Hypothesis strategies for generation cases: realistic prompts and mutations of them.
+
+A case is what the equivalence property is checked on: a chat-templated prompt from
+fixtures/prompts (or a mutation: truncated, extended, multi-turn, with noise words or
+a system message), a max_new_tokens from 1 up, optional stop strings, and how many
+copies go to the speculative server at once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from specgate.client import GenerateRequest
+from specgate.deployment import Deployment
+from specgate.prompts import Message, Prompt, load_prompts, render
+
+FOLLOW_UPS = (
+    "Answer in one sentence.",
+    "Use bullet points.",
+    "Explain your reasoning step by step.",
+    "Keep it under fifty words.",
+    "Give an example.",
+)
+NOISE_WORDS = ("please", "quickly", "however", "data", "report", "model", "again", "today", "the", "and", "42", "ok")
+SYSTEM_PROMPTS = ("You are a helpful assistant.", "You are a terse expert. Answer precisely.")
+
+
+@dataclass(frozen=True)
+class GenerationCase:
+    label: str  # prompt set/id and the mutations applied, for humans
+    text: str
+    max_new_tokens: int
+    stop: tuple[str, ...]
+    concurrency: int
+
+    def request(self, top_logprobs: int = 0) -> GenerateRequest:
+        return GenerateRequest(
+            max_new_tokens=self.max_new_tokens, text=self.text, stop=self.stop, top_logprobs=top_logprobs
+        )
+
+    @property
+    def key(self) -> str:
+        """Identity of the baseline answer: concurrency does not change what is asked."""
+        return json.dumps([self.text, self.max_new_tokens, list(self.stop)])
+
+    def as_dict(self) -> dict:
+        return {
+            "label": self.label,
+            "text": self.text,
+            "max_new_tokens": self.max_new_tokens,
+            "stop": list(self.stop),
+            "concurrency": self.concurrency,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GenerationCase":
+        return cls(d["label"], d["text"], int(d["max_new_tokens"]), tuple(d["stop"]), int(d["concurrency"]))
+
+
+@st.composite
+def mutated_messages(draw: st.DrawFn, prompts: tuple[Prompt, ...]) -> tuple[str, tuple[Message, ...]]:
+    prompt = draw(st.sampled_from(prompts))
+    messages = list(prompt.messages)
+    label = prompt.label
+    mutation = draw(st.sampled_from(("none", "truncate", "follow-up", "noise", "multi-turn", "system")))
+    last = messages[-1]
+    if mutation == "truncate":
+        words = last.content.split()
+        keep = draw(st.integers(min_value=1, max_value=max(1, len(words))))
+        messages[-1] = Message(last.role, " ".join(words[:keep]))
+    elif mutation == "follow-up":
+        messages[-1] = Message(last.role, last.content + " " + draw(st.sampled_from(FOLLOW_UPS)))
+    elif mutation == "noise":
+        noise = draw(st.lists(st.sampled_from(NOISE_WORDS), min_size=1, max_size=6))
+        messages[-1] = Message(last.role, " ".join(noise) + " " + last.content)
+    elif mutation == "multi-turn":
+        other = draw(st.sampled_from(prompts))
+        messages = [*messages, Message("assistant", "Sure, here it is."), *other.messages[-1:]]
+        label += f"+{other.label}"
+    elif mutation == "system" and messages[0].role != "system":
+        messages = [Message("system", draw(st.sampled_from(SYSTEM_PROMPTS))), *messages]
+    if mutation != "none":
+        label += f" [{mutation}]"
+    return label, tuple(messages)
+
+
+def generation_cases(deployment: Deployment) -> st.SearchStrategy[GenerationCase]:
+    eq = deployment.equivalence
+    prompts = load_prompts(deployment.workload.prompt_sets)
+    stops = (
+        st.one_of(st.just(()), st.lists(st.sampled_from(eq.stop_strings), min_size=1, max_size=2, unique=True).map(tuple))
+        if eq.stop_strings
+        else st.just(())
+    )
+    return st.builds(
+        lambda lm, n, stop, c: GenerationCase(lm[0], render(lm[1], deployment.workload.prompt_format), n, stop, c),
+        mutated_messages(prompts),
+        st.integers(min_value=1, max_value=eq.max_new_tokens),
+        stops,
+        st.sampled_from(eq.concurrency),
+    )
+
+
+def draw_cases(deployment: Deployment, count: int, seed_value: int = 0) -> list[GenerationCase]:
+    """A fixed, reproducible list of cases drawn by Hypothesis, for when the baseline
+    must be recorded before the speculative server can boot (no live shrinking then)."""
+    cases: dict[str, GenerationCase] = {}
+
+    @seed(seed_value)
+    @settings(
+        max_examples=count,
+        database=None,
+        phases=[Phase.generate],
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(generation_cases(deployment))
+    def collect(case: GenerationCase) -> None:
+        cases.setdefault(case.key + str(case.concurrency), case)
+
+    collect()
+    return list(cases.values())

@@ -1,0 +1,169 @@
+"""Is a speculative output the greedy baseline's output? Strict where it can be.
+
+The rule: token for token equal, except that at a position where the baseline's
+top-1/top-2 logprob margin is below the deployment's tie margin, the speculative
+server may pick the other near-tied token (bf16 verify and decode kernels can order a
+near-tie differently); from there the continuations legitimately differ. Everything
+else is a decisive divergence and fails, with the position, both tokens, the margin
+and curl reproducers. Invariants that hold whatever the numerics (max_new_tokens, no
+text past a stop string) are checked first.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from specgate.client import GenerateResult, curl_command
+from specgate.equivalence.cases import GenerationCase
+
+
+@dataclass(frozen=True)
+class NearTieFlip:
+    case_label: str
+    position: int
+    baseline_token: int
+    spec_token: int
+    margin: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One speculative answer judged against the baseline."""
+
+    kind: str  # "match", "near-tie-flip", "divergence", "invariant"
+    message: str = ""
+    flip: NearTieFlip | None = None
+    tokens_compared: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.kind in ("match", "near-tie-flip")
+
+
+@dataclass
+class EquivalenceStats:
+    """Tallies for the report, per speculative config."""
+
+    cases: int = 0
+    requests: int = 0
+    matches: int = 0
+    tokens_compared: int = 0
+    flips: list[NearTieFlip] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, outcome: Outcome) -> None:
+        self.requests += 1
+        self.tokens_compared += outcome.tokens_compared
+        if outcome.kind == "match":
+            self.matches += 1
+        elif outcome.flip is not None:
+            self.flips.append(outcome.flip)
+        else:
+            self.failures.append(outcome.message.splitlines()[0] if outcome.message else outcome.kind)
+
+
+def _margin_at(baseline: GenerateResult, i: int) -> tuple[float | None, set[int]]:
+    """(top-1 minus top-2 logprob, tokens within the margin of the chosen one) at i."""
+    if baseline.top_logprobs is None or i >= len(baseline.top_logprobs) or len(baseline.top_logprobs[i]) < 2:
+        return None, set()
+    tops = baseline.top_logprobs[i]
+    return tops[0][1] - tops[1][1], {tok for tok, _ in tops}
+
+
+def _context(text_a: str, text_b: str, width: int = 60) -> str:
+    common = os.path.commonprefix([text_a, text_b])
+    start = max(0, len(common) - width)
+    return (
+        f"  shared text ends: {common[start:]!r}\n"
+        f"  baseline goes on: {text_a[len(common):len(common) + width]!r}\n"
+        f"  speculative goes: {text_b[len(common):len(common) + width]!r}"
+    )
+
+
+def invariant_violations(case: GenerationCase, result: GenerateResult, who: str) -> list[str]:
+    problems = []
+    if result.completion_tokens > case.max_new_tokens:
+        problems.append(
+            f"{who} returned {result.completion_tokens} tokens with max_new_tokens = {case.max_new_tokens}"
+        )
+    if len(result.output_ids) and len(result.output_ids) != result.completion_tokens:
+        problems.append(
+            f"{who} returned {len(result.output_ids)} output_ids but meta_info.completion_tokens = {result.completion_tokens}"
+        )
+    for stop in case.stop:
+        if stop in result.text:
+            at = result.text.find(stop)
+            problems.append(
+                f"{who} text runs past stop string {stop!r}: found at char {at}, "
+                f"followed by {result.text[at:at + 40]!r} (finish_reason {result.finish_reason})"
+            )
+    return problems
+
+
+def compare(
+    case: GenerationCase,
+    baseline: GenerateResult,
+    spec: GenerateResult,
+    tie_margin: float,
+    baseline_url: str,
+    spec_url: str,
+) -> Outcome:
+    header = (
+        f"prompt {case.label!r}, max_new_tokens={case.max_new_tokens}, stop={list(case.stop)}, "
+        f"concurrency={case.concurrency}"
+    )
+    repro = (
+        f"reproduce:\n  baseline:    {curl_command(baseline_url, baseline.request)}\n"
+        f"  speculative: {curl_command(spec_url, spec.request)}"
+    )
+    problems = invariant_violations(case, spec, "speculative server")
+    if problems:
+        return Outcome("invariant", f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}")
+
+    base_ids, spec_ids = baseline.output_ids, spec.output_ids
+    n = min(len(base_ids), len(spec_ids))
+    i = next((k for k in range(n) if base_ids[k] != spec_ids[k]), None)
+    if i is None:
+        if len(base_ids) == len(spec_ids):
+            if baseline.finish_reason.kind != spec.finish_reason.kind or baseline.completion_tokens != spec.completion_tokens:
+                return Outcome(
+                    "divergence",
+                    f"same tokens but the finish differs: baseline {baseline.finish_reason} with "
+                    f"{baseline.completion_tokens} tokens, speculative {spec.finish_reason} with "
+                    f"{spec.completion_tokens}\n{header}\n{repro}",
+                    tokens_compared=n,
+                )
+            return Outcome("match", tokens_compared=n)
+        shorter = "speculative" if len(spec_ids) < len(base_ids) else "baseline"
+        return Outcome(
+            "divergence",
+            f"the {shorter} output ended at token {n} while the other went on: baseline {len(base_ids)} tokens "
+            f"({baseline.finish_reason}), speculative {len(spec_ids)} tokens ({spec.finish_reason})\n{header}\n"
+            f"{_context(baseline.text, spec.text)}\n{repro}",
+            tokens_compared=n,
+        )
+
+    margin, near = _margin_at(baseline, i)
+    b_tok, s_tok = base_ids[i], spec_ids[i]
+    if margin is not None and margin < tie_margin and s_tok in near:
+        return Outcome(
+            "near-tie-flip",
+            tokens_compared=i,
+            flip=NearTieFlip(case.label, i, b_tok, s_tok, margin),
+        )
+    why = (
+        "the baseline gave no top-2 logprobs there, so no near-tie can excuse it"
+        if margin is None
+        else (
+            f"baseline margin {margin:.4f} >= tie margin {tie_margin:g}: a decisive position"
+            if margin >= tie_margin
+            else f"speculative token {s_tok} is not among the baseline's near-tied tokens {sorted(near)}"
+        )
+    )
+    return Outcome(
+        "divergence",
+        f"decisive divergence at output token {i}: baseline token {b_tok}, speculative token {s_tok}; {why}\n"
+        f"{header}\n{_context(baseline.text, spec.text)}\n{repro}",
+        tokens_compared=i,
+    )

@@ -1,0 +1,122 @@
+"""The baseline's answers, live or from a golden file, and the equivalence verdicts.
+
+Where servers coexist, the baseline is asked live (and remembered, since Hypothesis
+asks the same case again while shrinking). Where they cannot, the baseline's answers
+for a fixed list of cases are recorded to a golden file while it runs, and the
+speculative servers are checked against that file afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from specgate.client import FinishReason, GenerateRequest, GenerateResult
+from specgate.deployment import Deployment
+from specgate.equivalence.cases import GenerationCase, draw_cases
+from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
+from specgate.server.pool import ServerPool
+
+
+def result_to_dict(result: GenerateResult) -> dict:
+    return {
+        "request": result.request.payload(),
+        "text": result.text,
+        "output_ids": list(result.output_ids),
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "finish_reason": {"type": result.finish_reason.kind, "matched": result.finish_reason.matched},
+        "top_logprobs": [[list(p) for p in pos] for pos in result.top_logprobs or ()],
+    }
+
+
+def result_from_dict(d: dict, request: GenerateRequest) -> GenerateResult:
+    return GenerateResult(
+        request=request,
+        text=d["text"],
+        output_ids=tuple(d["output_ids"]),
+        prompt_tokens=d["prompt_tokens"],
+        completion_tokens=d["completion_tokens"],
+        finish_reason=FinishReason.parse(d["finish_reason"]),
+        e2e_s=0.0,
+        server_e2e_s=None,
+        top_logprobs=tuple(tuple((int(t), float(lp)) for t, lp in pos) for pos in d["top_logprobs"]),
+    )
+
+
+class EquivalenceOracle:
+    def __init__(self, deployment: Deployment, pool: ServerPool, golden_dir: Path, examples: int) -> None:
+        self.deployment = deployment
+        self.pool = pool
+        self.golden_path = golden_dir / f"{deployment.name}-golden.json"
+        self.examples = examples
+        self.baselines: dict[str, GenerateResult] = {}
+        self.stats: dict[str, EquivalenceStats] = {}
+        self.baseline_problems: list[str] = []
+
+    @property
+    def live(self) -> bool:
+        """True where the baseline can be asked while a speculative server runs."""
+        return self.deployment.launch.coexist
+
+    def golden_cases(self) -> list[GenerationCase]:
+        return draw_cases(self.deployment, self.examples)
+
+    def _ask_baseline(self, case: GenerationCase) -> GenerateResult:
+        server = self.pool.acquire(self.deployment.reference)
+        result = server.generate(case.request(self.deployment.equivalence.top_logprobs))
+        problems = invariant_violations(case, result, "baseline server")
+        self.baseline_problems.extend(problems)
+        return result
+
+    def baseline_for(self, case: GenerationCase) -> GenerateResult:
+        if case.key not in self.baselines:
+            if not self.live:
+                raise LookupError(
+                    f"case {case.label!r} is not in the golden file {self.golden_path}: with launch.coexist = false "
+                    "the baseline is recorded first (test_record_baseline_golden must run before this test)"
+                )
+            self.baselines[case.key] = self._ask_baseline(case)
+        return self.baselines[case.key]
+
+    def record_golden(self) -> int:
+        """Ask the baseline for every golden case and write the file; returns how many."""
+        cases = self.golden_cases()
+        entries = []
+        for case in cases:
+            result = self._ask_baseline(case)
+            self.baselines[case.key] = result
+            entries.append({"case": case.as_dict(), "baseline": result_to_dict(result)})
+        self.golden_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.golden_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"deployment": self.deployment.name, "entries": entries}, indent=1))
+        tmp.replace(self.golden_path)
+        return len(cases)
+
+    def check(self, config: str, case: GenerationCase) -> list[Outcome]:
+        """Send `case.concurrency` copies at once to `config` and judge each answer."""
+        baseline = self.baseline_for(case)
+        server = self.pool.acquire(config)
+        request = case.request()
+        if case.concurrency == 1:
+            answers = [server.generate(request)]
+        else:
+            with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
+                answers = list(ex.map(server.generate, [request] * case.concurrency))
+        reference_url = self.pool.live[self.deployment.reference].handle.base_url if self.live else "<baseline-url>"
+        stats = self.stats.setdefault(config, EquivalenceStats())
+        stats.cases += 1
+        outcomes = []
+        for answer in answers:
+            outcome = compare(
+                case, baseline, answer, self.deployment.equivalence.tie_margin, reference_url, server.handle.base_url
+            )
+            stats.add(outcome)
+            outcomes.append(outcome)
+        return outcomes
+
+    def assert_equivalent(self, config: str, case: GenerationCase) -> None:
+        for outcome in self.check(config, case):
+            if not outcome.ok:
+                raise AssertionError(f"[{config}] {outcome.message}")

@@ -1,0 +1,136 @@
+"""Single-stream (and concurrent) decode speed of one config, warmed up until settled.
+
+Every config is sent the same pinned sequence of requests (fixed prompts in a fixed
+order, greedy, ignore_eos, fixed max_new_tokens), so two configs' figures differ by
+the server alone. Warmup runs until the last few decode figures agree: cold requests
+on a GPU run 10–100x slower while kernels compile, and a measurement that starts
+before they settle compares compilers, not decoders.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from specgate.client import GenerateRequest, GenerateResult
+from specgate.deployment import Deployment
+from specgate.measure.stats import relative_spread, settled
+from specgate.prompts import load_prompts, render
+from specgate.server.pool import LiveServer
+
+
+@dataclass(frozen=True)
+class SpeedSample:
+    """What one measured request gave."""
+
+    decode_tps: float
+    ttft_s: float
+    e2e_s: float
+    completion_tokens: int
+    prompt_tokens: int
+    verify_ct: int | None
+    server_e2e_s: float | None
+    chunks: int
+
+    @property
+    def accept_length(self) -> float | None:
+        return self.completion_tokens / self.verify_ct if self.verify_ct else None
+
+    @classmethod
+    def of(cls, result: GenerateResult) -> "SpeedSample":
+        if result.decode_tps is None or result.ttft_s is None:
+            raise ValueError(
+                f"request produced {result.completion_tokens} token(s) in {result.chunks} chunk(s): "
+                "too few to time decoding; raise workload.max_new_tokens"
+            )
+        return cls(
+            decode_tps=result.decode_tps,
+            ttft_s=result.ttft_s,
+            e2e_s=result.e2e_s,
+            completion_tokens=result.completion_tokens,
+            prompt_tokens=result.prompt_tokens,
+            verify_ct=result.spec.verify_ct if result.spec else None,
+            server_e2e_s=result.server_e2e_s,
+            chunks=result.chunks,
+        )
+
+
+@dataclass
+class WarmupRecord:
+    requests: int
+    settled: bool
+    decode_tps: list[float]
+
+    @property
+    def final_spread(self) -> float | None:
+        return relative_spread(self.decode_tps[-3:]) if len(self.decode_tps) >= 3 else None
+
+
+@dataclass
+class ConfigSpeed:
+    config: str
+    concurrency: int
+    samples: list[SpeedSample] = field(default_factory=list)
+    warmups: list[WarmupRecord] = field(default_factory=list)
+
+    @property
+    def decode_tps(self) -> list[float]:
+        return [s.decode_tps for s in self.samples]
+
+    @property
+    def speculative(self) -> bool:
+        return any(s.verify_ct for s in self.samples)
+
+
+class SpeedMeter:
+    def __init__(self, deployment: Deployment) -> None:
+        self.deployment = deployment
+        w = deployment.workload
+        prompts = load_prompts(w.prompt_sets)
+        self.requests = [
+            GenerateRequest(
+                max_new_tokens=w.max_new_tokens, text=render(p.messages, w.prompt_format), ignore_eos=True, stream=True
+            )
+            for p in prompts
+        ]
+        self.results: dict[tuple[str, int], ConfigSpeed] = {}
+        self._warm: set[tuple[int, int]] = set()  # (id of the live server, concurrency) already warmed
+
+    def record(self, config: str, concurrency: int) -> ConfigSpeed:
+        return self.results.setdefault((config, concurrency), ConfigSpeed(config, concurrency))
+
+    def _round(self, server: LiveServer, concurrency: int, index: int) -> list[SpeedSample]:
+        """`concurrency` requests at once, taken from the pinned sequence at `index`."""
+        batch = [self.requests[(index + k) % len(self.requests)] for k in range(concurrency)]
+        if concurrency == 1:
+            return [SpeedSample.of(server.generate(batch[0]))]
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            return [SpeedSample.of(r) for r in pool.map(server.generate, batch)]
+
+    def warm_up(self, server: LiveServer, concurrency: int) -> WarmupRecord | None:
+        key = (id(server), concurrency)
+        if key in self._warm:
+            return None
+        spec = self.deployment.workload.warmup
+        figures: list[float] = []
+        done = False
+        for i in range(spec.max_requests):
+            figures.extend(s.decode_tps for s in self._round(server, concurrency, i * concurrency))
+            if i + 1 >= spec.min_requests and settled(figures, spec.settle_window, spec.settle_tolerance):
+                done = True
+                break
+        self._warm.add(key)
+        record = WarmupRecord(requests=len(figures), settled=done, decode_tps=figures)
+        self.record(server.config, concurrency).warmups.append(record)
+        return record
+
+    def measure(self, server: LiveServer, concurrency: int, count: int) -> list[SpeedSample]:
+        """`count` more measured requests (rounded up to whole rounds of `concurrency`)."""
+        self.warm_up(server, concurrency)
+        record = self.record(server.config, concurrency)
+        new: list[SpeedSample] = []
+        while len(new) < count:
+            # Continue the pinned sequence where the last measurement of this config stopped.
+            new.extend(self._round(server, concurrency, len(record.samples) + len(new)))
+        record.samples.extend(new)
+        return new

@@ -1,0 +1,101 @@
+"""Confidence intervals by bootstrap (scipy.stats.bootstrap), and the settle test.
+
+Percentile intervals rather than BCa: BCa breaks down on the near-constant samples a
+quiet machine produces. The resampling is seeded so a verdict can be re-derived
+from the stored samples.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from statistics import median
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+N_RESAMPLES = 4000
+SEED = 20261129
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+
+    def __str__(self) -> str:
+        return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+    def as_dict(self) -> dict[str, float]:
+        return {"estimate": self.estimate, "low": self.low, "high": self.high, "confidence": self.confidence}
+
+
+def _bootstrap(data: tuple, statistic, confidence: float, paired: bool = False) -> tuple[float, float]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # degenerate (constant) samples warn; the interval is still right
+        res = stats.bootstrap(
+            data,
+            statistic,
+            n_resamples=N_RESAMPLES,
+            confidence_level=confidence,
+            method="percentile",
+            vectorized=True,
+            paired=paired,
+            rng=np.random.default_rng(SEED),
+        )
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if np.isnan(low) or np.isnan(high):
+        est = float(statistic(*[np.asarray(d) for d in data], axis=-1))
+        return est, est
+    return low, high
+
+
+def median_interval(values: Sequence[float], confidence: float) -> Interval:
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        v = float(x[0]) if len(x) else float("nan")
+        return Interval(v, v, v, confidence)
+    low, high = _bootstrap((x,), lambda a, axis=-1: np.median(a, axis=axis), confidence)
+    return Interval(float(np.median(x)), low, high, confidence)
+
+
+def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float], confidence: float) -> Interval:
+    """median(numerator) / median(denominator), the two samples resampled independently."""
+    a, b = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    estimate = float(np.median(a) / np.median(b))
+    if len(a) < 2 or len(b) < 2:
+        return Interval(estimate, estimate, estimate, confidence)
+
+    def statistic(x, y, axis=-1):
+        return np.median(x, axis=axis) / np.median(y, axis=axis)
+
+    low, high = _bootstrap((a, b), statistic, confidence)
+    return Interval(estimate, low, high, confidence)
+
+
+def pooled_ratio(tokens: Sequence[float], counts: Sequence[float], confidence: float) -> Interval:
+    """Σ tokens / Σ counts with requests resampled as pairs: accept length over a run."""
+    t, c = np.asarray(tokens, dtype=float), np.asarray(counts, dtype=float)
+    estimate = float(t.sum() / c.sum())
+    if len(t) < 2:
+        return Interval(estimate, estimate, estimate, confidence)
+
+    def statistic(x, y, axis=-1):
+        return x.sum(axis=axis) / y.sum(axis=axis)
+
+    low, high = _bootstrap((t, c), statistic, confidence, paired=True)
+    return Interval(estimate, low, high, confidence)
+
+
+def relative_spread(values: Sequence[float]) -> float:
+    """(max − min) / median: how far apart a window of figures lies."""
+    m = median(values)
+    return (max(values) - min(values)) / m if m else float("inf")
+
+
+def settled(values: Sequence[float], window: int, tolerance: float) -> bool:
+    """True when the last `window` figures lie within `tolerance` of each other."""
+    return len(values) >= window and relative_spread(values[-window:]) <= tolerance

@@ -1,0 +1,311 @@
+"""The pytest plugin: options, parametrization, ordering, fixtures, report, baselines.
+
+The gate tests themselves live in tests/gate and read like the property they check;
+this module is the plumbing around them. Nothing here runs unless a gate test is
+collected: the self-tests never read a deployment or boot a server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specgate.deployment import BeatsGate, Deployment, load_deployment
+from specgate.errors import SpecgateError
+from specgate.provenance import provenance
+from specgate.report.build import build_report
+from specgate.report.chart import render_chart
+from specgate.report.markdown import render_markdown
+from specgate.report.progress import BootDisplay
+from specgate.session import GateSession, RunOptions
+from specgate.verdicts.baselines import BASELINES_DIR, write_baseline
+from specgate.verdicts.judge import baseline_document
+
+_DEPLOYMENT = pytest.StashKey[Deployment]()
+_SESSION = pytest.StashKey[GateSession]()
+_PHASES = pytest.StashKey[dict[str, str]]()
+_REPORT = pytest.StashKey[dict]()
+_MESSAGES = pytest.StashKey[list[str]]()
+
+PHASE_ORDER = {"golden": 0, "equivalence": 1, "speed": 2, "gates": 3}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("specgate", "specgate: speculative-decoding merge gate")
+    g.addoption("--specgate-deployment", default=None, help="deployment name in fixtures/deployments or a .toml path (default: sim, the SIMULATOR)")
+    g.addoption("--specgate-report-dir", default="specgate-report", help="where report.md/json/png, logs and golden files go")
+    g.addoption("--specgate-baselines-dir", default=str(BASELINES_DIR), help="root of stored baselines (default: the repo's baselines/)")
+    g.addoption("--specgate-update-baselines", action="store_true", help="write this run's figures as the stored baseline")
+    g.addoption("--specgate-allow-fingerprint-mismatch", action="store_true", help="compare with a baseline from other hardware/software")
+    g.addoption("--specgate-examples", type=int, default=None, help="equivalence examples per speculative config")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, speed, gates)")
+    config.stash[_PHASES] = {}
+    config.stash[_MESSAGES] = []
+    if config.getoption("specgate_deployment") is not None:
+        deployment(config)  # a bad file named on the command line fails before collection
+
+
+def deployment(config: pytest.Config) -> Deployment:
+    if _DEPLOYMENT not in config.stash:
+        try:
+            config.stash[_DEPLOYMENT] = load_deployment(config.getoption("specgate_deployment") or os.environ.get("SPECGATE_DEPLOYMENT"))
+        except SpecgateError as exc:
+            raise pytest.UsageError(f"specgate: {exc}") from None
+    return config.stash[_DEPLOYMENT]
+
+
+# --- parametrization ------------------------------------------------------------------
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = set(metafunc.fixturenames)
+    if not names & {"spec_config", "speed_target", "beats_gate", "regression_target"}:
+        return
+    dep = deployment(metafunc.config)
+    if "spec_config" in names:
+        metafunc.parametrize("spec_config", dep.speculative_configs, ids=dep.speculative_configs)
+    if "speed_target" in names:
+        targets = [(c, n) for n in dep.workload.concurrency for c in dep.configs]
+        metafunc.parametrize("speed_target", targets, ids=[f"{c}-c{n}" for c, n in targets])
+    if "beats_gate" in names:
+        metafunc.parametrize("beats_gate", list(dep.gates.beats), ids=[g.name for g in dep.gates.beats])
+    if "regression_target" in names:
+        targets = [
+            (c, n, metric)
+            for n in dep.workload.concurrency
+            for c in dep.configs
+            for metric in (("decode_tps", "accept_length") if dep.configs[c].speculative else ("decode_tps",))
+        ]
+        metafunc.parametrize("regression_target", targets, ids=[f"{c}-c{n}-{m}" for c, n, m in targets])
+
+
+def _item_phase_and_config(item: pytest.Item, dep: Deployment) -> tuple[str, str] | None:
+    marker = item.get_closest_marker("specgate")
+    if marker is None:
+        return None
+    phase = marker.args[0]
+    params = getattr(item, "callspec", None)
+    params = params.params if params else {}
+    if "spec_config" in params:
+        config = params["spec_config"]
+    elif "speed_target" in params:
+        config = params["speed_target"][0]
+    else:
+        config = dep.reference
+    return phase, config
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group gate tests by config (reference first) so that where servers cannot
+    coexist each server boots once; gate verdicts come last."""
+    gate_positions = [i for i, it in enumerate(items) if it.get_closest_marker("specgate")]
+    if not gate_positions:
+        return
+    dep = deployment(config)
+    rank = {name: i for i, name in enumerate([dep.reference, *dep.speculative_configs])}
+    keep, deselected = [], []
+    for item in (items[i] for i in gate_positions):
+        phase, cfg = _item_phase_and_config(item, dep)  # type: ignore[misc]
+        if phase == "golden" and dep.launch.coexist:
+            deselected.append(item)  # the baseline is asked live instead
+            continue
+        config.stash[_PHASES][item.nodeid] = phase
+        keep.append(item)
+
+    def key(item: pytest.Item) -> tuple[int, int, int]:
+        phase, cfg = _item_phase_and_config(item, dep)  # type: ignore[misc]
+        if phase == "gates":
+            return (1, 0, 0)
+        return (0, rank.get(cfg, 99), PHASE_ORDER[phase])
+
+    keep.sort(key=key)
+    others = [it for i, it in enumerate(items) if i not in set(gate_positions)]
+    items[:] = others + keep
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+
+
+# --- fixtures -----------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def specgate(request: pytest.FixtureRequest) -> Any:
+    """The run's GateSession; servers boot on first use and stop at session end."""
+    config = request.config
+    dep = deployment(config)
+    _load_hypothesis_profile(config, dep)
+    examples = config.getoption("specgate_examples") or dep.equivalence.examples or _profile_examples()
+    options = RunOptions(
+        report_dir=Path(config.getoption("specgate_report_dir")).resolve(),
+        baselines_dir=Path(config.getoption("specgate_baselines_dir")).resolve(),
+        update_baselines=config.getoption("specgate_update_baselines"),
+        allow_fingerprint_mismatch=config.getoption("specgate_allow_fingerprint_mismatch"),
+        examples=examples,
+    )
+    display = BootDisplay(config.pluginmanager.getplugin("capturemanager"))
+    gate = GateSession.create(dep, options, display)
+    config.stash[_SESSION] = gate
+    if dep.launch.coexist:
+        # Boot every config this run will use at once: boots overlap instead of queueing.
+        gate.pool.boot(_configs_in_run(request.session, dep))
+    yield gate
+    gate.close()
+
+
+def _configs_in_run(session: pytest.Session, dep: Deployment) -> list[str]:
+    used = {dep.reference}
+    for item in session.items:
+        found = _item_phase_and_config(item, dep)
+        if found is not None:
+            used.add(found[1])
+            if found[0] == "gates":
+                used.update(dep.configs)
+    return [c for c in dep.configs if c in used]
+
+
+def _load_hypothesis_profile(config: pytest.Config, dep: Deployment) -> None:
+    from hypothesis import settings
+
+    import specgate.equivalence.profiles  # noqa: F401 - registers the profiles
+
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile(dep.equivalence.hypothesis_profile)
+
+
+def _profile_examples() -> int:
+    from hypothesis import settings
+
+    return settings().max_examples
+
+
+# --- results ------------------------------------------------------------------------------
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    phase = item.config.stash[_PHASES].get(item.nodeid)
+    if phase is not None and _SESSION in item.config.stash:
+        _tally(item.config.stash[_SESSION], phase, report)
+    return report
+
+
+def _tally(gate: GateSession, phase: str, report: pytest.TestReport) -> None:
+    gate.phase_seconds[phase] = gate.phase_seconds.get(phase, 0.0) + report.duration
+    tally = gate.tally
+    broke = False
+    if report.when == "call":
+        if report.passed:
+            tally.passed += 1
+        elif report.failed:
+            tally.failed += 1
+            broke = True
+        else:
+            tally.skipped += 1
+    elif report.failed:
+        tally.errors += 1
+        broke = True
+    elif report.skipped and report.when == "setup":
+        tally.skipped += 1
+    if broke and phase in ("equivalence", "golden"):
+        gate.equivalence_failed = True
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if _SESSION not in config.stash:
+        return
+    gate = config.stash[_SESSION]
+    gate.close()  # normally done already by the fixture; after Ctrl-C this is the cleanup
+    fingerprint = gate.judge._fingerprint
+    if fingerprint is None and gate.pool.server_infos:
+        try:
+            fingerprint = gate.judge.fingerprint()
+        except SpecgateError:
+            fingerprint = None
+    report = build_report(
+        gate.deployment,
+        gate.meter,
+        gate.judge.verdicts,
+        gate.oracle.stats,
+        gate.pool.boots,
+        fingerprint,
+        provenance(),
+        gate.tally,
+        gate.phase_seconds,
+        gate.pool.server_infos,
+        gate.oracle.baseline_problems,
+    )
+    out = gate.options.report_dir
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = render_markdown(report)
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "report.md").write_text(markdown)
+    try:
+        render_chart(report, out / "report.png")
+    except Exception as exc:  # a chart must never hide a verdict
+        config.stash[_MESSAGES].append(f"chart not drawn: {type(exc).__name__}: {exc}")
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        with open(summary_file, "a", encoding="utf-8") as f:
+            f.write(markdown)
+    config.stash[_REPORT] = report
+    if gate.options.update_baselines:
+        _update_baselines(session, gate, fingerprint)
+
+
+def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: Any) -> None:
+    messages = session.config.stash[_MESSAGES]
+    dep = gate.deployment
+    missing = [c for c in dep.configs if not any(k[0] == c and r.samples for k, r in gate.meter.results.items())]
+    if gate.equivalence_failed:
+        messages.append("baseline NOT written: greedy equivalence failed in this run; a broken build is no baseline")
+    elif missing:
+        messages.append(f"baseline NOT written: no speed measurements for {', '.join(missing)} (were the speed tests run?)")
+    elif fingerprint is None:
+        messages.append("baseline NOT written: no fingerprint (no server answered /get_server_info)")
+    else:
+        try:
+            path = write_baseline(dep.name, fingerprint, baseline_document(gate.judge, provenance()), gate.options.baselines_dir)
+        except SpecgateError as exc:
+            messages.append(f"baseline NOT written: {exc}")
+        else:
+            messages.append(f"baseline written: {path}")
+            return
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    report = config.stash.get(_REPORT, None)
+    if report is None:
+        return
+    terminalreporter.write_sep("=", "specgate report")
+    terminalreporter.write(render_markdown(report))
+    out = Path(config.getoption("specgate_report_dir")).resolve()
+    terminalreporter.write_line(f"report: {out / 'report.md'} (also report.json, report.png, logs/)")
+    for message in config.stash[_MESSAGES]:
+        terminalreporter.write_line(f"specgate: {message}", bold=True, red="NOT" in message)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SESSION in config.stash:
+        config.stash[_SESSION].close()
+
+
+# --- pytest-benchmark: what machine the figures are from -----------------------------------
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+    if _SESSION not in config.stash:
+        return
+    gate = config.stash[_SESSION]
+    fp = gate.judge._fingerprint
+    machine_info["specgate"] = {
+        "deployment": gate.deployment.name,
+        "simulator": gate.deployment.simulator,
+        "fingerprint": fp.as_dict() if fp else None,
+        "python": sys.version.split()[0],
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }

@@ -1,0 +1,93 @@
+"""The Markdown summary a person reads: terminal, $GITHUB_STEP_SUMMARY, report.md."""
+
+from __future__ import annotations
+
+
+def _iv(d: dict | None, fmt: str = "{:.1f}") -> str:
+    if not d:
+        return "—"
+    return f"{fmt.format(d['estimate'])} [{fmt.format(d['low'])}, {fmt.format(d['high'])}]"
+
+
+def render_markdown(report: dict) -> str:
+    out: list[str] = []
+    title = f"# specgate — {report['deployment']}: **{report['overall']}**"
+    out.append(title)
+    if report["simulator"]:
+        out.append(
+            "\n> **SIMULATOR run.** These figures come from specgate's simulated engine, not SGLang; "
+            "they prove the gates work, not how fast anything is."
+        )
+    t = report["tests"]
+    out.append(f"\nTests: {t['passed']} passed, {t['failed']} failed, {t['errors']} errors, {t['skipped']} skipped.")
+    fp = report.get("fingerprint")
+    if fp:
+        out.append(
+            f"Machine: {fp['gpu']} ×{fp['gpu_count']}, driver {fp['driver']}, CUDA {fp['cuda']}; "
+            f"SGLang {fp['sglang']}; model `{fp['model']}`."
+        )
+
+    if report["speed"]:
+        out.append("\n## Decode speed (median per request, bootstrap interval)\n")
+        out.append("| config | conc. | decode tok/s | × reference | accept length | TTFT ms | n | warmup | verdict |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        for r in report["speed"]:
+            warm = f"{r['warmup_requests']}" + ("" if r["warmup_settled"] in (True, None) else " (unsettled)")
+            out.append(
+                f"| {r['config']} | {r['concurrency']} | {_iv(r['decode_tps'])} | {_iv(r['ratio_to_reference'], '{:.3f}')} "
+                f"| {_iv(r['accept_length'], '{:.2f}')} | {_iv(r['ttft_ms'], '{:.1f}')} | {r['n']} | {warm} | {r['verdict']} |"
+            )
+
+    if report["gates"]:
+        out.append("\n## Gates\n")
+        out.append("| gate | verdict | detail |")
+        out.append("|---|---|---|")
+        for g in report["gates"]:
+            out.append(f"| {g['gate']} | {g['status'].upper()} | {g['summary']} |")
+        notes = [(g["gate"], n) for g in report["gates"] for n in g["notes"]]
+        if notes:
+            out.append("")
+            out.extend(f"- *{gate}*: {note}" for gate, note in notes)
+
+    if report["equivalence"]:
+        out.append(f"\n## Greedy equivalence (tie margin {report['tie_margin']:g} nats)\n")
+        out.append("| config | cases | requests | exact | near-tie flips | decisive failures | tokens compared |")
+        out.append("|---|---|---|---|---|---|---|")
+        for e in report["equivalence"]:
+            out.append(
+                f"| {e['config']} | {e['cases']} | {e['requests']} | {e['exact_matches']} | {e['near_tie_flips']} "
+                f"| {e['decisive_failures']} | {e['tokens_compared']} |"
+            )
+        flips = [(e["config"], f) for e in report["equivalence"] for f in e["flips"]]
+        if flips:
+            out.append("\nEvery near-tie flip, explained (baseline top-1/top-2 margin below the tie margin):\n")
+            for config, f in flips[:30]:
+                out.append(
+                    f"- {config}: `{f['prompt']}` token {f['position']}: baseline {f['baseline_token']} → "
+                    f"speculative {f['spec_token']}, margin {f['margin']:.4f}"
+                )
+            if len(flips) > 30:
+                out.append(f"- … and {len(flips) - 30} more in report.json")
+        fails = [(e["config"], f) for e in report["equivalence"] for f in e["failures"]]
+        for config, f in fails[:10]:
+            out.append(f"- **{config} FAILED**: {f}")
+    if report["baseline_problems"]:
+        out.append("\n**The plain baseline itself broke an invariant:**\n")
+        out.extend(f"- {p}" for p in report["baseline_problems"][:10])
+
+    if report["server_settings"]:
+        out.append("\n## What ran (as each server reports itself)\n")
+        keys = sorted({k for s in report["server_settings"].values() for k in s})
+        out.append("| config | " + " | ".join(keys) + " |")
+        out.append("|---|" + "---|" * len(keys))
+        for name, s in report["server_settings"].items():
+            out.append(f"| {name} | " + " | ".join(str(s.get(k, "—")) for k in keys) + " |")
+
+    out.append("\n## Time to verdict\n")
+    boots = ", ".join(f"{b['config']} {b['seconds']:.1f} s{'' if b['ok'] else ' (FAILED)'}" for b in report["boots"])
+    out.append(f"Boots: {boots or 'none'}.")
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in report["phase_seconds"].items())
+    out.append(f"Phases: {phases or 'none'}.")
+    p = report["provenance"]
+    out.append(f"\n<sub>{p['date']} · commit {p['commit']} · host {p['host']} · `{p['command']}`</sub>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,51 @@
+"""Boot progress, shown while pytest's output capture is suspended.
+
+A GPU server boot takes minutes (weights, CUDA graphs, JIT); a silent terminal for
+that long looks like a hang. This prints who is booting, for how long, and the last
+line of its log, with rich when it is there.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import nullcontext
+from typing import Any
+
+try:
+    from rich.console import Console
+except ImportError:  # rich is a dependency, but a display must never break a run
+    Console = None  # type: ignore[assignment,misc]
+
+
+class BootDisplay:
+    def __init__(self, capture_manager: Any | None, every_s: float = 10.0) -> None:
+        self._capman = capture_manager
+        self._every = every_s
+        self._last: dict[str, float] = {}
+        self._console = Console(file=sys.__stderr__, highlight=False) if Console else None
+
+    def _print(self, text: str, style: str = "") -> None:
+        ctx = self._capman.global_and_fixture_disabled() if self._capman else nullcontext()
+        with ctx:
+            if self._console is not None:
+                self._console.print(text, style=style or None, markup=False)
+            else:
+                print(text, file=sys.__stderr__, flush=True)
+
+    def update(self, config: str, elapsed: float, last_log_line: str) -> None:
+        now = time.monotonic()
+        if config not in self._last:
+            self._last[config] = now
+            self._print(f"specgate: booting {config} …", "bold cyan")
+            return
+        if now - self._last[config] >= self._every:
+            self._last[config] = now
+            self._print(f"specgate: {config} booting for {elapsed:.0f} s — {last_log_line.strip()[:120]}", "cyan")
+
+    def finished(self, config: str, seconds: float, ok: bool) -> None:
+        self._last.pop(config, None)
+        if ok:
+            self._print(f"specgate: {config} ready after {seconds:.1f} s", "green")
+        else:
+            self._print(f"specgate: {config} FAILED to boot (see the test error for its log)", "bold red")

@@ -1,0 +1,76 @@
+"""The hardware/software fingerprint a stored baseline is valid for.
+
+A figure measured on one GPU, driver, SGLang release or model says nothing about
+another, so baselines are filed under their fingerprint and only compared when the
+current run's fingerprint is the same (or the user overrides, knowingly).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, fields
+
+from specgate.deployment import Deployment
+from specgate.server.gpu import gpu_info
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    gpu: str
+    gpu_count: int
+    driver: str
+    cuda: str
+    sglang: str
+    model: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Fingerprint":
+        names = [f.name for f in fields(cls)]
+        missing = [n for n in names if n not in d]
+        if missing:
+            raise KeyError(f"fingerprint lacks {', '.join(missing)}")
+        return cls(**{n: (int(d[n]) if n == "gpu_count" else str(d[n])) for n in names})
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:8]
+
+    @property
+    def slug(self) -> str:
+        """A file name a human can read: gpu, count, SGLang version, digest."""
+        gpu = re.sub(r"[^a-z0-9]+", "-", self.gpu.lower()).strip("-") or "unknown-gpu"
+        sglang = re.sub(r"[^a-z0-9.]+", "-", self.sglang.lower()).strip("-") or "unknown"
+        return f"{gpu}-x{self.gpu_count}-sglang-{sglang}-{self.digest}"
+
+    def differences(self, other: "Fingerprint") -> list[str]:
+        return [
+            f"{f.name}: stored {getattr(other, f.name)!r}, now {getattr(self, f.name)!r}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(other, f.name)
+        ]
+
+
+def collect_fingerprint(deployment: Deployment, server_info: dict, model_info: dict) -> Fingerprint:
+    """From the deployment's [hardware] overrides, nvidia-smi, and the reference server."""
+    hw = deployment.hardware
+    gpu = gpu_info()
+    if deployment.simulator:
+        gpu_name, count, driver, cuda = "none (simulator)", 0, "none", "none"
+    else:
+        gpu_name = gpu.name if gpu else "no GPU visible"
+        count = gpu.count if gpu else 0
+        driver = gpu.driver if gpu else "unknown"
+        cuda = gpu.cuda if gpu else "unknown"
+    return Fingerprint(
+        gpu=hw.get("gpu", gpu_name),
+        gpu_count=int(hw.get("gpu_count", count)),
+        driver=hw.get("driver", driver),
+        cuda=hw.get("cuda", cuda),
+        sglang=str(server_info.get("version") or hw.get("sglang") or "unknown"),
+        model=str(model_info.get("model_path") or deployment.model or "unknown"),
+    )

@@ -1,0 +1,284 @@
+"""Reaching verdicts: measure more while a gate is inconclusive, then decide.
+
+The *beats* gate compares two configs measured in this run (a ratio of median decode
+tok/s with a bootstrap interval). The *no-regression* gate compares one config with
+its stored baseline for the same fingerprint; the reference (plain) config is checked
+in both directions, so "the machine drifted" is told apart from "speculation
+regressed".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specgate.deployment import BeatsGate, Deployment
+from specgate.measure.speed import ConfigSpeed, SpeedMeter
+from specgate.measure.stats import Interval, median_interval, pooled_ratio, ratio_of_medians
+from specgate.server.pool import ServerPool
+from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
+from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
+from specgate.verdicts.gates import FAIL, INCONCLUSIVE, PASS, SKIP, Verdict, at_least, pct, within
+
+
+def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
+    spec = [s for s in speed.samples if s.verify_ct]
+    if not spec:
+        return None
+    return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct for s in spec], confidence)
+
+
+@dataclass
+class Judge:
+    deployment: Deployment
+    pool: ServerPool
+    meter: SpeedMeter
+    baselines_root: Path
+    allow_fingerprint_mismatch: bool = False
+    verdicts: list[Verdict] = field(default_factory=list)
+    _fingerprint: Fingerprint | None = None
+    _lookup: BaselineLookup | None = None
+
+    # --- measurements -------------------------------------------------------------
+    def ensure_measured(self, config: str, concurrency: int, at_least_n: int) -> ConfigSpeed:
+        record = self.meter.record(config, concurrency)
+        missing = at_least_n - len(record.samples)
+        if missing > 0:
+            self.meter.measure(self.pool.acquire(config), concurrency, missing)
+        return record
+
+    def _more_batch(self, have: int) -> int:
+        """Where servers coexist, small interleaved batches; else all at once (a reboot each)."""
+        cap = self.deployment.workload.max_repeats
+        if self.deployment.launch.coexist:
+            return min(self.deployment.gates.sample_batch, cap - have)
+        return cap - have
+
+    # --- fingerprint and stored baselines -------------------------------------------
+    def fingerprint(self) -> Fingerprint:
+        if self._fingerprint is None:
+            ref = self.deployment.reference
+            if ref not in self.pool.server_infos:
+                self.pool.acquire(ref)
+            infos = self.pool.server_infos
+            live = self.pool.live.get(ref)
+            self._fingerprint = collect_fingerprint(
+                self.deployment, infos.get(ref, {}), live.model_info if live else {}
+            )
+        return self._fingerprint
+
+    def lookup(self) -> BaselineLookup:
+        if self._lookup is None:
+            self._lookup = find_baselines(self.deployment.name, self.fingerprint(), self.baselines_root)
+        return self._lookup
+
+    def stored_for_comparison(self) -> tuple[StoredBaseline | None, str]:
+        """The baseline to compare with, or None and the reason it is not compared."""
+        lookup = self.lookup()
+        if lookup.exact is not None:
+            return lookup.exact, ""
+        if not lookup.others:
+            return None, (
+                f"no stored baseline for deployment {self.deployment.name!r} under {self.baselines_root}; "
+                f"record one with: specgate baseline update {self.deployment.path}"
+            )
+        newest = lookup.others[0]
+        diff = "; ".join(self.fingerprint().differences(newest.fingerprint))
+        if self.allow_fingerprint_mismatch:
+            return newest, f"compared against {newest.path.name} although the fingerprint differs ({diff})"
+        return None, (
+            f"stored baselines are for other hardware/software, not compared: {newest.path.name} differs in {diff}. "
+            "Pass --specgate-allow-fingerprint-mismatch to compare anyway, or record a baseline for this machine."
+        )
+
+    # --- the beats gate ---------------------------------------------------------------
+    def beats(self, gate: BeatsGate) -> Verdict:
+        conf = self.deployment.gates.confidence
+        wl = self.deployment.workload
+        cfg = self.ensure_measured(gate.config, gate.concurrency, wl.repeats)
+        ref = self.ensure_measured(gate.over, gate.concurrency, wl.repeats)
+        while True:
+            interval = ratio_of_medians(cfg.decode_tps, ref.decode_tps, conf)
+            status = at_least(interval, gate.ratio)
+            n = min(len(cfg.samples), len(ref.samples))
+            if status != INCONCLUSIVE or n >= wl.max_repeats:
+                break
+            more = self._more_batch(n)
+            # Alternate the two configs so slow drift of the machine hits both alike.
+            self.meter.measure(self.pool.acquire(gate.over), gate.concurrency, more)
+            self.meter.measure(self.pool.acquire(gate.config), gate.concurrency, more)
+        tau = accept_interval(cfg, conf)
+        figures = {
+            "ratio": interval.as_dict(),
+            "required": gate.ratio,
+            "n": [len(cfg.samples), len(ref.samples)],
+            "accept_length": tau.as_dict() if tau else None,
+        }
+        head = (
+            f"{gate.config} decodes at {interval.estimate:.3f}x {gate.over} "
+            f"[{interval.low:.3f}, {interval.high:.3f}] ({conf:.0%} interval, n={len(cfg.samples)}/{len(ref.samples)}); "
+            f"required >= {gate.ratio:g}x"
+        )
+        if tau is not None:
+            head += f"; accept length {tau.estimate:.2f}"
+        if status == PASS:
+            verdict = Verdict(f"beats:{gate.name}", gate.config, PASS, head, figures=figures)
+        elif status == FAIL:
+            verdict = Verdict(f"beats:{gate.name}", gate.config, FAIL, head + " — FAILS", figures=figures)
+        else:
+            verdict = Verdict(
+                f"beats:{gate.name}",
+                gate.config,
+                FAIL,
+                head + f" — still INCONCLUSIVE at the cap of {wl.max_repeats} samples: the interval straddles "
+                f"{gate.ratio:g}, so no pass can be shown",
+                figures=figures,
+            )
+        self.verdicts.append(verdict)
+        return verdict
+
+    # --- the no-regression gate -----------------------------------------------------------
+    def regression(self, config: str, concurrency: int, metric: str) -> Verdict:
+        name = f"regression:{config}:c{concurrency}:{metric}"
+        stored, why_not = self.stored_for_comparison()
+        if stored is None:
+            return self._record(Verdict(name, config, SKIP, why_not))
+        figs = stored.figures.get((config, concurrency))
+        if figs is None:
+            return self._record(Verdict(name, config, SKIP, f"{stored.path.name} has no figures for {config} at concurrency {concurrency}"))
+        digest = self.deployment.configs[config].args_digest(self.deployment.launch)
+        if figs.args_digest != digest:
+            return self._record(
+                Verdict(
+                    name,
+                    config,
+                    SKIP,
+                    f"{config}'s launch flags changed since {stored.path.name} was recorded "
+                    f"(digest {figs.args_digest} then, {digest} now): not comparable; update the baseline",
+                )
+            )
+        notes = [why_not] if why_not else []
+        if metric == "accept_length":
+            return self._record(self._accept_regression(name, config, concurrency, figs, notes))
+        return self._record(self._speed_regression(name, config, concurrency, figs, stored, notes))
+
+    def _record(self, verdict: Verdict) -> Verdict:
+        self.verdicts.append(verdict)
+        return verdict
+
+    def _speed_regression(
+        self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
+    ) -> Verdict:
+        conf = self.deployment.gates.confidence
+        tol = self.deployment.gates.tolerance
+        wl = self.deployment.workload
+        two_sided = config == self.deployment.reference
+        low_bar = figs.decode_tps * (1 - tol.decode_tps)
+        high_bar = figs.decode_tps * (1 + tol.decode_tps)
+        record = self.ensure_measured(config, concurrency, wl.repeats)
+        while True:
+            now = median_interval(record.decode_tps, conf)
+            status = within(now, low_bar, high_bar) if two_sided else at_least(now, low_bar)
+            if status != INCONCLUSIVE or len(record.samples) >= wl.max_repeats:
+                break
+            self.meter.measure(self.pool.acquire(config), concurrency, self._more_batch(len(record.samples)))
+        change = now.estimate / figs.decode_tps - 1
+        head = (
+            f"{config} decode {now.estimate:.1f} tok/s [{now.low:.1f}, {now.high:.1f}] vs stored {figs.decode_tps:.1f} "
+            f"({pct(change)}); allowed {'±' if two_sided else '-'}{tol.decode_tps:.0%}"
+        )
+        figures = {"now": now.as_dict(), "stored": figs.decode_tps, "change": change, "baseline_file": stored.path.name}
+        if status == PASS:
+            if not two_sided and now.low > figs.decode_tps * (1 + tol.faster_note):
+                notes.append(f"{config} is {pct(change)} faster than stored: consider updating the baseline")
+            return Verdict(name, config, PASS, head, notes, figures)
+        if status == INCONCLUSIVE:
+            return Verdict(name, config, FAIL, head + f" — INCONCLUSIVE at the cap of {wl.max_repeats} samples", notes, figures)
+        if two_sided:
+            direction = "faster" if now.low > high_bar else "slower"
+            notes.append(
+                f"the plain baseline itself is {direction} than stored: the machine (or plain decoding) drifted, "
+                "so speculative figures against this stored baseline are suspect too"
+            )
+            return Verdict(name, config, FAIL, head + f" — plain decode drifted ({direction})", notes, figures)
+        notes.extend(self._explain_spec_drop(config, concurrency, figs, stored))
+        return Verdict(name, config, FAIL, head + " — REGRESSED", notes, figures)
+
+    def _explain_spec_drop(self, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline) -> list[str]:
+        """Is the drop speculation's own, or shared with plain decoding?"""
+        ref = self.deployment.reference
+        ref_now = self.meter.results.get((ref, concurrency))
+        ref_stored = stored.figures.get((ref, concurrency))
+        if not ref_now or not ref_now.samples or ref_stored is None:
+            return []
+        conf = self.deployment.gates.confidence
+        ratio_now = ratio_of_medians(self.meter.record(config, concurrency).decode_tps, ref_now.decode_tps, conf)
+        ref_change = median_interval(ref_now.decode_tps, conf).estimate / ref_stored.decode_tps - 1
+        stored_ratio = figs.ratio_to_reference or (figs.decode_tps / ref_stored.decode_tps)
+        shared = abs(ratio_now.estimate / stored_ratio - 1) < self.deployment.gates.tolerance.decode_tps
+        return [
+            f"plain {ref} changed {pct(ref_change)} vs stored; speedup over {ref} is {ratio_now.estimate:.3f}x now vs "
+            f"{stored_ratio:.3f}x stored: "
+            + ("the drop is shared with plain decoding (machine or core change), not speculation's own"
+               if shared else "speculation itself lost ground")
+        ]
+
+    def _accept_regression(
+        self, name: str, config: str, concurrency: int, figs: StoredFigures, notes: list[str]
+    ) -> Verdict:
+        conf = self.deployment.gates.confidence
+        tol = self.deployment.gates.tolerance.accept_length
+        record = self.ensure_measured(config, concurrency, self.deployment.workload.repeats)
+        tau = accept_interval(record, conf)
+        if figs.accept_length is None or tau is None:
+            return Verdict(name, config, SKIP, f"{config} has no accept length (not speculative)", notes)
+        bar = figs.accept_length * (1 - tol)
+        status = at_least(tau, bar)
+        change = tau.estimate / figs.accept_length - 1
+        head = (
+            f"{config} accept length {tau.estimate:.3f} [{tau.low:.3f}, {tau.high:.3f}] vs stored "
+            f"{figs.accept_length:.3f} ({pct(change)}); allowed -{tol:.0%}"
+        )
+        figures = {"now": tau.as_dict(), "stored": figs.accept_length, "change": change}
+        if status == PASS:
+            return Verdict(name, config, PASS, head, notes, figures)
+        notes.append(
+            "accept length is independent of timing noise: a drop means the draft model, its inputs or the "
+            "verify path changed (draft weights, hidden-state capture, tokenizer, sampling)"
+        )
+        suffix = " — REGRESSED" if status == FAIL else " — INCONCLUSIVE"
+        return Verdict(name, config, FAIL, head + suffix, notes, figures)
+
+
+def baseline_document(judge: Judge, provenance: dict) -> dict:
+    """The stored form of this run's measurements: estimates, intervals and raw samples."""
+    dep = judge.deployment
+    conf = dep.gates.confidence
+    configs: dict[str, dict] = {}
+    for (config, concurrency), record in sorted(judge.meter.results.items()):
+        if not record.samples:
+            continue
+        tau = accept_interval(record, conf)
+        ref = judge.meter.results.get((dep.reference, concurrency))
+        ratio = (
+            ratio_of_medians(record.decode_tps, ref.decode_tps, conf)
+            if ref is not None and ref.samples and config != dep.reference
+            else None
+        )
+        entry = configs.setdefault(
+            config, {"args_digest": dep.configs[config].args_digest(dep.launch), "concurrency": {}}
+        )
+        entry["concurrency"][str(concurrency)] = {
+            "n": len(record.samples),
+            "decode_tps": median_interval(record.decode_tps, conf).as_dict(),
+            "ttft_s": median_interval([s.ttft_s for s in record.samples], conf).as_dict(),
+            "accept_length": tau.as_dict() if tau else None,
+            "ratio_to_reference": ratio.as_dict() if ratio else None,
+            "samples": {
+                "decode_tps": [round(s.decode_tps, 3) for s in record.samples],
+                "ttft_s": [round(s.ttft_s, 6) for s in record.samples],
+                "completion_tokens": [s.completion_tokens for s in record.samples],
+                "verify_ct": [s.verify_ct for s in record.samples],
+            },
+        }
+    return {"provenance": provenance, "configs": configs}
