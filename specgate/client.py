@@ -62,7 +62,7 @@ class FinishReason:
     matched: int | str | None = None
 
     @classmethod
-    def parse(cls, raw: Any) -> "FinishReason":
+    def parse(cls, raw: Any) -> FinishReason:
         if isinstance(raw, dict):
             return cls(str(raw.get("type", "unknown")), raw.get("matched"))
         if isinstance(raw, str):
@@ -138,7 +138,9 @@ def curl_command(base_url: str, request: GenerateRequest) -> str:
 class SglangClient:
     def __init__(self, base_url: str, timeout_s: float = 300.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0), limits=httpx.Limits(max_connections=64))
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=10.0), limits=httpx.Limits(max_connections=64)
+        )
 
     def close(self) -> None:
         self._http.close()

@@ -54,7 +54,9 @@ class ServerConfig:
 
     def args_digest(self, launch: LaunchSpec) -> str:
         """Identifies what was booted, so a baseline of other flags is never compared."""
-        blob = json.dumps([list(launch.command), list(launch.args), list(self.args)], sort_keys=True)
+        blob = json.dumps(
+            [list(launch.command), list(launch.args), list(self.args), launch.env, self.env], sort_keys=True
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -172,7 +174,9 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     configs = _parse_configs(top.table("configs", required=True), launch)
     reference = top.str("reference", "baseline")
     if reference not in configs:
-        raise top.error("reference", f"names config {reference!r}, which is not under [configs]; have {sorted(configs)}")
+        raise top.error(
+            "reference", f"names config {reference!r}, which is not under [configs]; have {sorted(configs)}"
+        )
     if configs[reference].speculative:
         raise top.error("reference", f"config {reference!r} is speculative; the reference must be the plain baseline")
     workload = _parse_workload(top.table("workload"))
@@ -200,7 +204,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
     launcher = t.str("launcher", "local", choices=LAUNCHERS)
     command = tuple(t.str_list("command", list(DEFAULT_COMMAND)))
     if not command:
-        raise t.error("command", "expected a non-empty command, e.g. [\"{python}\", \"-m\", \"sglang.launch_server\"]")
+        raise t.error("command", 'expected a non-empty command, e.g. ["{python}", "-m", "sglang.launch_server"]')
     args = tuple(t.str_list("args", []))
     _reject_owned_flags(t, "args", args)
     spec = LaunchSpec(
@@ -234,7 +238,7 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
         _reject_owned_flags(c, "args", args)
         url = c.str("url", None)
         if launch.launcher == "url" and not url:
-            raise c.error("url", "is required when launch.launcher = \"url\" (the address of a running server)")
+            raise c.error("url", 'is required when launch.launcher = "url" (the address of a running server)')
         if url is not None and not url.startswith(("http://", "https://")):
             raise c.error("url", f"expected an http:// or https:// address, got {url!r}")
         configs[name] = ServerConfig(
@@ -300,9 +304,13 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         )
         for key in ("config", "over"):
             if getattr(gate, key) not in configs:
-                raise g.error(key, f"names config {getattr(gate, key)!r}, which is not under [configs]; have {sorted(configs)}")
+                raise g.error(
+                    key, f"names config {getattr(gate, key)!r}, which is not under [configs]; have {sorted(configs)}"
+                )
         if gate.concurrency not in workload.concurrency:
-            raise g.error("concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}")
+            raise g.error(
+                "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
+            )
         g.reject_unknown()
         beats.append(gate)
     tol = t.table("tolerance")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from specgate.deployment import BeatsGate, Deployment, load_deployment
+from specgate.deployment import Deployment, load_deployment
 from specgate.errors import SpecgateError
 from specgate.provenance import provenance
 from specgate.report.build import build_report
@@ -38,11 +38,27 @@ PHASE_ORDER = {"golden": 0, "equivalence": 1, "speed": 2, "gates": 3}
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("specgate", "specgate: speculative-decoding merge gate")
-    g.addoption("--specgate-deployment", default=None, help="deployment name in fixtures/deployments or a .toml path (default: sim, the SIMULATOR)")
-    g.addoption("--specgate-report-dir", default="specgate-report", help="where report.md/json/png, logs and golden files go")
-    g.addoption("--specgate-baselines-dir", default=str(BASELINES_DIR), help="root of stored baselines (default: the repo's baselines/)")
-    g.addoption("--specgate-update-baselines", action="store_true", help="write this run's figures as the stored baseline")
-    g.addoption("--specgate-allow-fingerprint-mismatch", action="store_true", help="compare with a baseline from other hardware/software")
+    g.addoption(
+        "--specgate-deployment",
+        default=None,
+        help="deployment name in fixtures/deployments or a .toml path (default: sim, the SIMULATOR)",
+    )
+    g.addoption(
+        "--specgate-report-dir", default="specgate-report", help="where report.md/json/png, logs and golden files go"
+    )
+    g.addoption(
+        "--specgate-baselines-dir",
+        default=str(BASELINES_DIR),
+        help="root of stored baselines (default: the repo's baselines/)",
+    )
+    g.addoption(
+        "--specgate-update-baselines", action="store_true", help="write this run's figures as the stored baseline"
+    )
+    g.addoption(
+        "--specgate-allow-fingerprint-mismatch",
+        action="store_true",
+        help="compare with a baseline from other hardware/software",
+    )
     g.addoption("--specgate-examples", type=int, default=None, help="equivalence examples per speculative config")
 
 
@@ -57,7 +73,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def deployment(config: pytest.Config) -> Deployment:
     if _DEPLOYMENT not in config.stash:
         try:
-            config.stash[_DEPLOYMENT] = load_deployment(config.getoption("specgate_deployment") or os.environ.get("SPECGATE_DEPLOYMENT"))
+            config.stash[_DEPLOYMENT] = load_deployment(
+                config.getoption("specgate_deployment") or os.environ.get("SPECGATE_DEPLOYMENT")
+            )
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
     return config.stash[_DEPLOYMENT]
@@ -264,12 +282,16 @@ def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: A
     if gate.equivalence_failed:
         messages.append("baseline NOT written: greedy equivalence failed in this run; a broken build is no baseline")
     elif missing:
-        messages.append(f"baseline NOT written: no speed measurements for {', '.join(missing)} (were the speed tests run?)")
+        messages.append(
+            f"baseline NOT written: no speed measurements for {', '.join(missing)} (were the speed tests run?)"
+        )
     elif fingerprint is None:
         messages.append("baseline NOT written: no fingerprint (no server answered /get_server_info)")
     else:
         try:
-            path = write_baseline(dep.name, fingerprint, baseline_document(gate.judge, provenance()), gate.options.baselines_dir)
+            path = write_baseline(
+                dep.name, fingerprint, baseline_document(gate.judge, provenance()), gate.options.baselines_dir
+            )
         except SpecgateError as exc:
             messages.append(f"baseline NOT written: {exc}")
         else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "prompts"
@@ -34,7 +34,7 @@ class Prompt:
         return f"{self.set_name}/{self.prompt_id}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt_set(set_name: str) -> tuple[Prompt, ...]:
     path = PROMPTS_DIR / f"{set_name}.jsonl"
     prompts = []
@@ -46,7 +46,9 @@ def load_prompt_set(set_name: str) -> tuple[Prompt, ...]:
             messages = tuple(Message(m["role"], m["content"]) for m in row["messages"])
             prompts.append(Prompt(set_name, str(row["id"]), messages))
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}:{lineno}: expected {{'id', 'messages': [{{'role', 'content'}}]}}: {exc}") from None
+            raise ValueError(
+                f"{path}:{lineno}: expected {{'id', 'messages': [{{'role', 'content'}}]}}: {exc}"
+            ) from None
     if not prompts:
         raise ValueError(f"{path}: prompt set is empty")
     return tuple(prompts)
@@ -64,8 +66,6 @@ def render(messages: tuple[Message, ...], fmt: str) -> str:
         body = "".join(f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages)
         return body + "<|im_start|>assistant\n"
     if fmt == "llama3":
-        body = "".join(
-            f"<|start_header_id|>{m.role}<|end_header_id|>\n\n{m.content}<|eot_id|>" for m in messages
-        )
+        body = "".join(f"<|start_header_id|>{m.role}<|end_header_id|>\n\n{m.content}<|eot_id|>" for m in messages)
         return "<|begin_of_text|>" + body + "<|start_header_id|>assistant<|end_header_id|>\n\n"
     raise ValueError(f"unknown prompt format {fmt!r}; known: {', '.join(KNOWN_FORMATS)}")

@@ -40,7 +40,7 @@ class GateSession:
     equivalence_failed: bool = False
 
     @classmethod
-    def create(cls, deployment: Deployment, options: RunOptions, progress: BootProgress | None) -> "GateSession":
+    def create(cls, deployment: Deployment, options: RunOptions, progress: BootProgress | None) -> GateSession:
         pool = ServerPool(deployment, options.report_dir / "logs", progress)
         meter = SpeedMeter(deployment)
         oracle = EquivalenceOracle(deployment, pool, options.report_dir, options.examples)

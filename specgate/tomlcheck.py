@@ -106,13 +106,13 @@ class Table:
             raise self.error(key, f"expected a table of string values, got {value!r}")
         return dict(value)
 
-    def table(self, key: str, required: bool = False) -> "Table":
+    def table(self, key: str, required: bool = False) -> Table:
         value = self._get(key, _MISSING if required else {})
         if not isinstance(value, dict):
             raise self.error(key, f"expected a table ([{self.field(key)}]), got {value!r}")
         return Table(value, self._path, f"{self.field(key)}.")
 
-    def table_list(self, key: str) -> list["Table"]:
+    def table_list(self, key: str) -> list[Table]:
         value = self._get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             raise self.error(key, f"expected an array of tables ([[{self.field(key)}]]), got {value!r}")

@@ -57,7 +57,7 @@ class GenerationCase:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "GenerationCase":
+    def from_dict(cls, d: dict) -> GenerationCase:
         return cls(d["label"], d["text"], int(d["max_new_tokens"]), tuple(d["stop"]), int(d["concurrency"]))
 
 
@@ -88,21 +88,24 @@ def mutated_messages(draw: st.DrawFn, prompts: tuple[Prompt, ...]) -> tuple[str,
     return label, tuple(messages)
 
 
-def generation_cases(deployment: Deployment) -> st.SearchStrategy[GenerationCase]:
+@st.composite
+def _cases(draw: st.DrawFn, deployment: Deployment, prompts: tuple[Prompt, ...]) -> GenerationCase:
     eq = deployment.equivalence
-    prompts = load_prompts(deployment.workload.prompt_sets)
-    stops = (
-        st.one_of(st.just(()), st.lists(st.sampled_from(eq.stop_strings), min_size=1, max_size=2, unique=True).map(tuple))
-        if eq.stop_strings
-        else st.just(())
+    label, messages = draw(mutated_messages(prompts))
+    stop: tuple[str, ...] = ()
+    if eq.stop_strings and draw(st.booleans()):
+        stop = tuple(draw(st.lists(st.sampled_from(eq.stop_strings), min_size=1, max_size=2, unique=True)))
+    return GenerationCase(
+        label=label,
+        text=render(messages, deployment.workload.prompt_format),
+        max_new_tokens=draw(st.integers(min_value=1, max_value=eq.max_new_tokens)),
+        stop=stop,
+        concurrency=draw(st.sampled_from(eq.concurrency)),
     )
-    return st.builds(
-        lambda lm, n, stop, c: GenerationCase(lm[0], render(lm[1], deployment.workload.prompt_format), n, stop, c),
-        mutated_messages(prompts),
-        st.integers(min_value=1, max_value=eq.max_new_tokens),
-        stops,
-        st.sampled_from(eq.concurrency),
-    )
+
+
+def generation_cases(deployment: Deployment) -> st.SearchStrategy[GenerationCase]:
+    return _cases(deployment, load_prompts(deployment.workload.prompt_sets))
 
 
 def draw_cases(deployment: Deployment, count: int, seed_value: int = 0) -> list[GenerationCase]:

@@ -76,17 +76,15 @@ def _context(text_a: str, text_b: str, width: int = 60) -> str:
     start = max(0, len(common) - width)
     return (
         f"  shared text ends: {common[start:]!r}\n"
-        f"  baseline goes on: {text_a[len(common):len(common) + width]!r}\n"
-        f"  speculative goes: {text_b[len(common):len(common) + width]!r}"
+        f"  baseline goes on: {text_a[len(common) : len(common) + width]!r}\n"
+        f"  speculative goes: {text_b[len(common) : len(common) + width]!r}"
     )
 
 
 def invariant_violations(case: GenerationCase, result: GenerateResult, who: str) -> list[str]:
     problems = []
     if result.completion_tokens > case.max_new_tokens:
-        problems.append(
-            f"{who} returned {result.completion_tokens} tokens with max_new_tokens = {case.max_new_tokens}"
-        )
+        problems.append(f"{who} returned {result.completion_tokens} tokens with max_new_tokens = {case.max_new_tokens}")
     if len(result.output_ids) and len(result.output_ids) != result.completion_tokens:
         problems.append(
             f"{who} returned {len(result.output_ids)} output_ids but meta_info.completion_tokens = {result.completion_tokens}"
@@ -96,7 +94,7 @@ def invariant_violations(case: GenerationCase, result: GenerateResult, who: str)
             at = result.text.find(stop)
             problems.append(
                 f"{who} text runs past stop string {stop!r}: found at char {at}, "
-                f"followed by {result.text[at:at + 40]!r} (finish_reason {result.finish_reason})"
+                f"followed by {result.text[at : at + 40]!r} (finish_reason {result.finish_reason})"
             )
     return problems
 
@@ -126,7 +124,10 @@ def compare(
     i = next((k for k in range(n) if base_ids[k] != spec_ids[k]), None)
     if i is None:
         if len(base_ids) == len(spec_ids):
-            if baseline.finish_reason.kind != spec.finish_reason.kind or baseline.completion_tokens != spec.completion_tokens:
+            if (
+                baseline.finish_reason.kind != spec.finish_reason.kind
+                or baseline.completion_tokens != spec.completion_tokens
+            ):
                 return Outcome(
                     "divergence",
                     f"same tokens but the finish differs: baseline {baseline.finish_reason} with "

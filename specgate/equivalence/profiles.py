@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, Phase, settings
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.differing_executors]
 
-settings.register_profile("ci", max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=_SLOW_OK)
+settings.register_profile(
+    "ci", max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=_SLOW_OK
+)
 settings.register_profile(
     "gpu",
     max_examples=12,

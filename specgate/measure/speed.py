@@ -9,6 +9,8 @@ before they settle compares compilers, not decoders.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -37,7 +39,7 @@ class SpeedSample:
         return self.completion_tokens / self.verify_ct if self.verify_ct else None
 
     @classmethod
-    def of(cls, result: GenerateResult) -> "SpeedSample":
+    def of(cls, result: GenerateResult) -> SpeedSample:
         if result.decode_tps is None or result.ttft_s is None:
             raise ValueError(
                 f"request produced {result.completion_tokens} token(s) in {result.chunks} chunk(s): "
@@ -93,6 +95,9 @@ class SpeedMeter:
             )
             for p in prompts
         ]
+        # Identifies the pinned sequence: stored samples pair with ours only if it is the same.
+        blob = json.dumps([r.payload() for r in self.requests], sort_keys=True)
+        self.workload_digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
         self.results: dict[tuple[str, int], ConfigSpeed] = {}
         self._warm: set[tuple[int, int]] = set()  # (id of the live server, concurrency) already warmed
 

@@ -8,9 +8,9 @@ from the stored samples.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -62,17 +62,37 @@ def median_interval(values: Sequence[float], confidence: float) -> Interval:
     return Interval(float(np.median(x)), low, high, confidence)
 
 
-def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float], confidence: float) -> Interval:
-    """median(numerator) / median(denominator), the two samples resampled independently."""
-    a, b = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
-    estimate = float(np.median(a) / np.median(b))
-    if len(a) < 2 or len(b) < 2:
+def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], confidence: float) -> Interval:
+    """Median of per-pair ratios numerator[i] / denominator[i], pairs resampled together.
+
+    Both configs get the same pinned request at the same index, so pairing removes
+    what the prompt contributes (accept length varies by prompt far more than timing
+    noise does) and leaves only what the server changed.
+    """
+    n = min(len(numerator), len(denominator))
+    ratios = np.asarray(numerator[:n], dtype=float) / np.asarray(denominator[:n], dtype=float)
+    return median_interval(list(ratios), confidence)
+
+
+def paired_pooled_ratio(
+    tokens_a: Sequence[float],
+    counts_a: Sequence[float],
+    tokens_b: Sequence[float],
+    counts_b: Sequence[float],
+    confidence: float,
+) -> Interval:
+    """(Σ tokens_a / Σ counts_a) / (Σ tokens_b / Σ counts_b) over paired requests:
+    the relative change of accept length between two runs of the same requests."""
+    n = min(len(tokens_a), len(tokens_b))
+    arrays = tuple(np.asarray(x[:n], dtype=float) for x in (tokens_a, counts_a, tokens_b, counts_b))
+
+    def statistic(ta, ca, tb, cb, axis=-1):
+        return (ta.sum(axis=axis) / ca.sum(axis=axis)) / (tb.sum(axis=axis) / cb.sum(axis=axis))
+
+    estimate = float(statistic(*arrays))
+    if n < 2:
         return Interval(estimate, estimate, estimate, confidence)
-
-    def statistic(x, y, axis=-1):
-        return np.median(x, axis=axis) / np.median(y, axis=axis)
-
-    low, high = _bootstrap((a, b), statistic, confidence)
+    low, high = _bootstrap(arrays, statistic, confidence, paired=True)
     return Interval(estimate, low, high, confidence)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from specgate.deployment import Deployment
 from specgate.equivalence.check import EquivalenceStats
 from specgate.measure.speed import SpeedMeter
-from specgate.measure.stats import median_interval, ratio_of_medians
+from specgate.measure.stats import median_interval, paired_ratio
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import FAIL, INCONCLUSIVE, SKIP, Verdict
@@ -30,12 +30,14 @@ def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdic
     conf = deployment.gates.confidence
     rows = []
     order = list(deployment.configs)
-    for (config, concurrency), record in sorted(meter.results.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0]))):
+    for (config, concurrency), record in sorted(
+        meter.results.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0]))
+    ):
         if not record.samples:
             continue
         ref = meter.results.get((deployment.reference, concurrency))
         ratio = (
-            ratio_of_medians(record.decode_tps, ref.decode_tps, conf)
+            paired_ratio(record.decode_tps, ref.decode_tps, conf)
             if ref is not None and ref.samples and config != deployment.reference
             else None
         )
@@ -54,7 +56,9 @@ def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdic
                 "ttft_ms": median_interval([s.ttft_s * 1000 for s in record.samples], conf).as_dict(),
                 "warmup_requests": warm.requests if warm else 0,
                 "warmup_settled": warm.settled if warm else None,
-                "verdict": "FAIL" if any(s in (FAIL, INCONCLUSIVE) for s in gate_states) else ("pass" if gate_states else "—"),
+                "verdict": "FAIL"
+                if any(s in (FAIL, INCONCLUSIVE) for s in gate_states)
+                else ("pass" if gate_states else "—"),
             }
         )
     return rows
@@ -71,8 +75,13 @@ def _equivalence_rows(stats: dict[str, EquivalenceStats]) -> list[dict]:
             "decisive_failures": len(s.failures),
             "tokens_compared": s.tokens_compared,
             "flips": [
-                {"prompt": f.case_label, "position": f.position, "baseline_token": f.baseline_token,
-                 "spec_token": f.spec_token, "margin": round(f.margin, 5)}
+                {
+                    "prompt": f.case_label,
+                    "position": f.position,
+                    "baseline_token": f.baseline_token,
+                    "spec_token": f.spec_token,
+                    "margin": round(f.margin, 5),
+                }
                 for f in s.flips
             ],
             "failures": s.failures[:20],
@@ -108,7 +117,14 @@ def build_report(
         "tie_margin": deployment.equivalence.tie_margin,
         "speed": _speed_rows(deployment, meter, verdicts),
         "gates": [
-            {"gate": v.gate, "config": v.config, "status": v.status, "summary": v.summary, "notes": v.notes, "figures": v.figures}
+            {
+                "gate": v.gate,
+                "config": v.config,
+                "status": v.status,
+                "summary": v.summary,
+                "notes": v.notes,
+                "figures": v.figures,
+            }
             for v in verdicts
         ],
         "equivalence": _equivalence_rows(equivalence),

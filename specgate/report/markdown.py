@@ -58,13 +58,17 @@ def render_markdown(report: dict) -> str:
                 f"| {e['config']} | {e['cases']} | {e['requests']} | {e['exact_matches']} | {e['near_tie_flips']} "
                 f"| {e['decisive_failures']} | {e['tokens_compared']} |"
             )
-        flips = [(e["config"], f) for e in report["equivalence"] for f in e["flips"]]
+        flips: dict[tuple, int] = {}
+        for e in report["equivalence"]:
+            for f in e["flips"]:
+                key = (e["config"], f["prompt"], f["position"], f["baseline_token"], f["spec_token"], f["margin"])
+                flips[key] = flips.get(key, 0) + 1
         if flips:
             out.append("\nEvery near-tie flip, explained (baseline top-1/top-2 margin below the tie margin):\n")
-            for config, f in flips[:30]:
+            for (config, prompt, pos, base, spec, margin), times in list(flips.items())[:30]:
+                again = f" (in {times} requests)" if times > 1 else ""
                 out.append(
-                    f"- {config}: `{f['prompt']}` token {f['position']}: baseline {f['baseline_token']} → "
-                    f"speculative {f['spec_token']}, margin {f['margin']:.4f}"
+                    f"- {config}: `{prompt}` token {pos}: baseline {base} → speculative {spec}, margin {margin:.4f}{again}"
                 )
             if len(flips) > 30:
                 out.append(f"- … and {len(flips) - 30} more in report.json")
@@ -75,13 +79,14 @@ def render_markdown(report: dict) -> str:
         out.append("\n**The plain baseline itself broke an invariant:**\n")
         out.extend(f"- {p}" for p in report["baseline_problems"][:10])
 
-    if report["server_settings"]:
+    settings = report["server_settings"]
+    if settings:
         out.append("\n## What ran (as each server reports itself)\n")
-        keys = sorted({k for s in report["server_settings"].values() for k in s})
-        out.append("| config | " + " | ".join(keys) + " |")
-        out.append("|---|" + "---|" * len(keys))
-        for name, s in report["server_settings"].items():
-            out.append(f"| {name} | " + " | ".join(str(s.get(k, "—")) for k in keys) + " |")
+        names = list(settings)
+        out.append("| setting | " + " | ".join(names) + " |")
+        out.append("|---|" + "---|" * len(names))
+        for key in sorted({k for s in settings.values() for k in s}):
+            out.append(f"| {key} | " + " | ".join(str(settings[n].get(key, "—")) for n in names) + " |")
 
     out.append("\n## Time to verdict\n")
     boots = ", ".join(f"{b['config']} {b['seconds']:.1f} s{'' if b['ok'] else ' (FAILED)'}" for b in report["boots"])

@@ -45,7 +45,9 @@ def gpu_info() -> GpuInfo | None:
         memory = int(float(rows[0][2]))
     except (IndexError, ValueError):
         memory = 0
-    return GpuInfo(name=rows[0][0].strip(), count=len(rows), driver=rows[0][1].strip(), cuda=cuda, memory_total_mib=memory)
+    return GpuInfo(
+        name=rows[0][0].strip(), count=len(rows), driver=rows[0][1].strip(), cuda=cuda, memory_total_mib=memory
+    )
 
 
 def pids_holding_gpu_memory() -> set[int] | None:

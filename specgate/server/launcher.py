@@ -12,6 +12,7 @@ from typing import Protocol
 
 from specgate.deployment import Deployment, ServerConfig
 
+
 class BootProgress(Protocol):
     """Told how boots go, for a progress display."""
 

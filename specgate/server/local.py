@@ -80,6 +80,7 @@ class LocalLauncher:
         self.log_dir = log_dir
         self._procs: dict[int, subprocess.Popen] = {}
         self._lock = threading.Lock()
+        self._logged: set[str] = set()  # configs whose log this session already started
 
     def command_for(self, config: ServerConfig, port: int, nccl_port: int) -> list[str]:
         launch = self.deployment.launch
@@ -100,7 +101,12 @@ class LocalLauncher:
         log_path = self.log_dir / f"{config.name}.log"
         env = {**os.environ, **self.deployment.launch.env, **config.env}
         env.setdefault("PYTHONUNBUFFERED", "1")
-        with log_path.open("ab") as log:
+        env["SPECGATE_CONFIG"] = config.name  # lets a server (the simulator) know which config it is
+        # A fresh log per session; a reboot in the same session (servers that cannot
+        # coexist) appends, so the whole session's story stays in one file.
+        mode = "ab" if config.name in self._logged else "wb"
+        self._logged.add(config.name)
+        with log_path.open(mode) as log:
             log.write(f"\n=== specgate: starting {config.name}: {' '.join(command)}\n".encode())
             log.flush()
             try:
@@ -135,7 +141,11 @@ class LocalLauncher:
     def exit_description(self, handle: ServerHandle) -> str:
         proc = self._proc(handle)
         code = proc.poll() if proc else None
-        how = "is running" if code is None else (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        how = (
+            "was still running (alive, not ready)"
+            if code is None
+            else (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        )
         return f"{handle.describe()} {how}.\ncommand: {' '.join(handle.command)}\nlog: {handle.log_path}\n--- last lines of the log ---\n{tail(handle.log_path)}"
 
     def wait_ready(self, handle: ServerHandle, progress: BootProgress | None) -> None:
@@ -151,6 +161,7 @@ class LocalLauncher:
                     handle.boot_s = elapsed
                     return
                 if elapsed > timeout:
+                    handle.boot_s = elapsed
                     description = self.exit_description(handle)
                     self.stop(handle)
                     raise ServerBootError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ class LiveServer:
 
     handle: ServerHandle
     client: SglangClient
-    pool: "ServerPool"
+    pool: ServerPool
     server_info: dict[str, Any] = field(default_factory=dict)
     model_info: dict[str, Any] = field(default_factory=dict)
 
@@ -133,11 +134,20 @@ class ServerPool:
 
     def raise_if_dead(self, config: str, during: str = "") -> None:
         server = self.live.get(config)
-        if server is None or self.launcher.alive(server.handle):
+        if server is None:
+            return
+        if during:
+            # A request just failed: give a dying process a moment to be seen as dead.
+            deadline = time.monotonic() + 2.0
+            while self.launcher.alive(server.handle) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        if self.launcher.alive(server.handle):
             return
         description = self.launcher.exit_description(server.handle)
         served = server.handle.requests_served
-        reason = f"the server died after serving {served} request(s){' (' + during + ')' if during else ''}.\n{description}"
+        reason = (
+            f"the server died after serving {served} request(s){' (' + during + ')' if during else ''}.\n{description}"
+        )
         self.failed[config] = reason
         self.release(config)
         raise ServerDiedError(f"config {config!r}: {reason}")

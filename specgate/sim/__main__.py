@@ -9,6 +9,7 @@ the simulator alone.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -16,7 +17,7 @@ import time
 from specgate.sim import SIM_LABEL
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import SpecSettings
-from specgate.sim.faults import parse_faults
+from specgate.sim.faults import faults_from_env, parse_faults
 from specgate.sim.server import SimServerState, log, serve
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NEXTN")
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args, unknown = build_parser().parse_known_args(argv)
     try:
-        faults = parse_faults(args.sim_fault)
+        faults = parse_faults([*args.sim_fault, *faults_from_env(dict(os.environ))])
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -107,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         "cuda_graph_max_bs": args.cuda_graph_max_bs,
         "disable_overlap_schedule": args.disable_overlap_schedule,
     }
-    state = SimServerState(server_args=server_args, spec=spec, faults=faults, cost=cost, meta_names=args.sim_meta_names,
+    state = SimServerState(
+        server_args=server_args,
+        spec=spec,
+        faults=faults,
+        cost=cost,
+        meta_names=args.sim_meta_names,
         incremental_stream=args.incremental_stream,
     )
     if args.sim_boot_s:

@@ -10,8 +10,8 @@ SGLang does, unless a fault says otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from specgate.sim.cost import CostModel
 from specgate.sim.faults import Faults
@@ -84,8 +84,9 @@ class Generation:
                 yield self._append([token]), self.cost.decode_step_s()
             else:
                 tokens = self._speculate()
-                yield self._append(tokens), self.cost.spec_cycle_s(
-                    self.spec.steps, self.spec.draft_tokens, self.spec.attention_mode
+                yield (
+                    self._append(tokens),
+                    self.cost.spec_cycle_s(self.spec.steps, self.spec.draft_tokens, self.spec.attention_mode),
                 )
 
     def _token_at(self, context: list[int], position: int, verify: bool) -> int:
@@ -97,7 +98,7 @@ class Generation:
         assert self.spec is not None
         context = self.prompt_ids + self.state.output_ids
         accepted: list[int] = []
-        for depth in range(self.spec.depth):
+        for _ in range(self.spec.depth):
             here = context + accepted
             target = self._token_at(here, len(self.state.output_ids) + len(accepted), verify=True)
             guesses = {self.model.draft(here, attempt) for attempt in range(self.spec.topk)}
@@ -117,9 +118,7 @@ class Generation:
         kept = []
         for token in tokens:
             self.state.output_ids.append(token)
-            self.state.distributions.append(
-                self.model.distribution(self.prompt_ids + self.state.output_ids[:-1])
-            )
+            self.state.distributions.append(self.model.distribution(self.prompt_ids + self.state.output_ids[:-1]))
             kept.append(token)
             reason = self._finish_reason(token)
             if reason is not None:

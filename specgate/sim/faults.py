@@ -1,7 +1,10 @@
 """SIMULATOR injectable faults: each one exists to prove that one gate can fail.
 
-Given on the simulator's command line as `--sim-fault NAME[=VALUE]` (repeatable), so a
-deployment file can inject a fault into one config only.
+Given on the simulator's command line as `--sim-fault NAME[=VALUE]` (repeatable), or
+from outside the deployment through the environment, the way a regression in the code
+under test would arrive: `SPECGATE_SIM_FAULTS="eagle3-decode:diverge-at=5;*:slowdown=0.3"`
+(config name or `*`, then the fault). The launcher tells each server its config name
+in `SPECGATE_CONFIG`.
 
 | fault            | what the server then does                                         | gate that must go red        |
 |------------------|-------------------------------------------------------------------|------------------------------|
@@ -57,3 +60,16 @@ def parse_faults(specs: list[str]) -> Faults:
                 raise ValueError(f"--sim-fault {spec!r}: {name} takes no value")
             values[key] = True
     return Faults(**values)  # type: ignore[arg-type]
+
+
+def faults_from_env(environ: dict[str, str]) -> list[str]:
+    """The SPECGATE_SIM_FAULTS entries aimed at this server's config (or at every one)."""
+    mine = environ.get("SPECGATE_CONFIG", "")
+    specs = []
+    for entry in filter(None, (e.strip() for e in environ.get("SPECGATE_SIM_FAULTS", "").split(";"))):
+        target, sep, fault = entry.partition(":")
+        if not sep:
+            raise ValueError(f"SPECGATE_SIM_FAULTS entry {entry!r}: expected CONFIG:FAULT or *:FAULT")
+        if target in ("*", mine):
+            specs.append(fault)
+    return specs

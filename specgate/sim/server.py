@@ -40,7 +40,7 @@ class SimServerState:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def spec_counters(st: "GenState", names: str) -> dict[str, Any]:
+def spec_counters(st: GenState, names: str) -> dict[str, Any]:
     """The spec_* keys, spelled as the SGLang release `names` spells them."""
     verify = max(st.verify_ct, 1)
     out: dict[str, Any] = {"spec_verify_ct": st.verify_ct}
@@ -211,7 +211,11 @@ class Handler(BaseHTTPRequestHandler):
                     if self.state.incremental_stream:
                         text, ids = text[sent_text:], ids[sent_ids:]
                         sent_text, sent_ids = len(gen.state.text), len(gen.state.output_ids)
-                    chunk = {"text": text, "output_ids": ids, "meta_info": self._meta(gen, started, return_logprob, top_n, rid)}
+                    chunk = {
+                        "text": text,
+                        "output_ids": ids,
+                        "meta_info": self._meta(gen, started, return_logprob, top_n, rid),
+                    }
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                     self.wfile.flush()
             with self.state.lock:

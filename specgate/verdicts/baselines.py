@@ -32,12 +32,17 @@ class StoredFigures:
     accept_length: float | None
     ratio_to_reference: float | None
     n: int
+    # Per-request samples in pinned-sequence order, for paired comparison.
+    decode_tps_samples: tuple[float, ...]
+    completion_tokens: tuple[int, ...]
+    verify_ct: tuple[int | None, ...]
 
 
 @dataclass(frozen=True)
 class StoredBaseline:
     path: Path
     deployment: str
+    workload_digest: str
     fingerprint: Fingerprint
     provenance: dict
     figures: dict[tuple[str, int], StoredFigures]
@@ -52,7 +57,9 @@ def load_baseline(path: Path) -> StoredBaseline:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise BaselineError(path, f"corrupt: not valid JSON ({exc}); fix it or move it aside, it is never overwritten") from None
+        raise BaselineError(
+            path, f"corrupt: not valid JSON ({exc}); fix it or move it aside, it is never overwritten"
+        ) from None
     except OSError as exc:
         raise BaselineError(path, f"cannot be read: {exc}") from None
     _require(isinstance(data, dict), path, "expected a JSON object at the top")
@@ -77,10 +84,20 @@ def load_baseline(path: Path) -> StoredBaseline:
                     if fig.get("ratio_to_reference") is None
                     else float(fig["ratio_to_reference"]["estimate"]),
                     n=int(fig["n"]),
+                    decode_tps_samples=tuple(float(x) for x in fig["samples"]["decode_tps"]),
+                    completion_tokens=tuple(int(x) for x in fig["samples"]["completion_tokens"]),
+                    verify_ct=tuple(None if x is None else int(x) for x in fig["samples"]["verify_ct"]),
                 )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(path, f"field 'configs.{name}': malformed ({type(exc).__name__}: {exc})") from None
-    return StoredBaseline(path, str(data.get("deployment", "")), fingerprint, dict(data.get("provenance", {})), figures)
+    return StoredBaseline(
+        path,
+        str(data.get("deployment", "")),
+        str(data.get("workload_digest", "")),
+        fingerprint,
+        dict(data.get("provenance", {})),
+        figures,
+    )
 
 
 @dataclass(frozen=True)

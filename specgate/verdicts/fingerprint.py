@@ -29,7 +29,7 @@ class Fingerprint:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Fingerprint":
+    def from_dict(cls, d: dict) -> Fingerprint:
         names = [f.name for f in fields(cls)]
         missing = [n for n in names if n not in d]
         if missing:
@@ -47,7 +47,7 @@ class Fingerprint:
         sglang = re.sub(r"[^a-z0-9.]+", "-", self.sglang.lower()).strip("-") or "unknown"
         return f"{gpu}-x{self.gpu_count}-sglang-{sglang}-{self.digest}"
 
-    def differences(self, other: "Fingerprint") -> list[str]:
+    def differences(self, other: Fingerprint) -> list[str]:
         return [
             f"{f.name}: stored {getattr(other, f.name)!r}, now {getattr(self, f.name)!r}"
             for f in fields(self)

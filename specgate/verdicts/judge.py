@@ -14,7 +14,7 @@ from pathlib import Path
 
 from specgate.deployment import BeatsGate, Deployment
 from specgate.measure.speed import ConfigSpeed, SpeedMeter
-from specgate.measure.stats import Interval, median_interval, pooled_ratio, ratio_of_medians
+from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, paired_ratio, pooled_ratio
 from specgate.server.pool import ServerPool
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
@@ -98,7 +98,7 @@ class Judge:
         cfg = self.ensure_measured(gate.config, gate.concurrency, wl.repeats)
         ref = self.ensure_measured(gate.over, gate.concurrency, wl.repeats)
         while True:
-            interval = ratio_of_medians(cfg.decode_tps, ref.decode_tps, conf)
+            interval = paired_ratio(cfg.decode_tps, ref.decode_tps, conf)
             status = at_least(interval, gate.ratio)
             n = min(len(cfg.samples), len(ref.samples))
             if status != INCONCLUSIVE or n >= wl.max_repeats:
@@ -116,7 +116,7 @@ class Judge:
         }
         head = (
             f"{gate.config} decodes at {interval.estimate:.3f}x {gate.over} "
-            f"[{interval.low:.3f}, {interval.high:.3f}] ({conf:.0%} interval, n={len(cfg.samples)}/{len(ref.samples)}); "
+            f"[{interval.low:.3f}, {interval.high:.3f}] ({conf:.0%} interval, {min(len(cfg.samples), len(ref.samples))} paired requests); "
             f"required >= {gate.ratio:g}x"
         )
         if tau is not None:
@@ -145,7 +145,11 @@ class Judge:
             return self._record(Verdict(name, config, SKIP, why_not))
         figs = stored.figures.get((config, concurrency))
         if figs is None:
-            return self._record(Verdict(name, config, SKIP, f"{stored.path.name} has no figures for {config} at concurrency {concurrency}"))
+            return self._record(
+                Verdict(
+                    name, config, SKIP, f"{stored.path.name} has no figures for {config} at concurrency {concurrency}"
+                )
+            )
         digest = self.deployment.configs[config].args_digest(self.deployment.launch)
         if figs.args_digest != digest:
             return self._record(
@@ -155,6 +159,16 @@ class Judge:
                     SKIP,
                     f"{config}'s launch flags changed since {stored.path.name} was recorded "
                     f"(digest {figs.args_digest} then, {digest} now): not comparable; update the baseline",
+                )
+            )
+        if stored.workload_digest != self.meter.workload_digest:
+            return self._record(
+                Verdict(
+                    name,
+                    config,
+                    SKIP,
+                    f"the pinned workload changed since {stored.path.name} was recorded (prompts, format or "
+                    "max_new_tokens): its requests no longer pair with ours; update the baseline",
                 )
             )
         notes = [why_not] if why_not else []
@@ -169,33 +183,47 @@ class Judge:
     def _speed_regression(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
     ) -> Verdict:
+        """Now vs stored as the median of per-request ratios over the same pinned requests."""
         conf = self.deployment.gates.confidence
         tol = self.deployment.gates.tolerance
         wl = self.deployment.workload
         two_sided = config == self.deployment.reference
-        low_bar = figs.decode_tps * (1 - tol.decode_tps)
-        high_bar = figs.decode_tps * (1 + tol.decode_tps)
-        record = self.ensure_measured(config, concurrency, wl.repeats)
+        record = self.ensure_measured(config, concurrency, min(wl.repeats, len(figs.decode_tps_samples)))
         while True:
-            now = median_interval(record.decode_tps, conf)
-            status = within(now, low_bar, high_bar) if two_sided else at_least(now, low_bar)
-            if status != INCONCLUSIVE or len(record.samples) >= wl.max_repeats:
+            ratio = paired_ratio(record.decode_tps, figs.decode_tps_samples, conf)
+            status = (
+                within(ratio, 1 - tol.decode_tps, 1 + tol.decode_tps)
+                if two_sided
+                else at_least(ratio, 1 - tol.decode_tps)
+            )
+            pairs = min(len(record.samples), len(figs.decode_tps_samples))
+            if status != INCONCLUSIVE or pairs >= len(figs.decode_tps_samples) or len(record.samples) >= wl.max_repeats:
                 break
             self.meter.measure(self.pool.acquire(config), concurrency, self._more_batch(len(record.samples)))
-        change = now.estimate / figs.decode_tps - 1
+        now = median_interval(record.decode_tps, conf)
         head = (
-            f"{config} decode {now.estimate:.1f} tok/s [{now.low:.1f}, {now.high:.1f}] vs stored {figs.decode_tps:.1f} "
-            f"({pct(change)}); allowed {'±' if two_sided else '-'}{tol.decode_tps:.0%}"
+            f"{config} decode {now.estimate:.1f} tok/s vs stored {figs.decode_tps:.1f}: per-request ratio "
+            f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] over {pairs} paired requests "
+            f"({pct(ratio.estimate - 1)}); allowed {'±' if two_sided else '-'}{tol.decode_tps:.0%}"
         )
-        figures = {"now": now.as_dict(), "stored": figs.decode_tps, "change": change, "baseline_file": stored.path.name}
+        figures = {
+            "ratio_to_stored": ratio.as_dict(),
+            "now": now.as_dict(),
+            "stored": figs.decode_tps,
+            "baseline_file": stored.path.name,
+        }
         if status == PASS:
-            if not two_sided and now.low > figs.decode_tps * (1 + tol.faster_note):
-                notes.append(f"{config} is {pct(change)} faster than stored: consider updating the baseline")
+            if not two_sided and ratio.low > 1 + tol.faster_note:
+                notes.append(
+                    f"{config} is {pct(ratio.estimate - 1)} faster than stored: consider updating the baseline"
+                )
             return Verdict(name, config, PASS, head, notes, figures)
         if status == INCONCLUSIVE:
-            return Verdict(name, config, FAIL, head + f" — INCONCLUSIVE at the cap of {wl.max_repeats} samples", notes, figures)
+            return Verdict(
+                name, config, FAIL, head + " — INCONCLUSIVE with every stored request paired", notes, figures
+            )
         if two_sided:
-            direction = "faster" if now.low > high_bar else "slower"
+            direction = "faster" if ratio.low > 1 + tol.decode_tps else "slower"
             notes.append(
                 f"the plain baseline itself is {direction} than stored: the machine (or plain decoding) drifted, "
                 "so speculative figures against this stored baseline are suspect too"
@@ -204,7 +232,9 @@ class Judge:
         notes.extend(self._explain_spec_drop(config, concurrency, figs, stored))
         return Verdict(name, config, FAIL, head + " — REGRESSED", notes, figures)
 
-    def _explain_spec_drop(self, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline) -> list[str]:
+    def _explain_spec_drop(
+        self, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline
+    ) -> list[str]:
         """Is the drop speculation's own, or shared with plain decoding?"""
         ref = self.deployment.reference
         ref_now = self.meter.results.get((ref, concurrency))
@@ -212,38 +242,49 @@ class Judge:
         if not ref_now or not ref_now.samples or ref_stored is None:
             return []
         conf = self.deployment.gates.confidence
-        ratio_now = ratio_of_medians(self.meter.record(config, concurrency).decode_tps, ref_now.decode_tps, conf)
-        ref_change = median_interval(ref_now.decode_tps, conf).estimate / ref_stored.decode_tps - 1
-        stored_ratio = figs.ratio_to_reference or (figs.decode_tps / ref_stored.decode_tps)
-        shared = abs(ratio_now.estimate / stored_ratio - 1) < self.deployment.gates.tolerance.decode_tps
+        speedup_now = paired_ratio(self.meter.record(config, concurrency).decode_tps, ref_now.decode_tps, conf)
+        ref_change = paired_ratio(ref_now.decode_tps, ref_stored.decode_tps_samples, conf).estimate - 1
+        speedup_then = paired_ratio(figs.decode_tps_samples, ref_stored.decode_tps_samples, conf).estimate
+        shared = abs(speedup_now.estimate / speedup_then - 1) < self.deployment.gates.tolerance.decode_tps
         return [
-            f"plain {ref} changed {pct(ref_change)} vs stored; speedup over {ref} is {ratio_now.estimate:.3f}x now vs "
-            f"{stored_ratio:.3f}x stored: "
-            + ("the drop is shared with plain decoding (machine or core change), not speculation's own"
-               if shared else "speculation itself lost ground")
+            f"plain {ref} changed {pct(ref_change)} vs stored; speedup over {ref} is {speedup_now.estimate:.3f}x now vs "
+            f"{speedup_then:.3f}x stored: "
+            + (
+                "the drop is shared with plain decoding (machine or core change), not speculation's own"
+                if shared
+                else "speculation itself lost ground"
+            )
         ]
 
     def _accept_regression(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, notes: list[str]
     ) -> Verdict:
+        """Accept length over the same pinned requests, now vs stored, pooled and paired."""
         conf = self.deployment.gates.confidence
         tol = self.deployment.gates.tolerance.accept_length
-        record = self.ensure_measured(config, concurrency, self.deployment.workload.repeats)
-        tau = accept_interval(record, conf)
-        if figs.accept_length is None or tau is None:
+        record = self.ensure_measured(config, concurrency, min(self.deployment.workload.repeats, len(figs.verify_ct)))
+        now = [s for s in record.samples if s.verify_ct]
+        if figs.accept_length is None or not now or any(v is None for v in figs.verify_ct):
             return Verdict(name, config, SKIP, f"{config} has no accept length (not speculative)", notes)
-        bar = figs.accept_length * (1 - tol)
-        status = at_least(tau, bar)
-        change = tau.estimate / figs.accept_length - 1
-        head = (
-            f"{config} accept length {tau.estimate:.3f} [{tau.low:.3f}, {tau.high:.3f}] vs stored "
-            f"{figs.accept_length:.3f} ({pct(change)}); allowed -{tol:.0%}"
+        ratio = paired_pooled_ratio(
+            [s.completion_tokens for s in now],
+            [s.verify_ct for s in now],
+            list(figs.completion_tokens),
+            list(figs.verify_ct),
+            conf,
         )
-        figures = {"now": tau.as_dict(), "stored": figs.accept_length, "change": change}
+        tau = accept_interval(record, conf)
+        assert tau is not None
+        status = at_least(ratio, 1 - tol)
+        head = (
+            f"{config} accept length {tau.estimate:.3f} vs stored {figs.accept_length:.3f}: paired ratio "
+            f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({pct(ratio.estimate - 1)}); allowed -{tol:.0%}"
+        )
+        figures = {"ratio_to_stored": ratio.as_dict(), "now": tau.as_dict(), "stored": figs.accept_length}
         if status == PASS:
             return Verdict(name, config, PASS, head, notes, figures)
         notes.append(
-            "accept length is independent of timing noise: a drop means the draft model, its inputs or the "
+            "accept length does not depend on timing noise: a drop means the draft model, its inputs or the "
             "verify path changed (draft weights, hidden-state capture, tokenizer, sampling)"
         )
         suffix = " — REGRESSED" if status == FAIL else " — INCONCLUSIVE"
@@ -261,7 +302,7 @@ def baseline_document(judge: Judge, provenance: dict) -> dict:
         tau = accept_interval(record, conf)
         ref = judge.meter.results.get((dep.reference, concurrency))
         ratio = (
-            ratio_of_medians(record.decode_tps, ref.decode_tps, conf)
+            paired_ratio(record.decode_tps, ref.decode_tps, conf)
             if ref is not None and ref.samples and config != dep.reference
             else None
         )
@@ -281,4 +322,4 @@ def baseline_document(judge: Judge, provenance: dict) -> dict:
                 "verify_ct": [s.verify_ct for s in record.samples],
             },
         }
-    return {"provenance": provenance, "configs": configs}
+    return {"provenance": provenance, "workload_digest": judge.meter.workload_digest, "configs": configs}

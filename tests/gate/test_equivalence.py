@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 
 from specgate.equivalence.cases import generation_cases
+from specgate.errors import SpecgateError
 
 pytestmark = pytest.mark.specgate("equivalence")
 
@@ -26,11 +27,22 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
     oracle = specgate.oracle
     if oracle.live:
         # Both servers are up: a real property test, shrinking to the smallest failing case.
+        server_errors = []
+
         @given(case=generation_cases(specgate.deployment))
         def speculative_matches_baseline(case):
-            oracle.assert_equivalent(spec_config, case)
+            try:
+                oracle.assert_equivalent(spec_config, case)
+            except SpecgateError as exc:  # a dead server is the finding, not the example
+                server_errors.append(exc)
+                raise
 
-        speculative_matches_baseline()
+        try:
+            speculative_matches_baseline()
+        except BaseException:
+            if server_errors:
+                raise server_errors[0] from None
+            raise
     else:
         # The baseline ran earlier and left its answers: check every recorded case.
         failures = [

@@ -34,7 +34,11 @@ def test_decode_speed(specgate, speed_target, benchmark):
         decode_tps_median=statistics.median(s.decode_tps for s in samples),
         decode_tps=[round(s.decode_tps, 3) for s in samples],
         ttft_s_median=statistics.median(s.ttft_s for s in samples),
-        accept_length=(sum(s.completion_tokens for s in samples if s.verify_ct) / sum(s.verify_ct for s in samples if s.verify_ct)) if taus else None,
+        accept_length=(
+            sum(s.completion_tokens for s in samples if s.verify_ct) / sum(s.verify_ct for s in samples if s.verify_ct)
+        )
+        if taus
+        else None,
         warmup_requests=warmup.requests if warmup else 0,
         warmup_settled=warmup.settled if warmup else None,
         simulator=specgate.deployment.simulator,
