@@ -1,0 +1,111 @@
+"""`specgate`: run the gate, update baselines, or check a deployment file.
+
+    specgate run [DEPLOYMENT] [options] [-- extra pytest args]
+    specgate baseline update [DEPLOYMENT] [options]
+    specgate check [DEPLOYMENT]
+
+DEPLOYMENT is a name under fixtures/deployments (default: sim, the SIMULATOR) or a
+path to a .toml file. The gate is pytest over tests/gate; this wrapper validates
+the deployment first, so a bad file is reported before anything boots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from specgate.deployment import REPO_ROOT, Deployment, load_deployment
+from specgate.errors import SpecgateError
+
+GATE_TESTS = REPO_ROOT / "tests" / "gate"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "deployment", nargs="?", default=None, help="name in fixtures/deployments or a .toml path (default: sim)"
+    )
+    p.add_argument("--report-dir", default="specgate-report", help="where the report, logs and benchmark JSON go")
+    p.add_argument("--baselines-dir", default=None, help="root of stored baselines (default: the repo's baselines/)")
+    p.add_argument(
+        "--allow-fingerprint-mismatch", action="store_true", help="compare with a baseline from other hardware/software"
+    )
+    p.add_argument("--examples", type=int, default=None, help="equivalence examples per speculative config")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest as they are")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specgate", description="Merge gate for speculative decoding in SGLang.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _common(sub.add_parser("run", help="run the gate and print the report"))
+    baseline = sub.add_parser("baseline", help="manage stored baselines")
+    bsub = baseline.add_subparsers(dest="baseline_command", required=True)
+    _common(bsub.add_parser("update", help="run the gate and store its figures as the baseline for this machine"))
+    check = sub.add_parser("check", help="validate a deployment file and print what it would run")
+    check.add_argument("deployment", nargs="?", default=None)
+    return parser
+
+
+def describe(dep: Deployment) -> str:
+    lines = [f"deployment {dep.name!r} ({dep.path})" + ("  [SIMULATOR]" if dep.simulator else "")]
+    if dep.description:
+        lines.append(f"  {dep.description}")
+    lines.append(
+        f"  launcher {dep.launch.launcher}, servers {'side by side' if dep.launch.coexist else 'one at a time'}"
+    )
+    for name, cfg in dep.configs.items():
+        mark = " (reference)" if name == dep.reference else ""
+        lines.append(f"  config {name}{mark}: {' '.join(cfg.args) or '(no extra args)'}")
+    for gate in dep.gates.beats:
+        lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over} (concurrency {gate.concurrency})")
+    return "\n".join(lines)
+
+
+def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool) -> list[str]:
+    report_dir = Path(args.report_dir).resolve()
+    extra = [a for a in args.pytest_args if a != "--"]
+    out = [
+        str(GATE_TESTS),
+        f"--specgate-deployment={dep.path}",
+        f"--specgate-report-dir={report_dir}",
+        f"--benchmark-json={report_dir / 'benchmark.json'}",
+        "-rfEs",
+        "--tb=short",
+        "-q",
+    ]
+    if args.baselines_dir:
+        out.append(f"--specgate-baselines-dir={Path(args.baselines_dir).resolve()}")
+    if args.allow_fingerprint_mismatch:
+        out.append("--specgate-allow-fingerprint-mismatch")
+    if args.examples:
+        out.append(f"--specgate-examples={args.examples}")
+    if update:
+        out.append("--specgate-update-baselines")
+    return out + extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        dep = load_deployment(args.deployment)
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "check":
+        print(describe(dep))
+        return 0
+    update = args.command == "baseline"
+    if args.examples is not None and args.examples < 1:
+        print("specgate: error: --examples: expected a positive integer", file=sys.stderr)
+        return 2
+    print(describe(dep), flush=True)
+    import pytest
+
+    code = int(pytest.main(pytest_args_for(args, dep, update)))
+    verdict = "PASS" if code == 0 else ("FAIL" if code == 1 else f"ERROR (pytest exit code {code})")
+    print(f"specgate: {verdict} — report in {Path(args.report_dir).resolve() / 'report.md'}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
