@@ -1,0 +1,117 @@
+"""Helpers for the self-tests: deployment variants and leftover-process checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from specgate.deployment import DEPLOYMENTS_DIR, REPO_ROOT
+
+GATE_TESTS = REPO_ROOT / "tests" / "gate"
+
+# Small enough that one simulated gate run takes seconds on a 2-core CI machine,
+# large enough that every gate still has real samples to decide on.
+FAST = {
+    "workload": {"max_new_tokens": 40, "repeats": 6, "max_repeats": 18, "prompt_sets": ["chat", "code", "math"]},
+    "equivalence": {"examples": 10, "max_new_tokens": 32},
+}
+
+
+def sim_deployment_dict() -> dict[str, Any]:
+    return tomllib.loads((DEPLOYMENTS_DIR / "sim.toml").read_text())
+
+
+def merge(base: dict, overrides: dict) -> dict:
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def processes_with(tag: str) -> list[str]:
+    """Command lines of live processes whose arguments or environment contain `tag`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read().decode(errors="replace")
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().decode(errors="replace").rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        if tag in cmdline or tag in environ:
+            found.append(f"{pid}: {cmdline}")
+    return found
+
+
+class SimDeployment:
+    """A variant of sim.toml in a temp dir. Its runs carry a tag in the environment
+    (so their servers can be found afterwards) and may inject simulator faults the
+    way a code regression would arrive: from outside the deployment file."""
+
+    def __init__(self, folder: Path, overrides: dict, fast: bool = True) -> None:
+        self.tag = f"specgate-test-{uuid.uuid4().hex[:10]}"
+        data = merge(sim_deployment_dict(), FAST) if fast else sim_deployment_dict()
+        self.data = merge(data, overrides)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "deployment.toml"
+        self.path.write_text(tomli_w.dumps(self.data))
+        self.report_dir = folder / "report"
+        self.baselines_dir = folder / "baselines"
+
+    def args(self, *extra: str) -> list[str]:
+        return [
+            str(GATE_TESTS),
+            f"--specgate-deployment={self.path}",
+            f"--specgate-report-dir={self.report_dir}",
+            f"--specgate-baselines-dir={self.baselines_dir}",
+            "-q",
+            *extra,
+        ]
+
+    def run(self, pytester: Any | None, *extra: str, faults: str = "") -> pytest.RunResult:
+        """Run the gate suite in a subprocess, as a CI job would (through pytester
+        where the caller has one; module-scoped fixtures have none)."""
+        env = {"SPECGATE_TEST_TAG": self.tag, "SPECGATE_SIM_FAULTS": faults}
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            if pytester is not None:
+                return pytester.runpytest_subprocess(*self.args(*extra), timeout=240)
+            started = time.monotonic()
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", *self.args(*extra)], capture_output=True, text=True, timeout=240
+            )
+            return pytest.RunResult(
+                proc.returncode, proc.stdout.splitlines(), proc.stderr.splitlines(), time.monotonic() - started
+            )
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def report(self) -> dict:
+        return json.loads((self.report_dir / "report.json").read_text())
+
+    def leftovers(self) -> list[str]:
+        return processes_with(self.tag)

@@ -1,0 +1,107 @@
+"""Deployment files: the default loads; every kind of bad input names file and field."""
+
+from __future__ import annotations
+
+import pytest
+import tomli_w
+from helpers import merge, sim_deployment_dict
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specgate.deployment import load_deployment, resolve_deployment_path
+from specgate.errors import DeploymentError
+
+
+def write(tmp_path, data):
+    path = tmp_path / "dep.toml"
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+def test_default_deployment_is_the_simulator():
+    dep = load_deployment(None)
+    assert dep.name == "sim" and dep.simulator
+    assert dep.reference == "baseline"
+    assert dep.speculative_configs == ["eagle3-prefill", "eagle3-decode"]
+    assert all(dep.configs[c].speculative for c in dep.speculative_configs)
+    assert not dep.configs["baseline"].speculative
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "expected"),
+    [
+        ({"workload": {"max_new_token": 10}}, "workload.max_new_token", "did you mean 'max_new_tokens'"),
+        ({"workload": {"max_new_tokens": "64"}}, "workload.max_new_tokens", "expected an integer"),
+        ({"workload": {"concurrency": []}}, "workload.concurrency", "non-empty list"),
+        ({"workload": {"prompt_sets": ["poetry"]}}, "workload.prompt_sets", "unknown prompt set 'poetry'"),
+        ({"launch": {"launcher": "ssh"}}, "launch.launcher", "expected one of local, url"),
+        ({"launch": {"args": ["--port", "1234"]}}, "launch.args", "must not set --port"),
+        ({"launch": {"boot_timeout_s": -1}}, "launch.boot_timeout_s", ">= 0.1"),
+        ({"reference": "plain"}, "reference", "not under [configs]"),
+        ({"reference": "eagle3-decode"}, "reference", "speculative"),
+        ({"gates": {"beats": [{"config": "eagle4", "ratio": 1.1}]}}, "gates.beats[0].config", "not under [configs]"),
+        ({"gates": {"tolerance": {"decode_tps": 2}}}, "gates.tolerance.decode_tps", "<= 1"),
+        ({"equivalence": {"top_logprobs": 1}}, "equivalence.top_logprobs", ">= 2"),
+        ({"configs": {"baseline": {"argz": []}}}, "configs.baseline.argz", "did you mean 'args'"),
+        ({"gpu": "h200"}, "gpu", "unknown field"),
+    ],
+)
+def test_bad_field_is_named(tmp_path, overrides, field, expected):
+    path = write(tmp_path, merge(sim_deployment_dict(), overrides))
+    with pytest.raises(DeploymentError) as err:
+        load_deployment(str(path))
+    message = str(err.value)
+    assert str(path) in message
+    assert f"field '{field}'" in message
+    assert expected in message
+
+
+def test_url_launcher_needs_a_url_per_config(tmp_path):
+    data = merge(sim_deployment_dict(), {"launch": {"launcher": "url"}})
+    with pytest.raises(DeploymentError, match=r"configs\.baseline\.url.*required"):
+        load_deployment(str(write(tmp_path, data)))
+
+
+def test_not_toml_and_missing_file_are_named(tmp_path):
+    bad = tmp_path / "broken.toml"
+    bad.write_text("name = [unclosed\n")
+    with pytest.raises(DeploymentError, match="broken.toml: not valid TOML"):
+        load_deployment(str(bad))
+    with pytest.raises(DeploymentError, match="no such deployment file"):
+        load_deployment(str(tmp_path / "absent.toml"))
+    with pytest.raises(DeploymentError, match="no deployment named 'nope'; known: .*sim"):
+        resolve_deployment_path("nope")
+
+
+_FIELDS = [
+    ("workload", "max_new_tokens"),
+    ("workload", "repeats"),
+    ("workload", "concurrency"),
+    ("equivalence", "tie_margin"),
+    ("equivalence", "stop_strings"),
+    ("launch", "coexist"),
+    ("launch", "command"),
+    ("gates", "confidence"),
+]
+_VALUES = st.one_of(
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, width=32),
+    st.text(max_size=5),
+    st.booleans(),
+    st.lists(st.integers(-2, 3), max_size=3),
+    st.lists(st.text(max_size=3), max_size=3),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(where=st.sampled_from(_FIELDS), value=_VALUES)
+def test_any_value_anywhere_loads_or_names_its_field(tmp_path_factory, where, value):
+    """Property: whatever a user types into a field, the loader either accepts it or
+    raises DeploymentError naming that very field; never a traceback."""
+    table, key = where
+    data = merge(sim_deployment_dict(), {table: {key: value}})
+    path = write(tmp_path_factory.mktemp("dep"), data)
+    try:
+        load_deployment(str(path))
+    except DeploymentError as exc:
+        assert f"{table}.{key}" in str(exc) or exc.field and exc.field.startswith(table), str(exc)

@@ -1,0 +1,240 @@
+"""End to end: the gate suite, run as CI would run it, against the simulator.
+
+A healthy simulator must give a green run; each injected fault must turn the one
+gate it targets red with a message that says why; and no run, green or red, may
+leave a server process behind (the `sim_deployment` fixture checks that).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from helpers import SimDeployment
+
+from specgate.deployment import REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def healthy_baselines(tmp_path_factory):
+    """A stored baseline from a healthy run, copied into each test that needs one."""
+    d = SimDeployment(tmp_path_factory.mktemp("healthy"), {})
+    result = d.run(None, "--specgate-update-baselines")
+    assert result.ret == 0, "\n".join(result.outlines[-60:])
+    assert not d.leftovers()
+    return d.baselines_dir
+
+
+def with_baselines(d, source):
+    shutil.copytree(source, d.baselines_dir)
+    return d
+
+
+def outcomes(result):
+    return result.parseoutcomes()
+
+
+def test_healthy_simulator_is_green_and_reports(sim_deployment, pytester, healthy_baselines):
+    d = with_baselines(sim_deployment(), healthy_baselines)
+    result = d.run(pytester)
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    o = outcomes(result)
+    assert o.get("failed", 0) == 0 and o.get("skipped", 0) == 0 and o["passed"] >= 10
+    report = d.report()
+    assert report["overall"] == "PASS" and report["simulator"]
+    assert {g["status"] for g in report["gates"]} == {"pass"}
+    by_config = {r["config"]: r for r in report["speed"]}
+    # the user's story, reproduced: prefill-mode verify loses, decode-mode verify wins
+    assert by_config["eagle3-prefill"]["ratio_to_reference"]["high"] < 1.0
+    assert by_config["eagle3-decode"]["ratio_to_reference"]["low"] > 1.15
+    assert by_config["eagle3-decode"]["accept_length"]["estimate"] > 1.5
+    for name in ("report.md", "report.png", "report.json"):
+        assert (d.report_dir / name).stat().st_size > 0
+    assert "SIMULATOR run" in (d.report_dir / "report.md").read_text()
+    assert "specgate report" in result.stdout.str()
+
+
+def test_baseline_update_writes_provenance(healthy_baselines):
+    files = list((healthy_baselines / "sim").glob("*.json"))
+    assert len(files) == 1
+    doc = json.loads(files[0].read_text())
+    assert {"date", "commit", "host", "command"} <= set(doc["provenance"])
+    assert doc["fingerprint"]["gpu"] == "none (simulator)"
+    assert set(doc["configs"]) == {"baseline", "eagle3-prefill", "eagle3-decode"}
+
+
+def test_without_baselines_regression_gates_skip_and_say_why(sim_deployment, pytester):
+    d = sim_deployment()
+    result = d.run(pytester, "-rs")
+    assert result.ret == 0
+    assert outcomes(result)["skipped"] == 5
+    result.stdout.fnmatch_lines(["*no stored baseline for deployment 'sim'*specgate baseline update*"])
+
+
+@pytest.mark.parametrize(
+    ("fault", "failing_test", "message", "failures"),
+    [
+        (
+            "eagle3-decode:diverge-at=3",
+            "test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]",
+            "*decisive divergence at output token 3*",
+            1,
+        ),
+        (
+            "eagle3-prefill:stop-leak",
+            "test_speculative_output_is_greedy_baseline[[]eagle3-prefill[]]",
+            "*text runs past stop string*",
+            1,
+        ),
+        # overshooting also breaks the speed test's ignore_eos length check: two honest failures
+        (
+            "eagle3-decode:overshoot",
+            "test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]",
+            "*tokens with max_new_tokens = *",
+            2,
+        ),
+    ],
+)
+def test_output_faults_fail_equivalence_with_a_reproducer(
+    sim_deployment, pytester, fault, failing_test, message, failures
+):
+    d = sim_deployment()
+    result = d.run(pytester, faults=fault)
+    assert result.ret == 1
+    o = outcomes(result)
+    assert o["failed"] == failures, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([message, f"FAILED *{failing_test}*"])
+    assert "curl -s http://127.0.0.1:" in result.stdout.str()
+    report = d.report()
+    assert report["overall"] == "FAIL"
+    failed = [e for e in report["equivalence"] if e["decisive_failures"]]
+    assert len(failed) == 1 and failed[0]["config"] == fault.split(":")[0]
+
+
+def test_accept_collapse_fails_accept_length_and_beats(sim_deployment, pytester, healthy_baselines):
+    d = with_baselines(sim_deployment(), healthy_baselines)
+    result = d.run(pytester, faults="eagle3-decode:accept-collapse")
+    assert result.ret == 1
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED *test_speculation_beats_reference[[]eagle3-decode-beats-baseline[]]*",
+            "FAILED *test_no_regression_against_stored_baseline[[]eagle3-decode-c1-accept_length[]]*",
+        ]
+    )
+    assert re.search(r"accept length 1\.0\d\d vs stored 2\.\d+: paired ratio 0\.4", text), text[-3000:]
+    assert "REGRESSED" in text
+    # equivalence still holds: every rejected draft still yields the baseline's tokens
+    assert "test_speculative_output_is_greedy_baseline" not in " ".join(
+        line for line in text.splitlines() if line.startswith("FAILED")
+    )
+
+
+def test_slowdown_of_speculation_is_a_regression_not_drift(sim_deployment, pytester, healthy_baselines):
+    d = with_baselines(sim_deployment(), healthy_baselines)
+    result = d.run(pytester, faults="eagle3-decode:slowdown=0.3")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["FAILED *test_no_regression_against_stored_baseline[[]eagle3-decode-c1-decode_tps[]]*"]
+    )
+    failed = [line for line in result.stdout.str().splitlines() if line.startswith("FAILED")]
+    assert not any("baseline-c1" in line for line in failed), failed
+    assert "speculation itself lost ground" in result.stdout.str()
+
+
+def test_slowdown_of_everything_is_reported_as_machine_drift(sim_deployment, pytester, healthy_baselines):
+    d = with_baselines(sim_deployment(), healthy_baselines)
+    result = d.run(pytester, faults="*:slowdown=0.3")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["FAILED *test_no_regression_against_stored_baseline[[]baseline-c1-decode_tps[]]*"])
+    assert "plain decode drifted (slower)" in result.stdout.str()
+    assert "the drop is shared with plain decoding" in result.stdout.str()
+
+
+def test_prefill_mode_fails_a_beats_gate_with_the_numbers(sim_deployment, pytester):
+    gates = {
+        "gates": {"beats": [{"config": "eagle3-decode", "ratio": 1.15}, {"config": "eagle3-prefill", "ratio": 1.0}]}
+    }
+    d = sim_deployment(gates)
+    result = d.run(pytester, "-k", "beats")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*eagle3-prefill decodes at 0.*x baseline [[]0.*, 0.*[]]*required >= 1x*FAILS*"])
+    assert outcomes(result)["passed"] == 1  # eagle3-decode's gate still passes
+
+
+def test_crash_mid_run_fails_that_config_fast_and_leaves_nothing(sim_deployment, pytester):
+    d = sim_deployment()
+    result = d.run(pytester, faults="eagle3-decode:crash-after=5")
+    assert result.ret == 1
+    text = result.stdout.str()
+    assert "died after serving 5 request(s)" in text and "exited with code 3" in text
+    failed = [line for line in text.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    assert failed and all("eagle3-decode" in line for line in failed), failed
+
+
+def test_server_that_never_becomes_ready_times_out_with_its_log(sim_deployment, pytester):
+    d = sim_deployment({"launch": {"boot_timeout_s": 2}})
+    result = d.run(pytester, faults="eagle3-prefill:never-ready")
+    assert result.ret == 1
+    text = result.stdout.str()
+    assert "was not ready after launch.boot_timeout_s = 2 s" in text
+    assert "never-ready fault: not ready" in text  # the log's tail is in the error
+    errored = [line for line in text.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    assert errored and all("eagle3-prefill" in line for line in errored), errored
+
+
+def test_servers_one_at_a_time_use_a_golden_file(sim_deployment, pytester):
+    d = sim_deployment({"launch": {"coexist": False}})
+    result = d.run(pytester, "-k", "equivalence or golden", faults="eagle3-decode:diverge-at=2")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*decisive failure(s); first:*", "*decisive divergence at output token 2*"])
+    golden = json.loads((d.report_dir / "sim-golden.json").read_text())
+    assert len(golden["entries"]) >= 5 and "top_logprobs" in golden["entries"][0]["baseline"]
+    boots = [b["config"] for b in d.report()["boots"]]
+    assert boots == ["baseline", "eagle3-prefill", "eagle3-decode"]  # each booted once, in turn
+
+
+def test_fingerprint_mismatch_skips_unless_overridden(sim_deployment, pytester, healthy_baselines):
+    d = with_baselines(sim_deployment(), healthy_baselines)
+    stored = next((d.baselines_dir / "sim").glob("*.json"))
+    doc = json.loads(stored.read_text())
+    doc["fingerprint"]["gpu"] = "NVIDIA H200"
+    stored.write_text(json.dumps(doc))
+    result = d.run(pytester, "-rs", "-k", "regression")
+    assert result.ret == 0 and outcomes(result)["skipped"] == 5
+    result.stdout.fnmatch_lines(["*not compared*gpu: stored 'NVIDIA H200', now 'none (simulator)'*"])
+    result = d.run(pytester, "-k", "regression", "--specgate-allow-fingerprint-mismatch")
+    assert result.ret == 0 and outcomes(result)["passed"] == 5
+
+
+def test_corrupt_baseline_is_an_error_naming_the_file(sim_deployment, pytester, healthy_baselines):
+    d = with_baselines(sim_deployment(), healthy_baselines)
+    stored = next((d.baselines_dir / "sim").glob("*.json"))
+    stored.write_text("{truncated")
+    result = d.run(pytester, "-k", "regression", "--specgate-update-baselines")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([f"*{stored}: corrupt: not valid JSON*"])
+    assert stored.read_text() == "{truncated"
+
+
+def test_bad_deployment_field_is_a_usage_error(sim_deployment, pytester):
+    d = sim_deployment({"workload": {"repeats": "nine"}})
+    result = d.run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*specgate: {d.path}: field 'workload.repeats': expected an integer*"])
+
+
+def test_cli_reports_bad_deployment_and_checks_good_one(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[configs.baseline]\nargs = "--oops"\n')
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "run", str(bad)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert run.returncode == 2
+    assert f"specgate: error: {bad}: field 'configs.baseline.args': expected a list of strings" in run.stderr
+    ok = subprocess.run([sys.executable, "-m", "specgate.cli", "check"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert ok.returncode == 0 and "[SIMULATOR]" in ok.stdout and "eagle3-decode" in ok.stdout

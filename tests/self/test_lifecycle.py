@@ -1,0 +1,141 @@
+"""Server lifecycle: boots, boot failures, deaths, and teardown of the whole group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from helpers import merge, processes_with, sim_deployment_dict
+
+from specgate.client import GenerateRequest
+from specgate.deployment import ServerConfig, load_deployment, parse_deployment
+from specgate.errors import ServerBootError, ServerDiedError
+from specgate.server.local import LocalLauncher, group_pids
+from specgate.server.pool import ServerPool
+
+
+def deployment(tmp_path, **launch):
+    data = merge(sim_deployment_dict(), {"launch": launch})
+    return parse_deployment(data, tmp_path / "dep.toml")
+
+
+def config(name, *args):
+    return ServerConfig(name, tuple(args), {}, None, "")
+
+
+def test_command_that_cannot_start_names_the_command(tmp_path):
+    dep = deployment(tmp_path, command=["/nonexistent/python", "-m", "sglang.launch_server"])
+    with pytest.raises(
+        ServerBootError, match=r"(?s)cannot start '/nonexistent/python'.*command: /nonexistent/python -m sglang"
+    ):
+        LocalLauncher(dep, tmp_path).start(config("baseline"))
+
+
+def test_process_that_exits_at_boot_reports_code_and_log_tail(tmp_path):
+    dep = deployment(tmp_path, command=["{python}", "-c", "import sys; print('CUDA out of memory'); sys.exit(7)"])
+    launcher = LocalLauncher(dep, tmp_path)
+    handle = launcher.start(config("baseline"))
+    with pytest.raises(ServerBootError) as err:
+        launcher.wait_ready(handle, None)
+    message = str(err.value)
+    assert "exited with code 7" in message and "CUDA out of memory" in message and "command:" in message
+
+
+def test_boot_timeout_stops_the_server_and_shows_the_log(tmp_path):
+    tag = f"tag-{os.getpid()}-timeout"
+    dep = deployment(tmp_path, boot_timeout_s=1.5)
+    launcher = LocalLauncher(dep, tmp_path)
+    handle = launcher.start(config("baseline", "--sim-fault", "never-ready", f"--x={tag}"))
+    with pytest.raises(ServerBootError, match=r"(?s)boot_timeout_s = 1.5 s.*never-ready fault"):
+        launcher.wait_ready(handle, None)
+    assert not processes_with(tag)
+
+
+def test_teardown_reaches_children_of_the_server(tmp_path):
+    tag = f"tag-{os.getpid()}-children"
+    # A launcher script that forks a helper (as SGLang forks its scheduler) and then serves.
+    script = f"import subprocess, sys, runpy; subprocess.Popen(['sleep', '300', '{tag}'][:2]); sys.argv=['sim', *sys.argv[1:]]; runpy.run_module('specgate.sim', run_name='__main__')"
+    dep = deployment(tmp_path, command=["{python}", "-c", script])
+    launcher = LocalLauncher(dep, tmp_path)
+    handle = launcher.start(config("baseline", f"--x={tag}"))
+    launcher.wait_ready(handle, None)
+    members = group_pids(handle.pid)
+    assert len(members) >= 2  # the server and its helper
+    launcher.stop(handle)
+    assert not group_pids(handle.pid)
+    assert not processes_with(tag)
+    launcher.stop(handle)  # twice is harmless
+
+
+def test_pool_reports_a_death_and_fails_fast_afterwards(tmp_path):
+    dep = load_deployment(None)
+    dep = parse_deployment(
+        merge(sim_deployment_dict(), {"configs": {"baseline": {"args": ["--sim-fault", "crash-after=1"]}}}),
+        tmp_path / "dep.toml",
+    )
+    pool = ServerPool(dep, tmp_path)
+    try:
+        server = pool.acquire("baseline")
+        server.generate(GenerateRequest(max_new_tokens=4, text="hi"))
+        with pytest.raises(
+            ServerDiedError, match=r"(?s)died after serving 1 request.*exited with code 3.*crash-after=1"
+        ):
+            server.generate(GenerateRequest(max_new_tokens=4, text="hi"))
+        with pytest.raises(ServerBootError, match="unusable in this session"):
+            pool.acquire("baseline")
+    finally:
+        pool.close()
+
+
+def test_servers_that_cannot_coexist_run_one_at_a_time(tmp_path):
+    dep = deployment(tmp_path, coexist=False)
+    pool = ServerPool(dep, tmp_path)
+    try:
+        first = pool.acquire("baseline")
+        pid = first.handle.pid
+        pool.acquire("eagle3-decode")
+        assert list(pool.live) == ["eagle3-decode"]
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the first server still runs after the second booted")
+    finally:
+        pool.close()
+    assert not pool.live
+
+
+def test_sigterm_to_specgate_leaves_no_server(tmp_path, pytester):
+    """A CI runner cancelling the job (SIGTERM) must not orphan servers."""
+    tag = f"tag-{os.getpid()}-sigterm"
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from specgate.deployment import load_deployment, ServerConfig\n"
+        "from specgate.server.pool import ServerPool\n"
+        "pool = ServerPool(load_deployment(None), Path(sys.argv[1]))\n"
+        f"pool.launcher.start(ServerConfig('baseline', ('--x={tag}',), {{}}, None, ''))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"started"
+    deadline = time.monotonic() + 10
+    while not processes_with(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=15)
+    deadline = time.monotonic() + 5
+    while processes_with(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not processes_with(tag)
