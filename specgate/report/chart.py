@@ -24,20 +24,22 @@ def render_chart(report: dict, path: Path) -> Path | None:
         [r["decode_tps"]["estimate"] - r["decode_tps"]["low"] for r in rows],
         [r["decode_tps"]["high"] - r["decode_tps"]["estimate"] for r in rows],
     ]
-    colours = [
-        "#c0392b" if r["verdict"] == "FAIL" else ("#27ae60" if r["verdict"] == "pass" else "#7f8c8d") for r in rows
-    ]
+    colours = [_colour(r) for r in rows]
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(rows)), 4), dpi=110)
     bars = ax.bar(names, est, yerr=err, color=colours, capsize=6)
-    for bar, r in zip(bars, rows):
+    reference = next((r for r in rows if r["ratio_to_reference"] is None and not r["speculative"]), None)
+    if reference is not None:
+        ax.axhline(reference["decode_tps"]["estimate"], color="#34495e", linestyle="--", linewidth=1)
+    for bar, r, up in zip(bars, rows, err[1]):
         label = f"{r['decode_tps']['estimate']:.0f}"
         if r["ratio_to_reference"]:
             label += f"\n{r['ratio_to_reference']['estimate']:.2f}×"
         if r["accept_length"]:
             label += f"\nτ {r['accept_length']['estimate']:.2f}"
+        top = bar.get_height() + up  # above the error bar, not on it
         ax.annotate(
             label,
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            (bar.get_x() + bar.get_width() / 2, top),
             ha="center",
             va="bottom",
             fontsize=8,
@@ -49,9 +51,27 @@ def render_chart(report: dict, path: Path) -> Path | None:
         title += "\nSIMULATOR — not SGLang figures"
     ax.set_title(title, fontsize=10)
     ax.set_ylabel("decode tok/s per request (median)")
-    ax.set_ylim(0, max(e + u for e, u in zip(est, err[1])) * 1.3)
+    ax.set_ylim(0, max(e + u for e, u in zip(est, err[1])) * 1.4)
+    ax.text(
+        0.01,
+        0.99,
+        "red: a gate failed · orange: slower than the reference · dashed: reference",
+        transform=ax.transAxes,
+        fontsize=7,
+        va="top",
+        color="#555",
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def _colour(row: dict) -> str:
+    if row["verdict"] == "FAIL":
+        return "#c0392b"
+    ratio = row["ratio_to_reference"]
+    if ratio is not None and ratio["high"] < 1.0:
+        return "#e67e22"  # slower than the plain baseline, even if no gate asks otherwise
+    return "#27ae60" if row["verdict"] == "pass" else "#7f8c8d"

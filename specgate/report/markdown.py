@@ -38,6 +38,14 @@ def render_markdown(report: dict) -> str:
                 f"| {_iv(r['accept_length'], '{:.2f}')} | {_iv(r['ttft_ms'], '{:.1f}')} | {r['n']} | {warm} | {r['verdict']} |"
             )
 
+        why = _cycle_lines(report["speed"])
+        if why:
+            out.append(
+                "\nWhere the time goes (from the figures above: a speculative cycle yields τ tokens; its cost in "
+                "plain decode steps is τ ÷ speedup):\n"
+            )
+            out.extend(why)
+
     if report["gates"]:
         out.append("\n## Gates\n")
         out.append("| gate | verdict | detail |")
@@ -96,3 +104,22 @@ def render_markdown(report: dict) -> str:
     p = report["provenance"]
     out.append(f"\n<sub>{p['date']} · commit {p['commit']} · host {p['host']} · `{p['command']}`</sub>")
     return "\n".join(out) + "\n"
+
+
+def _cycle_lines(rows: list[dict]) -> list[str]:
+    lines = []
+    for r in rows:
+        ratio, tau = r["ratio_to_reference"], r["accept_length"]
+        if not ratio or not tau or ratio["estimate"] <= 0:
+            continue
+        cost = tau["estimate"] / ratio["estimate"]
+        verdict = (
+            "**slower than the reference**: each cycle costs more plain steps than it yields tokens"
+            if ratio["high"] < 1.0
+            else ("faster than the reference" if ratio["low"] > 1.0 else "not distinguishable from the reference")
+        )
+        lines.append(
+            f"- {r['config']} (c{r['concurrency']}): τ {tau['estimate']:.2f} tokens per cycle, a cycle costs "
+            f"{cost:.2f} plain decode steps → {ratio['estimate']:.2f}x, {verdict}"
+        )
+    return lines
