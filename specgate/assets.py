@@ -48,7 +48,6 @@ def eagle3_draft_config(target: dict) -> dict:
         "num_key_value_heads",
         "vocab_size",
         "rms_norm_eps",
-        "rope_theta",
         "max_position_embeddings",
         "hidden_act",
     )
@@ -56,6 +55,12 @@ def eagle3_draft_config(target: dict) -> dict:
     if missing:
         raise SpecgateError(f"target config lacks {', '.join(missing)}: cannot shape an EAGLE-3 draft for it")
     cfg = {k: target[k] for k in keys}
+    # transformers 5 writes rope settings as rope_parameters, 4.x as rope_theta (+ rope_scaling)
+    for key in ("rope_parameters", "rope_theta", "rope_scaling"):
+        if target.get(key) is not None:
+            cfg[key] = target[key]
+    if "rope_parameters" not in cfg and "rope_theta" not in cfg:
+        raise SpecgateError("target config has neither rope_parameters nor rope_theta")
     cfg.update(
         architectures=["LlamaForCausalLMEagle3"],
         model_type="llama",

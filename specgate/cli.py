@@ -67,6 +67,7 @@ def describe(dep: Deployment) -> str:
 
 def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool, extra: list[str]) -> list[str]:
     report_dir = Path(args.report_dir).resolve()
+    report_dir.mkdir(parents=True, exist_ok=True)  # pytest-benchmark opens its JSON file while parsing args
     out = [
         str(GATE_TESTS),
         f"--specgate-deployment={dep.path}",

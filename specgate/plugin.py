@@ -256,6 +256,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         gate.phase_seconds,
         gate.pool.server_infos,
         gate.oracle.baseline_problems,
+        gate.oracle.margin_summary().as_dict() if gate.oracle.baseline_margins else None,
     )
     out = gate.options.report_dir
     out.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from specgate.client import FinishReason, GenerateRequest, GenerateResult
 from specgate.deployment import Deployment
 from specgate.equivalence.cases import GenerationCase, draw_cases
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
+from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.server.pool import ServerPool
 
 
@@ -54,6 +55,7 @@ class EquivalenceOracle:
         self.baselines: dict[str, GenerateResult] = {}
         self.stats: dict[str, EquivalenceStats] = {}
         self.baseline_problems: list[str] = []
+        self.baseline_margins: list[float] = []  # top-1 minus top-2 at every baseline position
 
     @property
     def live(self) -> bool:
@@ -68,7 +70,11 @@ class EquivalenceOracle:
         result = server.generate(case.request(self.deployment.equivalence.top_logprobs))
         problems = invariant_violations(case, result, "baseline server")
         self.baseline_problems.extend(problems)
+        self.baseline_margins.extend(margins_of(result))
         return result
+
+    def margin_summary(self) -> MarginSummary:
+        return summarise(self.baseline_margins, self.deployment.equivalence.tie_margin)
 
     def baseline_for(self, case: GenerationCase) -> GenerateResult:
         if case.key not in self.baselines:

@@ -102,6 +102,7 @@ def build_report(
     phase_seconds: dict[str, float],
     server_infos: dict[str, dict],
     baseline_problems: list[str],
+    margins: dict | None = None,
 ) -> dict:
     failed_gates = [v for v in verdicts if v.failed]
     overall = "FAIL" if (tally.failed or tally.errors or failed_gates) else "PASS"
@@ -129,6 +130,7 @@ def build_report(
         ],
         "equivalence": _equivalence_rows(equivalence),
         "baseline_problems": baseline_problems,
+        "baseline_margins": margins,
         "boots": [{"config": b.config, "seconds": round(b.seconds, 2), "ok": b.ok} for b in boots],
         "phase_seconds": {k: round(v, 2) for k, v in phase_seconds.items()},
         "server_settings": {

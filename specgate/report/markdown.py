@@ -80,6 +80,15 @@ def render_markdown(report: dict) -> str:
                 )
             if len(flips) > 30:
                 out.append(f"- … and {len(flips) - 30} more in report.json")
+        m = report.get("baseline_margins")
+        if m:
+            quantum = f"{m['quantum']:.4g}" if m["quantum"] is not None else "—"
+            out.append(
+                f"\nBaseline margins: {m['positions']} positions, {m['below_tie']} below the tie margin; "
+                f"smallest non-zero margin (the logprobs' precision step here) {quantum} nats."
+            )
+            if m["warning"]:
+                out.append(f"\n**Warning:** {m['warning']}.")
         fails = [(e["config"], f) for e in report["equivalence"] for f in e["failures"]]
         for config, f in fails[:10]:
             out.append(f"- **{config} FAILED**: {f}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -28,15 +29,33 @@ _PR_SET_PDEATHSIG = 1
 _handed_out: set[int] = set()
 
 
+# SGLang derives further ports from --port (0.5.11: a gRPC port at port + 10000, which
+# must stay <= 65535), so ports come from a range with that much room above it.
+PORT_RANGE = (20000, 55000)
+DERIVED_PORT_OFFSETS = (10000,)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
-    """A port nothing listens on now, never the same twice in one session."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _handed_out:
+    """A port nothing listens on now (nor on the ports SGLang derives from it),
+    never the same twice in one session."""
+    rng = random.Random()
+    for _ in range(2000):
+        port = rng.randrange(*PORT_RANGE)
+        if port in _handed_out or not _bindable(port):
+            continue
+        if all(_bindable(port + off) for off in DERIVED_PORT_OFFSETS):
             _handed_out.add(port)
             return port
+    raise ServerBootError(f"no free port found in {PORT_RANGE[0]}-{PORT_RANGE[1]} after 2000 tries")
 
 
 def _die_with_parent() -> None:
