@@ -212,7 +212,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 
 
 def _tally(gate: GateSession, phase: str, report: pytest.TestReport) -> None:
-    gate.phase_seconds[phase] = gate.phase_seconds.get(phase, 0.0) + report.duration
+    if report.when == "call":  # setup holds the boots, which the report counts on their own
+        gate.phase_seconds[phase] = gate.phase_seconds.get(phase, 0.0) + report.duration
     tally = gate.tally
     broke = False
     if report.when == "call":

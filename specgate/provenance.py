@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import platform
 import subprocess
 import sys
@@ -14,6 +15,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def git_commit() -> str:
+    """HEAD (+dirty), or SPECGATE_COMMIT where the tree is a copy without .git (the GPU host)."""
+    if os.environ.get("SPECGATE_COMMIT"):
+        return os.environ["SPECGATE_COMMIT"]
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10

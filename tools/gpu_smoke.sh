@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: real SGLang from the carried bundle, SmolLM2 assets, the gate suite on
 # fixtures/deployments/smollm2-h200-smoke.toml, results under $OUT. Parts of the bundle
-# must already be in /tmp/chunks (see ../shared/gpu/README.md).
+# must already be in /tmp/chunks (see ../shared/gpu/README.md). The copy sent to the device
+# has no .git: pass SPECGATE_COMMIT=<hash> so reports and provenance name the commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -11,8 +12,8 @@ source /tmp/gpu-env.sh
 export PYTHONPATH=$PWD:$PYTHONPATH
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "commit: ${SPECGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+  echo -n "gpu, driver, memory.total: "; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   nvidia-smi | grep "CUDA Version" | sed 's/|//g'
   python3 -c "import sglang, torch, transformers; print('sglang', sglang.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)" 2>/dev/null
 } > "$OUT/provenance.txt"

@@ -6,6 +6,7 @@ server someone else runs. An `ssh` launcher would implement the same two calls.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -28,6 +29,7 @@ class ServerHandle:
     log_path: Path | None
     command: list[str] = field(default_factory=list)
     pid: int | None = None
+    started_at: float = field(default_factory=time.monotonic)  # boots overlap: time from start, not from wait
     boot_s: float = 0.0
     requests_served: int = 0
 

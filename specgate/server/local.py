@@ -178,10 +178,10 @@ class LocalLauncher:
                 if not self.alive(handle):
                     raise ServerBootError(f"{handle.config!r} never became ready: {self.exit_description(handle)}")
                 if client.is_ready():
-                    handle.boot_s = elapsed
+                    handle.boot_s = time.monotonic() - handle.started_at
                     return
                 if elapsed > timeout:
-                    handle.boot_s = elapsed
+                    handle.boot_s = time.monotonic() - handle.started_at
                     description = self.exit_description(handle)
                     self.stop(handle)
                     raise ServerBootError(

@@ -33,7 +33,7 @@ class UrlLauncher:
                 if progress is not None:
                     progress.update(handle.config, elapsed, f"waiting for {handle.base_url}")
                 time.sleep(1.0)
-            handle.boot_s = time.monotonic() - started
+            handle.boot_s = time.monotonic() - handle.started_at
         finally:
             client.close()
 
