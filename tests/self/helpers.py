@@ -87,10 +87,12 @@ class SimDeployment:
             *extra,
         ]
 
-    def run(self, pytester: Any | None, *extra: str, faults: str = "") -> pytest.RunResult:
+    def run(
+        self, pytester: Any | None, *extra: str, faults: str = "", env: dict[str, str] | None = None
+    ) -> pytest.RunResult:
         """Run the gate suite in a subprocess, as a CI job would (through pytester
         where the caller has one; module-scoped fixtures have none)."""
-        env = {"SPECGATE_TEST_TAG": self.tag, "SPECGATE_SIM_FAULTS": faults}
+        env = {"SPECGATE_TEST_TAG": self.tag, "SPECGATE_SIM_FAULTS": faults, **(env or {})}
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:

@@ -131,3 +131,11 @@ def test_top_logprobs_and_server_endpoints(servers):
     assert r.spec is None and r.accept_length is None
     assert client.server_info()["version"].endswith("specgate-sim")
     assert "model_path" in client.model_info()
+
+
+def test_input_ids_requests(servers):
+    """Token ids in, as well as text: the same ids give the same answer."""
+    client = servers["plain"]
+    a = client.generate(GenerateRequest(max_new_tokens=10, input_ids=(5, 6, 7, 8)))
+    b = client.generate(GenerateRequest(max_new_tokens=10, input_ids=(5, 6, 7, 8), stream=True))
+    assert a.prompt_tokens == 4 and a.output_ids == b.output_ids and a.completion_tokens == 10
