@@ -136,10 +136,12 @@ def curl_command(base_url: str, request: GenerateRequest) -> str:
 
 
 class SglangClient:
-    def __init__(self, base_url: str, timeout_s: float = 300.0) -> None:
+    def __init__(self, base_url: str, timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=10.0), limits=httpx.Limits(max_connections=64)
+            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=64),
+            transport=transport,  # tests replay SGLang's wire formats here without a server
         )
 
     def close(self) -> None:
@@ -218,6 +220,8 @@ class SglangClient:
                     event, buffer = buffer.split(b"\n\n", 1)
                     self._on_event(url, event, now, st)
         ended = time.perf_counter()
+        if buffer.strip():  # a last event without its blank line
+            self._on_event(url, buffer, ended, st)
         if not st.meta:
             raise ClientError(f"POST {url} (stream) ended without a single data chunk")
         return self._result(request, st.text, st.ids, st.meta, started, ended, st)
@@ -239,12 +243,16 @@ class SglangClient:
         meta = chunk.get("meta_info") or {}
         tokens = int(meta.get("completion_tokens", 0))
         before = int(st.meta.get("completion_tokens", 0))
-        # Cumulative or delta? Cumulative text extends what we have; deltas do not.
-        text = chunk.get("text", "")
-        st.text = text if text.startswith(st.text) else st.text + text
+        # Cumulative or delta? Decided from the ids, whose count meta_info gives us:
+        # cumulative chunks carry all `tokens` ids (0.5.1-0.5.4: more, prompt first).
         ids = chunk.get("output_ids")
+        text = chunk.get("text", "")
         if isinstance(ids, list):
-            st.ids = list(ids) if len(ids) >= tokens else st.ids + list(ids)
+            cumulative = len(ids) >= tokens and (len(ids) > 0 or tokens == 0)
+            st.ids = list(ids) if cumulative else st.ids + list(ids)
+        else:
+            cumulative = text.startswith(st.text)  # no ids: the text itself is all there is to go by
+        st.text = text if cumulative else st.text + text
         st.meta = {**st.meta, **meta}
         st.chunks += 1
         if tokens > before:
@@ -262,9 +270,12 @@ class SglangClient:
         ended: float,
         st: _StreamState | None = None,
     ) -> GenerateResult:
-        completion = int(meta.get("completion_tokens", 0))
+        if meta.get("completion_tokens") is None:
+            # Without it nothing can be counted; an empty answer would pass as "equal".
+            raise ClientError(f"{self.base_url}/generate: meta_info has no completion_tokens: {str(meta)[:300]}")
+        completion = int(meta["completion_tokens"])
         ids = tuple(output_ids or ())
-        if len(ids) > completion:
+        if completion and len(ids) > completion:
             ids = ids[len(ids) - completion :]  # 0.5.1–0.5.4 put prompt tokens in front
         return GenerateResult(
             request=request,

@@ -207,30 +207,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
     phase = item.config.stash[_PHASES].get(item.nodeid)
     if phase is not None and _SESSION in item.config.stash:
-        _tally(item.config.stash[_SESSION], phase, report)
+        _record_outcome(item.config.stash[_SESSION], phase, report)
     return report
 
 
-def _tally(gate: GateSession, phase: str, report: pytest.TestReport) -> None:
+def _record_outcome(gate: GateSession, phase: str, report: pytest.TestReport) -> None:
     if report.when == "call":  # setup holds the boots, which the report counts on their own
         gate.phase_seconds[phase] = gate.phase_seconds.get(phase, 0.0) + report.duration
-    tally = gate.tally
-    broke = False
+    outcome = None
     if report.when == "call":
-        if report.passed:
-            tally.passed += 1
-        elif report.failed:
-            tally.failed += 1
-            broke = True
-        else:
-            tally.skipped += 1
+        outcome = "passed" if report.passed else ("failed" if report.failed else "skipped")
     elif report.failed:
-        tally.errors += 1
-        broke = True
+        outcome = "error"
     elif report.skipped and report.when == "setup":
-        tally.skipped += 1
-    if broke and phase in ("equivalence", "golden"):
-        gate.equivalence_failed = True
+        outcome = "skipped"
+    if outcome is None:
+        return
+    counts = gate.phase_outcomes.setdefault(phase, {})
+    counts[outcome] = counts.get(outcome, 0) + 1
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -239,12 +233,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     gate = config.stash[_SESSION]
     gate.close()  # normally done already by the fixture; after Ctrl-C this is the cleanup
-    fingerprint = gate.judge._fingerprint
-    if fingerprint is None and gate.pool.server_infos:
-        try:
-            fingerprint = gate.judge.fingerprint()
-        except SpecgateError:
-            fingerprint = None
+    fingerprint = gate.judge.fingerprint(boot=False)  # the run is over: never boot for it
     report = build_report(
         gate.deployment,
         gate.meter,
@@ -253,7 +242,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         gate.pool.boots,
         fingerprint,
         provenance(),
-        gate.tally,
+        gate.tally(),
         gate.phase_seconds,
         gate.pool.server_infos,
         gate.oracle.baseline_problems,
@@ -279,26 +268,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: Any) -> None:
     messages = session.config.stash[_MESSAGES]
-    dep = gate.deployment
-    missing = [c for c in dep.configs if not any(k[0] == c and r.samples for k, r in gate.meter.results.items())]
-    if gate.equivalence_failed:
-        messages.append("baseline NOT written: greedy equivalence failed in this run; a broken build is no baseline")
-    elif missing:
-        messages.append(
-            f"baseline NOT written: no speed measurements for {', '.join(missing)} (were the speed tests run?)"
-        )
-    elif fingerprint is None:
-        messages.append("baseline NOT written: no fingerprint (no server answered /get_server_info)")
-    else:
+    reason = gate.why_no_baseline()
+    if reason is None and fingerprint is None:
+        reason = "no fingerprint (no server answered /get_server_info)"
+    if reason is None:
+        document = baseline_document(gate.judge, provenance())
         try:
-            path = write_baseline(
-                dep.name, fingerprint, baseline_document(gate.judge, provenance()), gate.options.baselines_dir
-            )
+            path = write_baseline(gate.deployment.name, fingerprint, document, gate.options.baselines_dir)
         except SpecgateError as exc:
-            messages.append(f"baseline NOT written: {exc}")
+            reason = str(exc)
         else:
             messages.append(f"baseline written: {path}")
             return
+    messages.append(f"baseline NOT written: {reason}")
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -325,7 +307,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     if _SESSION not in config.stash:
         return
     gate = config.stash[_SESSION]
-    fp = gate.judge._fingerprint
+    fp = gate.judge.fingerprint(boot=False)
     machine_info["specgate"] = {
         "deployment": gate.deployment.name,
         "simulator": gate.deployment.simulator,

@@ -35,9 +35,40 @@ class GateSession:
     meter: SpeedMeter
     oracle: EquivalenceOracle
     judge: Judge
-    tally: TestTally = field(default_factory=TestTally)
     phase_seconds: dict[str, float] = field(default_factory=dict)
-    equivalence_failed: bool = False
+    # phase -> outcome ("passed", "failed", "error", "skipped") -> count of gate tests
+    phase_outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count(self, phase: str, outcome: str) -> int:
+        return self.phase_outcomes.get(phase, {}).get(outcome, 0)
+
+    def tally(self) -> TestTally:
+        def total(outcome: str) -> int:
+            return sum(self.count(phase, outcome) for phase in self.phase_outcomes)
+
+        return TestTally(total("passed"), total("failed"), total("skipped"), total("error"))
+
+    def why_no_baseline(self) -> str | None:
+        """A baseline is a statement that this build is correct and measured in full."""
+        dep = self.deployment
+        if (
+            self.count("equivalence", "failed")
+            + self.count("equivalence", "error")
+            + self.count("golden", "failed")
+            + self.count("golden", "error")
+        ):
+            return "greedy equivalence failed in this run; a broken build is no baseline"
+        if self.count("equivalence", "passed") < len(dep.speculative_configs):
+            return "greedy equivalence was not verified for every speculative config in this run (was it deselected?)"
+        if self.count("speed", "failed") + self.count("speed", "error"):
+            return "a speed test failed in this run"
+        measured = {key for key, record in self.meter.results.items() if record.samples}
+        missing = [
+            f"{c} at concurrency {n}" for n in dep.workload.concurrency for c in dep.configs if (c, n) not in measured
+        ]
+        if missing:
+            return f"no speed measurements for {', '.join(missing)}"
+        return None
 
     @classmethod
     def create(cls, deployment: Deployment, options: RunOptions, progress: BootProgress | None) -> GateSession:

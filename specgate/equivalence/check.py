@@ -63,12 +63,16 @@ class EquivalenceStats:
             self.failures.append(outcome.message.splitlines()[0] if outcome.message else outcome.kind)
 
 
-def _margin_at(baseline: GenerateResult, i: int) -> tuple[float | None, set[int]]:
-    """(top-1 minus top-2 logprob, tokens within the margin of the chosen one) at i."""
+def _margin_at(baseline: GenerateResult, i: int, tie_margin: float) -> tuple[float | None, set[int]]:
+    """(top-1 minus top-2 logprob, the tokens tied with top-1 within the tie margin) at i.
+
+    Only tokens that close to top-1 may be swapped for it: with top_logprobs > 2 the
+    list also holds tokens far below, which no rounding can promote."""
     if baseline.top_logprobs is None or i >= len(baseline.top_logprobs) or len(baseline.top_logprobs[i]) < 2:
         return None, set()
     tops = baseline.top_logprobs[i]
-    return tops[0][1] - tops[1][1], {tok for tok, _ in tops}
+    best = tops[0][1]
+    return best - tops[1][1], {tok for tok, lp in tops if best - lp < tie_margin}
 
 
 def _context(text_a: str, text_b: str, width: int = 60) -> str:
@@ -145,7 +149,7 @@ def compare(
             tokens_compared=n,
         )
 
-    margin, near = _margin_at(baseline, i)
+    margin, near = _margin_at(baseline, i, tie_margin)
     b_tok, s_tok = base_ids[i], spec_ids[i]
     if margin is not None and margin < tie_margin and s_tok in near:
         return Outcome(

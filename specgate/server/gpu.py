@@ -21,14 +21,26 @@ class GpuInfo:
     memory_total_mib: int
 
 
-def _smi(*args: str) -> str | None:
+class SmiFailed(Exception):
+    """nvidia-smi is there but did not answer: unlike "no GPU", nothing can be confirmed."""
+
+
+def _smi(*args: str, strict: bool = False) -> str | None:
+    """nvidia-smi's output; None when it is not installed. A failing nvidia-smi is
+    None too unless `strict`, where it raises SmiFailed."""
     if shutil.which("nvidia-smi") is None:
         return None
     try:
         out = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError) as exc:
+        if strict:
+            raise SmiFailed(str(exc)) from None
         return None
-    return out.stdout if out.returncode == 0 else None
+    if out.returncode != 0:
+        if strict:
+            raise SmiFailed(f"exit {out.returncode}: {out.stderr.strip()[:200]}")
+        return None
+    return out.stdout
 
 
 def gpu_info() -> GpuInfo | None:
@@ -51,8 +63,8 @@ def gpu_info() -> GpuInfo | None:
 
 
 def pids_holding_gpu_memory() -> set[int] | None:
-    """PIDs of compute processes on any GPU; None when that cannot be known."""
-    out = _smi("--query-compute-apps=pid", "--format=csv,noheader,nounits")
+    """PIDs of compute processes on any GPU; None without nvidia-smi; SmiFailed when it fails."""
+    out = _smi("--query-compute-apps=pid", "--format=csv,noheader,nounits", strict=True)
     if out is None:
         return None
     return {int(x) for x in out.split() if x.strip().isdigit()}
@@ -80,9 +92,15 @@ def wait_gpu_released(pids: set[int], timeout_s: float, idle_used_mib: int | Non
     """
     deadline = time.monotonic() + timeout_s
     while True:
-        holding = pids_holding_gpu_memory()
+        try:
+            holding = pids_holding_gpu_memory()
+        except SmiFailed as exc:
+            if time.monotonic() >= deadline:
+                return f"cannot confirm: nvidia-smi failed ({exc})"
+            time.sleep(poll_s)
+            continue
         if holding is None:
-            return None  # no GPU, or no way to ask: nothing to wait for
+            return None  # no nvidia-smi: no GPU to wait for
         left = pids & holding
         used = memory_used_mib() if idle_used_mib is not None else None
         high = used is not None and idle_used_mib is not None and used > idle_used_mib + 512

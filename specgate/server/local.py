@@ -98,7 +98,8 @@ class LocalLauncher:
         self.deployment = deployment
         self.log_dir = log_dir
         self._procs: dict[int, subprocess.Popen] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # stop_all may run from a signal handler on this thread
+        self.unreleased: str | None = None  # set when a stopped server's GPU memory stayed taken
         self._logged: set[str] = set()  # configs whose log this session already started
         self._idle_used_mib = memory_used_mib()  # GPU memory in use before any server of ours
 
@@ -115,6 +116,8 @@ class LocalLauncher:
         return parts + ["--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port)]
 
     def start(self, config: ServerConfig) -> ServerHandle:
+        if self.unreleased:
+            raise ServerBootError(f"not booting {config.name!r}: {self.unreleased}")
         port, nccl_port = free_port(), free_port()
         command = self.command_for(config, port, nccl_port)
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -160,13 +163,20 @@ class LocalLauncher:
 
     def exit_description(self, handle: ServerHandle) -> str:
         proc = self._proc(handle)
-        code = proc.poll() if proc else None
-        how = (
-            "was still running (alive, not ready)"
-            if code is None
-            else (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        if proc is None:
+            how = "was stopped by specgate"
+        else:
+            code = proc.poll()
+            if code is None:
+                how = "was still running (alive, not ready)"
+            elif code < 0:
+                how = f"was killed by signal {-code}"
+            else:
+                how = f"exited with code {code}"
+        return (
+            f"{handle.describe()} {how}.\ncommand: {' '.join(handle.command)}\nlog: {handle.log_path}\n"
+            f"--- last lines of the log ---\n{tail(handle.log_path)}"
         )
-        return f"{handle.describe()} {how}.\ncommand: {' '.join(handle.command)}\nlog: {handle.log_path}\n--- last lines of the log ---\n{tail(handle.log_path)}"
 
     def wait_ready(self, handle: ServerHandle, progress: BootProgress | None) -> None:
         timeout = self.deployment.launch.boot_timeout_s
@@ -195,8 +205,10 @@ class LocalLauncher:
             client.close()
 
     def stop(self, handle: ServerHandle) -> None:
+        # The process stays in the table until its group is gone, so an interrupt in
+        # the middle of this (Ctrl-C while waiting) still leaves it to stop_all.
         with self._lock:
-            proc = self._procs.pop(handle.pid or -1, None)
+            proc = self._procs.get(handle.pid or -1)
         if proc is None:
             return
         pgid = proc.pid
@@ -206,15 +218,19 @@ class LocalLauncher:
         if not self._wait_group_gone(proc, pgid, launch.shutdown_timeout_s):
             self._signal_group(pgid, signal.SIGKILL)
             self._wait_group_gone(proc, pgid, 10.0)
+        with self._lock:
+            self._procs.pop(pgid, None)
+            others_running = bool(self._procs)
         # Only when none of ours runs can memory in use be compared with the idle level.
-        idle = self._idle_used_mib if not self._procs else None
+        idle = self._idle_used_mib if not others_running else None
         left = wait_gpu_released(members, launch.gpu_release_timeout_s, idle)
         if left:
-            print(
-                f"specgate: warning: GPU memory of {handle.config!r} not released after "
-                f"launch.gpu_release_timeout_s = {launch.gpu_release_timeout_s:g} s: {left}",
-                file=sys.stderr,
+            # The next boot would size its KV cache against memory that is still taken.
+            self.unreleased = (
+                f"GPU memory of {handle.config!r} was not released within "
+                f"launch.gpu_release_timeout_s = {launch.gpu_release_timeout_s:g} s ({left})"
             )
+            print(f"specgate: {self.unreleased}", file=sys.stderr)
 
     @staticmethod
     def _signal_group(pgid: int, sig: signal.Signals) -> None:

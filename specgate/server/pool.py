@@ -62,8 +62,9 @@ class ServerPool:
         self.live: dict[str, LiveServer] = {}
         self.failed: dict[str, str] = {}
         self.boots: list[BootRecord] = []
-        self.server_infos: dict[str, dict[str, Any]] = {}
-        self._closed = False
+        self.server_infos: dict[str, dict[str, Any]] = {}  # kept after a server stops: the report needs them
+        self.model_infos: dict[str, dict[str, Any]] = {}
+        self._closed = False  # closed or cancelled: no server may boot any more
         atexit.register(self.launcher.stop_all)
         self._install_signal_handlers()
 
@@ -75,14 +76,19 @@ class ServerPool:
             previous = signal.getsignal(sig)
 
             def handler(signum: int, frame: Any, previous: Any = previous) -> None:
+                self._closed = True
                 self.launcher.stop_all()
                 if callable(previous):
                     previous(signum, frame)
-                raise SystemExit(128 + signum)
+                # pytest ends the session on KeyboardInterrupt (a SystemExit would
+                # count as one failed test and the run would go on booting servers).
+                raise KeyboardInterrupt(f"specgate: stopped by signal {signum}")
 
             signal.signal(sig, handler)
 
     def acquire(self, config: str) -> LiveServer:
+        if self._closed:
+            raise ServerBootError(f"not booting {config!r}: the run is over or was cancelled")
         if config in self.failed:
             raise ServerBootError(f"config {config!r} is unusable in this session: {self.failed[config]}")
         if config in self.live:
@@ -130,6 +136,7 @@ class ServerPool:
             except ClientError:
                 pass
         self.server_infos[handle.config] = server.server_info
+        self.model_infos[handle.config] = server.model_info
         return server
 
     def raise_if_dead(self, config: str, during: str = "") -> None:

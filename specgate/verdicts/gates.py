@@ -9,6 +9,7 @@ cannot show a pass must not give one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specgate.measure.stats import Interval
@@ -50,3 +51,34 @@ def within(interval: Interval, low_bar: float, high_bar: float) -> str:
 
 def pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
+
+
+def planned_looks(have: int, cap: int, batch: int) -> int:
+    """How many times a gate may look at its interval: once now, once per batch to the cap."""
+    remaining = max(0, cap - have)
+    return 1 + -(-remaining // batch) if remaining and batch > 0 else 1
+
+
+def per_look_confidence(confidence: float, looks: int) -> float:
+    """Split the error budget over the looks (Bonferroni): measuring more while
+    undecided must not turn a 5% chance of a wrong verdict into 10%."""
+    return 1 - (1 - confidence) / max(1, looks)
+
+
+def decide_sequentially(
+    interval_at: Callable[[float], Interval],
+    decide: Callable[[Interval], str],
+    measure_more: Callable[[], bool],
+    confidence: float,
+    looks: int,
+) -> tuple[str, Interval, int]:
+    """Look, and while undecided measure more and look again; returns (status,
+    interval at the last look, looks taken). `measure_more` returns False at the cap."""
+    level = per_look_confidence(confidence, looks)
+    taken = 0
+    while True:
+        taken += 1
+        interval = interval_at(level)
+        status = decide(interval)
+        if status != INCONCLUSIVE or taken >= looks or not measure_more():
+            return status, interval, taken

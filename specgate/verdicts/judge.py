@@ -18,7 +18,24 @@ from specgate.measure.stats import Interval, median_interval, paired_pooled_rati
 from specgate.server.pool import ServerPool
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
-from specgate.verdicts.gates import FAIL, INCONCLUSIVE, PASS, SKIP, Verdict, at_least, pct, within
+from specgate.verdicts.gates import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    SKIP,
+    Verdict,
+    at_least,
+    decide_sequentially,
+    pct,
+    planned_looks,
+    within,
+)
+
+
+def _level(interval: Interval, overall: float, looks: int) -> str:
+    if looks <= 1:
+        return f"{overall:.0%} interval"
+    return f"{interval.confidence:.1%} interval per look, {overall:.0%} over up to {looks} looks"
 
 
 def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
@@ -47,23 +64,27 @@ class Judge:
             self.meter.measure(self.pool.acquire(config), concurrency, missing)
         return record
 
-    def _more_batch(self, have: int) -> int:
+    def _batch(self) -> int:
         """Where servers coexist, small interleaved batches; else all at once (a reboot each)."""
-        cap = self.deployment.workload.max_repeats
+        wl = self.deployment.workload
         if self.deployment.launch.coexist:
-            return min(self.deployment.gates.sample_batch, cap - have)
-        return cap - have
+            return self.deployment.gates.sample_batch
+        return max(1, wl.max_repeats - wl.repeats)
+
+    def _looks(self, have: int, cap: int) -> int:
+        return planned_looks(have, cap, self._batch())
 
     # --- fingerprint and stored baselines -------------------------------------------
-    def fingerprint(self) -> Fingerprint:
+    def fingerprint(self, boot: bool = True) -> Fingerprint | None:
+        """This run's fingerprint; None where no server has answered and `boot` is False."""
         if self._fingerprint is None:
             ref = self.deployment.reference
             if ref not in self.pool.server_infos:
+                if not boot:
+                    return None
                 self.pool.acquire(ref)
-            infos = self.pool.server_infos
-            live = self.pool.live.get(ref)
             self._fingerprint = collect_fingerprint(
-                self.deployment, infos.get(ref, {}), live.model_info if live else {}
+                self.deployment, self.pool.server_infos.get(ref, {}), self.pool.model_infos.get(ref, {})
             )
         return self._fingerprint
 
@@ -97,16 +118,25 @@ class Judge:
         wl = self.deployment.workload
         cfg = self.ensure_measured(gate.config, gate.concurrency, wl.repeats)
         ref = self.ensure_measured(gate.over, gate.concurrency, wl.repeats)
-        while True:
-            interval = paired_ratio(cfg.decode_tps, ref.decode_tps, conf)
-            status = at_least(interval, gate.ratio)
+
+        def measure_more() -> bool:
             n = min(len(cfg.samples), len(ref.samples))
-            if status != INCONCLUSIVE or n >= wl.max_repeats:
-                break
-            more = self._more_batch(n)
+            more = min(self._batch(), wl.max_repeats - n)
+            if more <= 0:
+                return False
             # Alternate the two configs so slow drift of the machine hits both alike.
             self.meter.measure(self.pool.acquire(gate.over), gate.concurrency, more)
             self.meter.measure(self.pool.acquire(gate.config), gate.concurrency, more)
+            return True
+
+        looks = self._looks(min(len(cfg.samples), len(ref.samples)), wl.max_repeats)
+        status, interval, taken = decide_sequentially(
+            lambda level: paired_ratio(cfg.decode_tps, ref.decode_tps, level),
+            lambda iv: at_least(iv, gate.ratio),
+            measure_more,
+            conf,
+            looks,
+        )
         tau = accept_interval(cfg, conf)
         figures = {
             "ratio": interval.as_dict(),
@@ -116,7 +146,8 @@ class Judge:
         }
         head = (
             f"{gate.config} decodes at {interval.estimate:.3f}x {gate.over} "
-            f"[{interval.low:.3f}, {interval.high:.3f}] ({conf:.0%} interval, {min(len(cfg.samples), len(ref.samples))} paired requests); "
+            f"[{interval.low:.3f}, {interval.high:.3f}] ({_level(interval, conf, looks)}, "
+            f"{min(len(cfg.samples), len(ref.samples))} paired requests, look {taken} of {looks}); "
             f"required >= {gate.ratio:g}x"
         )
         if tau is not None:
@@ -173,7 +204,7 @@ class Judge:
             )
         notes = [why_not] if why_not else []
         if metric == "accept_length":
-            return self._record(self._accept_regression(name, config, concurrency, figs, notes))
+            return self._record(self._accept_regression(name, config, concurrency, figs, stored, notes))
         return self._record(self._speed_regression(name, config, concurrency, figs, stored, notes))
 
     def _record(self, verdict: Verdict) -> Verdict:
@@ -188,22 +219,33 @@ class Judge:
         tol = self.deployment.gates.tolerance
         wl = self.deployment.workload
         two_sided = config == self.deployment.reference
-        record = self.ensure_measured(config, concurrency, min(wl.repeats, len(figs.decode_tps_samples)))
-        while True:
-            ratio = paired_ratio(record.decode_tps, figs.decode_tps_samples, conf)
-            status = (
-                within(ratio, 1 - tol.decode_tps, 1 + tol.decode_tps)
-                if two_sided
-                else at_least(ratio, 1 - tol.decode_tps)
-            )
-            pairs = min(len(record.samples), len(figs.decode_tps_samples))
-            if status != INCONCLUSIVE or pairs >= len(figs.decode_tps_samples) or len(record.samples) >= wl.max_repeats:
-                break
-            self.meter.measure(self.pool.acquire(config), concurrency, self._more_batch(len(record.samples)))
+        stored_n = len(figs.decode_tps_samples)
+        record = self.ensure_measured(config, concurrency, min(wl.repeats, stored_n))
+        cap = min(wl.max_repeats, stored_n)  # beyond the stored requests there is nothing to pair with
+
+        def measure_more() -> bool:
+            more = min(self._batch(), cap - len(record.samples))
+            if more <= 0:
+                return False
+            self.meter.measure(self.pool.acquire(config), concurrency, more)
+            return True
+
+        def decide(iv: Interval) -> str:
+            return within(iv, 1 - tol.decode_tps, 1 + tol.decode_tps) if two_sided else at_least(iv, 1 - tol.decode_tps)
+
+        looks = self._looks(len(record.samples), cap)
+        status, ratio, taken = decide_sequentially(
+            lambda level: paired_ratio(record.decode_tps, figs.decode_tps_samples, level),
+            decide,
+            measure_more,
+            conf,
+            looks,
+        )
+        pairs = min(len(record.samples), stored_n)
         now = median_interval(record.decode_tps, conf)
         head = (
             f"{config} decode {now.estimate:.1f} tok/s vs stored {figs.decode_tps:.1f}: per-request ratio "
-            f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] over {pairs} paired requests "
+            f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({_level(ratio, conf, looks)}) over {pairs} paired requests "
             f"({pct(ratio.estimate - 1)}); allowed {'±' if two_sided else '-'}{tol.decode_tps:.0%}"
         )
         figures = {
@@ -257,15 +299,25 @@ class Judge:
         ]
 
     def _accept_regression(
-        self, name: str, config: str, concurrency: int, figs: StoredFigures, notes: list[str]
+        self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
     ) -> Verdict:
         """Accept length over the same pinned requests, now vs stored, pooled and paired."""
         conf = self.deployment.gates.confidence
         tol = self.deployment.gates.tolerance.accept_length
         record = self.ensure_measured(config, concurrency, min(self.deployment.workload.repeats, len(figs.verify_ct)))
         now = [s for s in record.samples if s.verify_ct]
-        if figs.accept_length is None or not now or any(v is None for v in figs.verify_ct):
-            return Verdict(name, config, SKIP, f"{config} has no accept length (not speculative)", notes)
+        if not now:
+            # Configured speculative, yet no verify counts: speculation is off, or SGLang renamed the field.
+            return Verdict(
+                name,
+                config,
+                FAIL,
+                f"{config} is configured speculative but its responses carry no spec_verify_ct: "
+                "speculation is silently off, or this SGLang spells the counter differently",
+                notes,
+            )
+        if figs.accept_length is None or any(v is None for v in figs.verify_ct):
+            return Verdict(name, config, SKIP, f"{stored.path.name} holds no accept length for {config}", notes)
         ratio = paired_pooled_ratio(
             [s.completion_tokens for s in now],
             [s.verify_ct for s in now],

@@ -43,6 +43,11 @@ def test_decode_speed(specgate, speed_target, benchmark):
         warmup_settled=warmup.settled if warmup else None,
         simulator=specgate.deployment.simulator,
     )
+    if specgate.deployment.configs[config].speculative:
+        assert taus, (
+            f"{config} is configured speculative, but no response carried spec_verify_ct: "
+            "speculation is silently off (or this SGLang names the counter differently)"
+        )
     short = [s.completion_tokens for s in samples if s.completion_tokens != workload.max_new_tokens]
     assert not short, (
         f"{config}: with ignore_eos every request must return max_new_tokens = {workload.max_new_tokens} tokens; "

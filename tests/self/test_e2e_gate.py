@@ -240,29 +240,44 @@ def test_cli_reports_bad_deployment_and_checks_good_one(tmp_path):
     assert ok.returncode == 0 and "[SIMULATOR]" in ok.stdout and "eagle3-decode" in ok.stdout
 
 
-def test_ctrl_c_mid_run_leaves_no_server(sim_deployment):
-    """Ctrl-C (SIGINT) while the gate runs: pytest stops, and every server goes with it."""
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_interrupt_mid_run_stops_the_run_and_leaves_no_server(sim_deployment, signame):
+    """Ctrl-C (SIGINT) or a CI runner cancelling the job (SIGTERM) while the gate runs:
+    pytest ends the session at once, and every server goes with it; none boots after."""
     import os
     import signal
     import time
 
-    d = sim_deployment()
+    d = sim_deployment({"launch": {"coexist": False}})
     env = {**os.environ, "SPECGATE_TEST_TAG": d.tag}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", *d.args()], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     deadline = time.monotonic() + 60
-    while len([p for p in d.leftovers() if "specgate.sim" in p]) < 3 and time.monotonic() < deadline:
+    while not [p for p in d.leftovers() if "specgate.sim" in p] and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert len([p for p in d.leftovers() if "specgate.sim" in p]) == 3, "servers never came up"
+    assert [p for p in d.leftovers() if "specgate.sim" in p], "no server came up"
     time.sleep(1.0)  # let the run get into its tests
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signame))
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()[-2000:]
+    text = out.decode()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, text[-2000:]
+    if signame == "SIGTERM":
+        assert "specgate: stopped by signal 15" in text
     deadline = time.monotonic() + 10
     while d.leftovers() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not d.leftovers()
+    boots = [line for line in text.splitlines() if "specgate: booting" in line]
+    assert len(boots) <= 3, boots  # nothing booted again after the signal
+
+
+def test_baseline_is_refused_when_equivalence_did_not_run(sim_deployment, pytester):
+    d = sim_deployment()
+    result = d.run(pytester, "-k", "speed", "--specgate-update-baselines")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*baseline NOT written: greedy equivalence was not verified*"])
+    assert not d.baselines_dir.exists() or not list(d.baselines_dir.rglob("*.json"))
 
 
 def test_report_goes_to_the_github_step_summary(sim_deployment, pytester, tmp_path):

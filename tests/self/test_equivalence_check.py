@@ -64,6 +64,25 @@ def test_near_tie_does_not_excuse_a_token_outside_the_tie():
     assert not out.ok and "not among the baseline's near-tied tokens" in out.message
 
 
+def test_with_top5_only_tokens_inside_the_tie_are_excused():
+    """top_logprobs may be > 2: a token far below top-1 is in the list but never tied."""
+    tops = (((1, -0.1),), ((2, -0.1), (3, -0.11), (4, -12.0), (5, -13.0), (6, -14.0)))
+    base = GenerateResult(
+        request=GenerateRequest(max_new_tokens=8, text="p"),
+        text="",
+        output_ids=(1, 2),
+        prompt_tokens=1,
+        completion_tokens=2,
+        finish_reason=FinishReason("length"),
+        e2e_s=0.0,
+        server_e2e_s=None,
+        top_logprobs=tops,
+    )
+    assert judge(base, answer([1, 3])).kind == "near-tie-flip"
+    far = judge(base, answer([1, 4]))
+    assert not far.ok and "not among the baseline's near-tied tokens [2, 3]" in far.message
+
+
 def test_no_logprobs_means_no_excuse():
     out = judge(answer([1, 2, 3]), answer([1, 1002, 3]))
     assert not out.ok and "no top-2 logprobs" in out.message

@@ -139,3 +139,41 @@ def test_sigterm_to_specgate_leaves_no_server(tmp_path, pytester):
     while processes_with(tag) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not processes_with(tag)
+
+
+def test_interrupted_stop_still_leaves_the_group_to_stop_all(tmp_path, monkeypatch):
+    """Ctrl-C while stop() waits for a slow shutdown: the server must not fall out of
+    the launcher's table, or nothing would kill it afterwards."""
+    tag = f"tag-{os.getpid()}-interrupted-stop"
+    dep = deployment(tmp_path, shutdown_timeout_s=5)
+    launcher = LocalLauncher(dep, tmp_path)
+    handle = launcher.start(config("baseline", f"--x={tag}"))
+    launcher.wait_ready(handle, None)
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalLauncher, "_wait_group_gone", staticmethod(interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        launcher.stop(handle)
+    monkeypatch.undo()
+    launcher.stop_all()
+    deadline = time.monotonic() + 5
+    while processes_with(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not processes_with(tag)
+
+
+def test_memory_not_released_blocks_the_next_boot(tmp_path, monkeypatch):
+    import specgate.server.local as local
+
+    dep = deployment(tmp_path)
+    launcher = LocalLauncher(dep, tmp_path)
+    handle = launcher.start(config("baseline"))
+    launcher.wait_ready(handle, None)
+    monkeypatch.setattr(local, "wait_gpu_released", lambda *a, **k: "processes [4242] still listed")
+    launcher.stop(handle)
+    with pytest.raises(
+        ServerBootError, match=r"not booting 'eagle3-decode': GPU memory of 'baseline' was not released"
+    ):
+        launcher.start(config("eagle3-decode"))
