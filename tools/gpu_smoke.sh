@@ -20,10 +20,20 @@ export PYTHONPATH=$PWD:$PYTHONPATH
 cat "$OUT/provenance.txt"
 python3 -m specgate.cli assets smollm2 /tmp/assets --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf 2>&1 | tail -3
 echo "assets ready after $(( $(date +%s) - started )) s"
-timeout ${SMOKE_TIMEOUT:-420} python3 -m specgate.cli run smollm2-h200-smoke --report-dir /tmp/report \
+deployment=smollm2-h200-smoke
+if [[ -n ${SMOKE_SEQUENTIAL:-} ]]; then
+  # The same deployment with servers one at a time: golden file, reboots, GPU-release waits.
+  sed 's/^coexist = true.*/coexist = false/' fixtures/deployments/smollm2-h200-smoke.toml > /tmp/smoke-sequential.toml
+  deployment=/tmp/smoke-sequential.toml
+fi
+# What nvidia-smi sees while the suite runs (are the servers' PIDs visible in this container?)
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -l 5 > "$OUT/compute-apps.log" 2>&1 &
+sampler=$!
+timeout ${SMOKE_TIMEOUT:-420} python3 -m specgate.cli run "$deployment" --report-dir /tmp/report \
   --examples ${SMOKE_EXAMPLES:-6} -- -p no:cacheprovider 2>&1 | tee "$OUT/run.log" | grep -E "^(FAILED|ERROR|specgate:)|passed|failed" 
 echo "exit ${PIPESTATUS[0]} after $(( $(date +%s) - started )) s" | tee -a "$OUT/run.log"
+kill $sampler 2>/dev/null
 cp /tmp/report/report.md /tmp/report/report.json /tmp/report/report.png "$OUT/" 2>/dev/null
-tar -C /tmp/report -czf "$OUT/report-extra.tar.gz" benchmark.json logs 2>/dev/null
+tar -C /tmp/report -czf "$OUT/report-extra.tar.gz" benchmark.json logs $(cd /tmp/report && ls *-golden.json 2>/dev/null) 2>/dev/null
 ps aux | grep -c "[s]glang.launch_server" | sed 's/^/sglang processes left: /' | tee -a "$OUT/run.log"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv | tee -a "$OUT/run.log"
