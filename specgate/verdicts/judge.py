@@ -152,10 +152,17 @@ class Judge:
         )
         if tau is not None:
             head += f"; accept length {tau.estimate:.2f}"
+        notes = []
+        if not self.deployment.launch.coexist:
+            notes.append(
+                "the two configs were measured in separate boots, not interleaved: the interval holds the noise "
+                "within each boot but not the variation between boots (on the H200 smoke runs that variation "
+                "was larger than the interval)"
+            )
         if status == PASS:
-            verdict = Verdict(f"beats:{gate.name}", gate.config, PASS, head, figures=figures)
+            verdict = Verdict(f"beats:{gate.name}", gate.config, PASS, head, notes, figures)
         elif status == FAIL:
-            verdict = Verdict(f"beats:{gate.name}", gate.config, FAIL, head + " — FAILS", figures=figures)
+            verdict = Verdict(f"beats:{gate.name}", gate.config, FAIL, head + " — FAILS", notes, figures)
         else:
             verdict = Verdict(
                 f"beats:{gate.name}",
@@ -163,7 +170,8 @@ class Judge:
                 FAIL,
                 head + f" — still INCONCLUSIVE at the cap of {wl.max_repeats} samples: the interval straddles "
                 f"{gate.ratio:g}, so no pass can be shown",
-                figures=figures,
+                notes,
+                figures,
             )
         self.verdicts.append(verdict)
         return verdict
