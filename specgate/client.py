@@ -179,12 +179,6 @@ class SglangClient:
     def model_info(self) -> dict[str, Any]:
         return self._get_first(("/model_info", "/get_model_info"))
 
-    def flush_cache(self) -> None:
-        try:
-            self._http.post(self.base_url + "/flush_cache", timeout=30.0)
-        except httpx.HTTPError:
-            pass  # a cache flush is a courtesy for cleaner timings, never required
-
     # --- generation ---------------------------------------------------------------
     def generate(self, request: GenerateRequest) -> GenerateResult:
         url = self.base_url + "/generate"

@@ -118,9 +118,6 @@ class Table:
             raise self.error(key, f"expected an array of tables ([[{self.field(key)}]]), got {value!r}")
         return [Table(v, self._path, f"{self.field(key)}[{i}].") for i, v in enumerate(value)]
 
-    def raw(self, key: str, default: Any = None) -> Any:
-        return self._get(key, default)
-
     def reject_unknown(self) -> None:
         """Fail on keys nobody read: in a gate config a typo must never pass silently."""
         for key in self._data:

@@ -12,7 +12,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from specgate.client import FinishReason, GenerateRequest, GenerateResult
+from specgate.client import GenerateResult
 from specgate.deployment import Deployment
 from specgate.equivalence.cases import GenerationCase, draw_cases
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
@@ -32,20 +32,6 @@ def result_to_dict(result: GenerateResult) -> dict:
     }
 
 
-def result_from_dict(d: dict, request: GenerateRequest) -> GenerateResult:
-    return GenerateResult(
-        request=request,
-        text=d["text"],
-        output_ids=tuple(d["output_ids"]),
-        prompt_tokens=d["prompt_tokens"],
-        completion_tokens=d["completion_tokens"],
-        finish_reason=FinishReason.parse(d["finish_reason"]),
-        e2e_s=0.0,
-        server_e2e_s=None,
-        top_logprobs=tuple(tuple((int(t), float(lp)) for t, lp in pos) for pos in d["top_logprobs"]),
-    )
-
-
 class EquivalenceOracle:
     def __init__(self, deployment: Deployment, pool: ServerPool, golden_dir: Path, examples: int) -> None:
         self.deployment = deployment
@@ -55,7 +41,8 @@ class EquivalenceOracle:
         self.baselines: dict[str, GenerateResult] = {}
         self.stats: dict[str, EquivalenceStats] = {}
         self.baseline_problems: list[str] = []
-        self.baseline_margins: list[float] = []  # top-1 minus top-2 at every baseline position
+        self.baseline_margins: list[float] = []
+        self._golden_cases: list[GenerationCase] | None = None  # top-1 minus top-2 at every baseline position
 
     @property
     def live(self) -> bool:
@@ -63,7 +50,10 @@ class EquivalenceOracle:
         return self.deployment.launch.coexist
 
     def golden_cases(self) -> list[GenerationCase]:
-        return draw_cases(self.deployment, self.examples)
+        """Drawn once: recorded against the baseline, then replayed on each speculative config."""
+        if self._golden_cases is None:
+            self._golden_cases = draw_cases(self.deployment, self.examples)
+        return self._golden_cases
 
     def _ask_baseline(self, case: GenerationCase) -> GenerateResult:
         server = self.pool.acquire(self.deployment.reference)

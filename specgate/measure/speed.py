@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment
-from specgate.measure.stats import relative_spread, settled
+from specgate.measure.stats import settled
 from specgate.prompts import load_prompts, render
 from specgate.server.pool import LiveServer
 
@@ -62,10 +62,6 @@ class WarmupRecord:
     requests: int
     settled: bool
     decode_tps: list[float]
-
-    @property
-    def final_spread(self) -> float | None:
-        return relative_spread(self.decode_tps[-3:]) if len(self.decode_tps) >= 3 else None
 
 
 @dataclass
