@@ -128,6 +128,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     dep = deployment(config)
     rank = {name: i for i, name in enumerate([dep.reference, *dep.speculative_configs])}
+    keys: dict[str, tuple[int, int, int]] = {}
     keep, deselected = [], []
     for item in (items[i] for i in gate_positions):
         phase, cfg = _item_phase_and_config(item, dep)  # type: ignore[misc]
@@ -135,17 +136,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             deselected.append(item)  # the baseline is asked live instead
             continue
         config.stash[_PHASES][item.nodeid] = phase
+        keys[item.nodeid] = (1, 0, 0) if phase == "gates" else (0, rank.get(cfg, 99), PHASE_ORDER[phase])
         keep.append(item)
-
-    def key(item: pytest.Item) -> tuple[int, int, int]:
-        phase, cfg = _item_phase_and_config(item, dep)  # type: ignore[misc]
-        if phase == "gates":
-            return (1, 0, 0)
-        return (0, rank.get(cfg, 99), PHASE_ORDER[phase])
-
-    keep.sort(key=key)
-    others = [it for i, it in enumerate(items) if i not in set(gate_positions)]
-    items[:] = others + keep
+    keep.sort(key=lambda item: keys[item.nodeid])
+    positions = set(gate_positions)
+    items[:] = [it for i, it in enumerate(items) if i not in positions] + keep
     if deselected:
         config.hook.pytest_deselected(items=deselected)
 

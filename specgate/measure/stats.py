@@ -29,6 +29,10 @@ class Interval:
     def __str__(self) -> str:
         return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
+    def scaled(self, factor: float) -> Interval:
+        """The same interval in other units (seconds to milliseconds, say)."""
+        return Interval(self.estimate * factor, self.low * factor, self.high * factor, self.confidence)
+
     def as_dict(self) -> dict[str, float]:
         return {"estimate": self.estimate, "low": self.low, "high": self.high, "confidence": self.confidence}
 

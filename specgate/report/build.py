@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from specgate.deployment import Deployment
 from specgate.equivalence.check import EquivalenceStats
 from specgate.measure.speed import SpeedMeter
-from specgate.measure.stats import median_interval, paired_ratio
+from specgate.measure.summary import summarise_speed
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import FAIL, INCONCLUSIVE, SKIP, Verdict
-from specgate.verdicts.judge import accept_interval
 
 
 @dataclass
@@ -35,13 +34,7 @@ def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdic
     ):
         if not record.samples:
             continue
-        ref = meter.results.get((deployment.reference, concurrency))
-        ratio = (
-            paired_ratio(record.decode_tps, ref.decode_tps, conf)
-            if ref is not None and ref.samples and config != deployment.reference
-            else None
-        )
-        tau = accept_interval(record, conf)
+        summary = summarise_speed(record, meter.results.get((deployment.reference, concurrency)), conf)
         warm = record.warmups[-1] if record.warmups else None
         gate_states = [v.status for v in verdicts if v.config == config and v.status != SKIP]
         rows.append(
@@ -50,10 +43,10 @@ def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdic
                 "concurrency": concurrency,
                 "speculative": record.speculative,
                 "n": len(record.samples),
-                "decode_tps": median_interval(record.decode_tps, conf).as_dict(),
-                "ratio_to_reference": ratio.as_dict() if ratio else None,
-                "accept_length": tau.as_dict() if tau else None,
-                "ttft_ms": median_interval([s.ttft_s * 1000 for s in record.samples], conf).as_dict(),
+                "decode_tps": summary.decode_tps.as_dict(),
+                "ratio_to_reference": summary.ratio_to_reference.as_dict() if summary.ratio_to_reference else None,
+                "accept_length": summary.accept_length.as_dict() if summary.accept_length else None,
+                "ttft_ms": summary.ttft_s.scaled(1000).as_dict(),
                 "warmup_requests": warm.requests if warm else 0,
                 "warmup_settled": warm.settled if warm else None,
                 "verdict": "FAIL"

@@ -7,10 +7,12 @@ server someone else runs. An `ssh` launcher would implement the same two calls.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from specgate.client import SglangClient
 from specgate.deployment import Deployment, ServerConfig
 
 
@@ -66,3 +68,33 @@ def make_launcher(deployment: Deployment, log_dir: Path) -> Launcher:
     from specgate.server.local import LocalLauncher
 
     return LocalLauncher(deployment, log_dir)
+
+
+def poll_until_ready(
+    handle: ServerHandle,
+    timeout_s: float,
+    progress: BootProgress | None,
+    status_line: Callable[[], str],
+    check_alive: Callable[[], None] = lambda: None,
+) -> bool:
+    """Poll /health_generate until it answers 200 (True) or `timeout_s` passes (False).
+
+    `check_alive` raises when the server is gone, so a dead process fails the boot at
+    once instead of at the timeout. Sets `handle.boot_s` either way."""
+    started = time.monotonic()
+    client = SglangClient(handle.base_url, timeout_s=10.0)
+    try:
+        while True:
+            elapsed = time.monotonic() - started
+            check_alive()
+            if client.is_ready():
+                handle.boot_s = time.monotonic() - handle.started_at
+                return True
+            if elapsed > timeout_s:
+                handle.boot_s = time.monotonic() - handle.started_at
+                return False
+            if progress is not None:
+                progress.update(handle.config, elapsed, status_line())
+            time.sleep(0.2 if elapsed < 5 else 1.0)
+    finally:
+        client.close()

@@ -19,11 +19,10 @@ import threading
 import time
 from pathlib import Path
 
-from specgate.client import SglangClient
 from specgate.deployment import REPO_ROOT, Deployment, ServerConfig
 from specgate.errors import ServerBootError
 from specgate.server.gpu import memory_used_mib, wait_gpu_released
-from specgate.server.launcher import BootProgress, ServerHandle
+from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
 
 _PR_SET_PDEATHSIG = 1
 _handed_out: set[int] = set()
@@ -180,29 +179,19 @@ class LocalLauncher:
 
     def wait_ready(self, handle: ServerHandle, progress: BootProgress | None) -> None:
         timeout = self.deployment.launch.boot_timeout_s
-        started = time.monotonic()
-        client = SglangClient(handle.base_url, timeout_s=10.0)
-        try:
-            while True:
-                elapsed = time.monotonic() - started
-                if not self.alive(handle):
-                    raise ServerBootError(f"{handle.config!r} never became ready: {self.exit_description(handle)}")
-                if client.is_ready():
-                    handle.boot_s = time.monotonic() - handle.started_at
-                    return
-                if elapsed > timeout:
-                    handle.boot_s = time.monotonic() - handle.started_at
-                    description = self.exit_description(handle)
-                    self.stop(handle)
-                    raise ServerBootError(
-                        f"{handle.config!r} was not ready after launch.boot_timeout_s = {timeout:g} s "
-                        f"(/health_generate never answered 200; the server was stopped).\n{description}"
-                    )
-                if progress is not None:
-                    progress.update(handle.config, elapsed, tail(handle.log_path, 1))
-                time.sleep(0.2 if elapsed < 5 else 1.0)
-        finally:
-            client.close()
+
+        def check_alive() -> None:
+            if not self.alive(handle):
+                raise ServerBootError(f"{handle.config!r} never became ready: {self.exit_description(handle)}")
+
+        if poll_until_ready(handle, timeout, progress, lambda: tail(handle.log_path, 1), check_alive):
+            return
+        description = self.exit_description(handle)
+        self.stop(handle)
+        raise ServerBootError(
+            f"{handle.config!r} was not ready after launch.boot_timeout_s = {timeout:g} s "
+            f"(/health_generate never answered 200; the server was stopped).\n{description}"
+        )
 
     def stop(self, handle: ServerHandle) -> None:
         # The process stays in the table until its group is gone, so an interrupt in

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
-from specgate.client import SglangClient
 from specgate.deployment import Deployment, ServerConfig
 from specgate.errors import ServerBootError
-from specgate.server.launcher import BootProgress, ServerHandle
+from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
 
 
 class UrlLauncher:
@@ -20,22 +17,11 @@ class UrlLauncher:
 
     def wait_ready(self, handle: ServerHandle, progress: BootProgress | None) -> None:
         timeout = self.deployment.launch.boot_timeout_s
-        started = time.monotonic()
-        client = SglangClient(handle.base_url, timeout_s=10.0)
-        try:
-            while not client.is_ready():
-                elapsed = time.monotonic() - started
-                if elapsed > timeout:
-                    raise ServerBootError(
-                        f"config {handle.config!r}: {handle.base_url}/health_generate did not answer 200 within "
-                        f"launch.boot_timeout_s = {timeout:g} s (configs.{handle.config}.url in {self.deployment.path})"
-                    )
-                if progress is not None:
-                    progress.update(handle.config, elapsed, f"waiting for {handle.base_url}")
-                time.sleep(1.0)
-            handle.boot_s = time.monotonic() - handle.started_at
-        finally:
-            client.close()
+        if not poll_until_ready(handle, timeout, progress, lambda: f"waiting for {handle.base_url}"):
+            raise ServerBootError(
+                f"config {handle.config!r}: {handle.base_url}/health_generate did not answer 200 within "
+                f"launch.boot_timeout_s = {timeout:g} s (configs.{handle.config}.url in {self.deployment.path})"
+            )
 
     def alive(self, handle: ServerHandle) -> bool:
         return True

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from specgate.deployment import BeatsGate, Deployment
 from specgate.measure.speed import ConfigSpeed, SpeedMeter
-from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, paired_ratio, pooled_ratio
+from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, paired_ratio
+from specgate.measure.summary import accept_interval, summarise_speed
 from specgate.server.pool import ServerPool
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
@@ -36,13 +37,6 @@ def _level(interval: Interval, overall: float, looks: int) -> str:
     if looks <= 1:
         return f"{overall:.0%} interval"
     return f"{interval.confidence:.1%} interval per look, {overall:.0%} over up to {looks} looks"
-
-
-def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
-    spec = [s for s in speed.samples if s.verify_ct]
-    if not spec:
-        return None
-    return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct for s in spec], confidence)
 
 
 @dataclass
@@ -359,22 +353,16 @@ def baseline_document(judge: Judge, provenance: dict) -> dict:
     for (config, concurrency), record in sorted(judge.meter.results.items()):
         if not record.samples:
             continue
-        tau = accept_interval(record, conf)
-        ref = judge.meter.results.get((dep.reference, concurrency))
-        ratio = (
-            paired_ratio(record.decode_tps, ref.decode_tps, conf)
-            if ref is not None and ref.samples and config != dep.reference
-            else None
-        )
+        summary = summarise_speed(record, judge.meter.results.get((dep.reference, concurrency)), conf)
         entry = configs.setdefault(
             config, {"args_digest": dep.configs[config].args_digest(dep.launch), "concurrency": {}}
         )
         entry["concurrency"][str(concurrency)] = {
             "n": len(record.samples),
-            "decode_tps": median_interval(record.decode_tps, conf).as_dict(),
-            "ttft_s": median_interval([s.ttft_s for s in record.samples], conf).as_dict(),
-            "accept_length": tau.as_dict() if tau else None,
-            "ratio_to_reference": ratio.as_dict() if ratio else None,
+            "decode_tps": summary.decode_tps.as_dict(),
+            "ttft_s": summary.ttft_s.as_dict(),
+            "accept_length": summary.accept_length.as_dict() if summary.accept_length else None,
+            "ratio_to_reference": summary.ratio_to_reference.as_dict() if summary.ratio_to_reference else None,
             "samples": {
                 "decode_tps": [round(s.decode_tps, 3) for s in record.samples],
                 "ttft_s": [round(s.ttft_s, 6) for s in record.samples],

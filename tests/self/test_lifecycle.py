@@ -177,3 +177,39 @@ def test_memory_not_released_blocks_the_next_boot(tmp_path, monkeypatch):
         ServerBootError, match=r"not booting 'eagle3-decode': GPU memory of 'baseline' was not released"
     ):
         launcher.start(config("eagle3-decode"))
+
+
+def test_url_launcher_attaches_and_times_out_naming_the_field(tmp_path):
+    from specgate.server.local import free_port
+    from specgate.server.url import UrlLauncher
+
+    local = LocalLauncher(deployment(tmp_path), tmp_path)
+    running = local.start(config("baseline"))
+    try:
+        local.wait_ready(running, None)
+        dep = parse_deployment(
+            merge(
+                sim_deployment_dict(),
+                {
+                    "launch": {"launcher": "url", "boot_timeout_s": 1},
+                    "configs": {
+                        "baseline": {"url": running.base_url},
+                        "eagle3-prefill": {"url": f"http://127.0.0.1:{free_port()}"},
+                        "eagle3-decode": {"url": running.base_url},
+                    },
+                },
+            ),
+            tmp_path / "url.toml",
+        )
+        launcher = UrlLauncher(dep)
+        attached = launcher.start(dep.configs["baseline"])
+        launcher.wait_ready(attached, None)
+        launcher.stop(attached)  # never stops what it did not start
+        assert local.alive(running)
+        with pytest.raises(
+            ServerBootError,
+            match=r"did not answer 200 within launch.boot_timeout_s = 1 s \(configs\.eagle3-prefill\.url",
+        ):
+            launcher.wait_ready(launcher.start(dep.configs["eagle3-prefill"]), None)
+    finally:
+        local.stop(running)

@@ -1,0 +1,41 @@
+"""One config's measured speed, summarised the one way both the report and the stored
+baseline use: median decode tok/s and TTFT, pooled accept length, and the paired ratio
+to the reference config, each with its bootstrap interval."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specgate.measure.speed import ConfigSpeed
+from specgate.measure.stats import Interval, median_interval, paired_ratio, pooled_ratio
+
+
+def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
+    """Σ completion_tokens / Σ spec_verify_ct over the speculative requests; None if there are none."""
+    spec = [s for s in speed.samples if s.verify_ct]
+    if not spec:
+        return None
+    return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct for s in spec], confidence)
+
+
+@dataclass(frozen=True)
+class SpeedSummary:
+    decode_tps: Interval
+    ttft_s: Interval
+    accept_length: Interval | None
+    ratio_to_reference: Interval | None  # None for the reference itself, or when it was not measured
+
+
+def summarise_speed(record: ConfigSpeed, reference: ConfigSpeed | None, confidence: float) -> SpeedSummary:
+    """`reference` is the reference config's record at the same concurrency (None for the reference)."""
+    ratio = (
+        paired_ratio(record.decode_tps, reference.decode_tps, confidence)
+        if reference is not None and reference is not record and reference.samples
+        else None
+    )
+    return SpeedSummary(
+        decode_tps=median_interval(record.decode_tps, confidence),
+        ttft_s=median_interval([s.ttft_s for s in record.samples], confidence),
+        accept_length=accept_interval(record, confidence),
+        ratio_to_reference=ratio,
+    )
