@@ -124,7 +124,7 @@ def build_report(
         "equivalence": _equivalence_rows(equivalence),
         "baseline_problems": baseline_problems,
         "baseline_margins": margins,
-        "boots": [{"config": b.config, "seconds": round(b.seconds, 2), "ok": b.ok} for b in boots],
+        "boots": [{"config": b.config, "seconds": round(b.seconds, 2), "ok": b.ok, "note": b.note} for b in boots],
         "phase_seconds": {k: round(v, 2) for k, v in phase_seconds.items()},
         "server_settings": {
             name: {k: info.get(k) for k in SETTINGS_SHOWN if k in info} for name, info in server_infos.items()

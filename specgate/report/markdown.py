@@ -106,7 +106,10 @@ def render_markdown(report: dict) -> str:
             out.append(f"| {key} | " + " | ".join(str(settings[n].get(key, "—")) for n in names) + " |")
 
     out.append("\n## Time to verdict\n")
-    boots = ", ".join(f"{b['config']} {b['seconds']:.1f} s{'' if b['ok'] else ' (FAILED)'}" for b in report["boots"])
+    boots = ", ".join(
+        f"{b['config']} {b['seconds']:.1f} s{'' if b['ok'] else ' (FAILED)'}{' (' + b['note'] + ')' if b.get('note') else ''}"
+        for b in report["boots"]
+    )
     out.append(f"Boots: {boots or 'none'}.")
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in report["phase_seconds"].items())
     out.append(f"Phases: {phases or 'none'}.")

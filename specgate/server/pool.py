@@ -27,6 +27,7 @@ class BootRecord:
     config: str
     seconds: float
     ok: bool
+    note: str = ""
 
 
 @dataclass
@@ -100,31 +101,53 @@ class ServerPool:
         return self.boot([config])[config]
 
     def boot(self, configs: list[str]) -> dict[str, LiveServer]:
-        """Start every config's server first, then wait: boots overlap where allowed."""
-        started: list[ServerHandle] = []
-        for name in configs:
-            if name in self.live or name in self.failed:
-                continue
-            started.append(self.launcher.start(self.deployment.configs[name]))
+        """Start every config's server first, then wait: boots overlap where allowed.
+
+        Overlapping boots on one GPU can race: SGLang sizes its KV cache from the free
+        memory it measures around loading the weights, and a neighbour allocating its own
+        cache in that window can leave it "not enough memory". So a config that failed
+        while others booted beside it gets one more boot, alone, before it counts as failed.
+        """
+        started = [
+            self.launcher.start(self.deployment.configs[name])
+            for name in configs
+            if name not in self.live and name not in self.failed
+        ]
+        failures = self._wait_all(started, final=len(started) <= 1)
         errors = []
+        for handle, exc in failures:
+            if len(started) > 1:
+                retried = self.launcher.start(self.deployment.configs[handle.config])
+                again = self._wait_all([retried], final=True, note="retried alone after failing in an overlapped boot")
+                errors.extend(e for _, e in again)
+            else:
+                errors.append(exc)
+        if errors and len(configs) == 1:
+            raise errors[0]
+        return {n: self.live[n] for n in configs if n in self.live}
+
+    def _wait_all(
+        self, started: list[ServerHandle], final: bool, note: str = ""
+    ) -> list[tuple[ServerHandle, ServerBootError]]:
+        """Wait for each started server; the ones that failed, stopped (and, if `final`, marked failed)."""
+        failures = []
         for handle in started:
             try:
                 self.launcher.wait_ready(handle, self.progress)
             except ServerBootError as exc:
-                self.failed[handle.config] = str(exc)
-                self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False))
+                self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False, note=note))
+                if final:
+                    self.failed[handle.config] = str(exc)
                 if self.progress is not None:
                     self.progress.finished(handle.config, handle.boot_s, ok=False)
                 self.launcher.stop(handle)
-                errors.append(exc)
+                failures.append((handle, exc))
                 continue
-            self.boots.append(BootRecord(handle.config, handle.boot_s, ok=True))
+            self.boots.append(BootRecord(handle.config, handle.boot_s, ok=True, note=note))
             if self.progress is not None:
                 self.progress.finished(handle.config, handle.boot_s, ok=True)
             self.live[handle.config] = self._describe(handle)
-        if errors and len(configs) == 1:
-            raise errors[0]
-        return {n: self.live[n] for n in configs if n in self.live}
+        return failures
 
     def _describe(self, handle: ServerHandle) -> LiveServer:
         client = SglangClient(handle.base_url, timeout_s=self.deployment.workload.request_timeout_s)
