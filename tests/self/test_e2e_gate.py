@@ -152,7 +152,11 @@ def test_slowdown_of_everything_is_reported_as_machine_drift(sim_deployment, pyt
     assert result.ret == 1
     result.stdout.fnmatch_lines(["FAILED *test_no_regression_against_stored_baseline[[]baseline-c1-decode_tps[]]*"])
     assert "plain decode drifted (slower)" in result.stdout.str()
-    assert "the drop is shared with plain decoding" in result.stdout.str()
+    # Speculative configs are judged on their speedup, which a slower machine leaves alone:
+    # one failure (the reference's), pointing at the machine, not one per config.
+    failed = [line for line in result.stdout.str().splitlines() if line.startswith("FAILED")]
+    assert not any("eagle3" in line for line in failed), failed
+    assert "the change is shared with plain decoding (machine or core), not speculation's own" in result.stdout.str()
 
 
 def test_prefill_mode_fails_a_beats_gate_with_the_numbers(sim_deployment, pytester):
@@ -303,6 +307,5 @@ def test_much_faster_than_stored_is_reported(sim_deployment, pytester):
     assert "specgate: baseline written:" in recorded.stdout.str(), recorded.stdout.str()[-2000:]
     result = d.run(pytester, "-k", "regression")
     assert result.ret == 0
-    assert (
-        "eagle3-decode is +" in result.stdout.str() and "faster than stored: consider updating" in result.stdout.str()
-    )
+    assert "eagle3-decode's speedup is +" in result.stdout.str()
+    assert "above stored: consider updating the baseline" in result.stdout.str()
