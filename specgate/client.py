@@ -100,6 +100,7 @@ class GenerateResult:
     chunks: int = 0
     top_logprobs: tuple[tuple[tuple[int, float], ...], ...] | None = None  # per position: (id, logprob) best first
     spec: SpecCounters | None = None
+    sent_at: float = 0.0  # wall clock (epoch seconds) when the request went out: finds it in server logs
 
     @property
     def decode_tps(self) -> float | None:
@@ -286,6 +287,7 @@ class SglangClient:
             chunks=st.chunks if st else 1,
             top_logprobs=_parse_top_logprobs(meta.get("output_top_logprobs")),
             spec=_parse_spec(meta),
+            sent_at=time.time() - (time.perf_counter() - started),
         )
 
 

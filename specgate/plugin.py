@@ -18,6 +18,7 @@ import pytest
 
 from specgate.deployment import Deployment, load_deployment
 from specgate.errors import SpecgateError
+from specgate.measure.fidelity import fidelity_of
 from specgate.provenance import provenance
 from specgate.report.build import build_report
 from specgate.report.chart import render_chart
@@ -242,6 +243,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         gate.pool.server_infos,
         gate.oracle.baseline_problems,
         gate.oracle.margin_summary().as_dict() if gate.oracle.baseline_margins else None,
+        _fidelity(gate),
     )
     out = gate.options.report_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -259,6 +261,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config.stash[_REPORT] = report
     if gate.options.update_baselines:
         _update_baselines(session, gate, fingerprint)
+
+
+def _fidelity(gate: GateSession) -> list[dict]:
+    """The suite's single-stream figures against the server's own log and meta_info."""
+    out = []
+    for (config, _), record in sorted(gate.meter.results.items()):
+        found = fidelity_of(record, gate.pool.log_dir / f"{config}.log")
+        if found is not None:
+            out.append(found.as_dict())
+    return out
 
 
 def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: Any) -> None:

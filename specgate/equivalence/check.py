@@ -35,6 +35,7 @@ class Outcome:
     message: str = ""
     flip: NearTieFlip | None = None
     tokens_compared: int = 0
+    margin: float | None = None  # the baseline's top-1/top-2 margin where the outputs parted, if known
 
     @property
     def ok(self) -> bool:
@@ -51,10 +52,13 @@ class EquivalenceStats:
     tokens_compared: int = 0
     flips: list[NearTieFlip] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    divergence_margins: list[float] = field(default_factory=list)  # every token-level parting: calibrates tie_margin
 
     def add(self, outcome: Outcome) -> None:
         self.requests += 1
         self.tokens_compared += outcome.tokens_compared
+        if outcome.margin is not None:
+            self.divergence_margins.append(outcome.margin)
         if outcome.kind == "match":
             self.matches += 1
         elif outcome.flip is not None:
@@ -156,6 +160,7 @@ def compare(
             "near-tie-flip",
             tokens_compared=i,
             flip=NearTieFlip(case.label, i, b_tok, s_tok, margin),
+            margin=margin,
         )
     why = (
         "the baseline gave no top-2 logprobs there, so no near-tie can excuse it"
@@ -171,4 +176,5 @@ def compare(
         f"decisive divergence at output token {i}: baseline token {b_tok}, speculative token {s_tok}; {why}\n"
         f"{header}\n{_context(baseline.text, spec.text)}\n{repro}",
         tokens_compared=i,
+        margin=margin,
     )

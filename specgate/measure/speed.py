@@ -33,6 +33,7 @@ class SpeedSample:
     verify_ct: int | None
     server_e2e_s: float | None
     chunks: int
+    sent_at: float = 0.0  # epoch seconds
 
     @property
     def accept_length(self) -> float | None:
@@ -54,6 +55,7 @@ class SpeedSample:
             verify_ct=result.spec.verify_ct if result.spec else None,
             server_e2e_s=result.server_e2e_s,
             chunks=result.chunks,
+            sent_at=result.sent_at,
         )
 
 

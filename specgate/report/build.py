@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from specgate.deployment import Deployment
 from specgate.equivalence.check import EquivalenceStats
 from specgate.measure.speed import SpeedMeter
@@ -49,12 +51,22 @@ def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdic
                 "ttft_ms": summary.ttft_s.scaled(1000).as_dict(),
                 "warmup_requests": warm.requests if warm else 0,
                 "warmup_settled": warm.settled if warm else None,
+                # Calibration: how far the first cold figure was from the settled ones, and the
+                # spread of the measured requests (what a tolerance has to live with).
+                "warmup_first_tps": round(warm.decode_tps[0], 2) if warm and warm.decode_tps else None,
+                "warmup_last_tps": round(warm.decode_tps[-1], 2) if warm and warm.decode_tps else None,
+                "cv": round(_cv(record.decode_tps), 4),
                 "verdict": "FAIL"
                 if any(s in (FAIL, INCONCLUSIVE) for s in gate_states)
                 else ("pass" if gate_states else "—"),
             }
         )
     return rows
+
+
+def _cv(values: list[float]) -> float:
+    """Coefficient of variation of one config's per-request figures."""
+    return float(np.std(values, ddof=1) / np.mean(values)) if len(values) > 1 and np.mean(values) else 0.0
 
 
 def _equivalence_rows(stats: dict[str, EquivalenceStats]) -> list[dict]:
@@ -78,6 +90,7 @@ def _equivalence_rows(stats: dict[str, EquivalenceStats]) -> list[dict]:
                 for f in s.flips
             ],
             "failures": s.failures[:20],
+            "divergence_margins": sorted(round(m, 5) for m in s.divergence_margins),
         }
         for config, s in stats.items()
     ]
@@ -96,6 +109,7 @@ def build_report(
     server_infos: dict[str, dict],
     baseline_problems: list[str],
     margins: dict | None = None,
+    fidelity: list[dict] | None = None,
 ) -> dict:
     failed_gates = [v for v in verdicts if v.failed]
     overall = "FAIL" if (tally.failed or tally.errors or failed_gates) else "PASS"
@@ -126,6 +140,7 @@ def build_report(
         "baseline_margins": margins,
         "boots": [{"config": b.config, "seconds": round(b.seconds, 2), "ok": b.ok, "note": b.note} for b in boots],
         "phase_seconds": {k: round(v, 2) for k, v in phase_seconds.items()},
+        "fidelity": fidelity or [],
         "server_settings": {
             name: {k: info.get(k) for k in SETTINGS_SHOWN if k in info} for name, info in server_infos.items()
         },

@@ -105,6 +105,9 @@ def render_markdown(report: dict) -> str:
         for key in sorted({k for s in settings.values() for k in s}):
             out.append(f"| {key} | " + " | ".join(str(settings[n].get(key, "—")) for n in names) + " |")
 
+    out.extend(_calibration(report))
+    out.extend(_fidelity(report))
+
     out.append("\n## Time to verdict\n")
     boots = ", ".join(
         f"{b['config']} {b['seconds']:.1f} s{'' if b['ok'] else ' (FAILED)'}{' (' + b['note'] + ')' if b.get('note') else ''}"
@@ -135,3 +138,60 @@ def _cycle_lines(rows: list[dict]) -> list[str]:
             f"{cost:.2f} plain decode steps → {ratio['estimate']:.2f}x, {verdict}"
         )
     return lines
+
+
+def _calibration(report: dict) -> list[str]:
+    """What a tolerance, a tie margin or a warmup length has to be chosen from."""
+    out: list[str] = []
+    rows = report["speed"]
+    if rows:
+        out.append("\n## Calibration\n")
+        out.append("| config | conc. | warmup requests | first cold → last warmup tok/s | per-request spread (CV) |")
+        out.append("|---|---|---|---|---|")
+        for r in rows:
+            cold = (
+                f"{r['warmup_first_tps']:.1f} → {r['warmup_last_tps']:.1f}"
+                if r.get("warmup_first_tps") is not None
+                else "—"
+            )
+            out.append(
+                f"| {r['config']} | {r['concurrency']} | {r['warmup_requests']} | {cold} | {r.get('cv', 0):.1%} |"
+            )
+    margins: dict[float, int] = {}
+    for e in report["equivalence"]:
+        for m in e.get("divergence_margins", []):
+            margins[m] = margins.get(m, 0) + 1
+    if margins:
+        tie = report["tie_margin"]
+        seen = ", ".join(f"{m:g}: {n}" for m, n in sorted(margins.items()))
+        above = sum(n for m, n in margins.items() if m >= tie)
+        out.append(
+            f"\nBaseline margins (nats) where a speculative output parted from the baseline, with counts: {seen}. "
+            f"{above} at or above the tie margin {tie:g}."
+        )
+    return out
+
+
+def _fidelity(report: dict) -> list[str]:
+    rows = report.get("fidelity") or []
+    if not rows:
+        return []
+    out = [
+        "\n## Fidelity: the suite's figures against the server's own\n",
+        "| config | suite decode tok/s | server log gen throughput (lines) | gap | client overhead per request | "
+        "server e2e vs client e2e |",
+        "|---|---|---|---|---|---|",
+    ]
+    for f in rows:
+        log = f"{f['log_decode_tps']:.1f} ({f['log_lines']}, {f['log_lines_low']} low)" if f["log_decode_tps"] else "—"
+        gap = f"{f['log_gap']:+.1%}" if f["log_gap"] is not None else "—"
+        overhead = f"{f['client_overhead_ms']:.1f} ms" if f["client_overhead_ms"] is not None else "—"
+        e2e = f"{f['e2e_gap']:+.1%}" if f["e2e_gap"] is not None else "—"
+        out.append(f"| {f['config']} | {f['suite_decode_tps']:.1f} | {log} | {gap} | {overhead} | {e2e} |")
+    out.append(
+        "\nThe suite times decoding from the first streamed chunk to the last, at the client; the log's figure is "
+        'the scheduler\'s own over its logging windows (median of single-request lines; "low" ones straddled '
+        "an idle gap or a prefill). Client overhead is the client's request-to-last-byte time minus "
+        "meta_info.e2e_latency."
+    )
+    return out

@@ -193,6 +193,7 @@ class Handler(BaseHTTPRequestHandler):
         started = time.perf_counter()
         deadline = started
         sent_text = sent_ids = 0
+        first_step: tuple[float, int] | None = None  # (when, tokens) after the prefill step
         if stream:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -206,6 +207,8 @@ class Handler(BaseHTTPRequestHandler):
                 delay = deadline - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
+                if first_step is None:
+                    first_step = (time.perf_counter(), len(gen.state.output_ids))
                 if stream:
                     text, ids = gen.state.text, list(gen.state.output_ids)
                     if self.state.incremental_stream:
@@ -234,9 +237,11 @@ class Handler(BaseHTTPRequestHandler):
                 self._send_json(200, body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away; SGLang aborts the request the same way
-        elapsed = time.perf_counter() - started
-        n = len(gen.state.output_ids)
-        log(f"Decode batch. #running-req: 1, #token: {n}, gen throughput (token/s): {n / elapsed:.2f}")
+        # Like SGLang's "Decode batch" line: tokens decoded after the prefill step over the time they took.
+        if first_step is not None and len(gen.state.output_ids) > first_step[1]:
+            n = len(gen.state.output_ids)
+            rate = (n - first_step[1]) / max(time.perf_counter() - first_step[0], 1e-9)
+            log(f"Decode batch, #running-req: 1, #token: {n}, gen throughput (token/s): {rate:.2f}, #queue-req: 0")
 
 
 def serve(host: str, port: int, state: SimServerState) -> None:

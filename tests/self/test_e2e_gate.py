@@ -56,6 +56,10 @@ def test_healthy_simulator_is_green_and_reports(sim_deployment, pytester, health
         assert (d.report_dir / name).stat().st_size > 0
     assert "SIMULATOR run" in (d.report_dir / "report.md").read_text()
     assert "specgate report" in result.stdout.str()
+    # the suite's decode figures agree with the server's own log (its "gen throughput" lines)
+    fidelity = {f["config"]: f for f in report["fidelity"]}
+    assert set(fidelity) == set(by_config)
+    assert all(f["log_lines"] > 0 and abs(f["log_gap"]) < 0.10 for f in fidelity.values()), fidelity
 
 
 def test_baseline_update_writes_provenance(healthy_baselines):

@@ -1,0 +1,96 @@
+"""Do the suite's figures agree with SGLang's own? Two independent witnesses.
+
+1. **The server's log.** SGLang prints a "Decode batch" line every `decode_log_interval`
+   steps with `gen throughput (token/s)`: tokens decoded over the wall time since its
+   last such line, measured inside the scheduler. Lines from single-request batches
+   logged while the measured requests ran are the scheduler's view of the same decoding.
+   A window that starts before a request's first decode step also holds the idle gap
+   and the next prefill, so the median over lines is compared, and how many lines fell
+   well below it is said.
+2. **`meta_info.e2e_latency`**: the server's time from receiving a request to
+   finishing it. Against the client's request-to-last-byte time it measures what HTTP,
+   the stream and the client add to every request.
+
+The client's decode tok/s leaves the first chunk out (prefill and the first token);
+neither witness is exactly that quantity, so a gap is expected to be small, not zero,
+and the report explains it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from statistics import median
+
+from specgate.measure.speed import ConfigSpeed
+
+# "[2026-11-29 11:07:43] Decode batch, #running-req: 1, ... gen throughput (token/s): 349.51, ..."
+# Older releases write "Decode batch." and may add a DP rank after the time stamp.
+_DECODE_LINE = re.compile(
+    r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\]\s*Decode batch[.,]\s*#running-req:\s*(?P<running>\d+)"
+    r".*?gen throughput \(token/s\):\s*(?P<tps>[\d.]+)"
+)
+
+
+@dataclass(frozen=True)
+class LogThroughput:
+    at: float  # epoch seconds (the log's local time stamp, 1 s resolution)
+    running: int
+    tps: float
+
+
+def parse_decode_lines(log_text: str) -> list[LogThroughput]:
+    out = []
+    for line in log_text.splitlines():
+        m = _DECODE_LINE.search(line)
+        if m is None:
+            continue
+        at = datetime.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
+        out.append(LogThroughput(at=at, running=int(m["running"]), tps=float(m["tps"])))
+    return out
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    config: str
+    suite_decode_tps: float  # median of the measured requests
+    log_decode_tps: float | None  # median of the server's single-request lines in the same window
+    log_lines: int
+    log_lines_low: int  # lines under half the median: windows that straddled a prefill or idle gap
+    log_gap: float | None  # suite / log - 1
+    client_overhead_ms: float | None  # median of client e2e - server e2e_latency
+    e2e_gap: float | None  # median of server e2e_latency / client e2e - 1 (negative: the client saw longer)
+
+    def as_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+def fidelity_of(record: ConfigSpeed, log_path: Path | None) -> Fidelity | None:
+    """For single-stream measurements only: at concurrency > 1 the log's lines mix requests."""
+    samples = record.samples
+    if record.concurrency != 1 or not samples:
+        return None
+    suite = median(s.decode_tps for s in samples)
+    lines: list[LogThroughput] = []
+    if log_path is not None and log_path.exists() and all(s.sent_at for s in samples):
+        start = min(s.sent_at for s in samples) - 1.0  # the log's stamps are whole seconds
+        end = max(s.sent_at + s.e2e_s for s in samples) + 1.0
+        lines = [
+            ln
+            for ln in parse_decode_lines(log_path.read_text(errors="replace"))
+            if ln.running == 1 and start <= ln.at <= end
+        ]
+    log_tps = median(ln.tps for ln in lines) if lines else None
+    pairs = [(s.e2e_s, s.server_e2e_s) for s in samples if s.server_e2e_s]
+    return Fidelity(
+        config=record.config,
+        suite_decode_tps=suite,
+        log_decode_tps=log_tps,
+        log_lines=len(lines),
+        log_lines_low=sum(1 for ln in lines if log_tps and ln.tps < 0.5 * log_tps),
+        log_gap=(suite / log_tps - 1) if log_tps else None,
+        client_overhead_ms=median((c - s) * 1000 for c, s in pairs) if pairs else None,
+        e2e_gap=median(s / c - 1 for c, s in pairs) if pairs else None,
+    )

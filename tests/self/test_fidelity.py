@@ -1,0 +1,56 @@
+"""The fidelity witness: SGLang's "Decode batch" log lines, read across releases."""
+
+from datetime import datetime
+from pathlib import Path
+
+from specgate.measure.fidelity import fidelity_of, parse_decode_lines
+from specgate.measure.speed import ConfigSpeed, SpeedSample
+
+# Verbatim from SGLang 0.5.11 on the H200 (results/2026-11-29-h200-smoke/logs) and an older release's form.
+LOG = """\
+[2026-11-29 11:07:35] Decode batch, #running-req: 1, #token: 106, token usage: 0.01, cuda graph: True, gen throughput (token/s): 110.95, #queue-req: 0
+[2026-11-29 11:07:36] Decode batch, #running-req: 1, #token: 136, token usage: 0.01, cuda graph: True, gen throughput (token/s): 700.00, #queue-req: 0
+[2026-11-29 11:07:37] Decode batch, #running-req: 2, #token: 178, token usage: 0.02, accept len: 1.00, accept rate: 0.00, cuda graph: True, gen throughput (token/s): 320.97, #queue-req: 0
+[2026-11-29 11:07:38 DP0 TP0] Decode batch. #running-req: 1, #token: 64, token usage: 0.01, gen throughput (token/s): 690.00, #queue-req: 0
+[2026-11-29 11:09:00] Decode batch, #running-req: 1, #token: 64, token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0
+[2026-11-29 11:07:39] Prefill batch, #new-seq: 1, #new-token: 40
+"""
+
+
+def test_decode_lines_of_old_and_new_releases_are_read():
+    lines = parse_decode_lines(LOG)
+    assert [(ln.running, ln.tps) for ln in lines] == [(1, 110.95), (1, 700.0), (2, 320.97), (1, 690.0), (1, 1.0)]
+
+
+def _sample(tps: float, at: float) -> SpeedSample:
+    return SpeedSample(
+        decode_tps=tps,
+        ttft_s=0.02,
+        e2e_s=1.0,
+        completion_tokens=128,
+        prompt_tokens=40,
+        verify_ct=None,
+        server_e2e_s=0.99,
+        chunks=128,
+        sent_at=at,
+    )
+
+
+def test_only_single_request_lines_inside_the_measured_window_count(tmp_path: Path):
+    log = tmp_path / "baseline.log"
+    log.write_text(LOG)
+    t0 = datetime(2026, 11, 29, 11, 7, 35).timestamp()
+    record = ConfigSpeed("baseline", 1, samples=[_sample(700.0, t0), _sample(702.0, t0 + 2)])
+    f = fidelity_of(record, log)
+    assert f is not None
+    # 11:07:35-11:07:38 single-request lines; the concurrent one and the late 11:09 one are out
+    assert f.log_lines == 3 and f.log_decode_tps == 690.0 and f.log_lines_low == 1
+    assert abs(f.log_gap - (701.0 / 690.0 - 1)) < 1e-9
+    assert abs(f.client_overhead_ms - 10.0) < 1e-6 and abs(f.e2e_gap + 0.01) < 1e-9
+
+
+def test_no_log_and_concurrent_runs_say_so(tmp_path: Path):
+    record = ConfigSpeed("baseline", 1, samples=[_sample(700.0, 1.0)])
+    f = fidelity_of(record, tmp_path / "missing.log")
+    assert f is not None and f.log_decode_tps is None and f.log_gap is None
+    assert fidelity_of(ConfigSpeed("baseline", 4, samples=[_sample(700.0, 1.0)]), None) is None
