@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specgate.equivalence.known import TOLERABLE
 from specgate.errors import DeploymentError
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS
 from specgate.tomlcheck import Table
@@ -89,6 +90,7 @@ class EquivalenceSpec:
     concurrency: tuple[int, ...]
     hypothesis_profile: str
     examples: int | None
+    tolerate: tuple[str, ...] = ()  # declared known differences (specgate.equivalence.check.TOLERABLE)
 
 
 @dataclass(frozen=True)
@@ -290,7 +292,11 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
         concurrency=tuple(t.int_list("concurrency", [1, 4])),
         hypothesis_profile=t.str("hypothesis_profile", "gpu", choices=("ci", "gpu", "dev")),
         examples=t.int("examples", None, minimum=1),
+        tolerate=tuple(t.str_list("tolerate", [])),
     )
+    for name in spec.tolerate:
+        if name not in TOLERABLE:
+            raise t.error("tolerate", f"unknown difference {name!r}; known: {', '.join(TOLERABLE)}")
     t.reject_unknown()
     return spec
 

@@ -106,7 +106,13 @@ class EquivalenceOracle:
         outcomes = []
         for answer in answers:
             outcome = compare(
-                case, baseline, answer, self.deployment.equivalence.tie_margin, reference_url, server.handle.base_url
+                case,
+                baseline,
+                answer,
+                self.deployment.equivalence.tie_margin,
+                reference_url,
+                server.handle.base_url,
+                self.deployment.equivalence.tolerate,
             )
             stats.add(outcome)
             outcomes.append(outcome)

@@ -4,9 +4,9 @@
    steps with `gen throughput (token/s)`: tokens decoded over the wall time since its
    last such line, measured inside the scheduler. Lines from single-request batches
    logged while the measured requests ran are the scheduler's view of the same decoding.
-   A window that starts before a request's first decode step also holds the idle gap
-   and the next prefill, so the median over lines is compared, and how many lines fell
-   well below it is said.
+   A window in which a new request began also holds the idle gap and the prefill; such
+   lines (the KV cache's token count fell since the line before) are left out, and the
+   median of the rest is compared.
 2. **`meta_info.e2e_latency`**: the server's time from receiving a request to
    finishing it. Against the client's request-to-last-byte time it measures what HTTP,
    the stream and the client add to every request.
@@ -30,7 +30,7 @@ from specgate.measure.speed import ConfigSpeed
 # Older releases write "Decode batch." and may add a DP rank after the time stamp.
 _DECODE_LINE = re.compile(
     r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\]\s*Decode batch[.,]\s*#running-req:\s*(?P<running>\d+)"
-    r".*?gen throughput \(token/s\):\s*(?P<tps>[\d.]+)"
+    r"(?:,\s*#token:\s*(?P<tokens>\d+))?.*?gen throughput \(token/s\):\s*(?P<tps>[\d.]+)"
 )
 
 
@@ -39,6 +39,7 @@ class LogThroughput:
     at: float  # epoch seconds (the log's local time stamp, 1 s resolution)
     running: int
     tps: float
+    tokens: int | None = None  # tokens held in the KV cache: it drops when a new request begins
 
 
 def parse_decode_lines(log_text: str) -> list[LogThroughput]:
@@ -48,7 +49,8 @@ def parse_decode_lines(log_text: str) -> list[LogThroughput]:
         if m is None:
             continue
         at = datetime.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
-        out.append(LogThroughput(at=at, running=int(m["running"]), tps=float(m["tps"])))
+        tokens = int(m["tokens"]) if m["tokens"] is not None else None
+        out.append(LogThroughput(at=at, running=int(m["running"]), tps=float(m["tps"]), tokens=tokens))
     return out
 
 
@@ -67,6 +69,14 @@ class Fidelity:
         return self.__dict__.copy()
 
 
+def _straddles(before: LogThroughput | None, line: LogThroughput) -> bool:
+    """A window in which a new request began (its KV token count fell): it holds an idle gap
+    and a prefill, not decoding alone."""
+    if before is None or before.tokens is None or line.tokens is None:
+        return False
+    return line.tokens < before.tokens
+
+
 def fidelity_of(record: ConfigSpeed, log_path: Path | None) -> Fidelity | None:
     """For single-stream measurements only: at concurrency > 1 the log's lines mix requests."""
     samples = record.samples
@@ -77,10 +87,11 @@ def fidelity_of(record: ConfigSpeed, log_path: Path | None) -> Fidelity | None:
     if log_path is not None and log_path.exists() and all(s.sent_at for s in samples):
         start = min(s.sent_at for s in samples) - 1.0  # the log's stamps are whole seconds
         end = max(s.sent_at + s.e2e_s for s in samples) + 1.0
+        parsed = parse_decode_lines(log_path.read_text(errors="replace"))
         lines = [
             ln
-            for ln in parse_decode_lines(log_path.read_text(errors="replace"))
-            if ln.running == 1 and start <= ln.at <= end
+            for before, ln in zip([None, *parsed], parsed)
+            if ln.running == 1 and start <= ln.at <= end and not _straddles(before, ln)
         ]
     log_tps = median(ln.tps for ln in lines) if lines else None
     pairs = [(s.e2e_s, s.server_e2e_s) for s in samples if s.server_e2e_s]

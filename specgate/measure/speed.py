@@ -118,7 +118,9 @@ class SpeedMeter:
         figures: list[float] = []
         done = False
         for i in range(spec.max_requests):
-            figures.extend(s.decode_tps for s in self._round(server, concurrency, i * concurrency))
+            # The same request(s) every round: "settled" must mean the server is warm, not that
+            # consecutive prompts happen to decode alike (accept length differs by prompt).
+            figures.extend(s.decode_tps for s in self._round(server, concurrency, 0))
             if i + 1 >= spec.min_requests and settled(figures, spec.settle_window, spec.settle_tolerance):
                 done = True
                 break

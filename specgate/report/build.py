@@ -78,6 +78,7 @@ def _equivalence_rows(stats: dict[str, EquivalenceStats]) -> list[dict]:
             "exact_matches": s.matches,
             "near_tie_flips": len(s.flips),
             "decisive_failures": len(s.failures),
+            "tolerated": s.tolerated[:20],
             "tokens_compared": s.tokens_compared,
             "flips": [
                 {

@@ -89,6 +89,13 @@ def render_markdown(report: dict) -> str:
             )
             if m["warning"]:
                 out.append(f"\n**Warning:** {m['warning']}.")
+        tolerated = [(e["config"], t) for e in report["equivalence"] for t in e.get("tolerated", [])]
+        if tolerated:
+            out.append(
+                f"\n{len(tolerated)} answer(s) differ in a way the deployment declares known "
+                "(`equivalence.tolerate`); counted as declared known differences, not failures:\n"
+            )
+            out.extend(f"- {config}: {t}" for config, t in tolerated[:10])
         fails = [(e["config"], f) for e in report["equivalence"] for f in e["failures"]]
         for config, f in fails[:10]:
             out.append(f"- **{config} FAILED**: {f}")

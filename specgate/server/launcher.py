@@ -83,6 +83,7 @@ def poll_until_ready(
     once instead of at the timeout. Sets `handle.boot_s` either way."""
     started = time.monotonic()
     client = SglangClient(handle.base_url, timeout_s=10.0)
+    handle.boot_s = 0.0
     try:
         while True:
             elapsed = time.monotonic() - started
@@ -97,4 +98,6 @@ def poll_until_ready(
                 progress.update(handle.config, elapsed, status_line())
             time.sleep(0.2 if elapsed < 5 else 1.0)
     finally:
+        if not handle.boot_s:  # a boot that died (check_alive raised) took time too
+            handle.boot_s = time.monotonic() - handle.started_at
         client.close()

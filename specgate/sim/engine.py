@@ -122,9 +122,14 @@ class Generation:
             kept.append(token)
             reason = self._finish_reason(token)
             if reason is not None:
-                self.state.finish_reason = reason
-                # The overshoot fault keeps the whole accepted run, past the limit.
-                if not (self.faults.overshoot and self.spec is not None):
+                if self.state.finish_reason is None:
+                    self.state.finish_reason = reason
+                # The overshoot faults keep the rest of the accepted run: past max_new_tokens
+                # (overshoot), or past a stop string with the text still cut there (stop-overshoot,
+                # as SGLang 0.5.11's STANDALONE did on the H200).
+                speculative = self.spec is not None
+                past_stop = self.faults.stop_overshoot and isinstance(self.state.finish_reason.get("matched"), str)
+                if not (speculative and (self.faults.overshoot or past_stop)):
                     break
         self.state.text = self._text()
         return kept

@@ -11,6 +11,7 @@ in `SPECGATE_CONFIG`.
 | diverge-at=K     | speculative output takes a non-top-2 token at position K           | greedy equivalence           |
 | stop-leak        | speculative output runs past a stop string and keeps it in text   | stop-string check            |
 | overshoot        | speculative output emits up to `steps` tokens past max_new_tokens  | max_new_tokens check         |
+| stop-overshoot   | keeps the verify step's tokens after a stop string (text cut there)| token count at a stop        |
 | accept-collapse  | the draft is always wrong: accept length 1.0                       | accept length / beats        |
 | slowdown=F       | every step costs (1+F) times as much                               | no-regression (decode tok/s) |
 | crash-after=N    | the process exits when request N+1 arrives                         | every test of that config    |
@@ -21,7 +22,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KNOWN = ("diverge-at", "stop-leak", "overshoot", "accept-collapse", "slowdown", "crash-after", "never-ready")
+KNOWN = (
+    "diverge-at",
+    "stop-leak",
+    "overshoot",
+    "stop-overshoot",
+    "accept-collapse",
+    "slowdown",
+    "crash-after",
+    "never-ready",
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,7 @@ class Faults:
     diverge_at: int | None = None
     stop_leak: bool = False
     overshoot: bool = False
+    stop_overshoot: bool = False
     accept_collapse: bool = False
     slowdown: float = 0.0
     crash_after: int | None = None

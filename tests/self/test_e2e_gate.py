@@ -94,6 +94,12 @@ def test_without_baselines_regression_gates_skip_and_say_why(sim_deployment, pyt
             "*text runs past stop string*",
             1,
         ),
+        (
+            "eagle3-decode:stop-overshoot",
+            "test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]",
+            "*stop overshoot: the speculative answer has the baseline's text*",
+            1,
+        ),
         # overshooting also breaks the speed test's ignore_eos length check: two honest failures
         (
             "eagle3-decode:overshoot",
@@ -117,6 +123,19 @@ def test_output_faults_fail_equivalence_with_a_reproducer(
     assert report["overall"] == "FAIL"
     failed = [e for e in report["equivalence"] if e["decisive_failures"]]
     assert len(failed) == 1 and failed[0]["config"] == fault.split(":")[0]
+
+
+def test_a_declared_known_difference_is_counted_not_failed(sim_deployment, pytester):
+    """equivalence.tolerate names one precise shape of difference; it is listed, and only it passes."""
+    d = sim_deployment({"equivalence": {"tolerate": ["stop-overshoot"]}})
+    result = d.run(pytester, "-k", "equivalence", faults="eagle3-decode:stop-overshoot")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    row = {e["config"]: e for e in d.report()["equivalence"]}["eagle3-decode"]
+    assert row["tolerated"] and row["decisive_failures"] == 0
+    assert "declared known differences" in (d.report_dir / "report.md").read_text()
+    # anything else still fails under the same declaration
+    result = d.run(pytester, "-k", "equivalence", faults="eagle3-decode:diverge-at=3")
+    assert result.ret == 1
 
 
 def test_accept_collapse_fails_accept_length_and_beats(sim_deployment, pytester, healthy_baselines):
@@ -195,7 +214,10 @@ def test_server_that_never_becomes_ready_times_out_with_its_log(sim_deployment, 
     assert errored and all("eagle3-prefill" in line for line in errored), errored
     # It failed beside the others, so it got one boot alone (a memory race is not a verdict).
     boots = [(b["config"], b["ok"], b["note"]) for b in d.report()["boots"] if b["config"] == "eagle3-prefill"]
-    assert boots == [("eagle3-prefill", False, ""), ("eagle3-prefill", False, "retried alone after failing in an overlapped boot")]
+    assert boots == [
+        ("eagle3-prefill", False, ""),
+        ("eagle3-prefill", False, "retried alone after failing in an overlapped boot"),
+    ]
 
 
 def test_servers_one_at_a_time_use_a_golden_file(sim_deployment, pytester):

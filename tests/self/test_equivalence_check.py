@@ -120,3 +120,30 @@ def test_property_first_difference_decides(ids, margins, at):
     out = judge(answer(ids, m), answer(spec), case(n=64))
     assert out.ok == (to_top2 and m[i] < TIE)
     assert out.tokens_compared == i
+
+
+def test_an_invariant_the_baseline_breaks_alike_is_not_blamed_on_speculation():
+    # SGLang 0.5.11 on the H200: the token that reached max_new_tokens also held the stop
+    # string; both servers returned it (finish length). The tokens are then compared as usual.
+    c = case(n=3, stop=("\n\n",))
+    base = answer([1, 2, 3], [1, 1, 1], text="ab\n\n\n\n")
+    assert judge(base, answer([1, 2, 3], text="ab\n\n\n\n"), c).kind == "match"
+    # a speculative server breaking it where the baseline does not still fails
+    clean = answer([1, 2, 3], [1, 1, 1], text="abc")
+    out = judge(clean, answer([1, 2, 3], text="ab\n\nc"), c)
+    assert out.kind == "invariant" and "runs past stop string" in out.message
+
+
+def test_tokens_kept_past_the_stop_are_a_stop_overshoot_failure_unless_declared():
+    c = case(stop=(".",))
+    base = answer([1, 2], [1, 1], text="a.", finish="stop")
+    over = answer([1, 2, 3, 4], text="a.", finish="stop")
+    out = judge(base, over, c)
+    assert not out.ok and out.message.startswith("stop overshoot") and "2 more token id(s)" in out.message
+    declared = compare(c, base, over, TIE, "http://b", "http://s", tolerate=("stop-overshoot",))
+    assert declared.ok and declared.kind == "tolerated"
+    # other text is not that shape: still a failure under the declaration
+    other = compare(
+        c, base, answer([1, 2, 3], text="a. b", finish="stop"), TIE, "http://b", "http://s", ("stop-overshoot",)
+    )
+    assert not other.ok

@@ -8,10 +8,11 @@ from specgate.measure.speed import ConfigSpeed, SpeedSample
 
 # Verbatim from SGLang 0.5.11 on the H200 (results/2026-11-29-h200-smoke/logs) and an older release's form.
 LOG = """\
+[2026-11-29 11:07:30] Decode batch, #running-req: 1, #token: 200, token usage: 0.01, cuda graph: True, gen throughput (token/s): 500.00, #queue-req: 0
 [2026-11-29 11:07:35] Decode batch, #running-req: 1, #token: 106, token usage: 0.01, cuda graph: True, gen throughput (token/s): 110.95, #queue-req: 0
 [2026-11-29 11:07:36] Decode batch, #running-req: 1, #token: 136, token usage: 0.01, cuda graph: True, gen throughput (token/s): 700.00, #queue-req: 0
 [2026-11-29 11:07:37] Decode batch, #running-req: 2, #token: 178, token usage: 0.02, accept len: 1.00, accept rate: 0.00, cuda graph: True, gen throughput (token/s): 320.97, #queue-req: 0
-[2026-11-29 11:07:38 DP0 TP0] Decode batch. #running-req: 1, #token: 64, token usage: 0.01, gen throughput (token/s): 690.00, #queue-req: 0
+[2026-11-29 11:07:38 DP0 TP0] Decode batch. #running-req: 1, #token: 190, token usage: 0.01, gen throughput (token/s): 690.00, #queue-req: 0
 [2026-11-29 11:09:00] Decode batch, #running-req: 1, #token: 64, token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0
 [2026-11-29 11:07:39] Prefill batch, #new-seq: 1, #new-token: 40
 """
@@ -19,7 +20,14 @@ LOG = """\
 
 def test_decode_lines_of_old_and_new_releases_are_read():
     lines = parse_decode_lines(LOG)
-    assert [(ln.running, ln.tps) for ln in lines] == [(1, 110.95), (1, 700.0), (2, 320.97), (1, 690.0), (1, 1.0)]
+    assert [(ln.running, ln.tokens, ln.tps) for ln in lines] == [
+        (1, 200, 500.0),
+        (1, 106, 110.95),
+        (1, 136, 700.0),
+        (2, 178, 320.97),
+        (1, 190, 690.0),
+        (1, 64, 1.0),
+    ]
 
 
 def _sample(tps: float, at: float) -> SpeedSample:
@@ -43,9 +51,10 @@ def test_only_single_request_lines_inside_the_measured_window_count(tmp_path: Pa
     record = ConfigSpeed("baseline", 1, samples=[_sample(700.0, t0), _sample(702.0, t0 + 2)])
     f = fidelity_of(record, log)
     assert f is not None
-    # 11:07:35-11:07:38 single-request lines; the concurrent one and the late 11:09 one are out
-    assert f.log_lines == 3 and f.log_decode_tps == 690.0 and f.log_lines_low == 1
-    assert abs(f.log_gap - (701.0 / 690.0 - 1)) < 1e-9
+    # In the window 11:07:34-11:07:38: the line where a new request began (tokens fell 200 -> 106)
+    # and the two-request line are out; the 11:07:30 and 11:09 lines are outside the window.
+    assert f.log_lines == 2 and f.log_decode_tps == 695.0 and f.log_lines_low == 0
+    assert abs(f.log_gap - (701.0 / 695.0 - 1)) < 1e-9
     assert abs(f.client_overhead_ms - 10.0) < 1e-6 and abs(f.e2e_gap + 0.01) < 1e-9
 
 
