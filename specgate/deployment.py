@@ -37,6 +37,10 @@ class LaunchSpec:
     coexist: bool
     shutdown_timeout_s: float
     gpu_release_timeout_s: float
+    # Seconds between starting servers that boot side by side: SGLang sizes its KV cache from the
+    # free memory it sees around loading weights, and neighbours allocating in that window make it
+    # fail ("Not enough memory"). A few seconds apart, their profiling windows do not meet.
+    boot_stagger_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
         coexist=t.bool("coexist", False),
         shutdown_timeout_s=t.float("shutdown_timeout_s", 30.0, minimum=0.1),
         gpu_release_timeout_s=t.float("gpu_release_timeout_s", 120.0, minimum=0.0),
+        boot_stagger_s=t.float("boot_stagger_s", 0.0, minimum=0.0),
     )
     t.reject_unknown()
     return spec

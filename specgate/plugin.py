@@ -30,7 +30,7 @@ from specgate.verdicts.judge import baseline_document
 
 _DEPLOYMENT = pytest.StashKey[Deployment]()
 _SESSION = pytest.StashKey[GateSession]()
-_PHASES = pytest.StashKey[dict[str, str]]()
+_PHASES = pytest.StashKey[dict[str, tuple[str, str]]]()
 _REPORT = pytest.StashKey[dict]()
 _MESSAGES = pytest.StashKey[list[str]]()
 
@@ -136,7 +136,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if phase == "golden" and dep.launch.coexist:
             deselected.append(item)  # the baseline is asked live instead
             continue
-        config.stash[_PHASES][item.nodeid] = phase
+        config.stash[_PHASES][item.nodeid] = (phase, cfg)
         keys[item.nodeid] = (1, 0, 0) if phase == "gates" else (0, rank.get(cfg, 99), PHASE_ORDER[phase])
         keep.append(item)
     keep.sort(key=lambda item: keys[item.nodeid])
@@ -201,13 +201,13 @@ def _profile_examples() -> int:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
-    phase = item.config.stash[_PHASES].get(item.nodeid)
-    if phase is not None and _SESSION in item.config.stash:
-        _record_outcome(item.config.stash[_SESSION], phase, report)
+    found = item.config.stash[_PHASES].get(item.nodeid)
+    if found is not None and _SESSION in item.config.stash:
+        _record_outcome(item.config.stash[_SESSION], *found, report)
     return report
 
 
-def _record_outcome(gate: GateSession, phase: str, report: pytest.TestReport) -> None:
+def _record_outcome(gate: GateSession, phase: str, config: str, report: pytest.TestReport) -> None:
     if report.when == "call":  # setup holds the boots, which the report counts on their own
         gate.phase_seconds[phase] = gate.phase_seconds.get(phase, 0.0) + report.duration
     outcome = None
@@ -219,8 +219,8 @@ def _record_outcome(gate: GateSession, phase: str, report: pytest.TestReport) ->
         outcome = "skipped"
     if outcome is None:
         return
-    counts = gate.phase_outcomes.setdefault(phase, {})
-    counts[outcome] = counts.get(outcome, 0) + 1
+    for counts in (gate.phase_outcomes.setdefault(phase, {}), gate.config_outcomes.setdefault((phase, config), {})):
+        counts[outcome] = counts.get(outcome, 0) + 1
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -279,13 +279,16 @@ def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: A
     if reason is None and fingerprint is None:
         reason = "no fingerprint (no server answered /get_server_info)"
     if reason is None:
-        document = baseline_document(gate.judge, provenance())
+        excluded = gate.excluded_from_baseline()
+        document = baseline_document(gate.judge, provenance(), excluded)
         try:
             path = write_baseline(gate.deployment.name, fingerprint, document, gate.options.baselines_dir)
         except SpecgateError as exc:
             reason = str(exc)
         else:
             messages.append(f"baseline written: {path}")
+            for name, why in excluded.items():
+                messages.append(f"baseline holds no figures for {name}: {why}")
             return
     messages.append(f"baseline NOT written: {reason}")
     session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -108,11 +108,13 @@ class ServerPool:
         cache in that window can leave it "not enough memory". So a config that failed
         while others booted beside it gets one more boot, alone, before it counts as failed.
         """
-        started = [
-            self.launcher.start(self.deployment.configs[name])
-            for name in configs
-            if name not in self.live and name not in self.failed
-        ]
+        started: list[ServerHandle] = []
+        for name in configs:
+            if name in self.live or name in self.failed:
+                continue
+            if started and self.deployment.launch.boot_stagger_s:
+                time.sleep(self.deployment.launch.boot_stagger_s)
+            started.append(self.launcher.start(self.deployment.configs[name]))
         failures = self._wait_all(started, final=len(started) <= 1)
         errors = []
         for handle, exc in failures:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate.errors import BaselineError
@@ -46,6 +46,7 @@ class StoredBaseline:
     fingerprint: Fingerprint
     provenance: dict
     figures: dict[tuple[str, int], StoredFigures]
+    excluded: dict[str, str] = field(default_factory=dict)  # config -> why it was not stored
 
 
 def _require(cond: bool, path: Path, problem: str) -> None:
@@ -97,6 +98,7 @@ def load_baseline(path: Path) -> StoredBaseline:
         fingerprint,
         dict(data.get("provenance", {})),
         figures,
+        {str(k): str(v) for k, v in dict(data.get("excluded", {})).items()},
     )
 
 

@@ -180,7 +180,11 @@ class Judge:
         if figs is None:
             return self._record(
                 Verdict(
-                    name, config, SKIP, f"{stored.path.name} has no figures for {config} at concurrency {concurrency}"
+                    name,
+                    config,
+                    SKIP,
+                    f"{stored.path.name} has no figures for {config} at concurrency {concurrency}"
+                    + (f" ({stored.excluded[config]})" if config in stored.excluded else ""),
                 )
             )
         digest = self.deployment.configs[config].args_digest(self.deployment.launch)
@@ -419,13 +423,14 @@ def _per_request_ratios(
     return [a / b for a, b in zip(numerator, denominator) if b]
 
 
-def baseline_document(judge: Judge, provenance: dict) -> dict:
+def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] | None = None) -> dict:
     """The stored form of this run's measurements: estimates, intervals and raw samples."""
     dep = judge.deployment
     conf = dep.gates.confidence
     configs: dict[str, dict] = {}
+    excluded = excluded or {}
     for (config, concurrency), record in sorted(judge.meter.results.items()):
-        if not record.samples:
+        if not record.samples or config in excluded:
             continue
         summary = summarise_speed(record, judge.meter.results.get((dep.reference, concurrency)), conf)
         entry = configs.setdefault(
@@ -444,4 +449,9 @@ def baseline_document(judge: Judge, provenance: dict) -> dict:
                 "verify_ct": [s.verify_ct for s in record.samples],
             },
         }
-    return {"provenance": provenance, "workload_digest": judge.meter.workload_digest, "configs": configs}
+    return {
+        "provenance": provenance,
+        "workload_digest": judge.meter.workload_digest,
+        "configs": configs,
+        "excluded": excluded,
+    }

@@ -309,8 +309,23 @@ def test_baseline_is_refused_when_equivalence_did_not_run(sim_deployment, pytest
     d = sim_deployment()
     result = d.run(pytester, "-k", "speed", "--specgate-update-baselines")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*baseline NOT written: greedy equivalence was not verified*"])
+    result.stdout.fnmatch_lines(["*baseline NOT written: no speculative config passed greedy equivalence*"])
     assert not d.baselines_dir.exists() or not list(d.baselines_dir.rglob("*.json"))
+
+
+def test_a_config_failing_equivalence_is_left_out_of_the_baseline(sim_deployment, pytester):
+    """A broken config's figures are no baseline; the configs that passed are still stored."""
+    d = sim_deployment()
+    recorded = d.run(pytester, "--specgate-update-baselines", faults="eagle3-decode:diverge-at=2")
+    assert recorded.ret == 1
+    recorded.stdout.fnmatch_lines(["*baseline written:*", "*baseline holds no figures for eagle3-decode: greedy*"])
+    (stored,) = d.baselines_dir.rglob("*.json")
+    document = json.loads(stored.read_text())
+    assert set(document["configs"]) == {"baseline", "eagle3-prefill"}
+    assert document["excluded"] == {"eagle3-decode": "greedy equivalence failed in the recording run"}
+    later = d.run(pytester, "-k", "regression", "-rs")
+    assert later.ret == 0
+    later.stdout.fnmatch_lines(["*has no figures for eagle3-decode at concurrency 1 (greedy equivalence failed*"])
 
 
 def test_report_goes_to_the_github_step_summary(sim_deployment, pytester, tmp_path):
