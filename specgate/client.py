@@ -101,6 +101,7 @@ class GenerateResult:
     top_logprobs: tuple[tuple[tuple[int, float], ...], ...] | None = None  # per position: (id, logprob) best first
     spec: SpecCounters | None = None
     sent_at: float = 0.0  # wall clock (epoch seconds) when the request went out: finds it in server logs
+    server_decode_tps: float | None = None  # meta_info.decode_throughput (SGLang with --enable-metrics)
 
     @property
     def decode_tps(self) -> float | None:
@@ -288,6 +289,7 @@ class SglangClient:
             top_logprobs=_parse_top_logprobs(meta.get("output_top_logprobs")),
             spec=_parse_spec(meta),
             sent_at=time.time() - (time.perf_counter() - started),
+            server_decode_tps=_float_or_none(meta.get("decode_throughput")),
         )
 
 

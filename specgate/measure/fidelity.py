@@ -7,7 +7,11 @@
    A window in which a new request began also holds the idle gap and the prefill; such
    lines (the KV cache's token count fell since the line before) are left out, and the
    median of the rest is compared.
-2. **`meta_info.e2e_latency`**: the server's time from receiving a request to
+2. **`meta_info.decode_throughput`** (SGLang with `--enable-metrics`): per request,
+   completion_tokens over the server's time from first output to finish. Rescaled to the
+   suite's numerator (tokens after the first chunk), it is the same quantity measured on
+   the other side of HTTP: the cleanest witness, where the server gives it.
+3. **`meta_info.e2e_latency`**: the server's time from receiving a request to
    finishing it. Against the client's request-to-last-byte time it measures what HTTP,
    the stream and the client add to every request.
 
@@ -62,6 +66,9 @@ class Fidelity:
     log_lines: int
     log_lines_low: int  # lines under half the median: windows that straddled a prefill or idle gap
     log_gap: float | None  # suite / log - 1
+    log_note: str  # why the log gives no figure, where it does not
+    meta_decode_tps: float | None  # median of the server's per-request decode_throughput, rescaled
+    meta_gap: float | None  # median over requests of suite / server - 1
     client_overhead_ms: float | None  # median of client e2e - server e2e_latency
     e2e_gap: float | None  # median of server e2e_latency / client e2e - 1 (negative: the client saw longer)
 
@@ -93,8 +100,20 @@ def fidelity_of(record: ConfigSpeed, log_path: Path | None) -> Fidelity | None:
             for before, ln in zip([None, *parsed], parsed)
             if ln.running == 1 and start <= ln.at <= end and not _straddles(before, ln)
         ]
-    log_tps = median(ln.tps for ln in lines) if lines else None
+    note = ""
+    if not lines:
+        note = "no single-request decode lines in the measured window"
+    elif len(lines) < len(samples):
+        # Fewer clean windows than requests: the log's windows are about as long as a request
+        # (speculation logs every 40 cycles), so what survives is a biased few.
+        note = f"only {len(lines)} clean log window(s) for {len(samples)} requests: too few to compare"
+    log_tps = median(ln.tps for ln in lines) if lines and not note else None
     pairs = [(s.e2e_s, s.server_e2e_s) for s in samples if s.server_e2e_s]
+    rescaled = [
+        (s.decode_tps, s.server_decode_tps * (s.completion_tokens - s.first_chunk_tokens) / s.completion_tokens)
+        for s in samples
+        if s.server_decode_tps and s.completion_tokens > s.first_chunk_tokens
+    ]
     return Fidelity(
         config=record.config,
         suite_decode_tps=suite,
@@ -102,6 +121,9 @@ def fidelity_of(record: ConfigSpeed, log_path: Path | None) -> Fidelity | None:
         log_lines=len(lines),
         log_lines_low=sum(1 for ln in lines if log_tps and ln.tps < 0.5 * log_tps),
         log_gap=(suite / log_tps - 1) if log_tps else None,
+        log_note=note,
+        meta_decode_tps=median(server for _, server in rescaled) if rescaled else None,
+        meta_gap=median(ours / server - 1 for ours, server in rescaled) if rescaled else None,
         client_overhead_ms=median((c - s) * 1000 for c, s in pairs) if pairs else None,
         e2e_gap=median(s / c - 1 for c, s in pairs) if pairs else None,
     )

@@ -34,6 +34,8 @@ class SpeedSample:
     server_e2e_s: float | None
     chunks: int
     sent_at: float = 0.0  # epoch seconds
+    first_chunk_tokens: int = 1
+    server_decode_tps: float | None = None  # the server's own figure, where it gives one
 
     @property
     def accept_length(self) -> float | None:
@@ -56,6 +58,8 @@ class SpeedSample:
             server_e2e_s=result.server_e2e_s,
             chunks=result.chunks,
             sent_at=result.sent_at,
+            first_chunk_tokens=result.first_chunk_tokens,
+            server_decode_tps=result.server_decode_tps,
         )
 
 

@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disable-cuda-graph", action="store_true")
     p.add_argument("--cuda-graph-max-bs", type=int, default=None)
     p.add_argument("--disable-overlap-schedule", action="store_true")
+    p.add_argument("--enable-metrics", action="store_true")
     # Simulator-only flags
     p.add_argument("--sim-fault", action="append", default=[], help="inject a fault (see specgate/sim/faults.py)")
     p.add_argument("--sim-draft-agreement", type=float, default=0.7, help="P(draft top-1 == target top-1)")
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         cost=cost,
         meta_names=args.sim_meta_names,
         incremental_stream=args.incremental_stream,
+        enable_metrics=args.enable_metrics,
     )
     if args.sim_boot_s:
         log(f"SIMULATOR pretending to load weights and capture CUDA graphs for {args.sim_boot_s:.1f} s")

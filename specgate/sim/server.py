@@ -34,6 +34,7 @@ class SimServerState:
     cost: CostModel
     meta_names: str  # which SGLang release's spelling of the spec counters to send
     incremental_stream: bool  # --incremental-streaming-output: chunks carry deltas
+    enable_metrics: bool = False  # --enable-metrics: the final chunk carries decode_throughput, as SGLang's does
     requests_seen: int = 0
     tokens_total: int = 0
     verify_total: int = 0
@@ -164,7 +165,15 @@ class Handler(BaseHTTPRequestHandler):
         generation = Generation(prompt_ids, params, self.state.spec, self.state.faults, self.state.cost)
         return generation, bool(body.get("return_logprob")), int(body.get("top_logprobs_num") or 0)
 
-    def _meta(self, gen: Generation, started: float, return_logprob: bool, top_n: int, rid: str) -> dict:
+    def _meta(
+        self,
+        gen: Generation,
+        started: float,
+        return_logprob: bool,
+        top_n: int,
+        rid: str,
+        first_token_at: float | None = None,
+    ) -> dict:
         st = gen.state
         meta: dict[str, Any] = {
             "id": rid,
@@ -183,7 +192,11 @@ class Handler(BaseHTTPRequestHandler):
                 ]
         if st.finish_reason is None:
             return meta  # SGLang adds latency and spec counters to the final chunk only
-        meta["e2e_latency"] = time.perf_counter() - started
+        now = time.perf_counter()
+        meta["e2e_latency"] = now - started
+        if self.state.enable_metrics and first_token_at is not None and now > first_token_at:
+            # SGLang: completion_tokens over the time from the first output to the finish
+            meta["decode_throughput"] = len(st.output_ids) / (now - first_token_at)
         if self.state.spec is not None:
             meta.update(spec_counters(st, self.state.meta_names))
         return meta
@@ -217,7 +230,9 @@ class Handler(BaseHTTPRequestHandler):
                     chunk = {
                         "text": text,
                         "output_ids": ids,
-                        "meta_info": self._meta(gen, started, return_logprob, top_n, rid),
+                        "meta_info": self._meta(
+                            gen, started, return_logprob, top_n, rid, first_step[0] if first_step else None
+                        ),
                     }
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                     self.wfile.flush()

@@ -22,10 +22,13 @@ def test_decode_speed(specgate, speed_target, benchmark):
     def one_round():
         samples.extend(specgate.meter.measure(server, concurrency, concurrency))
 
-    rounds = -(-workload.repeats // concurrency)
+    # A run that records the baseline measures up to max_repeats: later runs pair their requests
+    # with the stored ones and can only measure more, while undecided, up to what is stored.
+    wanted = workload.max_repeats if specgate.options.update_baselines else workload.repeats
+    rounds = -(-wanted // concurrency)
     benchmark.pedantic(one_round, rounds=rounds, iterations=1, warmup_rounds=0)
-    if len(samples) < workload.repeats:  # --benchmark-disable runs the function once
-        samples.extend(specgate.meter.measure(server, concurrency, workload.repeats - len(samples)))
+    if len(samples) < wanted:  # --benchmark-disable runs the function once
+        samples.extend(specgate.meter.measure(server, concurrency, wanted - len(samples)))
 
     taus = [s.accept_length for s in samples if s.accept_length]
     benchmark.extra_info.update(

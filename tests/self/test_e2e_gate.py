@@ -60,6 +60,7 @@ def test_healthy_simulator_is_green_and_reports(sim_deployment, pytester, health
     fidelity = {f["config"]: f for f in report["fidelity"]}
     assert set(fidelity) == set(by_config)
     assert all(f["log_lines"] > 0 and abs(f["log_gap"]) < 0.10 for f in fidelity.values()), fidelity
+    assert all(abs(f["meta_gap"]) < 0.10 for f in fidelity.values()), fidelity  # sim.toml has --enable-metrics
 
 
 def test_baseline_update_writes_provenance(healthy_baselines):
@@ -69,6 +70,9 @@ def test_baseline_update_writes_provenance(healthy_baselines):
     assert {"date", "commit", "host", "command"} <= set(doc["provenance"])
     assert doc["fingerprint"]["gpu"] == "none (simulator)"
     assert set(doc["configs"]) == {"baseline", "eagle3-prefill", "eagle3-decode"}
+    # recorded to max_repeats, so a later undecided run has stored requests left to pair with
+    measured = {c: len(e["concurrency"]["1"]["samples"]["decode_tps"]) for c, e in doc["configs"].items()}
+    assert min(measured.values()) >= 18, measured  # helpers.FAST: repeats 6, max_repeats 18
 
 
 def test_without_baselines_regression_gates_skip_and_say_why(sim_deployment, pytester):

@@ -63,3 +63,21 @@ def test_no_log_and_concurrent_runs_say_so(tmp_path: Path):
     f = fidelity_of(record, tmp_path / "missing.log")
     assert f is not None and f.log_decode_tps is None and f.log_gap is None
     assert fidelity_of(ConfigSpeed("baseline", 4, samples=[_sample(700.0, 1.0)]), None) is None
+
+
+def test_the_servers_per_request_figure_is_rescaled_to_the_suites_tokens():
+    # 128 tokens, the first chunk held 1: the server's 128/dt becomes 127/dt
+    s = _sample(700.0, 1.0)
+    s = SpeedSample(**{**s.__dict__, "server_decode_tps": 128 / 127 * 700.0, "first_chunk_tokens": 1})
+    f = fidelity_of(ConfigSpeed("baseline", 1, samples=[s, s]), None)
+    assert abs(f.meta_decode_tps - 700.0) < 1e-9 and abs(f.meta_gap) < 1e-12
+
+
+def test_fewer_clean_log_windows_than_requests_are_not_compared(tmp_path: Path):
+    log = tmp_path / "standalone.log"
+    log.write_text(LOG)
+    t0 = datetime(2026, 11, 29, 11, 7, 35).timestamp()
+    record = ConfigSpeed("standalone", 1, samples=[_sample(700.0, t0 + k * 0.1) for k in range(5)])
+    f = fidelity_of(record, log)
+    assert f.log_decode_tps is None and f.log_gap is None
+    assert f.log_note == "only 1 clean log window(s) for 5 requests: too few to compare"
