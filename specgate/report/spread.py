@@ -1,0 +1,120 @@
+"""Run-to-run spread: what several reports of one deployment say about its noise.
+
+A gate's interval holds the noise within one run. Each boot (and each host of the same
+GPU model) can sit at its own level, and that variation is invisible from inside a run.
+Given the report.json of several runs, this tells per config how far the runs' medians
+lie apart, for the absolute decode speed and for the speedup over the reference, and
+the smallest tolerance that would have passed every one of them against their median.
+That is a lower bound: more runs can only widen it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+from specgate.errors import SpecgateError
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    label: str
+    decode_tps: float
+    ratio: float | None
+    accept_length: float | None
+
+
+@dataclass(frozen=True)
+class ConfigSpread:
+    config: str
+    runs: list[RunFigures]
+
+    @staticmethod
+    def _deviation(values: list[float]) -> float:
+        m = median(values)
+        return max(abs(v / m - 1) for v in values) if m else float("inf")
+
+    @property
+    def decode_deviation(self) -> float:
+        """Largest |run / median of runs - 1| of the absolute decode speed."""
+        return self._deviation([r.decode_tps for r in self.runs])
+
+    @property
+    def ratio_deviation(self) -> float | None:
+        ratios = [r.ratio for r in self.runs if r.ratio is not None]
+        return self._deviation(ratios) if len(ratios) > 1 else None
+
+
+def load_runs(paths: list[Path]) -> tuple[str, list[ConfigSpread], list[str]]:
+    """(deployment, per-config spreads, warnings) from report.json files of one deployment."""
+    if len(paths) < 2:
+        raise SpecgateError("specgate spread: give at least two report.json files")
+    per_config: dict[str, list[RunFigures]] = {}
+    deployments, fingerprints, warnings = set(), set(), []
+    for path in paths:
+        try:
+            report = json.loads(path.read_text())
+            deployments.add(report["deployment"])
+            fingerprints.add(json.dumps(report.get("fingerprint"), sort_keys=True))
+            label = f"{path.parent.name or path.name} ({report['provenance']['date'][:16]})"
+            for row in report["speed"]:
+                if row["concurrency"] != 1:
+                    continue
+                per_config.setdefault(row["config"], []).append(
+                    RunFigures(
+                        label,
+                        row["decode_tps"]["estimate"],
+                        row["ratio_to_reference"]["estimate"] if row["ratio_to_reference"] else None,
+                        row["accept_length"]["estimate"] if row["accept_length"] else None,
+                    )
+                )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SpecgateError(f"{path}: not a specgate report.json ({type(exc).__name__}: {exc})") from None
+    if len(deployments) > 1:
+        raise SpecgateError(f"specgate spread: the reports are of different deployments: {sorted(deployments)}")
+    if len(fingerprints) > 1:
+        warnings.append("the reports' fingerprints differ (GPU, driver, SGLang or model): spread mixes them")
+    spreads = [ConfigSpread(c, runs) for c, runs in per_config.items() if len(runs) > 1]
+    return deployments.pop(), spreads, warnings
+
+
+def _ceil_to(x: float, step: float = 0.05) -> float:
+    return math.ceil(x / step - 1e-9) * step
+
+
+def render_spread(deployment: str, spreads: list[ConfigSpread], warnings: list[str]) -> str:
+    out = [f"# Run-to-run spread — {deployment}\n"]
+    labels = [r.label for r in spreads[0].runs] if spreads else []
+    out.append("Runs: " + "; ".join(labels) + ".\n")
+    out.append(
+        "| config | decode tok/s per run | largest deviation from the runs' median | × reference per run | "
+        "largest deviation | accept length per run |"
+    )
+    out.append("|---|---|---|---|---|---|")
+    for s in spreads:
+        tps = ", ".join(f"{r.decode_tps:.1f}" for r in s.runs)
+        ratios = ", ".join(f"{r.ratio:.3f}" for r in s.runs if r.ratio is not None) or "—"
+        taus = ", ".join(f"{r.accept_length:.2f}" for r in s.runs if r.accept_length is not None) or "—"
+        rdev = f"{s.ratio_deviation:.1%}" if s.ratio_deviation is not None else "—"
+        out.append(f"| {s.config} | {tps} | {s.decode_deviation:.1%} | {ratios} | {rdev} | {taus} |")
+    reference = [s for s in spreads if all(r.ratio is None for r in s.runs)]
+    speculative = [s for s in spreads if s.ratio_deviation is not None]
+    out.append("")
+    if reference:
+        need = max(s.decode_deviation for s in reference)
+        out.append(
+            f"- The reference's two-sided decode_tps tolerance would have to be at least {need:.1%} "
+            f"(≈ {_ceil_to(need):.2f}) for every run to pass against the others' median."
+        )
+    if speculative:
+        need = max(s.ratio_deviation for s in speculative)  # type: ignore[type-var]
+        out.append(
+            f"- Speculative configs are judged on their speedup: their runs lie up to {need:.1%} from the "
+            f"median (≈ {_ceil_to(need):.2f} as a tolerance)."
+        )
+    out.append(f"- From {len(labels)} runs: a lower bound on the spread; each further run can only widen it.")
+    out.extend(f"- **Warning:** {w}" for w in warnings)
+    return "\n".join(out) + "\n"
