@@ -62,6 +62,8 @@ def describe(dep: Deployment) -> str:
     for name, cfg in dep.configs.items():
         mark = " (reference)" if name == dep.reference else ""
         lines.append(f"  config {name}{mark}: {' '.join(cfg.args) or '(no extra args)'}")
+        if cfg.tolerate:
+            lines.append(f"    declared known differences (counted, not failed): {', '.join(cfg.tolerate)}")
     for gate in dep.gates.beats:
         lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over} (concurrency {gate.concurrency})")
     return "\n".join(lines)

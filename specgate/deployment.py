@@ -50,6 +50,10 @@ class ServerConfig:
     env: dict[str, str]
     url: str | None
     description: str
+    # Differences of this config's answers declared known (specgate.equivalence.known.TOLERABLE):
+    # counted and listed in the report, not failed. Per config, so a declaration made for one
+    # speculative method does not excuse the same difference in another.
+    tolerate: tuple[str, ...] = ()
 
     @property
     def speculative(self) -> bool:
@@ -94,7 +98,6 @@ class EquivalenceSpec:
     concurrency: tuple[int, ...]
     hypothesis_profile: str
     examples: int | None
-    tolerate: tuple[str, ...] = ()  # declared known differences (specgate.equivalence.check.TOLERABLE)
 
 
 @dataclass(frozen=True)
@@ -248,8 +251,17 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
             raise c.error("url", 'is required when launch.launcher = "url" (the address of a running server)')
         if url is not None and not url.startswith(("http://", "https://")):
             raise c.error("url", f"expected an http:// or https:// address, got {url!r}")
+        tolerate = tuple(c.str_list("tolerate", []))
+        for known in tolerate:
+            if known not in TOLERABLE:
+                raise c.error("tolerate", f"unknown difference {known!r}; known: {', '.join(TOLERABLE)}")
         configs[name] = ServerConfig(
-            name=name, args=args, env=c.str_map("env"), url=url, description=c.str("description", "")
+            name=name,
+            args=args,
+            env=c.str_map("env"),
+            url=url,
+            description=c.str("description", ""),
+            tolerate=tolerate,
         )
         c.reject_unknown()
     return configs
@@ -297,11 +309,7 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
         concurrency=tuple(t.int_list("concurrency", [1, 4])),
         hypothesis_profile=t.str("hypothesis_profile", "gpu", choices=("ci", "gpu", "dev")),
         examples=t.int("examples", None, minimum=1),
-        tolerate=tuple(t.str_list("tolerate", [])),
     )
-    for name in spec.tolerate:
-        if name not in TOLERABLE:
-            raise t.error("tolerate", f"unknown difference {name!r}; known: {', '.join(TOLERABLE)}")
     t.reject_unknown()
     return spec
 

@@ -56,8 +56,10 @@ class GateSession:
         out = {}
         for name in self.deployment.speculative_configs:
             outcomes = self.config_outcomes.get(("equivalence", name), {})
-            if outcomes.get("failed", 0) + outcomes.get("error", 0):
+            if outcomes.get("failed", 0):
                 out[name] = "greedy equivalence failed in the recording run"
+            elif outcomes.get("error", 0):
+                out[name] = "its equivalence test errored in the recording run (server boot or death)"
             elif not outcomes.get("passed", 0):
                 out[name] = "greedy equivalence was not verified in the recording run"
         return out
@@ -72,8 +74,13 @@ class GateSession:
             return "no speculative config passed greedy equivalence in this run: " + "; ".join(
                 f"{c}: {why}" for c, why in excluded.items()
             )
-        if self.count("speed", "failed") + self.count("speed", "error"):
-            return "a speed test failed in this run"
+        broken_speed = [
+            c
+            for (phase, c), outcomes in self.config_outcomes.items()
+            if phase == "speed" and c not in excluded and outcomes.get("failed", 0) + outcomes.get("error", 0)
+        ]
+        if broken_speed:
+            return f"the speed test of {', '.join(sorted(broken_speed))} failed in this run"
         measured = {key for key, record in self.meter.results.items() if record.samples}
         missing = [
             f"{c} at concurrency {n}"

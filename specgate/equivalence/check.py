@@ -93,38 +93,41 @@ def _context(text_a: str, text_b: str, width: int = 60) -> str:
 
 
 def invariant_violations(case: GenerationCase, result: GenerateResult, who: str) -> list[str]:
-    return [message for _, message in _violations(case, result, who)]
+    return [f"{who} {problem}" for problem in _violations(case, result)]
 
 
-def _violations(case: GenerationCase, result: GenerateResult, who: str) -> list[tuple[str, str]]:
-    """(kind, message) for each invariant the answer breaks; kinds compare across servers."""
+def _violations(case: GenerationCase, result: GenerateResult) -> list[str]:
+    """Each invariant the answer breaks, worded without naming the server, so that the same
+    violation by two servers compares equal."""
     problems = []
     if result.completion_tokens > case.max_new_tokens:
-        problems.append(
-            (
-                "max_new_tokens",
-                f"{who} returned {result.completion_tokens} tokens with max_new_tokens = {case.max_new_tokens}",
-            )
-        )
+        problems.append(f"returned {result.completion_tokens} tokens with max_new_tokens = {case.max_new_tokens}")
     if len(result.output_ids) and len(result.output_ids) != result.completion_tokens:
         problems.append(
-            (
-                "ids",
-                f"{who} returned {len(result.output_ids)} output_ids but meta_info.completion_tokens = "
-                f"{result.completion_tokens}",
-            )
+            f"returned {len(result.output_ids)} output_ids but meta_info.completion_tokens = {result.completion_tokens}"
         )
     for stop in case.stop:
         if stop in result.text:
             at = result.text.find(stop)
             problems.append(
-                (
-                    f"stop:{stop}",
-                    f"{who} text runs past stop string {stop!r}: found at char {at}, "
-                    f"followed by {result.text[at : at + 40]!r} (finish_reason {result.finish_reason})",
-                )
+                f"text runs past stop string {stop!r}: found at char {at}, "
+                f"followed by {result.text[at : at + 40]!r} (finish_reason {result.finish_reason})"
             )
     return problems
+
+
+def _is_stop_overshoot(case: GenerationCase, baseline: GenerateResult, spec: GenerateResult) -> bool:
+    """Exactly the shape seen on SGLang 0.5.11: both answers stopped on one of the request's stop
+    strings with the same text, and the speculative one carries extra token ids (within
+    max_new_tokens) after the baseline's."""
+    return (
+        baseline.finish_reason.kind == "stop"
+        and baseline.finish_reason.matched in case.stop
+        and spec.finish_reason.kind == "stop"
+        and spec.finish_reason.matched == baseline.finish_reason.matched
+        and spec.text == baseline.text
+        and len(baseline.output_ids) < len(spec.output_ids) <= case.max_new_tokens
+    )
 
 
 def compare(
@@ -147,8 +150,8 @@ def compare(
     # An invariant the baseline breaks in the same way on the same request is the server's
     # behaviour (e.g. a stop string inside the token that also hits max_new_tokens), not
     # speculation's: it is listed among the baseline's problems, and the tokens are compared.
-    shared = {kind for kind, _ in _violations(case, baseline, "baseline server")}
-    problems = [m for kind, m in _violations(case, spec, "speculative server") if kind not in shared]
+    shared = set(_violations(case, baseline))
+    problems = [f"speculative server {m}" for m in _violations(case, spec) if m not in shared]
     if problems:
         return Outcome("invariant", f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}")
 
@@ -169,7 +172,7 @@ def compare(
                     tokens_compared=n,
                 )
             return Outcome("match", tokens_compared=n)
-        if baseline.finish_reason.kind == "stop" and len(spec_ids) > len(base_ids) and spec.text == baseline.text:
+        if _is_stop_overshoot(case, baseline, spec):
             extra = len(spec_ids) - len(base_ids)
             message = (
                 f"stop overshoot: the speculative answer has the baseline's text and first {n} tokens, then {extra} "
@@ -180,8 +183,8 @@ def compare(
                 return Outcome("tolerated", message, tokens_compared=n)
             return Outcome(
                 "divergence",
-                message + "\n(known SGLang behaviour? declare it with "
-                'equivalence.tolerate = ["stop-overshoot"] to count it without failing)',
+                message + "\n(known SGLang behaviour? declare it for this config with "
+                'tolerate = ["stop-overshoot"] to count it without failing)',
                 tokens_compared=n,
             )
         shorter = "speculative" if len(spec_ids) < len(base_ids) else "baseline"

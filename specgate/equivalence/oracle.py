@@ -112,7 +112,7 @@ class EquivalenceOracle:
                 self.deployment.equivalence.tie_margin,
                 reference_url,
                 server.handle.base_url,
-                self.deployment.equivalence.tolerate,
+                self.deployment.configs[config].tolerate,
             )
             stats.add(outcome)
             outcomes.append(outcome)

@@ -93,7 +93,7 @@ def render_markdown(report: dict) -> str:
         if tolerated:
             out.append(
                 f"\n{len(tolerated)} answer(s) differ in a way the deployment declares known "
-                "(`equivalence.tolerate`); counted as declared known differences, not failures:\n"
+                "(the config's `tolerate`); counted as declared known differences, not failures:\n"
             )
             out.extend(f"- {config}: {t}" for config, t in tolerated[:10])
         fails = [(e["config"], f) for e in report["equivalence"] for f in e["failures"]]

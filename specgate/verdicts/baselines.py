@@ -54,6 +54,15 @@ def _require(cond: bool, path: Path, problem: str) -> None:
         raise BaselineError(path, problem)
 
 
+def _excluded(path: Path, raw: object) -> dict[str, str]:
+    _require(
+        isinstance(raw, dict) and all(isinstance(v, str) for v in raw.values()),
+        path,
+        "field 'excluded': expected a table of config name to reason",
+    )
+    return {str(k): v for k, v in raw.items()}  # type: ignore[union-attr]
+
+
 def load_baseline(path: Path) -> StoredBaseline:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -98,7 +107,7 @@ def load_baseline(path: Path) -> StoredBaseline:
         fingerprint,
         dict(data.get("provenance", {})),
         figures,
-        {str(k): str(v) for k, v in dict(data.get("excluded", {})).items()},
+        _excluded(path, data.get("excluded", {})),
     )
 
 

@@ -227,7 +227,16 @@ class Judge:
         again on every speculative config."""
         ref = self.deployment.reference
         ref_stored = stored.figures.get((ref, concurrency))
-        if config == ref or ref_stored is None:
+        if config == ref:
+            return self._absolute_regression(name, config, concurrency, figs, stored, notes)
+        ref_digest = self.deployment.configs[ref].args_digest(self.deployment.launch)
+        if ref_stored is None or ref_stored.args_digest != ref_digest:
+            # A speedup over a reference booted with other flags says nothing about this one's.
+            notes.append(
+                f"judged on absolute decode tok/s: the stored {ref} "
+                + ("is missing" if ref_stored is None else "was booted with other flags")
+                + ", so speedups do not compare"
+            )
             return self._absolute_regression(name, config, concurrency, figs, stored, notes)
         return self._speedup_regression(name, config, concurrency, figs, ref_stored, stored, notes)
 
@@ -277,9 +286,7 @@ class Judge:
         if status == PASS:
             return Verdict(name, config, PASS, head, notes, figures)
         if status == INCONCLUSIVE:
-            return Verdict(
-                name, config, FAIL, head + " — INCONCLUSIVE with every stored request paired", notes, figures
-            )
+            return Verdict(name, config, FAIL, head + " — " + _inconclusive_at(cap, stored_n), notes, figures)
         if two_sided:
             direction = "faster" if ratio.low > 1 + tol.decode_tps else "slower"
             notes.append(
@@ -313,12 +320,13 @@ class Judge:
             return _per_request_ratios(record.decode_tps, ref_record.decode_tps)
 
         def measure_more() -> bool:
-            more = min(self._batch(), cap - len(speedups_now()))
+            have = len(speedups_now())
+            more = min(self._batch(), cap - have)
             if more <= 0:
                 return False
-            # Both, alternated, so slow drift of the machine hits both alike.
+            # Both to the same count, alternated, so slow drift of the machine hits both alike.
             for which, rec in ((ref, ref_record), (config, record)):
-                short = len(speedups_now()) + more - len(rec.samples)
+                short = have + more - len(rec.samples)
                 if short > 0:
                     self.meter.measure(self.pool.acquire(which), concurrency, short)
             return True
@@ -332,8 +340,9 @@ class Judge:
             looks,
         )
         pairs = min(len(speedups_now()), len(stored_speedups))
-        speedup_now = median_interval(speedups_now(), conf)
-        speedup_then = median_interval(stored_speedups, conf)
+        # Both medians over the same pinned requests, so the headline agrees with the paired ratio.
+        speedup_now = median_interval(speedups_now()[:pairs], conf)
+        speedup_then = median_interval(stored_speedups[:pairs], conf)
         absolute = paired_ratio(record.decode_tps, figs.decode_tps_samples, conf)
         ref_change = paired_ratio(ref_record.decode_tps, ref_figs.decode_tps_samples, conf)
         head = (
@@ -354,10 +363,9 @@ class Judge:
             "baseline_file": stored.path.name,
         }
         if status == PASS:
-            if abs(absolute.estimate - 1) > tol.decode_tps:
-                notes.append(
-                    context + ": the change is shared with plain decoding (machine or core), not speculation's own"
-                )
+            same_way = (absolute.estimate - 1) * (ref_change.estimate - 1) > 0
+            if abs(absolute.estimate - 1) > tol.decode_tps and same_way:
+                notes.append(context + ": the change follows plain decoding (machine or core); the speedup held")
             if ratio.low > 1 + tol.faster_note:
                 notes.append(
                     f"{config}'s speedup is {pct(ratio.estimate - 1)} above stored: consider updating the baseline"
@@ -366,9 +374,10 @@ class Judge:
         notes.append(context)
         if status == INCONCLUSIVE:
             return Verdict(
-                name, config, FAIL, head + " — INCONCLUSIVE with every stored request paired", notes, figures
+                name, config, FAIL, head + " — " + _inconclusive_at(cap, len(stored_speedups)), notes, figures
             )
-        notes.append("speculation itself lost ground: its speedup over plain decoding fell, measured side by side")
+        where = "measured side by side" if self.deployment.launch.coexist else "each measured in its own boot"
+        notes.append(f"speculation itself lost ground: its speedup over plain decoding fell ({where})")
         return Verdict(name, config, FAIL, head + " — REGRESSED", notes, figures)
 
     def _accept_regression(
@@ -414,6 +423,12 @@ class Judge:
         )
         suffix = " — REGRESSED" if status == FAIL else " — INCONCLUSIVE"
         return Verdict(name, config, FAIL, head + suffix, notes, figures)
+
+
+def _inconclusive_at(cap: int, stored_n: int) -> str:
+    if cap >= stored_n:
+        return f"INCONCLUSIVE with every stored request paired ({stored_n}); a baseline update stores max_repeats"
+    return f"INCONCLUSIVE at the cap of {cap} paired requests (workload.max_repeats)"
 
 
 def _per_request_ratios(

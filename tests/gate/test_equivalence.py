@@ -17,10 +17,11 @@ pytestmark = pytest.mark.specgate("equivalence")
 @pytest.mark.specgate("golden")
 def test_record_baseline_golden(specgate):
     """Where servers cannot coexist: record the baseline's answers (with top-2
-    logprobs) for a fixed, Hypothesis-drawn list of cases before it is stopped."""
+    logprobs) for a fixed, Hypothesis-drawn list of cases before it is stopped. Invariants
+    the baseline itself breaks are its server's behaviour: listed in the report, as when the
+    servers run side by side, and held against a speculative answer only where it differs."""
     recorded = specgate.oracle.record_golden()
     assert recorded > 0, "no cases were drawn"
-    assert not specgate.oracle.baseline_problems, "\n".join(specgate.oracle.baseline_problems)
 
 
 def test_speculative_output_is_greedy_baseline(specgate, spec_config):

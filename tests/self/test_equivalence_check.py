@@ -24,7 +24,7 @@ def answer(ids, margins=None, text=None, finish="length", n=None):
         output_ids=tuple(ids),
         prompt_tokens=1,
         completion_tokens=len(ids),
-        finish_reason=FinishReason(finish),
+        finish_reason=FinishReason(*finish) if isinstance(finish, tuple) else FinishReason(finish),
         e2e_s=0.0,
         server_e2e_s=None,
         top_logprobs=tops,
@@ -136,14 +136,17 @@ def test_an_invariant_the_baseline_breaks_alike_is_not_blamed_on_speculation():
 
 def test_tokens_kept_past_the_stop_are_a_stop_overshoot_failure_unless_declared():
     c = case(stop=(".",))
-    base = answer([1, 2], [1, 1], text="a.", finish="stop")
-    over = answer([1, 2, 3, 4], text="a.", finish="stop")
+    base = answer([1, 2], [1, 1], text="a", finish=("stop", "."))
+    over = answer([1, 2, 3, 4], text="a", finish=("stop", "."))
     out = judge(base, over, c)
     assert not out.ok and out.message.startswith("stop overshoot") and "2 more token id(s)" in out.message
     declared = compare(c, base, over, TIE, "http://b", "http://s", tolerate=("stop-overshoot",))
     assert declared.ok and declared.kind == "tolerated"
-    # other text is not that shape: still a failure under the declaration
-    other = compare(
-        c, base, answer([1, 2, 3], text="a. b", finish="stop"), TIE, "http://b", "http://s", ("stop-overshoot",)
-    )
-    assert not other.ok
+    # anything but that exact shape still fails under the declaration
+    for other in (
+        answer([1, 2, 3], text="a b", finish=("stop", ".")),  # other text
+        answer([1, 2, 3], text="a", finish="length"),  # did not stop on the string
+        answer([1, 2, 3], text="a", finish=("stop", 0)),  # stopped on a token id, not the string
+        answer(list(range(1, 20)), text="a", finish=("stop", ".")),  # past max_new_tokens = 16
+    ):
+        assert not compare(c, base, other, TIE, "http://b", "http://s", ("stop-overshoot",)).ok, other

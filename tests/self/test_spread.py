@@ -49,8 +49,11 @@ def test_spread_is_the_largest_deviation_from_the_runs_median(tmp_path):
     assert abs(by["baseline"].decode_deviation - 0.10) < 1e-9  # 110 and 90 against 100
     # speedups 1.5, 1.5, 1.667: the machine's level cancels, the third run's speedup stands out
     assert abs(by["eagle3"].ratio_deviation - (150 / 90 / 1.5 - 1)) < 1e-9
+    # the gate compares with one stored run: the worst pair counts, 110 / 90 and 1.5 / 1.667
+    assert abs(by["baseline"].decode_worst_pair - (110 / 90 - 1)) < 1e-9
+    assert abs(by["eagle3"].ratio_worst_drop - (1 - 1.5 / (150 / 90))) < 1e-9
     text = render_spread(deployment, spreads, warnings)
-    assert "at least 10.0%" in text and "lower bound" in text
+    assert "at least 22.2%" in text and "at least 10.0%" in text and "lower bound" in text
 
 
 def test_spread_refuses_one_report_and_mixed_deployments(tmp_path):
