@@ -34,7 +34,11 @@ class BaselineError(SpecgateError):
 
 
 class ServerBootError(SpecgateError):
-    """A server never became ready: it exited, or the boot timeout passed."""
+    """A server never became ready: it exited (`died`), or the boot timeout passed."""
+
+    def __init__(self, message: str, died: bool = False) -> None:
+        super().__init__(message)
+        self.died = died
 
 
 class ServerDiedError(SpecgateError):

@@ -182,7 +182,9 @@ class LocalLauncher:
 
         def check_alive() -> None:
             if not self.alive(handle):
-                raise ServerBootError(f"{handle.config!r} never became ready: {self.exit_description(handle)}")
+                raise ServerBootError(
+                    f"{handle.config!r} never became ready: {self.exit_description(handle)}", died=True
+                )
 
         if poll_until_ready(handle, timeout, progress, lambda: tail(handle.log_path, 1), check_alive):
             return

@@ -105,8 +105,9 @@ class ServerPool:
 
         Overlapping boots on one GPU can race: SGLang sizes its KV cache from the free
         memory it measures around loading the weights, and a neighbour allocating its own
-        cache in that window can leave it "not enough memory". So a config that failed
-        while others booted beside it gets one more boot, alone, before it counts as failed.
+        cache in that window can leave it "not enough memory". So a config whose server
+        died while others booted beside it gets one more boot, alone, before it counts as
+        failed. One that timed out is not retried: waiting again would double the timeout.
         """
         started: list[ServerHandle] = []
         for name in configs:
@@ -117,11 +118,14 @@ class ServerPool:
             started.append(self.launcher.start(self.deployment.configs[name]))
         failures = self._wait_all(started, final=len(started) <= 1)
         errors = []
-        for handle, exc in failures:
-            if len(started) > 1:
+        for handle, exc, died in failures:
+            if len(started) > 1 and not died:
+                self.failed[handle.config] = str(exc)
+                errors.append(exc)
+            elif len(started) > 1:
                 retried = self.launcher.start(self.deployment.configs[handle.config])
                 again = self._wait_all([retried], final=True, note="retried alone after failing in an overlapped boot")
-                errors.extend(e for _, e in again)
+                errors.extend(e for _, e, _ in again)
             else:
                 errors.append(exc)
         if errors and len(configs) == 1:
@@ -130,20 +134,22 @@ class ServerPool:
 
     def _wait_all(
         self, started: list[ServerHandle], final: bool, note: str = ""
-    ) -> list[tuple[ServerHandle, ServerBootError]]:
-        """Wait for each started server; the ones that failed, stopped (and, if `final`, marked failed)."""
+    ) -> list[tuple[ServerHandle, ServerBootError, bool]]:
+        """Wait for each started server; the ones that failed are stopped (and, if `final`,
+        marked failed) and returned with whether the process had died (not timed out)."""
         failures = []
         for handle in started:
             try:
                 self.launcher.wait_ready(handle, self.progress)
             except ServerBootError as exc:
+                died = exc.died
                 self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False, note=note))
                 if final:
                     self.failed[handle.config] = str(exc)
                 if self.progress is not None:
                     self.progress.finished(handle.config, handle.boot_s, ok=False)
                 self.launcher.stop(handle)
-                failures.append((handle, exc))
+                failures.append((handle, exc, died))
                 continue
             self.boots.append(BootRecord(handle.config, handle.boot_s, ok=True, note=note))
             if self.progress is not None:

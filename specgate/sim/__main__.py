@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 from specgate.sim import SIM_LABEL
 from specgate.sim.cost import CostModel
@@ -118,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         incremental_stream=args.incremental_stream,
         enable_metrics=args.enable_metrics,
     )
+    if faults.boot_crash_once and not Path(faults.boot_crash_once).exists():
+        Path(faults.boot_crash_once).touch()
+        log("SIMULATOR fault boot-crash-once: RuntimeError: Not enough memory (as SGLang when neighbours boot at once)")
+        return 1
     if args.sim_boot_s:
         log(f"SIMULATOR pretending to load weights and capture CUDA graphs for {args.sim_boot_s:.1f} s")
         time.sleep(args.sim_boot_s)

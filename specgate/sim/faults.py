@@ -16,6 +16,8 @@ in `SPECGATE_CONFIG`.
 | slowdown=F       | every step costs (1+F) times as much                               | no-regression (decode tok/s) |
 | crash-after=N    | the process exits when request N+1 arrives                         | every test of that config    |
 | never-ready      | /health_generate never answers 200; the process stays alive        | boot timeout                 |
+| boot-crash-once=F| dies while booting unless file F exists (then creates it): like    | the pool's boot-alone retry  |
+|                  | SGLang's "Not enough memory" when neighbours boot at once          |                              |
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ KNOWN = (
     "slowdown",
     "crash-after",
     "never-ready",
+    "boot-crash-once",
 )
 
 
@@ -44,6 +47,7 @@ class Faults:
     slowdown: float = 0.0
     crash_after: int | None = None
     never_ready: bool = False
+    boot_crash_once: str | None = None  # a marker file: absent, the boot dies and creates it
 
     @property
     def active(self) -> list[str]:
@@ -61,6 +65,10 @@ def parse_faults(specs: list[str]) -> Faults:
             if not value.isdigit():
                 raise ValueError(f"--sim-fault {spec!r}: expected {name}=<non-negative integer>")
             values[key] = int(value)
+        elif name == "boot-crash-once":
+            if not value:
+                raise ValueError(f"--sim-fault {spec!r}: expected boot-crash-once=<marker file>")
+            values[key] = value
         elif name == "slowdown":
             try:
                 values[key] = float(value)

@@ -216,12 +216,23 @@ def test_server_that_never_becomes_ready_times_out_with_its_log(sim_deployment, 
     assert "never-ready fault: not ready" in text  # the log's tail is in the error
     errored = [line for line in text.splitlines() if line.startswith(("FAILED", "ERROR"))]
     assert errored and all("eagle3-prefill" in line for line in errored), errored
-    # It failed beside the others, so it got one boot alone (a memory race is not a verdict).
-    boots = [(b["config"], b["ok"], b["note"]) for b in d.report()["boots"] if b["config"] == "eagle3-prefill"]
+    # It timed out: not retried (a second wait would double the timeout).
+    boots = [(b["config"], b["ok"]) for b in d.report()["boots"] if b["config"] == "eagle3-prefill"]
+    assert boots == [("eagle3-prefill", False)]
+
+
+def test_a_server_dying_in_an_overlapped_boot_is_booted_again_alone(sim_deployment, pytester, tmp_path):
+    """SGLang's KV sizing races between servers booting side by side ("Not enough memory" on the
+    H200): the config that died gets one boot alone, and the run goes on."""
+    d = sim_deployment()
+    result = d.run(pytester, "-k", "speed", faults=f"eagle3-decode:boot-crash-once={tmp_path / 'marker'}")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    boots = [(b["config"], b["ok"], b["note"]) for b in d.report()["boots"] if b["config"] == "eagle3-decode"]
     assert boots == [
-        ("eagle3-prefill", False, ""),
-        ("eagle3-prefill", False, "retried alone after failing in an overlapped boot"),
+        ("eagle3-decode", False, ""),
+        ("eagle3-decode", True, "retried alone after failing in an overlapped boot"),
     ]
+    assert "Not enough memory" in (d.report_dir / "logs" / "eagle3-decode.log").read_text()  # first attempt kept
 
 
 def test_servers_one_at_a_time_use_a_golden_file(sim_deployment, pytester):
