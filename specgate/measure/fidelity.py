@@ -8,7 +8,8 @@
    lines (the KV cache's token count fell since the line before) are left out, and the
    median of the rest is compared.
 2. **`meta_info.decode_throughput`** (SGLang with `--enable-metrics`): per request,
-   completion_tokens over the server's time from first output to finish. Rescaled to the
+   completion_tokens over the server's time from first output to finish (as SGLang 0.5.11
+   defines it; a release that counts completion_tokens − 1 reads ~1/N higher). Rescaled to the
    suite's numerator (tokens after the first chunk), it is the same quantity measured on
    the other side of HTTP: the cleanest witness, where the server gives it.
 3. **`meta_info.e2e_latency`**: the server's time from receiving a request to
@@ -22,6 +23,7 @@ and the report explains it.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -92,13 +94,14 @@ def fidelity_of(record: ConfigSpeed, log_path: Path | None) -> Fidelity | None:
     suite = median(s.decode_tps for s in samples)
     lines: list[LogThroughput] = []
     if log_path is not None and log_path.exists() and all(s.sent_at for s in samples):
-        start = min(s.sent_at for s in samples) - 1.0  # the log's stamps are whole seconds
-        end = max(s.sent_at + s.e2e_s for s in samples) + 1.0
+        # Each measured request's own time span, in the log's whole seconds (a line stamped S was
+        # printed in [S, S+1)), so that requests other tests sent in between are not taken for these.
+        spans = [(math.floor(x.sent_at), math.floor(x.sent_at + x.e2e_s)) for x in samples]
         parsed = parse_decode_lines(log_path.read_text(errors="replace"))
         lines = [
             ln
             for before, ln in zip([None, *parsed], parsed)
-            if ln.running == 1 and start <= ln.at <= end and not _straddles(before, ln)
+            if ln.running == 1 and any(a <= ln.at <= b for a, b in spans) and not _straddles(before, ln)
         ]
     note = ""
     if not lines:
