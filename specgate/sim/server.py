@@ -38,6 +38,7 @@ class SimServerState:
     requests_seen: int = 0
     tokens_total: int = 0
     verify_total: int = 0
+    running: int = 0  # requests being generated now: the log's "#running-req"
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -207,6 +208,8 @@ class Handler(BaseHTTPRequestHandler):
         deadline = started
         sent_text = sent_ids = 0
         first_step: tuple[float, int] | None = None  # (when, tokens) after the prefill step
+        with self.state.lock:
+            self.state.running += 1
         if stream:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -252,11 +255,17 @@ class Handler(BaseHTTPRequestHandler):
                 self._send_json(200, body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away; SGLang aborts the request the same way
+        with self.state.lock:
+            running = self.state.running
+            self.state.running -= 1
         # Like SGLang's "Decode batch" line: tokens decoded after the prefill step over the time they took.
         if first_step is not None and len(gen.state.output_ids) > first_step[1]:
             n = len(gen.state.output_ids)
             rate = (n - first_step[1]) / max(time.perf_counter() - first_step[0], 1e-9)
-            log(f"Decode batch, #running-req: 1, #token: {n}, gen throughput (token/s): {rate:.2f}, #queue-req: 0")
+            log(
+                f"Decode batch, #running-req: {running}, #token: {n}, gen throughput (token/s): {rate:.2f}, "
+                "#queue-req: 0"
+            )
 
 
 def serve(host: str, port: int, state: SimServerState) -> None:
