@@ -12,7 +12,8 @@
 # the device has no .git: pass SPECGATE_COMMIT=<hash> so the report and baselines name the commit.
 # Environment: RUN_TIMEOUT (s, the suite's limit; default 480), RUN_EXAMPLES (equivalence cases per
 # speculative config; default 8), JIT_CACHE (a .tar.gz of Triton/FlashInfer kernel caches from an
-# earlier run to start from), SAVE_JIT_CACHE=1 (send this run's caches back as jit-cache.tar.gz).
+# earlier run to start from), SAVE_JIT_CACHE=1 (send this run's caches back as jit-cache.tar.gz),
+# RUN_SELECT (a pytest -k expression, e.g. "regression" for the no-regression gates alone).
 #
 # Comes back (8 files at most): report.md report.json report.png run.log summary.txt
 # results.tar.gz (benchmark.json, server logs, golden file, provenance, nvidia-smi samples,
@@ -33,7 +34,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "commit: ${SPECGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
-  echo "command: tools/gpu_run.sh $deployment $mode (RUN_EXAMPLES=${RUN_EXAMPLES:-8}, JIT_CACHE=${JIT_CACHE:-none})"
+  echo "command: tools/gpu_run.sh $deployment $mode (RUN_EXAMPLES=${RUN_EXAMPLES:-8}, JIT_CACHE=${JIT_CACHE:-none}, RUN_SELECT=${RUN_SELECT:-all})"
   echo -n "gpu, driver, memory.total: "; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   nvidia-smi | grep "CUDA Version" | sed 's/|//g;s/  */ /g'
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
@@ -52,7 +53,7 @@ nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -l 5 > "$w
 sampler=$!
 if [[ $mode == update ]]; then verb=(baseline update); else verb=(run); fi
 timeout "${RUN_TIMEOUT:-480}" python3 -m specgate.cli "${verb[@]}" "$deployment" --report-dir "$work/report" \
-  --examples "${RUN_EXAMPLES:-8}" -- -p no:cacheprovider > "$OUT/run.log" 2>&1
+  --examples "${RUN_EXAMPLES:-8}" -- -p no:cacheprovider ${RUN_SELECT:+-k "$RUN_SELECT"} > "$OUT/run.log" 2>&1
 status=$?
 echo "suite exit $status after $(elapsed)" | tee -a "$OUT/run.log"
 kill $sampler 2>/dev/null
