@@ -73,9 +73,13 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], confi
     what the prompt contributes (accept length varies by prompt far more than timing
     noise does) and leaves only what the server changed.
     """
+    return median_interval(pair_ratios(numerator, denominator), confidence)
+
+
+def pair_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
+    """numerator[i] / denominator[i] for every index both have (the pinned requests both measured)."""
     n = min(len(numerator), len(denominator))
-    ratios = np.asarray(numerator[:n], dtype=float) / np.asarray(denominator[:n], dtype=float)
-    return median_interval(list(ratios), confidence)
+    return list(np.asarray(numerator[:n], dtype=float) / np.asarray(denominator[:n], dtype=float))
 
 
 def paired_pooled_ratio(

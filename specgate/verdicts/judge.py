@@ -14,7 +14,7 @@ from pathlib import Path
 
 from specgate.deployment import BeatsGate, Deployment
 from specgate.measure.speed import ConfigSpeed, SpeedMeter
-from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, paired_ratio
+from specgate.measure.stats import Interval, median_interval, pair_ratios, paired_pooled_ratio, paired_ratio
 from specgate.measure.summary import accept_interval, summarise_speed
 from specgate.server.pool import ServerPool
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
@@ -311,13 +311,13 @@ class Judge:
         tol = self.deployment.gates.tolerance
         wl = self.deployment.workload
         ref = self.deployment.reference
-        stored_speedups = _per_request_ratios(figs.decode_tps_samples, ref_figs.decode_tps_samples)
+        stored_speedups = pair_ratios(figs.decode_tps_samples, ref_figs.decode_tps_samples)
         cap = min(wl.max_repeats, len(stored_speedups))  # beyond the stored pairs there is nothing to pair with
         record = self.ensure_measured(config, concurrency, min(wl.repeats, cap))
         ref_record = self.ensure_measured(ref, concurrency, min(wl.repeats, cap))
 
         def speedups_now() -> list[float]:
-            return _per_request_ratios(record.decode_tps, ref_record.decode_tps)
+            return pair_ratios(record.decode_tps, ref_record.decode_tps)
 
         def measure_more() -> bool:
             have = len(speedups_now())
@@ -429,13 +429,6 @@ def _inconclusive_at(cap: int, stored_n: int) -> str:
     if cap >= stored_n:
         return f"INCONCLUSIVE with every stored request paired ({stored_n}); a baseline update stores max_repeats"
     return f"INCONCLUSIVE at the cap of {cap} paired requests (workload.max_repeats)"
-
-
-def _per_request_ratios(
-    numerator: list[float] | tuple[float, ...], denominator: list[float] | tuple[float, ...]
-) -> list[float]:
-    """numerator[i] / denominator[i] for the pinned requests both have."""
-    return [a / b for a, b in zip(numerator, denominator) if b]
 
 
 def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] | None = None) -> dict:
