@@ -116,46 +116,36 @@ class ServerPool:
             if started and self.deployment.launch.boot_stagger_s:
                 time.sleep(self.deployment.launch.boot_stagger_s)
             started.append(self.launcher.start(self.deployment.configs[name]))
-        failures = self._wait_all(started, final=len(started) <= 1)
-        errors = []
-        for handle, exc, died in failures:
-            if len(started) > 1 and not died:
-                self.failed[handle.config] = str(exc)
-                errors.append(exc)
-            elif len(started) > 1:
-                retried = self.launcher.start(self.deployment.configs[handle.config])
-                again = self._wait_all([retried], final=True, note="retried alone after failing in an overlapped boot")
-                errors.extend(e for _, e, _ in again)
-            else:
-                errors.append(exc)
-        if errors and len(configs) == 1:
-            raise errors[0]
+        # Only where boots overlapped can a death be the race; a lone boot's failure is final.
+        for handle in self._wait_all(started, retry_deaths=len(started) > 1):
+            retried = self.launcher.start(self.deployment.configs[handle.config])
+            self._wait_all([retried], retry_deaths=False, note="retried alone after failing in an overlapped boot")
+        if len(configs) == 1 and configs[0] in self.failed:
+            raise ServerBootError(self.failed[configs[0]])
         return {n: self.live[n] for n in configs if n in self.live}
 
-    def _wait_all(
-        self, started: list[ServerHandle], final: bool, note: str = ""
-    ) -> list[tuple[ServerHandle, ServerBootError, bool]]:
-        """Wait for each started server; the ones that failed are stopped (and, if `final`,
-        marked failed) and returned with whether the process had died (not timed out)."""
-        failures = []
+    def _wait_all(self, started: list[ServerHandle], retry_deaths: bool, note: str = "") -> list[ServerHandle]:
+        """Wait for each started server. A failed one is stopped and marked failed, except one
+        whose process died while `retry_deaths`: those are returned, to boot again alone."""
+        retry = []
         for handle in started:
             try:
                 self.launcher.wait_ready(handle, self.progress)
             except ServerBootError as exc:
-                died = exc.died
                 self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False, note=note))
-                if final:
+                if retry_deaths and exc.died:
+                    retry.append(handle)
+                else:
                     self.failed[handle.config] = str(exc)
                 if self.progress is not None:
                     self.progress.finished(handle.config, handle.boot_s, ok=False)
                 self.launcher.stop(handle)
-                failures.append((handle, exc, died))
                 continue
             self.boots.append(BootRecord(handle.config, handle.boot_s, ok=True, note=note))
             if self.progress is not None:
                 self.progress.finished(handle.config, handle.boot_s, ok=True)
             self.live[handle.config] = self._describe(handle)
-        return failures
+        return retry
 
     def _describe(self, handle: ServerHandle) -> LiveServer:
         client = SglangClient(handle.base_url, timeout_s=self.deployment.workload.request_timeout_s)
