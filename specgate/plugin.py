@@ -219,8 +219,8 @@ def _record_outcome(gate: GateSession, phase: str, config: str, report: pytest.T
         outcome = "skipped"
     if outcome is None:
         return
-    for counts in (gate.phase_outcomes.setdefault(phase, {}), gate.config_outcomes.setdefault((phase, config), {})):
-        counts[outcome] = counts.get(outcome, 0) + 1
+    counts = gate.config_outcomes.setdefault((phase, config), {})
+    counts[outcome] = counts.get(outcome, 0) + 1
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -36,19 +36,17 @@ class GateSession:
     oracle: EquivalenceOracle
     judge: Judge
     phase_seconds: dict[str, float] = field(default_factory=dict)
-    # phase -> outcome ("passed", "failed", "error", "skipped") -> count of gate tests
-    phase_outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
-    # (phase, config) -> outcome -> count: which configs a baseline may hold
+    # (phase, config) -> outcome ("passed", "failed", "error", "skipped") -> count of gate tests
     config_outcomes: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
-    def count(self, phase: str, outcome: str) -> int:
-        return self.phase_outcomes.get(phase, {}).get(outcome, 0)
+    def count(self, phase: str | None, outcome: str) -> int:
+        """Gate tests of `phase` (every phase if None) that ended in `outcome`, over all configs."""
+        return sum(
+            counts.get(outcome, 0) for (p, _), counts in self.config_outcomes.items() if phase is None or p == phase
+        )
 
     def tally(self) -> TestTally:
-        def total(outcome: str) -> int:
-            return sum(self.count(phase, outcome) for phase in self.phase_outcomes)
-
-        return TestTally(total("passed"), total("failed"), total("skipped"), total("error"))
+        return TestTally(*(self.count(None, o) for o in ("passed", "failed", "skipped", "error")))
 
     def excluded_from_baseline(self) -> dict[str, str]:
         """Speculative configs whose equivalence did not pass here: their figures are a broken
