@@ -1,4 +1,4 @@
-"""Do the suite's figures agree with SGLang's own? Two independent witnesses.
+"""Do the suite's figures agree with SGLang's own? Three witnesses from the server.
 
 1. **The server's log.** SGLang prints a "Decode batch" line every `decode_log_interval`
    steps with `gen throughput (token/s)`: tokens decoded over the wall time since its
@@ -17,8 +17,8 @@
    the stream and the client add to every request.
 
 The client's decode tok/s leaves the first chunk out (prefill and the first token);
-neither witness is exactly that quantity, so a gap is expected to be small, not zero,
-and the report explains it.
+only the rescaled decode_throughput is that quantity, so gaps to the log are expected to
+be small, not zero, and the report explains them.
 """
 
 from __future__ import annotations

@@ -44,9 +44,13 @@ class ConfigSpread:
         return self._deviation([r.decode_tps for r in self.runs])
 
     @property
+    def ratios(self) -> list[float]:
+        """Speedup over the reference, in the runs that have one (none for the reference)."""
+        return [r.ratio for r in self.runs if r.ratio is not None]
+
+    @property
     def ratio_deviation(self) -> float | None:
-        ratios = [r.ratio for r in self.runs if r.ratio is not None]
-        return self._deviation(ratios) if len(ratios) > 1 else None
+        return self._deviation(self.ratios) if len(self.ratios) > 1 else None
 
     @property
     def decode_worst_pair(self) -> float:
@@ -57,12 +61,12 @@ class ConfigSpread:
     @property
     def ratio_worst_drop(self) -> float | None:
         """1 - lowest / highest speedup: what a one-sided tolerance on the speedup must allow."""
-        ratios = [r.ratio for r in self.runs if r.ratio is not None]
+        ratios = self.ratios
         return 1 - min(ratios) / max(ratios) if len(ratios) > 1 else None
 
     @property
     def is_reference(self) -> bool:
-        return all(r.ratio is None for r in self.runs)
+        return not self.ratios
 
 
 def load_runs(paths: list[Path]) -> tuple[str, list[ConfigSpread], list[str]]:
