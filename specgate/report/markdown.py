@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 
 def _iv(d: dict | None, fmt: str = "{:.1f}") -> str:
     if not d:
@@ -164,10 +166,7 @@ def _calibration(report: dict) -> list[str]:
             out.append(
                 f"| {r['config']} | {r['concurrency']} | {r['warmup_requests']} | {cold} | {r.get('cv', 0):.1%} |"
             )
-    margins: dict[float, int] = {}
-    for e in report["equivalence"]:
-        for m in e.get("divergence_margins", []):
-            margins[m] = margins.get(m, 0) + 1
+    margins = Counter(m for e in report["equivalence"] for m in e.get("divergence_margins", []))
     if margins:
         tie = report["tie_margin"]
         seen = ", ".join(f"{m:g}: {n}" for m, n in sorted(margins.items()))
