@@ -91,6 +91,10 @@ class Workload:
 
 @dataclass(frozen=True)
 class EquivalenceSpec:
+    # False only where outputs cannot be the model's (dummy weights with SGLang's simulated
+    # accept length write a fixed token): then `skip_reason` says why, and every report says so.
+    enabled: bool
+    skip_reason: str
     tie_margin: float
     top_logprobs: int
     max_new_tokens: int
@@ -128,6 +132,17 @@ class Gates:
 
 
 @dataclass(frozen=True)
+class DiagnosisSpec:
+    # Levers are looked for when speculation loses, misses its gate, or turns less than this
+    # share of its accept length into speed (a cycle costing more than 1/floor plain steps).
+    efficiency_floor: float = 0.5
+    # A draft step accepted in fewer cycles than this is named as a step too many.
+    last_step_floor: float = 0.2
+    # Accept length under this: the drafter is named (its drafts are all but rejected).
+    drafter_floor: float = 1.1
+
+
+@dataclass(frozen=True)
 class Deployment:
     path: Path
     name: str
@@ -141,6 +156,7 @@ class Deployment:
     equivalence: EquivalenceSpec
     gates: Gates
     hardware: dict[str, str] = field(default_factory=dict)
+    diagnosis: DiagnosisSpec = field(default_factory=DiagnosisSpec)
 
     @property
     def speculative_configs(self) -> list[str]:
@@ -192,6 +208,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     equivalence = _parse_equivalence(top.table("equivalence"))
     gates = _parse_gates(top.table("gates"), configs, workload)
     hardware = top.str_map("hardware")
+    diagnosis = _parse_diagnosis(top.table("diagnosis"))
     top.reject_unknown()
     return Deployment(
         path=path,
@@ -206,7 +223,18 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         equivalence=equivalence,
         gates=gates,
         hardware=hardware,
+        diagnosis=diagnosis,
     )
+
+
+def _parse_diagnosis(t: Table) -> DiagnosisSpec:
+    spec = DiagnosisSpec(
+        efficiency_floor=t.float("efficiency_floor", 0.5, minimum=0.0, maximum=1.0),
+        last_step_floor=t.float("last_step_floor", 0.2, minimum=0.0, maximum=1.0),
+        drafter_floor=t.float("drafter_floor", 1.1, minimum=1.0),
+    )
+    t.reject_unknown()
+    return spec
 
 
 def _parse_launch(t: Table) -> LaunchSpec:
@@ -299,7 +327,13 @@ def _parse_workload(t: Table) -> Workload:
 
 
 def _parse_equivalence(t: Table) -> EquivalenceSpec:
+    enabled = t.bool("enabled", True)
+    skip_reason = t.str("skip_reason", "")
+    if not enabled and not skip_reason.strip():
+        raise t.error("skip_reason", "is required when enabled = false: say why outputs cannot be compared here")
     spec = EquivalenceSpec(
+        enabled=enabled,
+        skip_reason=skip_reason,
         tie_margin=t.float("tie_margin", 0.05, minimum=0.0),
         # More than the top-2 the rule needs: a three-way bf16 tie is seen on real models,
         # and only tokens within tie_margin of top-1 are ever excused, however many come back.

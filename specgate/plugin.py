@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from specgate.deployment import Deployment, load_deployment
+from specgate.diagnosis.diagnose import diagnose
 from specgate.errors import SpecgateError
 from specgate.measure.fidelity import fidelity_of
 from specgate.provenance import provenance
@@ -244,6 +245,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         gate.oracle.baseline_problems,
         gate.oracle.margin_summary().as_dict() if gate.oracle.baseline_margins else None,
         _fidelity(gate),
+        _diagnoses(gate, config.stash[_MESSAGES]),
     )
     out = gate.options.report_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -261,6 +263,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config.stash[_REPORT] = report
     if gate.options.update_baselines:
         _update_baselines(session, gate, fingerprint)
+
+
+def _diagnoses(gate: GateSession, messages: list[str]) -> list[dict]:
+    """Why each speculative config is as fast as it is (specgate.diagnosis)."""
+    try:
+        found = diagnose(gate.deployment, gate.meter, gate.pool.server_infos, gate.pool.log_dir)
+    except Exception as exc:  # say so loudly, but never lose the verdicts and figures with it
+        messages.append(f"diagnosis FAILED, report written without it: {type(exc).__name__}: {exc}")
+        return []
+    return [d.as_dict() for d in found]
 
 
 def _fidelity(gate: GateSession) -> list[dict]:

@@ -51,6 +51,8 @@ class GateSession:
     def excluded_from_baseline(self) -> dict[str, str]:
         """Speculative configs whose equivalence did not pass here: their figures are a broken
         (or unverified) build's, so they are left out of the stored baseline, with the reason."""
+        if not self.deployment.equivalence.enabled:
+            return {}  # declared not checkable; the stored document says so (baseline_document)
         out = {}
         for name in self.deployment.speculative_configs:
             outcomes = self.config_outcomes.get(("equivalence", name), {})

@@ -36,6 +36,8 @@ class SpeedSample:
     sent_at: float = 0.0  # epoch seconds
     first_chunk_tokens: int = 1
     server_decode_tps: float | None = None  # the server's own figure, where it gives one
+    # Cycles by accepted drafts (index k: cycles that accepted k drafts), where the server gives it.
+    accept_histogram: tuple[int, ...] | None = None
 
     @property
     def accept_length(self) -> float | None:
@@ -60,6 +62,7 @@ class SpeedSample:
             sent_at=result.sent_at,
             first_chunk_tokens=result.first_chunk_tokens,
             server_decode_tps=result.server_decode_tps,
+            accept_histogram=result.spec.histogram if result.spec else None,
         )
 
 

@@ -111,6 +111,7 @@ def build_report(
     baseline_problems: list[str],
     margins: dict | None = None,
     fidelity: list[dict] | None = None,
+    diagnoses: list[dict] | None = None,
 ) -> dict:
     failed_gates = [v for v in verdicts if v.failed]
     overall = "FAIL" if (tally.failed or tally.errors or failed_gates) else "PASS"
@@ -137,11 +138,13 @@ def build_report(
             for v in verdicts
         ],
         "equivalence": _equivalence_rows(equivalence),
+        "equivalence_not_checked": None if deployment.equivalence.enabled else deployment.equivalence.skip_reason,
         "baseline_problems": baseline_problems,
         "baseline_margins": margins,
         "boots": [{"config": b.config, "seconds": round(b.seconds, 2), "ok": b.ok, "note": b.note} for b in boots],
         "phase_seconds": {k: round(v, 2) for k, v in phase_seconds.items()},
         "fidelity": fidelity or [],
+        "diagnosis": diagnoses or [],
         "server_settings": {
             name: {k: info.get(k) for k in SETTINGS_SHOWN if k in info} for name, info in server_infos.items()
         },

@@ -40,14 +40,6 @@ def render_markdown(report: dict) -> str:
                 f"| {_iv(r['accept_length'], '{:.2f}')} | {_iv(r['ttft_ms'], '{:.1f}')} | {r['n']} | {warm} | {r['verdict']} |"
             )
 
-        why = _cycle_lines(report["speed"])
-        if why:
-            out.append(
-                "\nWhere the time goes (from the figures above: a speculative cycle yields τ tokens; its cost in "
-                "plain decode steps is τ ÷ speedup):\n"
-            )
-            out.extend(why)
-
     if report["gates"]:
         out.append("\n## Gates\n")
         out.append("| gate | verdict | detail |")
@@ -59,6 +51,13 @@ def render_markdown(report: dict) -> str:
             out.append("")
             out.extend(f"- *{gate}*: {note}" for gate, note in notes)
 
+    out.extend(_diagnosis(report))
+
+    if report.get("equivalence_not_checked"):
+        out.append(
+            "\n## Greedy equivalence: **NOT CHECKED**\n\nThis deployment declares its outputs uncomparable: "
+            f"{report['equivalence_not_checked']}. Nothing in this report says the speculative outputs are right."
+        )
     if report["equivalence"]:
         out.append(f"\n## Greedy equivalence (tie margin {report['tie_margin']:g} nats)\n")
         out.append("| config | cases | requests | exact | near-tie flips | decisive failures | tokens compared |")
@@ -130,23 +129,70 @@ def render_markdown(report: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def _cycle_lines(rows: list[dict]) -> list[str]:
-    lines = []
-    for r in rows:
-        ratio, tau = r["ratio_to_reference"], r["accept_length"]
-        if not ratio or not tau or ratio["estimate"] <= 0:
-            continue
-        cost = tau["estimate"] / ratio["estimate"]
-        verdict = (
-            "**slower than the reference**: each cycle costs more plain steps than it yields tokens"
-            if ratio["high"] < 1.0
-            else ("faster than the reference" if ratio["low"] > 1.0 else "not distinguishable from the reference")
+def _settings_line(st: dict) -> str:
+    def v(key: str) -> str:
+        return "?" if st.get(key) is None else str(st[key])
+
+    graphs = (
+        "CUDA graphs OFF"
+        if st.get("cuda_graph_disabled")
+        else f"CUDA graphs on (up to batch {v('cuda_graph_max_bs')})"
+        if st.get("cuda_graph_disabled") is False
+        else "CUDA graphs ?"
+    )
+    overlap = {True: "overlap scheduler off", False: "overlap scheduler on"}.get(
+        st.get("overlap_disabled"), "overlap ?"
+    )
+    return (
+        f"{v('algorithm')}, {v('num_steps')} steps, topk {v('topk')}, {v('draft_tokens')} draft tokens; "
+        f"attention mode {v('attention_mode')} (prefill {v('prefill_backend')}, decode {v('decode_backend')}); "
+        f"{graphs}; {overlap}; tp {v('tp_size')}"
+    )
+
+
+def _diagnosis(report: dict) -> list[str]:
+    """The cycle model and the levers, per speculative config (specgate.diagnosis)."""
+    found = report.get("diagnosis") or []
+    if not found:
+        return []
+    out = [
+        "\n## Diagnosis: where a speculative cycle\u2019s time goes\n",
+        "A cycle drafts, then verifies in one target pass, and yields τ tokens. With t_d the reference\u2019s time "
+        "per token and t_c the time per cycle, speedup = τ·t_d/t_c; a cycle costs C = t_c/t_d plain decode steps, "
+        "and speculation wins exactly when C < τ. The prediction uses τ, t_d and t_c measured separately; the "
+        "measured column is the paired speedup.\n",
+        "| config | conc. | τ | t_d ms | t_c ms | C (plain steps) | predicted τ·t_d/t_c | measured | efficiency |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for d in found:
+        c = d["cycle"]
+        out.append(
+            f"| {d['config']} | {d['concurrency']} | {_iv(c['tau'], '{:.2f}')} | {_iv(c['t_d_ms'], '{:.2f}')} "
+            f"| {_iv(c['t_c_ms'], '{:.2f}')} | {c['cycle_cost']:.2f} | {c['predicted_speedup']:.3f} "
+            f"| {_iv(c['measured_speedup'], '{:.3f}')} | {c['efficiency']:.0%} |"
         )
-        lines.append(
-            f"- {r['config']} (c{r['concurrency']}): τ {tau['estimate']:.2f} tokens per cycle, a cycle costs "
-            f"{cost:.2f} plain decode steps → {ratio['estimate']:.2f}x, {verdict}"
-        )
-    return lines
+    for d in found:
+        out.append(f"\n### {d['config']} (concurrency {d['concurrency']})\n")
+        out.append(f"Runs as (from the server itself): {_settings_line(d['settings'])}.")
+        if not d["underperforms"]:
+            out.append(
+                f"\n**Healthy**: {d['cycle']['efficiency']:.0%} of its accept length becomes speed; no lever looked for."
+            )
+        else:
+            out.append("\n**Underperforms**: " + "; ".join(d["underperforms"]) + ".")
+            if d["levers"]:
+                out.append("\nLevers, most supported first:\n")
+                for i, lever in enumerate(d["levers"], 1):
+                    gain = f": {lever['gain']:.2f}x as fast" if lever.get("gain") else ""
+                    out.append(f"{i}. **`{lever['action']}`** ({lever['strength']}{gain}): {lever['why']}.")
+                    out.extend(f"   - {e}" for e in lever["evidence"])
+            else:
+                out.append(
+                    "\nNo lever is supported by this run\u2019s settings, log or counters. Measure the candidates "
+                    "side by side: `specgate sweep` with this deployment."
+                )
+        out.extend(f"\n*Note*: {n}." for n in d["notes"])
+    return out
 
 
 def _calibration(report: dict) -> list[str]:

@@ -9,6 +9,7 @@ the simulator alone.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -61,6 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _draft_context(draft_path: str | None) -> int | None:
+    """max_position_embeddings of a draft given as a folder with a config.json (else None)."""
+    if not draft_path:
+        return None
+    try:
+        value = json.loads((Path(draft_path) / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return int(value) if isinstance(value, int) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args, unknown = build_parser().parse_known_args(argv)
     try:
@@ -84,12 +96,18 @@ def main(argv: list[str] | None = None) -> int:
             draft_tokens=args.speculative_num_draft_tokens or steps + 1,
             attention_mode=args.speculative_attention_mode,
             draft_agreement=args.sim_draft_agreement,
+            draft_context=_draft_context(args.speculative_draft_model_path),
         )
+    # As SGLang resolves them: each side falls back to --attention-backend.
+    prefill_backend = args.prefill_attention_backend or args.attention_backend
+    decode_backend = args.decode_attention_backend or args.attention_backend
     cost = CostModel(
         decode_step_ms=args.sim_step_ms,
         prefill_verify_factor=args.sim_prefill_verify_factor,
         slowdown=faults.slowdown,
         cuda_graph=not args.disable_cuda_graph,
+        hybrid_attention=prefill_backend != decode_backend,
+        cuda_graph_max_bs=args.cuda_graph_max_bs,
     )
     server_args = {
         "model_path": args.model_path,
@@ -104,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         "speculative_num_draft_tokens": spec.draft_tokens if spec else None,
         "speculative_attention_mode": args.speculative_attention_mode,
         "attention_backend": args.attention_backend,
-        "prefill_attention_backend": args.prefill_attention_backend,
-        "decode_attention_backend": args.decode_attention_backend,
+        "prefill_attention_backend": prefill_backend,
+        "decode_attention_backend": decode_backend,
         "disable_cuda_graph": args.disable_cuda_graph,
         "cuda_graph_max_bs": args.cuda_graph_max_bs,
         "disable_overlap_schedule": args.disable_overlap_schedule,

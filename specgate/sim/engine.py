@@ -27,6 +27,7 @@ class SpecSettings:
     draft_tokens: int
     attention_mode: str
     draft_agreement: float
+    draft_context: int | None = None  # the draft config's max_position_embeddings, where it has one
 
     @property
     def depth(self) -> int:
@@ -66,7 +67,7 @@ class Generation:
         cost: CostModel,
     ) -> None:
         agreement = 0.0 if faults.accept_collapse else (spec.draft_agreement if spec else 0.0)
-        self.model = ToyModel(prompt_ids, agreement)
+        self.model = ToyModel(prompt_ids, agreement, spec.draft_context if spec else None)
         self.prompt_ids = prompt_ids
         self.params = params
         self.spec = spec

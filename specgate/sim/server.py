@@ -163,7 +163,9 @@ class Handler(BaseHTTPRequestHandler):
             ignore_eos=bool(sp.get("ignore_eos", False)),
             no_stop_trim=bool(sp.get("no_stop_trim", False)),
         )
-        generation = Generation(prompt_ids, params, self.state.spec, self.state.faults, self.state.cost)
+        with self.state.lock:
+            cost = self.state.cost.for_batch(self.state.running + 1)
+        generation = Generation(prompt_ids, params, self.state.spec, self.state.faults, cost)
         return generation, bool(body.get("return_logprob")), int(body.get("top_logprobs_num") or 0)
 
     def _meta(
@@ -263,8 +265,8 @@ class Handler(BaseHTTPRequestHandler):
             n = len(gen.state.output_ids)
             rate = (n - first_step[1]) / max(time.perf_counter() - first_step[0], 1e-9)
             log(
-                f"Decode batch, #running-req: {running}, #token: {n}, gen throughput (token/s): {rate:.2f}, "
-                "#queue-req: 0"
+                f"Decode batch, #running-req: {running}, #token: {n}, cuda graph: {gen.cost.cuda_graph}, "
+                f"gen throughput (token/s): {rate:.2f}, #queue-req: 0"
             )
 
 

@@ -462,4 +462,7 @@ def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] |
         "workload_digest": judge.meter.workload_digest,
         "configs": configs,
         "excluded": excluded,
+        "equivalence": "checked"
+        if dep.equivalence.enabled
+        else f"NOT CHECKED (the deployment says: {dep.equivalence.skip_reason})",
     }
