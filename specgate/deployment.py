@@ -143,6 +143,21 @@ class DiagnosisSpec:
 
 
 @dataclass(frozen=True)
+class SweepSpec:
+    """`specgate sweep`: the grid of speculative settings to boot and measure side by side."""
+
+    base: str  # the config whose args and env every point starts from
+    attention_mode: tuple[str, ...]
+    num_steps: tuple[int, ...]
+    topk: tuple[int, ...]
+    draft_tokens: tuple[int, ...]  # empty: steps + 1, what SGLang uses with topk 1
+    env: dict[str, tuple[str, ...]]  # each variable's values are one more axis
+    parallel: int  # servers booted and held at once, per GPU
+    gpus: tuple[str, ...]  # CUDA_VISIBLE_DEVICES values to spread servers over; empty: as launched
+    repeats: int
+
+
+@dataclass(frozen=True)
 class Deployment:
     path: Path
     name: str
@@ -157,6 +172,7 @@ class Deployment:
     gates: Gates
     hardware: dict[str, str] = field(default_factory=dict)
     diagnosis: DiagnosisSpec = field(default_factory=DiagnosisSpec)
+    sweep: SweepSpec | None = None
 
     @property
     def speculative_configs(self) -> list[str]:
@@ -209,6 +225,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     gates = _parse_gates(top.table("gates"), configs, workload)
     hardware = top.str_map("hardware")
     diagnosis = _parse_diagnosis(top.table("diagnosis"))
+    sweep = _parse_sweep(top.table("sweep"), configs, workload) if "sweep" in data else None
     top.reject_unknown()
     return Deployment(
         path=path,
@@ -224,7 +241,45 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         gates=gates,
         hardware=hardware,
         diagnosis=diagnosis,
+        sweep=sweep,
     )
+
+
+def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload) -> SweepSpec:
+    base = t.str("base")
+    if base not in configs:
+        raise t.error("base", f"names config {base!r}, which is not under [configs]; have {sorted(configs)}")
+    if not configs[base].speculative:
+        raise t.error("base", f"config {base!r} is not speculative: a sweep varies speculative settings")
+    modes = tuple(t.str_list("attention_mode", ["prefill", "decode"]))
+    for mode in modes:
+        if mode not in ("prefill", "decode"):
+            raise t.error("attention_mode", f"expected values from 'prefill', 'decode'; got {mode!r}")
+    env_table = t.table("env")
+    env = {}
+    for key in env_table.keys():
+        values = env_table.str_list(key)
+        if not values:
+            raise env_table.error(key, "expected a non-empty list of strings (the values to sweep)")
+        env[key] = tuple(values)
+    env_table.reject_unknown()
+    spec = SweepSpec(
+        base=base,
+        attention_mode=modes,
+        num_steps=tuple(t.int_list("num_steps", [1, 2, 3])),
+        topk=tuple(t.int_list("topk", [1])),
+        draft_tokens=tuple(t.int_list("draft_tokens", [2]) if "draft_tokens" in t.keys() else ()),
+        env=env,
+        parallel=t.int("parallel", 4, minimum=1),
+        gpus=tuple(t.str_list("gpus", [])),
+        repeats=t.int("repeats", workload.repeats, minimum=3),
+    )
+    if not modes:
+        raise t.error("attention_mode", "expected at least one mode")
+    if any(k > 1 for k in spec.topk) and not spec.draft_tokens:
+        raise t.error("draft_tokens", "is required when topk > 1 (with topk 1 it is steps + 1)")
+    t.reject_unknown()
+    return spec
 
 
 def _parse_diagnosis(t: Table) -> DiagnosisSpec:

@@ -47,3 +47,11 @@ class ServerDiedError(SpecgateError):
 
 class ClientError(SpecgateError):
     """A request to a server failed or its answer was not what SGLang sends."""
+
+
+class SweepStateError(SpecgateError):
+    """A sweep's state file is corrupt, or belongs to another grid."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{self.path}: {problem}")

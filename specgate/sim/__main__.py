@@ -62,6 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _simulated_accept_length() -> float | None:
+    """SGLANG_SIMULATE_ACC_LEN as SGLang reads it: a float, off when negative or unset."""
+    raw = os.environ.get("SGLANG_SIMULATE_ACC_LEN", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    if value < 0:
+        return None
+    log(f"SIMULATOR: accept length fixed at {value} (SGLANG_SIMULATE_ACC_LEN)")
+    return value
+
+
 def _draft_context(draft_path: str | None) -> int | None:
     """max_position_embeddings of a draft given as a folder with a config.json (else None)."""
     if not draft_path:
@@ -97,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             attention_mode=args.speculative_attention_mode,
             draft_agreement=args.sim_draft_agreement,
             draft_context=_draft_context(args.speculative_draft_model_path),
+            simulate_acc_len=_simulated_accept_length(),
         )
     # As SGLang resolves them: each side falls back to --attention-backend.
     prefill_backend = args.prefill_attention_backend or args.attention_backend

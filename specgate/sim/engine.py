@@ -10,6 +10,7 @@ SGLang does, unless a fault says otherwise.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -28,6 +29,10 @@ class SpecSettings:
     attention_mode: str
     draft_agreement: float
     draft_context: int | None = None  # the draft config's max_position_embeddings, where it has one
+    # SGLANG_SIMULATE_ACC_LEN, as SGLang's "match-expected" method: each cycle accepts the floor or
+    # the ceiling of it (at most steps + 1), in proportions that average to it. Unlike SGLang, which
+    # then writes a fixed token, the simulator keeps the target's greedy tokens.
+    simulate_acc_len: float | None = None
 
     @property
     def depth(self) -> int:
@@ -74,6 +79,7 @@ class Generation:
         self.faults = faults
         self.cost = cost
         self.state = GenState(accept_histogram=[0] * ((spec.depth + 1) if spec else 0))
+        self._acc_rng = random.Random(len(prompt_ids))  # reproducible simulated accept lengths
 
     def steps(self) -> Iterator[tuple[list[int], float]]:
         """Yields (new token ids, seconds the step costs); `state` is final when it stops."""
@@ -99,11 +105,12 @@ class Generation:
         assert self.spec is not None
         context = self.prompt_ids + self.state.output_ids
         accepted: list[int] = []
-        for _ in range(self.spec.depth):
+        forced = self._simulated_accepts()
+        for _ in range(self.spec.depth if forced is None else forced):
             here = context + accepted
             target = self._token_at(here, len(self.state.output_ids) + len(accepted), verify=True)
             guesses = {self.model.draft(here, attempt) for attempt in range(self.spec.topk)}
-            if target not in guesses:
+            if forced is None and target not in guesses:
                 break
             accepted.append(target)
         bonus_context = context + accepted
@@ -113,6 +120,17 @@ class Generation:
         self.state.proposed_drafts += self.spec.depth
         self.state.accept_histogram[len(accepted)] += 1
         return accepted + [bonus]
+
+    def _simulated_accepts(self) -> int | None:
+        """Drafts accepted this cycle under SGLANG_SIMULATE_ACC_LEN, or None (the draft decides)."""
+        assert self.spec is not None
+        if self.spec.simulate_acc_len is None:
+            return None
+        length = min(max(1.0, self.spec.simulate_acc_len), self.spec.depth + 1.0)
+        lower = int(length)
+        upper = lower + 1 if lower < self.spec.depth + 1 else lower
+        chosen = upper if upper != lower and self._acc_rng.random() < length - lower else lower
+        return chosen - 1
 
     def _append(self, tokens: list[int]) -> list[int]:
         """Append one step's tokens, stopping where SGLang would; returns those kept."""

@@ -1,0 +1,105 @@
+"""A sweep's JSON state: every point measured so far, written after each one.
+
+An interrupted sweep (a CI job cancelled, a machine's time limit) resumes from this file
+and boots only the points it lacks. Speeds are compared as ratios measured side by side,
+so each session (one invocation) measures its own plain baseline and every point's ratio
+is taken against the baseline of its own session and GPU, never across sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specgate.errors import SweepStateError
+
+STATE_FORMAT = 1
+
+
+@dataclass
+class PointResult:
+    name: str
+    axes: dict[str, Any]
+    status: str  # "measured" | "failed"
+    session: str
+    gpu: str
+    error: str = ""
+    decode_tps: list[float] = field(default_factory=list)  # per request, pinned order
+    accept_lengths: list[float] = field(default_factory=list)  # per request
+    ratio: dict[str, float] | None = None  # paired, over its session's baseline on its GPU
+    tau: dict[str, float] | None = None
+    t_c_ms: float | None = None
+    cycle_cost: float | None = None
+    boot_s: float | None = None
+
+    @property
+    def median_tps(self) -> float | None:
+        v = sorted(self.decode_tps)
+        if not v:
+            return None
+        mid = len(v) // 2
+        return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+@dataclass
+class SessionRecord:
+    id: str
+    provenance: dict[str, Any]
+    baselines: dict[str, list[float]] = field(default_factory=dict)  # GPU -> per-request decode tok/s
+    complete: bool = False
+
+
+@dataclass
+class SweepState:
+    path: Path
+    deployment: str
+    plan_digest: str
+    sessions: list[SessionRecord] = field(default_factory=list)
+    points: dict[str, PointResult] = field(default_factory=dict)
+
+    def done(self, name: str) -> bool:
+        return name in self.points and self.points[name].status == "measured"
+
+    def save(self) -> None:
+        """Atomically: a sweep killed while writing keeps the previous state."""
+        doc = {
+            "format": STATE_FORMAT,
+            "deployment": self.deployment,
+            "plan_digest": self.plan_digest,
+            "sessions": [asdict(s) for s in self.sessions],
+            "points": [asdict(p) for p in self.points.values()],
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, self.path)
+
+    @classmethod
+    def open(cls, path: Path, deployment: str, plan_digest: str) -> SweepState:
+        """Resume from `path` if it exists (it must be this deployment's grid), else start fresh."""
+        if not path.exists():
+            return cls(path, deployment, plan_digest)
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise SweepStateError(
+                path, f"cannot be read as a sweep state ({exc}); move it away to start over"
+            ) from None
+        if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+            raise SweepStateError(path, f"expected a sweep state of format {STATE_FORMAT}")
+        if doc.get("deployment") != deployment or doc.get("plan_digest") != plan_digest:
+            raise SweepStateError(
+                path,
+                f"holds the sweep of deployment {doc.get('deployment')!r} with grid {doc.get('plan_digest')!r}, not "
+                f"{deployment!r} with grid {plan_digest!r} (the [sweep] table or the base config changed): "
+                "pass another --state, or move this one away to start over",
+            )
+        try:
+            sessions = [SessionRecord(**s) for s in doc["sessions"]]
+            points = {p["name"]: PointResult(**p) for p in doc["points"]}
+        except (KeyError, TypeError) as exc:
+            raise SweepStateError(path, f"malformed entry ({exc})") from None
+        return cls(path, deployment, plan_digest, sessions, points)

@@ -1,0 +1,106 @@
+"""The sweep's verdict for a person: a ranked table, and where speculation starts to win.
+
+Ranked by the paired ratio over the plain baseline of the same session and GPU; a point
+"beats" the baseline only when its whole interval is above 1 (✓), "loses" when it is
+wholly below (✗), and is undecided (~) otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from specgate.sweep.plan import SweepPlan
+from specgate.sweep.state import PointResult, SweepState
+
+
+def _mark(r: PointResult) -> str:
+    if not r.ratio:
+        return "?"
+    return "✓" if r.ratio["low"] > 1.0 else ("✗" if r.ratio["high"] < 1.0 else "~")
+
+
+def _env_label(axes: dict) -> str:
+    return ", ".join(f"{k[4:]}={v}" for k, v in axes.items() if k.startswith("env:")) or "—"
+
+
+def ranked(state: SweepState) -> list[PointResult]:
+    measured = [r for r in state.points.values() if r.status == "measured"]
+    return sorted(measured, key=lambda r: -(r.ratio["estimate"] if r.ratio else -1.0))
+
+
+def render_sweep(plan: SweepPlan, state: SweepState, complete: bool) -> str:
+    out = [f"# specgate sweep — {state.deployment}\n"]
+    done = sum(1 for p in plan.points if state.done(p.name))
+    status = "complete" if done == len(plan.points) else ("stopped, resumable" if not complete else "complete")
+    out.append(
+        f"{done} of {len(plan.points)} points measured ({status}); {len(state.sessions)} session(s). Each ratio is "
+        "paired per request against the plain baseline measured in the same session on the same GPU; ✓ beats it "
+        "(interval above 1), ✗ loses (below 1), ~ undecided.\n"
+    )
+    out.append(
+        "| rank | point | attention mode | steps | topk | draft tokens | env | decode tok/s | × baseline | τ "
+        "| cycle ms | cycle cost (plain steps) | session |"
+    )
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for i, r in enumerate(ranked(state), 1):
+        a = r.axes
+        ratio = (
+            f"{r.ratio['estimate']:.3f} [{r.ratio['low']:.3f}, {r.ratio['high']:.3f}] {_mark(r)}" if r.ratio else "—"
+        )
+        tau = f"{r.tau['estimate']:.2f}" if r.tau else "—"
+        cycle = f"{r.t_c_ms:.2f}" if r.t_c_ms else "—"
+        cost = f"{r.cycle_cost:.2f}" if r.cycle_cost else "—"
+        out.append(
+            f"| {i} | {r.name} | {a['attention_mode']} | {a['num_steps']} | {a['topk']} | {a['draft_tokens']} "
+            f"| {_env_label(a)} | {r.median_tps:.1f} | {ratio} | {tau} | {cycle} | {cost} | {r.session}"
+            f"{' GPU ' + r.gpu if r.gpu else ''} |"
+        )
+    failed = [r for r in state.points.values() if r.status == "failed"]
+    if failed:
+        out.append("\nFailed points (retried by the next `specgate sweep` of this state):\n")
+        out.extend(f"- {r.name}: {(r.error.strip().splitlines() or ['?'])[0]}" for r in failed)
+    if plan.skipped:
+        out.append("\nLeft out of the grid:\n")
+        out.extend(f"- {s}" for s in plan.skipped)
+    out.extend(_pivots(plan, state))
+    missing = [p.name for p in plan.points if p.name not in state.points]
+    if missing:
+        out.append(f"\nNot yet measured: {', '.join(missing)}.")
+    return "\n".join(out) + "\n"
+
+
+def _pivots(plan: SweepPlan, state: SweepState) -> list[str]:
+    """Per attention mode (and topk): rows = swept environment, columns = draft steps."""
+    out: list[str] = []
+    points = [p for p in plan.points if p.name in state.points]
+    if not points:
+        return out
+    steps = sorted({p.num_steps for p in plan.points})
+    envs: list[tuple[tuple[str, str], ...]] = []
+    for p in plan.points:
+        key = tuple(p.env.items())
+        if key not in envs:
+            envs.append(key)
+    out.append("\n## Where speculation starts to beat the baseline\n")
+    for (mode, topk), group in itertools.groupby(
+        sorted(plan.points, key=lambda p: (p.attention_mode, p.topk)), key=lambda p: (p.attention_mode, p.topk)
+    ):
+        cells = {(tuple(p.env.items()), p.num_steps): state.points.get(p.name) for p in group}
+        out.append(f"\n**attention mode {mode}, topk {topk}** (× baseline, per draft steps)\n")
+        out.append("| env | " + " | ".join(f"{s} steps" for s in steps) + " | beats the baseline at |")
+        out.append("|---|" + "---|" * (len(steps) + 1))
+        for env in envs:
+            row, beats = [], []
+            for s in steps:
+                r = cells.get((env, s))
+                if r is None or r.status != "measured" or not r.ratio:
+                    row.append("—" if r is None else ("failed" if r.status == "failed" else "?"))
+                    continue
+                row.append(f"{r.ratio['estimate']:.2f} {_mark(r)}")
+                if _mark(r) == "✓":
+                    beats.append(str(s))
+            label = ", ".join(f"{k}={v}" for k, v in env) or "—"
+            out.append(
+                f"| {label} | " + " | ".join(row) + f" | {', '.join(beats) + ' steps' if beats else 'no steps'} |"
+            )
+    return out
