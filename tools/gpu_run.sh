@@ -1,91 +1,132 @@
 #!/usr/bin/env bash
-# One device call, one whole GPU run: unpack real SGLang from the carried bundle, make the
-# SmolLM2 assets, run the gate suite on a deployment, and leave the results under $OUT.
+# One device call, one or more whole GPU jobs: unpack real SGLang from the carried bundle (once
+# per machine), make the model assets, run each job, and leave the results under $OUT.
 #
-#   bash tools/gpu_run.sh DEPLOYMENT [check|update]
+#   bash tools/gpu_run.sh JOB [JOB ...]        JOB = DEPLOYMENT[:check|update|sweep]
 #
 #   check   the gate, compared against the repo's stored baselines (the default)
 #   update  the gate, then store this run's figures as the baseline (`specgate baseline update`);
-#           the new file comes back in results.tar.gz under baselines/
+#           the new file comes back in results.tar.gz under JOB/baselines/
+#   sweep   `specgate sweep DEPLOYMENT`, resumed from /tmp/sweep-state/DEPLOYMENT.json while the
+#           machine stays warm (or from SWEEP_STATE_IN, a carried copy), stopped between waves
+#           before the call's deadline: run the same job again to go on
 #
 # The bundle's parts must already be in /tmp/chunks (../shared/gpu/README.md). The copy sent to
-# the device has no .git: pass SPECGATE_COMMIT=<hash> so the report and baselines name the commit.
-# Environment: RUN_TIMEOUT (s, the suite's limit; default 480), RUN_EXAMPLES (equivalence cases per
-# speculative config; default 8), JIT_CACHE (a .tar.gz of Triton/FlashInfer kernel caches from an
-# earlier run to start from), SAVE_JIT_CACHE=1 (send this run's caches back as jit-cache.tar.gz),
-# RUN_SELECT (a pytest -k expression, e.g. "regression" for the no-regression gates alone).
+# the device has no .git: pass SPECGATE_COMMIT=<hash> so reports and baselines name the commit.
+# Environment: DEADLINE_S (this call's budget from the script's start, default 560: jobs that
+# cannot finish in what is left are not started, and say so), RUN_EXAMPLES (equivalence cases per
+# speculative config; default 8), JIT_CACHE (a .tar.gz of Triton/FlashInfer kernel caches to start
+# from), SAVE_JIT_CACHE=1 (send this run's caches back), RUN_SELECT (pytest -k expression for gate
+# jobs), SWEEP_GPUS (e.g. 0,1: spread a sweep's servers over these GPUs).
 #
-# Comes back (8 files at most): report.md report.json report.png run.log summary.txt
-# results.tar.gz (benchmark.json, server logs, golden file, provenance, nvidia-smi samples,
-# the baseline written) and, if asked, jit-cache.tar.gz.
+# Comes back (8 files at most): summary.txt, run.log (every job's output), results.tar.gz (per job:
+# report or sweep table and state, benchmark.json, server logs, golden file, baselines written;
+# provenance; nvidia-smi samples), the last gate job's report.md, the last sweep's sweep.md and
+# sweep.json, and, if asked, jit-cache.tar.gz.
 set -uo pipefail
-deployment=${1:?usage: tools/gpu_run.sh DEPLOYMENT [check|update]}
-mode=${2:-check}
-case $mode in check | update) ;; *) echo "gpu_run.sh: mode must be check or update, got '$mode'" >&2; exit 2 ;; esac
+(($#)) || { echo "usage: tools/gpu_run.sh DEPLOYMENT[:check|update|sweep] ..." >&2; exit 2; }
+for job in "$@"; do
+  case ${job#*:} in "$job" | check | update | sweep) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update or sweep)" >&2; exit 2 ;; esac
+done
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-work=/tmp/gpu-run && rm -rf "$work" && mkdir -p "$work"
+deadline=${DEADLINE_S:-560}
+work=/tmp/gpu-run && rm -rf "$work" && mkdir -p "$work/pack"
 started=$(date +%s)
-elapsed() { echo "$(( $(date +%s) - started )) s"; }
+elapsed() { echo $(($(date +%s) - started)); }
+left() { echo $((deadline - $(elapsed))); }
+# The host's rule for multi-GPU machines, inherited by every process the suite starts.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
-bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -3 || { echo "gpu_run.sh: unpack failed"; exit 3; }
+if [[ -f /tmp/gpu-env.sh ]] && (source /tmp/gpu-env.sh && python3 -c "import sglang") 2>/dev/null; then
+  echo "SGLang already unpacked on this machine"
+else
+  bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -3 || { echo "gpu_run.sh: unpack failed"; exit 3; }
+fi
 source /tmp/gpu-env.sh
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "commit: ${SPECGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
-  echo "command: tools/gpu_run.sh $deployment $mode (RUN_EXAMPLES=${RUN_EXAMPLES:-8}, JIT_CACHE=${JIT_CACHE:-none}, RUN_SELECT=${RUN_SELECT:-all})"
-  echo -n "gpu, driver, memory.total: "; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "command: tools/gpu_run.sh $* (RUN_EXAMPLES=${RUN_EXAMPLES:-8}, JIT_CACHE=${JIT_CACHE:-none}, RUN_SELECT=${RUN_SELECT:-all}, SWEEP_GPUS=${SWEEP_GPUS:-as launched})"
+  echo "gpus (name, driver, memory.total):"; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
   nvidia-smi | grep "CUDA Version" | sed 's/|//g;s/  */ /g'
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   python3 -c "import sglang, torch, transformers, flashinfer; print('sglang', sglang.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__)" 2>/dev/null
-} > "$work/provenance.txt"
-cat "$work/provenance.txt"
+} > "$work/pack/provenance.txt"
+cat "$work/pack/provenance.txt"
 
-if [[ -n ${JIT_CACHE:-} && -f $JIT_CACHE ]]; then
-  tar -C "$HOME" -xzf "$JIT_CACHE" && echo "kernel caches restored from $JIT_CACHE"
+if [[ -n ${JIT_CACHE:-} && -f $JIT_CACHE && ! -f /tmp/.jit-restored ]]; then
+  tar -C "$HOME" -xzf "$JIT_CACHE" && touch /tmp/.jit-restored && echo "kernel caches restored from $JIT_CACHE"
 fi
-python3 -m specgate.cli assets smollm2 /tmp/assets --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf 2>&1 | tail -2
-echo "unpack and assets done after $(elapsed)"
+gguf=/tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf
+for job in "$@"; do
+  case ${job%%:*} in
+    llama8b*) python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
+    smollm2*) python3 -m specgate.cli assets smollm2 /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
+  esac
+done
+echo "unpack and assets done after $(elapsed) s"
 
-# What nvidia-smi sees while the suite runs (memory per server process, release after teardown).
-nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -l 5 > "$work/compute-apps.log" 2>&1 &
+# What nvidia-smi sees while the jobs run (memory per server process, release after teardown).
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -l 5 > "$work/pack/compute-apps.log" 2>&1 &
 sampler=$!
-if [[ $mode == update ]]; then verb=(baseline update); else verb=(run); fi
-timeout "${RUN_TIMEOUT:-480}" python3 -m specgate.cli "${verb[@]}" "$deployment" --report-dir "$work/report" \
-  --examples "${RUN_EXAMPLES:-8}" -- -p no:cacheprovider ${RUN_SELECT:+-k "$RUN_SELECT"} > "$OUT/run.log" 2>&1
-status=$?
-echo "suite exit $status after $(elapsed)" | tee -a "$OUT/run.log"
+status=0
+summary=()
+for job in "$@"; do
+  deployment=${job%%:*}
+  mode=${job#*:}; [[ $mode == "$job" ]] && mode=check
+  dir="$work/pack/${deployment}-${mode}" && mkdir -p "$dir"
+  remaining=$(left)
+  echo "=== job $job: $remaining s left in this call" | tee -a "$OUT/run.log"
+  if [[ $mode == sweep ]]; then
+    if ((remaining < 200)); then summary+=("$job: NOT STARTED (only $remaining s left)"); continue; fi
+    state=/tmp/sweep-state/$deployment.json && mkdir -p /tmp/sweep-state
+    if [[ ! -f $state && -n ${SWEEP_STATE_IN:-} && -f $SWEEP_STATE_IN ]]; then cp "$SWEEP_STATE_IN" "$state"; fi
+    timeout $((remaining - 15)) python3 -m specgate.cli sweep "$deployment" --report-dir "$dir" --state "$state" \
+      --max-seconds $((remaining - 60)) ${SWEEP_GPUS:+--gpus "$SWEEP_GPUS"} >> "$OUT/run.log" 2>&1
+    code=$?
+    cp "$state" "$dir/sweep.json" 2>/dev/null
+    cp "$dir/sweep.md" "$dir/sweep.json" "$OUT/" 2>/dev/null
+    # 3: stopped between waves for time, resumable; anything but 0/3 is a failure
+    ((code == 0 || code == 3)) || status=$code
+  else
+    if ((remaining < 240)); then summary+=("$job: NOT STARTED (only $remaining s left)"); continue; fi
+    if [[ $mode == update ]]; then verb=(baseline update); else verb=(run); fi
+    timeout $((remaining - 20)) python3 -m specgate.cli "${verb[@]}" "$deployment" --report-dir "$dir/report" \
+      --examples "${RUN_EXAMPLES:-8}" -- -p no:cacheprovider ${RUN_SELECT:+-k "$RUN_SELECT"} >> "$OUT/run.log" 2>&1
+    code=$?
+    ((code == 0)) || status=$code
+    cp "$dir/report/report.md" "$OUT/" 2>/dev/null
+    if [[ $mode == update ]]; then
+      find baselines -name '*.json' -newer "$work/pack/provenance.txt" -exec cp --parents {} "$dir/" \;
+    fi
+  fi
+  summary+=("$job: exit $code after $(elapsed) s")
+  echo "=== job $job: exit $code after $(elapsed) s" | tee -a "$OUT/run.log"
+done
 kill $sampler 2>/dev/null
 
 # A short summary of what happened, for reading before anything else.
 {
-  cat "$work/provenance.txt"
-  echo "suite exit $status after $(elapsed)"
-  grep -E "^(FAILED|ERROR)|^specgate:|passed|failed" "$OUT/run.log" | tail -40
-  for log in "$work"/report/logs/*.log; do
+  cat "$work/pack/provenance.txt"
+  printf '%s\n' "${summary[@]}"
+  grep -E "^(FAILED|ERROR)|^specgate:|passed|failed|FAILED" "$OUT/run.log" | tail -40
+  for log in "$work"/pack/*/logs/*.log "$work"/pack/*/report/logs/*.log; do
     [[ -f $log ]] || continue
-    echo "--- $(basename "$log"): $(grep -c 'gen throughput' "$log") decode lines"
-    grep -E "Capture cuda graph end|fired up|Traceback|Error|error:|CUDA out of memory|Not enough memory" "$log" | head -8
+    echo "--- ${log#"$work"/pack/}: $(grep -c 'gen throughput' "$log") decode lines"
+    grep -E "Capture cuda graph end|fired up|Traceback|Error|error:|CUDA out of memory|Not enough memory" "$log" | head -6
   done
   echo "--- left running: $(ps aux | grep -c '[s]glang.launch_server') SGLang processes"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
 } > "$OUT/summary.txt" 2>&1
-cp "$work"/report/report.{md,json,png} "$OUT/" 2>/dev/null
-
-mkdir -p "$work/pack/baselines"
-if [[ $mode == update ]]; then
-  find baselines -name '*.json' -newer "$work/provenance.txt" -exec cp --parents {} "$work/pack/" \;
-fi
-cp -r "$work/provenance.txt" "$work/compute-apps.log" "$work/pack/"
-(cd "$work/report" && cp -r benchmark.json logs $(ls ./*-golden.json 2>/dev/null) "$work/pack/" 2>/dev/null)
 tar -C "$work/pack" -czf "$OUT/results.tar.gz" .
 
 if [[ -n ${SAVE_JIT_CACHE:-} ]]; then
   (cd "$HOME" && tar -czf "$work/jit-cache.tar.gz" $(ls -d .triton/cache .cache/flashinfer .cache/tvm-ffi 2>/dev/null))
   size=$(stat -c %s "$work/jit-cache.tar.gz")
-  echo "kernel caches: $((size / 1024)) KiB compressed ($(du -sh "$HOME/.triton" "$HOME/.cache/flashinfer" 2>/dev/null | xargs))" | tee -a "$OUT/summary.txt"
+  echo "kernel caches: $((size / 1024)) KiB compressed" | tee -a "$OUT/summary.txt"
   if ((size < 15 * 1024 * 1024)); then cp "$work/jit-cache.tar.gz" "$OUT/"; else echo "too large to send back" | tee -a "$OUT/summary.txt"; fi
 fi
-echo "done after $(elapsed)"
+echo "done after $(elapsed) s"
 exit $status

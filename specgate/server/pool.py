@@ -110,12 +110,18 @@ class ServerPool:
         failed. One that timed out is not retried: waiting again would double the timeout.
         """
         started: list[ServerHandle] = []
+        last_start: dict[frozenset[str] | None, float] = {}  # GPUs -> when a server last started there
         for name in configs:
             if name in self.live or name in self.failed:
                 continue
-            if started and self.deployment.launch.boot_stagger_s:
-                time.sleep(self.deployment.launch.boot_stagger_s)
+            gpus = self._gpus_of(name)
+            stagger = self.deployment.launch.boot_stagger_s
+            # Only servers that share a GPU race for its memory: stagger those, start the others at once.
+            shared = [t for g, t in last_start.items() if g is None or gpus is None or g & gpus]
+            if shared and stagger:
+                time.sleep(max(0.0, max(shared) + stagger - time.monotonic()))
             started.append(self.launcher.start(self.deployment.configs[name]))
+            last_start[gpus] = time.monotonic()
         # Only where boots overlapped can a death be the race; a lone boot's failure is final.
         for handle in self._wait_all(started, retry_deaths=len(started) > 1):
             retried = self.launcher.start(self.deployment.configs[handle.config])
@@ -123,6 +129,12 @@ class ServerPool:
         if len(configs) == 1 and configs[0] in self.failed:
             raise ServerBootError(self.failed[configs[0]])
         return {n: self.live[n] for n in configs if n in self.live}
+
+    def _gpus_of(self, config: str) -> frozenset[str] | None:
+        """The GPUs a config's CUDA_VISIBLE_DEVICES names (None: every GPU of the host)."""
+        env = {**self.deployment.launch.env, **self.deployment.configs[config].env}
+        visible = env.get("CUDA_VISIBLE_DEVICES")
+        return frozenset(v.strip() for v in visible.split(",") if v.strip()) if visible else None
 
     def _wait_all(self, started: list[ServerHandle], retry_deaths: bool, note: str = "") -> list[ServerHandle]:
         """Wait for each started server. A failed one is stopped and marked failed, except one

@@ -66,6 +66,11 @@ def collect_fingerprint(deployment: Deployment, server_info: dict, model_info: d
         count = gpu.count if gpu else 0
         driver = gpu.driver if gpu else "unknown"
         cuda = gpu.cuda if gpu else "unknown"
+    # The GPUs the server runs on (tensor x pipeline x data parallel), where it says so: on a host
+    # with more GPUs than a deployment uses, the host's count would file a one-GPU baseline under x2.
+    used = _gpus_used(server_info)
+    if used is not None and not deployment.simulator:
+        count = used
     return Fingerprint(
         gpu=hw.get("gpu", gpu_name),
         gpu_count=int(hw.get("gpu_count", count)),
@@ -74,3 +79,22 @@ def collect_fingerprint(deployment: Deployment, server_info: dict, model_info: d
         sglang=str(server_info.get("version") or hw.get("sglang") or "unknown"),
         model=str(model_info.get("model_path") or deployment.model or "unknown"),
     )
+
+
+def _gpus_used(server_info: dict) -> int | None:
+    sizes = []
+    for key in ("tp_size", "pp_size", "dp_size"):
+        value = server_info.get(key)
+        if value is None and isinstance(server_info.get("server_args"), dict):
+            value = server_info["server_args"].get(key)
+        if key == "tp_size" and value is None:
+            return None
+        try:
+            sizes.append(max(1, int(value)) if value is not None else 1)
+        except (TypeError, ValueError):
+            return None
+    tp, pp, dp = sizes
+    # With DP attention, data-parallel ranks share the tensor-parallel GPUs.
+    if server_info.get("enable_dp_attention"):
+        dp = 1
+    return tp * pp * dp
