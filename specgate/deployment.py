@@ -155,6 +155,7 @@ class SweepSpec:
     parallel: int  # servers booted and held at once, per GPU
     gpus: tuple[str, ...]  # CUDA_VISIBLE_DEVICES values to spread servers over; empty: as launched
     repeats: int
+    max_new_tokens: int  # per measured request (default: the workload's); shorter sweeps run sooner
 
 
 @dataclass(frozen=True)
@@ -273,6 +274,7 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         parallel=t.int("parallel", 4, minimum=1),
         gpus=tuple(t.str_list("gpus", [])),
         repeats=t.int("repeats", workload.repeats, minimum=3),
+        max_new_tokens=t.int("max_new_tokens", workload.max_new_tokens, minimum=2),
     )
     if not modes:
         raise t.error("attention_mode", "expected at least one mode")

@@ -73,7 +73,8 @@ def run_sweep(
         configs[point.name] = _on_gpu(point.config, gpu)
         gpu_of[point.name] = gpu
         points[point.name] = point
-    synth = replace(deployment, configs=configs)
+    workload = replace(deployment.workload, max_new_tokens=spec.max_new_tokens)
+    synth = replace(deployment, configs=configs, workload=workload)
     pool = ServerPool(synth, log_dir, progress)
     meter = SpeedMeter(synth)
     base_records: dict[str, ConfigSpeed] = {}
