@@ -124,5 +124,8 @@ def _notes(subject: Subject) -> tuple[str, ...]:
         )
     s = subject.settings
     if s.overlap_disabled:
-        notes.append("the overlap scheduler is off in this server (SGLang's speculative v1 worker turns it off)")
+        notes.append(
+            "the overlap scheduler is off in this server: SGLang then runs its speculative v1 worker, which does "
+            "not overlap CPU scheduling with the GPU (0.5.11 turns it on by default; SGLANG_ENABLE_SPEC_V2)"
+        )
     return tuple(notes)

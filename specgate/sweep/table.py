@@ -62,11 +62,53 @@ def render_sweep(plan: SweepPlan, state: SweepState, complete: bool) -> str:
     if plan.skipped:
         out.append("\nLeft out of the grid:\n")
         out.extend(f"- {s}" for s in plan.skipped)
+    out.extend(_replicates(state))
     out.extend(_pivots(plan, state))
     missing = [p.name for p in plan.points if p.name not in state.points]
     if missing:
         out.append(f"\nNot yet measured: {', '.join(missing)}.")
     return "\n".join(out) + "\n"
+
+
+SIMULATED_TAU = "env:SGLANG_SIMULATE_ACC_LEN"
+
+
+def _effective(r: PointResult) -> tuple | None:
+    """The settings a point really ran with, where SGLang is known to rewrite the swept value:
+    SGLANG_SIMULATE_ACC_LEN is clamped to steps + 1, so 3.0 at one step runs as 2.0 does."""
+    a = r.axes
+    if SIMULATED_TAU not in a:
+        return None
+    try:
+        tau = min(float(a[SIMULATED_TAU]), a["num_steps"] + 1.0)
+    except (TypeError, ValueError):
+        return None
+    others = tuple(sorted((k, str(v)) for k, v in a.items() if k != SIMULATED_TAU))
+    return (others, tau)
+
+
+def _replicates(state: SweepState) -> list[str]:
+    """Points that ran identical effective settings: their spread is the between-server noise
+    that no single point's interval shows (each interval covers its own requests only)."""
+    groups: dict[tuple, list[PointResult]] = {}
+    for r in state.points.values():
+        key = _effective(r)
+        if r.status == "measured" and r.ratio and key is not None:
+            groups.setdefault(key, []).append(r)
+    pairs = [g for g in groups.values() if len(g) > 1]
+    if not pairs:
+        return []
+    out = [
+        "\n## Replicates: the same effective settings booted twice\n",
+        "SGLang clamps SGLANG_SIMULATE_ACC_LEN to steps + 1, so these points ran identical settings in separate "
+        "servers. Their spread is between-server noise (boot, GPU, placement) that the per-point intervals, "
+        "which cover one server's requests, do not include: read differences smaller than this as ties.\n",
+    ]
+    for g in pairs:
+        ratios = [r.ratio["estimate"] for r in g if r.ratio]
+        where = ", ".join(f"{r.name} {r.ratio['estimate']:.3f}x{' (GPU ' + r.gpu + ')' if r.gpu else ''}" for r in g)
+        out.append(f"- {where}: highest / lowest {max(ratios) / min(ratios):.3f}")
+    return out
 
 
 def _pivots(plan: SweepPlan, state: SweepState) -> list[str]:
