@@ -7,12 +7,14 @@ A plain server makes one token per decode step of t_d. A speculative server runs
     speedup = τ · t_d / t_c        and a cycle costs C = t_c / t_d plain steps.
 
 Speculation wins exactly when C < τ; the share of its accept length that reaches the
-user is 1 / C (efficiency = speedup / τ). The model's inputs come from measurements
-that are independent of the speedup figure itself: τ pooled from meta_info (tokens over
-verify cycles), t_d the reference's median time per decoded token, t_c the config's
-median time per cycle (per request: its τ over its decode rate). The speedup they predict
-is checked against the paired, measured one: where the two part, time goes somewhere
-the cycle does not account for (prefill, scheduling stalls, uneven τ across prompts).
+user is 1 / C (efficiency = speedup / τ). This is a decomposition of the measured speedup,
+not a second measurement of it: τ comes from meta_info (tokens over verify cycles), t_d is
+the reference's median time per decoded token, and t_c the config's median time per cycle,
+per request its τ over its own decode rate, so τ·t_d/t_c agrees with the paired speedup by
+construction, up to τ and speed varying together across prompts. What it adds is *why*:
+whether a config is slow because its drafts are rejected (τ) or because its cycle is dear
+(C). The independent check of the timings themselves is the report's Fidelity section
+(the server's own log and meta_info).
 """
 
 from __future__ import annotations

@@ -45,6 +45,9 @@ FLAGS = {
     "draft_model_path": "--speculative-draft-model-path",
 }
 BOOL_FLAGS = {"cuda_graph_disabled": "--disable-cuda-graph", "overlap_disabled": "--disable-overlap-schedule"}
+# Environment that fixes what a run measures rather than how the server runs (SGLang's
+# SGLANG_SIMULATE_ACC_LEN and _METHOD): never offered as a lever.
+SIMULATION_KNOBS = ("env:SGLANG_SIMULATE_",)
 
 
 # The settings field each SGLang flag sets, so that a flag given in a deployment and the
@@ -103,10 +106,14 @@ class Subject:
         deployment gives them (a flag SGLang does not report back still counts), and in their
         environment. A flag that sets a reported setting counts once, under the setting's name."""
         diff = self.settings.differences(other.settings)
+        mine_reported, theirs_reported = self.settings.as_dict(), other.settings.as_dict()
         for flag in sorted(set(self.flags) | set(other.flags)):
             mine, theirs = self.flags.get(flag), other.flags.get(flag)
-            if mine != theirs:
-                key = FLAG_KEYS.get(flag, flag)
+            key = FLAG_KEYS.get(flag, flag)
+            # Where the server reports the setting, its report decides (one config may spell out
+            # the default the other gets); the flag counts only where neither server says.
+            reported = mine_reported.get(key) is not None or theirs_reported.get(key) is not None
+            if mine != theirs and not reported:
                 diff.setdefault(key, (mine, theirs))
         for key in sorted(set(self.env) | set(other.env)):
             if self.env.get(key) != other.env.get(key):
@@ -163,16 +170,31 @@ class Context:
     thresholds: Thresholds
     used_siblings: set[str] = field(default_factory=set)
 
-    def sibling_differing_in(self, keys: set[str], accept: Callable[[Subject], bool]) -> Sibling | None:
-        """The best-measured sibling whose settings differ from this config's in `keys` only."""
+    def sibling_differing_in(
+        self, keys: set[str], accept: Callable[[Subject], bool], same_tau: bool = True
+    ) -> Sibling | None:
+        """The best-measured sibling whose settings differ from this config's in `keys` only
+        (a sibling run at another simulated accept length differs in that, so never qualifies).
+        With `same_tau`, its accept length must agree with this config's too: a setting that
+        should not change τ (attention mode, CUDA graphs) is not credited with what τ did."""
         found = [
             s
             for s in self.siblings
             if set(self.subject.differences(s.subject)) <= keys
             and self.subject.differences(s.subject)
             and accept(s.subject)
+            and (not same_tau or _same_tau(self.subject.model, s.subject.model))
         ]
         return max(found, key=lambda s: s.speed_ratio.estimate) if found else None
+
+
+# Settings whose change is expected to move τ: a sibling differing in them is compared on speed
+# even where its accept length differs.
+TAU_SETTINGS = {"num_steps", "draft_tokens", "topk", "draft_model_path", "algorithm"}
+
+
+def _same_tau(a: CycleModel, b: CycleModel) -> bool:
+    return a.tau.low <= b.tau.high and b.tau.low <= a.tau.high
 
 
 def _cost_line(m: CycleModel) -> str:
@@ -290,7 +312,8 @@ def drafter(ctx: Context) -> list[Lever]:
 def draft_steps(ctx: Context) -> list[Lever]:
     subj, floor = ctx.subject, ctx.thresholds.last_step_floor
     steps = subj.settings.num_steps
-    if not steps or steps < 2:
+    # Under SGLANG_SIMULATE_ACC_LEN the histogram is whatever the variable says: no evidence.
+    if not steps or steps < 2 or subj.simulated_tau is not None:
         return []
     hist = subj.histogram
     tau = subj.model.tau.estimate
@@ -326,7 +349,10 @@ def draft_steps(ctx: Context) -> list[Lever]:
         (*evidence, _cost_line(subj.model)),
         strength,
     )
-    sibling = ctx.sibling_differing_in({"num_steps", "draft_tokens"}, lambda o: (o.settings.num_steps or steps) < steps)
+    # Only a sibling at the very step count suggested measures this lever.
+    sibling = ctx.sibling_differing_in(
+        {"num_steps", "draft_tokens"}, lambda o: o.settings.num_steps == keep, same_tau=False
+    )
     found = _with_sibling(ctx, lever, sibling, "identical but with fewer draft steps")
     return [found] if found else []
 
@@ -361,7 +387,7 @@ def draft_context(ctx: Context) -> list[Lever]:
         tuple(evidence),
         strength,
     )
-    sibling = ctx.sibling_differing_in({"draft_model_path"}, lambda o: True)
+    sibling = ctx.sibling_differing_in({"draft_model_path"}, lambda o: True, same_tau=False)
     found = _with_sibling(ctx, lever, sibling, "identical but with another drafter")
     return [found] if found else []
 
@@ -375,6 +401,11 @@ def measured_siblings(ctx: Context) -> list[Lever]:
         diff = ctx.subject.differences(sib.subject)
         if name in ctx.used_siblings or not sib.faster or len(diff) != 1:
             continue
+        key = next(iter(diff))
+        if key.startswith(SIMULATION_KNOBS):
+            continue  # a simulated accept length is not something to change in production
+        if key not in TAU_SETTINGS and not _same_tau(ctx.subject.model, sib.subject.model):
+            continue  # its τ differs for reasons this setting does not explain
         r = sib.speed_ratio
         out.append(
             Lever(

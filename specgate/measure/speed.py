@@ -104,7 +104,9 @@ class SpeedMeter:
         blob = json.dumps([r.payload() for r in self.requests], sort_keys=True)
         self.workload_digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
         self.results: dict[tuple[str, int], ConfigSpeed] = {}
-        self._warm: set[tuple[int, int]] = set()  # (id of the live server, concurrency) already warmed
+        # (server process, concurrency) already warmed. Not id(server): a server object freed after
+        # release can hand its id to the next one booted, which would then skip its warmup.
+        self._warm: set[tuple[str, int | None, int]] = set()
 
     def record(self, config: str, concurrency: int) -> ConfigSpeed:
         return self.results.setdefault((config, concurrency), ConfigSpeed(config, concurrency))
@@ -118,7 +120,7 @@ class SpeedMeter:
             return [SpeedSample.of(r) for r in pool.map(server.generate, batch)]
 
     def warm_up(self, server: LiveServer, concurrency: int) -> WarmupRecord | None:
-        key = (id(server), concurrency)
+        key = (server.handle.base_url, server.handle.pid, concurrency)
         if key in self._warm:
             return None
         spec = self.deployment.workload.warmup
@@ -135,6 +137,15 @@ class SpeedMeter:
         record = WarmupRecord(requests=len(figures), settled=done, decode_tps=figures)
         self.record(server.config, concurrency).warmups.append(record)
         return record
+
+    def sample(self, server: LiveServer, concurrency: int, count: int) -> list[SpeedSample]:
+        """The first `count` pinned requests again (after warmup), not recorded: a reference measured
+        anew beside later servers pairs with them request for request."""
+        self.warm_up(server, concurrency)
+        out: list[SpeedSample] = []
+        while len(out) < count:
+            out.extend(self._round(server, concurrency, len(out)))
+        return out
 
     def measure(self, server: LiveServer, concurrency: int, count: int) -> list[SpeedSample]:
         """`count` more measured requests (rounded up to whole rounds of `concurrency`)."""

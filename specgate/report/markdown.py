@@ -159,9 +159,10 @@ def _diagnosis(report: dict) -> list[str]:
         "\n## Diagnosis: where a speculative cycle\u2019s time goes\n",
         "A cycle drafts, then verifies in one target pass, and yields τ tokens. With t_d the reference\u2019s time "
         "per token and t_c the time per cycle, speedup = τ·t_d/t_c; a cycle costs C = t_c/t_d plain decode steps, "
-        "and speculation wins exactly when C < τ. The prediction uses τ, t_d and t_c measured separately; the "
-        "measured column is the paired speedup.\n",
-        "| config | conc. | τ | t_d ms | t_c ms | C (plain steps) | predicted τ·t_d/t_c | measured | efficiency |",
+        "and speculation wins exactly when C < τ. This decomposes the paired speedup (t_c comes from the same "
+        "timings, so τ·t_d/t_c matches it up to τ varying across prompts): it says whether drafts are rejected "
+        "(τ) or the cycle is dear (C). The Fidelity section checks the timings against the server's own.\n",
+        "| config | conc. | τ | t_d ms | t_c ms | C (plain steps) | τ·t_d/t_c | measured (paired) | efficiency |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for d in found:

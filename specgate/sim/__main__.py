@@ -69,7 +69,7 @@ def _simulated_accept_length() -> float | None:
         value = float(raw)
     except ValueError:
         return None
-    if value < 0:
+    if value <= 0:  # SGLang: off when negative (and it refuses 0)
         return None
     log(f"SIMULATOR: accept length fixed at {value} (SGLANG_SIMULATE_ACC_LEN)")
     return value

@@ -106,7 +106,19 @@ def plan_sweep(deployment: Deployment) -> SweepPlan:
                 description=f"sweep point of {spec.base}: {label}",
             )
             points.append(SweepPoint(label, mode, steps, topk, draft, env, config))
+    # Everything a stored point's figure depends on: resuming under any other would rank
+    # figures of two different sweeps together.
+    reference = deployment.configs[deployment.reference]
+    w = deployment.workload
     blob = json.dumps(
-        [deployment.name, [list(p.config.args) for p in points], [p.config.env for p in points]], sort_keys=True
+        {
+            "deployment": deployment.name,
+            "points": [[list(p.config.args), p.config.env] for p in points],
+            "reference": [list(reference.args), reference.env],
+            "launch": [list(deployment.launch.command), list(deployment.launch.args), deployment.launch.env],
+            "measure": [spec.repeats, spec.max_new_tokens, list(w.prompt_sets), w.prompt_format],
+            "warmup": [w.warmup.min_requests, w.warmup.max_requests, w.warmup.settle_window, w.warmup.settle_tolerance],
+        },
+        sort_keys=True,
     )
     return SweepPlan(tuple(points), tuple(skipped), hashlib.sha256(blob.encode()).hexdigest()[:12])

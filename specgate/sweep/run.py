@@ -1,11 +1,14 @@
-"""Boot the sweep's points in waves beside a plain baseline, measure each, record as we go.
+"""Boot the sweep's points in waves beside a resident plain baseline, measure, record as we go.
 
-A wave is as many servers as `parallel` allows per GPU; every server of a wave boots at
-once (staggered as the deployment says), then each is measured alone (single stream, the
-gate's pinned requests) and stopped, so no two measurements share the GPU. The first wave
-carries one plain baseline per GPU. Before each later wave the time budget is checked
-against the longest wave so far: a sweep stopped for time ends cleanly, state saved, and
-the next invocation resumes it.
+One plain baseline per GPU boots first and stays up for the whole session, holding one of
+the `parallel` slots of its GPU. A wave fills the other slots; its servers boot at once
+(staggered per GPU as the deployment says), then each GPU's baseline is measured again on
+the same pinned requests, and each point is measured alone and stopped, so no two
+measurements share a GPU and every point's ratio pairs with a baseline measured in its own
+wave, on its own GPU, among the same neighbours. The plan is interleaved across attention
+modes and step counts so that no wave holds one kind alone. Before each later wave the time
+budget is checked against the longest wave so far: a sweep stopped for time ends cleanly,
+state saved, and the next invocation resumes it.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def run_sweep(
     configs = {name: _on_gpu(reference, g, name) for g, name in baseline_of.items()}
     gpu_of = {name: g for g, name in baseline_of.items()}
     points: dict[str, SweepPoint] = {}
-    for i, point in enumerate(todo):
+    for i, point in enumerate(_interleaved(todo)):
         gpu = gpus[i % len(gpus)]
         configs[point.name] = _on_gpu(point.config, gpu)
         gpu_of[point.name] = gpu
@@ -77,41 +80,34 @@ def run_sweep(
     synth = replace(deployment, configs=configs, workload=workload)
     pool = ServerPool(synth, log_dir, progress)
     meter = SpeedMeter(synth)
-    base_records: dict[str, ConfigSpeed] = {}
     attempted: set[str] = set()
     started, longest = time.monotonic(), 0.0
+    slots = max(1, spec.parallel - 1) * len(gpus)  # one slot per GPU holds its baseline
     echo(f"sweep {deployment.name}: {len(todo)} of {len(plan.points)} points to measure in session {session.id}")
     try:
-        for n, wave in enumerate(_waves(list(baseline_of.values()) + list(points), spec.parallel * len(gpus))):
+        for n, wave in enumerate(_waves(list(points), slots)):
             if n and max_seconds is not None and time.monotonic() - started + longest > max_seconds:
                 echo(f"sweep: stopping before wave {n + 1}: the next wave (~{longest:.0f} s) would pass --max-seconds")
                 break
             t0 = time.monotonic()
-            pool.boot(wave)
+            pool.boot([*baseline_of.values(), *wave] if n == 0 else wave)  # baselines boot with wave 1
+            base = _measure_baselines(pool, meter, baseline_of, spec.repeats, session, n, echo)
+            state.save()
             for name in wave:
+                attempted.add(name)
                 gpu = gpu_of[name]
-                if name in points:
-                    attempted.add(name)
                 try:
                     if name in pool.failed:
                         raise SpecgateError(pool.failed[name])
                     record = meter.record(name, 1)
                     meter.measure(pool.live[name], 1, spec.repeats)
                 except SpecgateError as exc:
-                    _failed(state, session, points.get(name), name, gpu, str(exc), echo)
+                    _failed(state, session, points[name], name, gpu, str(exc), echo)
                     pool.release(name)
                     continue
                 pool.release(name)
                 boot_s = next((b.seconds for b in reversed(pool.boots) if b.config == name and b.ok), None)
-                if name not in points:
-                    base_records[gpu] = record
-                    session.baselines[gpu] = [round(v, 3) for v in record.decode_tps]
-                    echo(
-                        f"  {name}: {_median(record.decode_tps):.1f} tok/s (plain baseline{' on GPU ' + gpu if gpu else ''})"
-                    )
-                    state.save()
-                    continue
-                result = _result(points[name], record, base_records.get(gpu), session.id, gpu, boot_s, deployment)
+                result = _result(points[name], record, base.get(gpu), session.id, gpu, n + 1, boot_s, deployment)
                 state.points[name] = result
                 state.save()
                 echo("  " + _line(result))
@@ -123,18 +119,53 @@ def run_sweep(
     return SweepOutcome(plan, state, session.id, complete=session.complete)
 
 
+def _interleaved(points: list[SweepPoint]) -> list[SweepPoint]:
+    """Round-robin over (attention mode, steps) groups, so every wave mixes them."""
+    groups: dict[tuple[str, int], list[SweepPoint]] = {}
+    for p in points:
+        groups.setdefault((p.attention_mode, p.num_steps), []).append(p)
+    lists = list(groups.values())
+    return [lst[i] for i in range(max((len(g) for g in lists), default=0)) for lst in lists if i < len(lst)]
+
+
+def _measure_baselines(
+    pool: ServerPool,
+    meter: SpeedMeter,
+    baseline_of: dict[str, str],
+    repeats: int,
+    session: SessionRecord,
+    wave: int,
+    echo: Callable[[str], None],
+) -> dict[str, ConfigSpeed]:
+    """Each GPU's resident baseline, measured again on the first `repeats` pinned requests."""
+    out = {}
+    for gpu, name in baseline_of.items():
+        if name not in pool.live:
+            echo(f"  {name}: plain baseline NOT RUNNING ({pool.failed.get(name, 'not booted')[:200]}): no ratios")
+            continue
+        try:
+            samples = meter.sample(pool.live[name], 1, repeats)
+        except SpecgateError as exc:
+            echo(f"  {name}: plain baseline FAILED in wave {wave + 1}: {str(exc)[:200]}")
+            pool.release(name)
+            continue
+        record = ConfigSpeed(name, 1, samples=samples)
+        out[gpu] = record
+        session.baselines.setdefault(gpu, []).append([round(v, 3) for v in record.decode_tps])
+        where = f" on GPU {gpu}" if gpu else ""
+        echo(f"  {name}: {_median(record.decode_tps):.1f} tok/s (plain baseline{where}, wave {wave + 1})")
+    return out
+
+
 def _median(values: list[float]) -> float:
     v = sorted(values)
     return (v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2 if v else float("nan")
 
 
 def _failed(
-    state: SweepState, session: SessionRecord, point: SweepPoint | None, name: str, gpu: str, error: str, echo
+    state: SweepState, session: SessionRecord, point: SweepPoint, name: str, gpu: str, error: str, echo
 ) -> None:
     first = error.strip().splitlines()[0] if error.strip() else "unknown error"
-    if point is None:
-        echo(f"  {name}: plain baseline FAILED: {first} (no ratios for points on this GPU in this session)")
-        return
     state.points[name] = PointResult(name, point.axes(), "failed", session.id, gpu, error=error[-4000:])
     state.save()
     echo(f"  {name}: FAILED: {first}")
@@ -146,6 +177,7 @@ def _result(
     baseline: ConfigSpeed | None,
     session: str,
     gpu: str,
+    wave: int,
     boot_s: float | None,
     deployment: Deployment,
 ) -> PointResult:
@@ -158,6 +190,7 @@ def _result(
         decode_tps=[round(v, 3) for v in record.decode_tps],
         accept_lengths=[round(s.accept_length, 4) for s in record.samples if s.accept_length],
         boot_s=None if boot_s is None else round(boot_s, 1),
+        wave=wave,
     )
     model = cycle_model(record, baseline, deployment.gates.confidence) if baseline else None
     if model is not None:
@@ -165,8 +198,10 @@ def _result(
         result.tau = model.tau.as_dict()
         result.t_c_ms = round(model.t_c_ms.estimate, 4)
         result.cycle_cost = round(model.cycle_cost, 4)
-    elif baseline is None:
-        result.error = "no plain baseline measured on this GPU in this session: no ratio"
+    else:
+        # Measured, but with nothing to pair it with: not done, so the next sweep measures it again.
+        result.status = "unpaired"
+        result.error = "no plain baseline measured beside it (same wave, same GPU): no ratio"
     return result
 
 

@@ -3,7 +3,7 @@
 An interrupted sweep (a CI job cancelled, a machine's time limit) resumes from this file
 and boots only the points it lacks. Speeds are compared as ratios measured side by side,
 so each session (one invocation) measures its own plain baseline and every point's ratio
-is taken against the baseline of its own session and GPU, never across sessions.
+is taken against the baseline measured in its own wave of its own session, on its own GPU.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any
 
 from specgate.errors import SweepStateError
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 2: a baseline per wave (1: one per session, written by 04e67e0)
 
 
 @dataclass
 class PointResult:
     name: str
     axes: dict[str, Any]
-    status: str  # "measured" | "failed"
+    status: str  # "measured" | "failed" | "unpaired" (measured, no baseline beside it): only "measured" is done
     session: str
     gpu: str
     error: str = ""
@@ -34,6 +34,7 @@ class PointResult:
     t_c_ms: float | None = None
     cycle_cost: float | None = None
     boot_s: float | None = None
+    wave: int | None = None  # its wave in its session: its ratio pairs with that wave's baseline
 
     @property
     def median_tps(self) -> float | None:
@@ -48,7 +49,8 @@ class PointResult:
 class SessionRecord:
     id: str
     provenance: dict[str, Any]
-    baselines: dict[str, list[float]] = field(default_factory=dict)  # GPU -> per-request decode tok/s
+    # GPU -> per wave, per-request decode tok/s of that GPU's resident plain baseline
+    baselines: dict[str, list[list[float]]] = field(default_factory=dict)
     complete: bool = False
 
 

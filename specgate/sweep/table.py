@@ -31,10 +31,15 @@ def ranked(state: SweepState) -> list[PointResult]:
 def render_sweep(plan: SweepPlan, state: SweepState, complete: bool) -> str:
     out = [f"# specgate sweep — {state.deployment}\n"]
     done = sum(1 for p in plan.points if state.done(p.name))
-    status = "complete" if done == len(plan.points) else ("stopped, resumable" if not complete else "complete")
+    failed_n = sum(1 for r in state.points.values() if r.status != "measured")
+    status = (
+        "complete"
+        if done == len(plan.points)
+        else (f"every point attempted, {failed_n} failed or unpaired" if complete else "stopped, resumable")
+    )
     out.append(
         f"{done} of {len(plan.points)} points measured ({status}); {len(state.sessions)} session(s). Each ratio is "
-        "paired per request against the plain baseline measured in the same session on the same GPU; ✓ beats it "
+        "paired per request against the plain baseline measured in the same wave, on the same GPU; ✓ beats it "
         "(interval above 1), ✗ loses (below 1), ~ undecided.\n"
     )
     out.append(
@@ -55,9 +60,9 @@ def render_sweep(plan: SweepPlan, state: SweepState, complete: bool) -> str:
             f"| {_env_label(a)} | {r.median_tps:.1f} | {ratio} | {tau} | {cycle} | {cost} | {r.session}"
             f"{' GPU ' + r.gpu if r.gpu else ''} |"
         )
-    failed = [r for r in state.points.values() if r.status == "failed"]
+    failed = [r for r in state.points.values() if r.status != "measured"]
     if failed:
-        out.append("\nFailed points (retried by the next `specgate sweep` of this state):\n")
+        out.append("\nFailed or unpaired points (retried by the next `specgate sweep` of this state):\n")
         out.extend(f"- {r.name}: {(r.error.strip().splitlines() or ['?'])[0]}" for r in failed)
     if plan.skipped:
         out.append("\nLeft out of the grid:\n")
@@ -80,7 +85,7 @@ def _effective(r: PointResult) -> tuple | None:
     if SIMULATED_TAU not in a:
         return None
     try:
-        tau = min(float(a[SIMULATED_TAU]), a["num_steps"] + 1.0)
+        tau = max(1.0, min(float(a[SIMULATED_TAU]), a["num_steps"] + 1.0))
     except (TypeError, ValueError):
         return None
     others = tuple(sorted((k, str(v)) for k, v in a.items() if k != SIMULATED_TAU))
@@ -112,12 +117,17 @@ def _replicates(state: SweepState) -> list[str]:
 
 
 def _pivots(plan: SweepPlan, state: SweepState) -> list[str]:
-    """Per attention mode (and topk): rows = swept environment, columns = draft steps."""
+    """Per attention mode and topk: rows = swept environment, columns = draft steps (and draft
+    tokens, where the grid has more than one per step count)."""
     out: list[str] = []
-    points = [p for p in plan.points if p.name in state.points]
-    if not points:
+    if not any(p.name in state.points for p in plan.points):
         return out
-    steps = sorted({p.num_steps for p in plan.points})
+    columns = sorted({(p.num_steps, p.draft_tokens) for p in plan.points})
+    several = len({d for _, d in columns}) > len({s for s, _ in columns})
+
+    def label(col: tuple[int, int]) -> str:
+        return f"{col[0]} steps" + (f" / {col[1]} drafts" if several else "")
+
     envs: list[tuple[tuple[str, str], ...]] = []
     for p in plan.points:
         key = tuple(p.env.items())
@@ -127,22 +137,20 @@ def _pivots(plan: SweepPlan, state: SweepState) -> list[str]:
     for (mode, topk), group in itertools.groupby(
         sorted(plan.points, key=lambda p: (p.attention_mode, p.topk)), key=lambda p: (p.attention_mode, p.topk)
     ):
-        cells = {(tuple(p.env.items()), p.num_steps): state.points.get(p.name) for p in group}
-        out.append(f"\n**attention mode {mode}, topk {topk}** (× baseline, per draft steps)\n")
-        out.append("| env | " + " | ".join(f"{s} steps" for s in steps) + " | beats the baseline at |")
-        out.append("|---|" + "---|" * (len(steps) + 1))
+        cells = {(tuple(p.env.items()), (p.num_steps, p.draft_tokens)): state.points.get(p.name) for p in group}
+        out.append(f"\n**attention mode {mode}, topk {topk}** (× baseline)\n")
+        out.append("| env | " + " | ".join(label(c) for c in columns) + " | beats the baseline at |")
+        out.append("|---|" + "---|" * (len(columns) + 1))
         for env in envs:
             row, beats = [], []
-            for s in steps:
-                r = cells.get((env, s))
+            for col in columns:
+                r = cells.get((env, col))
                 if r is None or r.status != "measured" or not r.ratio:
-                    row.append("—" if r is None else ("failed" if r.status == "failed" else "?"))
+                    row.append("—" if r is None else r.status)
                     continue
                 row.append(f"{r.ratio['estimate']:.2f} {_mark(r)}")
                 if _mark(r) == "✓":
-                    beats.append(str(s))
-            label = ", ".join(f"{k}={v}" for k, v in env) or "—"
-            out.append(
-                f"| {label} | " + " | ".join(row) + f" | {', '.join(beats) + ' steps' if beats else 'no steps'} |"
-            )
+                    beats.append(label(col))
+            name = ", ".join(f"{k}={v}" for k, v in env) or "—"
+            out.append(f"| {name} | " + " | ".join(row) + f" | {', '.join(beats) or 'nowhere'} |")
     return out

@@ -95,6 +95,7 @@ def _gpus_used(server_info: dict) -> int | None:
             return None
     tp, pp, dp = sizes
     # With DP attention, data-parallel ranks share the tensor-parallel GPUs.
-    if server_info.get("enable_dp_attention"):
+    nested = server_info.get("server_args") if isinstance(server_info.get("server_args"), dict) else {}
+    if server_info.get("enable_dp_attention") or nested.get("enable_dp_attention"):
         dp = 1
     return tp * pp * dp

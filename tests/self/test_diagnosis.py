@@ -110,7 +110,9 @@ def test_sibling_measurements_make_levers_measured(lever_run):
     assert any("τ" in e and "on those requests" in e for e in context["evidence"])
 
 
-def test_cycle_model_predicts_the_measured_speedup(lever_run):
+def test_cycle_model_decomposes_the_measured_speedup(lever_run):
+    """τ·t_d/t_c is built from the same timings as the paired speedup: it must multiply out to it
+    (up to τ varying across prompts), or the decomposition explains a different number."""
     for d in lever_run["diagnosis"]:
         c = d["cycle"]
         assert c["predicted_speedup"] == pytest.approx(c["tau"]["estimate"] / c["cycle_cost"], rel=1e-3)
@@ -218,3 +220,48 @@ def test_settings_are_read_defensively():
     assert old.topk == 4 and old.cuda_graph_disabled is True
     empty = read_settings({})
     assert empty.algorithm is None and empty.attention_mode is None and not empty.speculative
+
+
+def _with(subject: Subject, **changes) -> Subject:
+    from dataclasses import replace
+
+    return replace(subject, **changes)
+
+
+def test_a_default_spelled_out_is_no_difference():
+    """One config passing --cuda-graph-max-bs 2, the value the other gets by default: the servers
+    report the same setting, so a decode-mode sibling measured slower still drops the lever."""
+    subject = _with(_subject("prefill", {**PREFILL_INFO, "cuda_graph_max_bs": 2}, [80.0] * 6, 2.0),
+                    flags={"--cuda-graph-max-bs": "2"})  # fmt: skip
+    decode = _subject("decode", {**PREFILL_INFO, "speculative_attention_mode": "decode", "cuda_graph_max_bs": 2},
+                      [60.0] * 6, 2.0)  # fmt: skip
+    slower = Sibling(decode, Interval(0.75, 0.7, 0.8, 0.95))
+    assert "attention-mode" not in [lv.key for lv in find_levers(subject, [slower], Thresholds())]
+
+
+def test_simulated_accept_length_is_no_evidence_for_steps_and_no_lever():
+    info = {**PREFILL_INFO, "speculative_attention_mode": "decode"}
+    simulated = _with(_subject("x", info, [80.0] * 6, 2.0, (0, 100)), env={"SGLANG_SIMULATE_ACC_LEN": "2.0"})
+    assert "draft-steps" not in [lv.key for lv in find_levers(simulated, [], Thresholds())]
+    other_tau = _with(_subject("y", info, [120.0] * 6, 3.0), env={"SGLANG_SIMULATE_ACC_LEN": "3.0"})
+    faster = Sibling(other_tau, Interval(1.5, 1.4, 1.6, 0.95))
+    assert not [lv for lv in find_levers(simulated, [faster], Thresholds()) if lv.sibling == "y"]
+
+
+def test_only_a_sibling_at_the_suggested_step_count_measures_the_steps_lever():
+    info = {**PREFILL_INFO, "speculative_attention_mode": "decode", "speculative_num_steps": 3,
+            "speculative_num_draft_tokens": 4}  # fmt: skip
+    subject = _subject("s3", info, [80.0] * 6, 1.76, (40, 45, 14, 1))  # suggests 1 step
+    two = _subject("s2", {**info, "speculative_num_steps": 2, "speculative_num_draft_tokens": 3}, [100.0] * 6, 1.7)
+    lever = next(lv for lv in find_levers(subject, [Sibling(two, Interval(1.25, 1.2, 1.3, 0.95))], Thresholds())
+                 if lv.key == "draft-steps")  # fmt: skip
+    assert lever.strength == OBSERVED and lever.sibling is None  # 2 steps measured, 1 suggested: not credited
+
+
+def test_a_sibling_with_another_accept_length_is_not_credited_to_the_attention_mode():
+    """Decode mode vs prefill mode should not change τ; where τ differs (a drafter broken in one
+    server), the faster sibling says nothing about the mode."""
+    subject = _subject("decode", {**PREFILL_INFO, "speculative_attention_mode": "decode"}, [80.0] * 6, 1.0)
+    prefill = _subject("prefill", PREFILL_INFO, [95.0] * 6, 2.2)
+    levers = find_levers(subject, [Sibling(prefill, Interval(1.19, 1.1, 1.3, 0.95))], Thresholds())
+    assert [lv.key for lv in levers][:1] == ["drafter"] and not any(lv.sibling == "prefill" for lv in levers)

@@ -378,3 +378,27 @@ def test_changed_reference_flags_fall_back_to_absolute_speed(sim_deployment, pyt
     spec = gates["regression:eagle3-decode:c1:decode_tps"]
     assert spec["status"] == "pass" and "ratio_to_stored" in spec["figures"]
     assert any("judged on absolute decode tok/s" in n for n in spec["notes"])
+
+
+def test_equivalence_declared_not_checkable_says_so_everywhere(sim_deployment, pytester):
+    """A deployment whose outputs are not a model's (dummy weights, simulated accepts) may turn
+    equivalence off, with its reason: the tests skip saying so, the report and the stored
+    baseline carry NOT CHECKED, and the speed gates still run."""
+    reason = "dummy weights in this test"
+    d = sim_deployment({"equivalence": {"enabled": False, "skip_reason": reason}})
+    result = d.run(pytester, "--specgate-update-baselines", "-rs")
+    assert result.ret == 0, "\n".join(result.outlines[-30:])
+    result.stdout.fnmatch_lines([f"*greedy equivalence NOT CHECKED (the deployment says: {reason})*"])
+    report = d.report()
+    assert report["equivalence_not_checked"] == reason and report["equivalence"] == []
+    assert "**NOT CHECKED**" in (d.report_dir / "report.md").read_text()
+    stored = json.loads(next(d.baselines_dir.rglob("*.json")).read_text())
+    assert stored["equivalence"].startswith("NOT CHECKED") and stored["excluded"] == {}
+    assert set(stored["configs"]) == {"baseline", "eagle3-prefill", "eagle3-decode"}
+
+
+def test_turning_equivalence_off_needs_a_reason(sim_deployment, pytester):
+    d = sim_deployment({"equivalence": {"enabled": False}})
+    result = d.run(pytester)
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*field 'equivalence.skip_reason'*required when enabled = false*"])

@@ -213,3 +213,38 @@ def test_url_launcher_attaches_and_times_out_naming_the_field(tmp_path):
             launcher.wait_ready(launcher.start(dep.configs["eagle3-prefill"]), None)
     finally:
         local.stop(running)
+
+
+def test_boot_stagger_spaces_servers_sharing_a_gpu_only(tmp_path, monkeypatch):
+    """Starts on one GPU are spaced by boot_stagger_s (they race for its memory); a server on
+    another GPU starts at once."""
+    data = merge(sim_deployment_dict(), {"launch": {"boot_stagger_s": 0.6}})
+    data["configs"]["eagle3-prefill"]["env"] = {"CUDA_VISIBLE_DEVICES": "1"}
+    data["configs"]["eagle3-decode"]["env"] = {"CUDA_VISIBLE_DEVICES": "0"}
+    data["configs"]["baseline"]["env"] = {"CUDA_VISIBLE_DEVICES": "0"}
+    dep = parse_deployment(data, tmp_path / "dep.toml")
+    pool = ServerPool(dep, tmp_path)
+    starts: dict[str, float] = {}
+    real_start = pool.launcher.start
+
+    def timed_start(cfg):
+        starts[cfg.name] = time.monotonic()
+        return real_start(cfg)
+
+    monkeypatch.setattr(pool.launcher, "start", timed_start)
+    try:
+        pool.boot(["baseline", "eagle3-prefill", "eagle3-decode"])
+    finally:
+        pool.close()
+    assert starts["eagle3-prefill"] - starts["baseline"] < 0.3  # GPU 1: no wait for GPU 0's server
+    assert starts["eagle3-decode"] - starts["baseline"] >= 0.55  # GPU 0 again: staggered
+
+
+def test_fingerprint_counts_the_gpus_the_server_uses():
+    from specgate.verdicts.fingerprint import _gpus_used
+
+    assert _gpus_used({"tp_size": 2, "pp_size": 1, "dp_size": 1}) == 2
+    assert _gpus_used({"server_args": {"tp_size": 4, "pp_size": 2}}) == 8
+    assert _gpus_used({"tp_size": 4, "dp_size": 4, "enable_dp_attention": True}) == 4
+    assert _gpus_used({"tp_size": 1, "dp_size": 2}) == 2
+    assert _gpus_used({}) is None  # not said: the host's count is used

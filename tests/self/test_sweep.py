@@ -82,7 +82,7 @@ def test_a_point_that_dies_is_recorded_and_the_rest_go_on(sim_deployment):
     points = {p["name"]: p for p in state(d)["points"]}
     assert points["decode-s1-k1-d2-simulate_acc_len3.0"]["status"] == "failed"
     assert sum(p["status"] == "measured" for p in points.values()) == 7
-    assert "Failed points" in (d.report_dir / "sweep.md").read_text()
+    assert "Failed or unpaired points" in (d.report_dir / "sweep.md").read_text()
 
 
 def test_bad_sweep_input_names_the_file(sim_deployment, tmp_path):
@@ -99,7 +99,7 @@ def test_bad_sweep_input_names_the_file(sim_deployment, tmp_path):
     assert run.returncode == 2 and "sweep.json" in run.stderr and "move it away" in run.stderr
 
     (d.report_dir / "sweep.json").write_text(
-        json.dumps({"format": 1, "deployment": "sim", "plan_digest": "other", "sessions": [], "points": []})
+        json.dumps({"format": 2, "deployment": "sim", "plan_digest": "other", "sessions": [], "points": []})
     )
     run = sweep(d)
     assert run.returncode == 2 and "grid" in run.stderr
