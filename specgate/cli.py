@@ -82,6 +82,16 @@ def describe(dep: Deployment) -> str:
             lines.append(f"    declared known differences (counted, not failed): {', '.join(cfg.tolerate)}")
     for gate in dep.gates.beats:
         lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over} (concurrency {gate.concurrency})")
+    if not dep.equivalence.enabled:
+        lines.append(f"  greedy equivalence NOT CHECKED: {dep.equivalence.skip_reason}")
+    if dep.sweep is not None:
+        from specgate.sweep.plan import plan_sweep
+
+        plan = plan_sweep(dep)
+        lines.append(
+            f"  sweep: {len(plan.points)} points from {dep.sweep.base} ({len(plan.skipped)} left out), "
+            f"{dep.sweep.parallel} servers per GPU"
+        )
     return "\n".join(lines)
 
 
