@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 
-def _lookup(info: dict[str, Any], *names: str) -> Any:
+def lookup(info: dict[str, Any], *names: str) -> Any:
     """The first of `names` present, at the top level or under a nested `server_args`."""
     nested = info.get("server_args") if isinstance(info.get("server_args"), dict) else {}
     for name in names:
@@ -77,27 +77,27 @@ class EffectiveSettings:
 
 
 def read_settings(server_info: dict[str, Any]) -> EffectiveSettings:
-    backend = _lookup(server_info, "attention_backend")
-    graph_sizes = _lookup(server_info, "cuda_graph_bs")
-    max_bs = _int(_lookup(server_info, "cuda_graph_max_bs"))
+    backend = lookup(server_info, "attention_backend")
+    graph_sizes = lookup(server_info, "cuda_graph_bs")
+    max_bs = _int(lookup(server_info, "cuda_graph_max_bs"))
     if isinstance(graph_sizes, list) and graph_sizes:
         sizes = [s for s in (_int(x) for x in graph_sizes) if s is not None]
         max_bs = max(sizes) if sizes else max_bs
-    algorithm = _lookup(server_info, "speculative_algorithm")
+    algorithm = lookup(server_info, "speculative_algorithm")
     return EffectiveSettings(
-        version=_lookup(server_info, "version"),
+        version=lookup(server_info, "version"),
         algorithm=str(algorithm) if algorithm else None,
-        num_steps=_int(_lookup(server_info, "speculative_num_steps")),
-        topk=_int(_lookup(server_info, "speculative_eagle_topk", "speculative_topk")),
-        draft_tokens=_int(_lookup(server_info, "speculative_num_draft_tokens")),
-        attention_mode=_lookup(server_info, "speculative_attention_mode"),
+        num_steps=_int(lookup(server_info, "speculative_num_steps")),
+        topk=_int(lookup(server_info, "speculative_eagle_topk", "speculative_topk")),
+        draft_tokens=_int(lookup(server_info, "speculative_num_draft_tokens")),
+        attention_mode=lookup(server_info, "speculative_attention_mode"),
         attention_backend=backend,
-        prefill_backend=_lookup(server_info, "prefill_attention_backend") or backend,
-        decode_backend=_lookup(server_info, "decode_attention_backend") or backend,
-        cuda_graph_disabled=_bool(_lookup(server_info, "disable_cuda_graph")),
+        prefill_backend=lookup(server_info, "prefill_attention_backend") or backend,
+        decode_backend=lookup(server_info, "decode_attention_backend") or backend,
+        cuda_graph_disabled=_bool(lookup(server_info, "disable_cuda_graph")),
         cuda_graph_max_bs=max_bs,
-        overlap_disabled=_bool(_lookup(server_info, "disable_overlap_schedule")),
-        tp_size=_int(_lookup(server_info, "tp_size", "tensor_parallel_size")),
-        context_length=_int(_lookup(server_info, "context_length", "context_len")),
-        draft_model_path=_lookup(server_info, "speculative_draft_model_path"),
+        overlap_disabled=_bool(lookup(server_info, "disable_overlap_schedule")),
+        tp_size=_int(lookup(server_info, "tp_size", "tensor_parallel_size")),
+        context_length=_int(lookup(server_info, "context_length", "context_len")),
+        draft_model_path=lookup(server_info, "speculative_draft_model_path"),
     )

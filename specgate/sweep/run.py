@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import median
 
 from specgate.deployment import Deployment, ServerConfig
 from specgate.diagnosis.cycle import cycle_model
@@ -153,13 +154,8 @@ def _measure_baselines(
         out[gpu] = record
         session.baselines.setdefault(gpu, []).append([round(v, 3) for v in record.decode_tps])
         where = f" on GPU {gpu}" if gpu else ""
-        echo(f"  {name}: {_median(record.decode_tps):.1f} tok/s (plain baseline{where}, wave {wave + 1})")
+        echo(f"  {name}: {median(record.decode_tps):.1f} tok/s (plain baseline{where}, wave {wave + 1})")
     return out
-
-
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    return (v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2 if v else float("nan")
 
 
 def _failed(

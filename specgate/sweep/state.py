@@ -12,6 +12,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from specgate.errors import SweepStateError
@@ -38,11 +39,7 @@ class PointResult:
 
     @property
     def median_tps(self) -> float | None:
-        v = sorted(self.decode_tps)
-        if not v:
-            return None
-        mid = len(v) // 2
-        return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+        return median(self.decode_tps) if self.decode_tps else None
 
 
 @dataclass

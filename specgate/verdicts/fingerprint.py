@@ -13,6 +13,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 
 from specgate.deployment import Deployment
+from specgate.diagnosis.settings import lookup
 from specgate.server.gpu import gpu_info
 
 
@@ -82,20 +83,16 @@ def collect_fingerprint(deployment: Deployment, server_info: dict, model_info: d
 
 
 def _gpus_used(server_info: dict) -> int | None:
-    sizes = []
-    for key in ("tp_size", "pp_size", "dp_size"):
-        value = server_info.get(key)
-        if value is None and isinstance(server_info.get("server_args"), dict):
-            value = server_info["server_args"].get(key)
-        if key == "tp_size" and value is None:
-            return None
-        try:
-            sizes.append(max(1, int(value)) if value is not None else 1)
-        except (TypeError, ValueError):
-            return None
+    """tp x pp x dp as the server reports them (dp ranks share the tp GPUs under DP attention);
+    None where it does not report tp_size."""
+    tp = lookup(server_info, "tp_size", "tensor_parallel_size")
+    if tp is None:
+        return None
+    try:
+        sizes = [max(1, int(v)) for v in (tp, lookup(server_info, "pp_size") or 1, lookup(server_info, "dp_size") or 1)]
+    except (TypeError, ValueError):
+        return None
     tp, pp, dp = sizes
-    # With DP attention, data-parallel ranks share the tensor-parallel GPUs.
-    nested = server_info.get("server_args") if isinstance(server_info.get("server_args"), dict) else {}
-    if server_info.get("enable_dp_attention") or nested.get("enable_dp_attention"):
+    if lookup(server_info, "enable_dp_attention"):
         dp = 1
     return tp * pp * dp
