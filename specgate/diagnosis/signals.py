@@ -8,17 +8,11 @@ it is simply not named: the diagnosis never fills a gap with a guess.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
+from specgate.measure.fidelity import parse_decode_lines
 from specgate.measure.speed import ConfigSpeed
-
-# "... Decode batch, #running-req: 1, ..., cuda graph: True, gen throughput (token/s): ..."
-_GRAPH_FLAG = re.compile(
-    r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\].*Decode batch.*?\b(?P<kind>\w+) graph:\s*(?P<flag>True|False)"
-)
 
 
 @dataclass(frozen=True)
@@ -38,18 +32,12 @@ def graph_use(log_path: Path | None, record: ConfigSpeed) -> GraphUse | None:
         return None
     start = min(s.sent_at for s in record.samples) - 1.0
     end = max(s.sent_at + s.e2e_s for s in record.samples) + 1.0
-    on = off = 0
-    for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():
-        m = _GRAPH_FLAG.search(line)
-        if m is None:
-            continue
-        at = datetime.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
-        if not (start <= at <= end):
-            continue
-        if m["flag"] == "True":
-            on += 1
-        else:
-            off += 1
+    flags = [
+        ln.graph
+        for ln in parse_decode_lines(log_path.read_text(encoding="utf-8", errors="replace"))
+        if ln.graph is not None and start <= ln.at <= end
+    ]
+    on, off = flags.count(True), flags.count(False)
     return GraphUse(on, off) if on + off else None
 
 

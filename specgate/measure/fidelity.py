@@ -38,6 +38,8 @@ _DECODE_LINE = re.compile(
     r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\]\s*Decode batch[.,]\s*#running-req:\s*(?P<running>\d+)"
     r"(?:,\s*#token:\s*(?P<tokens>\d+))?.*?gen throughput \(token/s\):\s*(?P<tps>[\d.]+)"
 )
+# "..., cuda graph: True, ..." (the label names the graph backend; releases before it lack the field)
+_GRAPH_FLAG = re.compile(r"\b\w+ graph:\s*(?P<flag>True|False)")
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class LogThroughput:
     running: int
     tps: float
     tokens: int | None = None  # tokens held in the KV cache: it drops when a new request begins
+    graph: bool | None = None  # whether the batch ran on a captured graph, where the line says
 
 
 def parse_decode_lines(log_text: str) -> list[LogThroughput]:
@@ -56,7 +59,9 @@ def parse_decode_lines(log_text: str) -> list[LogThroughput]:
             continue
         at = datetime.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
         tokens = int(m["tokens"]) if m["tokens"] is not None else None
-        out.append(LogThroughput(at=at, running=int(m["running"]), tps=float(m["tps"]), tokens=tokens))
+        flag = _GRAPH_FLAG.search(line)
+        graph = None if flag is None else flag["flag"] == "True"
+        out.append(LogThroughput(at=at, running=int(m["running"]), tps=float(m["tps"]), tokens=tokens, graph=graph))
     return out
 
 
