@@ -41,6 +41,9 @@ class LaunchSpec:
     # free memory it sees around loading weights, and neighbours allocating in that window make it
     # fail ("Not enough memory"). A few seconds apart, their profiling windows do not meet.
     boot_stagger_s: float = 0.0
+    # Servers per config (replicate boots): performance differs between server processes more
+    # than between requests of one, and only several boots show by how much.
+    boots: int = 1
 
 
 @dataclass(frozen=True)
@@ -124,11 +127,25 @@ class Tolerances:
 
 
 @dataclass(frozen=True)
+class BetweenBootSpread:
+    """Between-boot spread declared in the deployment (SD of log figures across boots), for
+    machines without a `specgate calibrate` record; `source` says where it was measured."""
+
+    decode_tps: float
+    speedup: float
+    source: str
+
+
+@dataclass(frozen=True)
 class Gates:
     beats: tuple[BeatsGate, ...]
     tolerance: Tolerances
     confidence: float
     sample_batch: int
+    # A gate that could not compare, or could not have failed: "fail" (the run exits non-zero)
+    # or "warn" (listed loudly, exit 0) for teams that want warnings only.
+    uncompared: str = "fail"
+    between_boot: BetweenBootSpread | None = None
 
 
 @dataclass(frozen=True)
@@ -311,6 +328,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
         shutdown_timeout_s=t.float("shutdown_timeout_s", 30.0, minimum=0.1),
         gpu_release_timeout_s=t.float("gpu_release_timeout_s", 120.0, minimum=0.0),
         boot_stagger_s=t.float("boot_stagger_s", 0.0, minimum=0.0),
+        boots=t.int("boots", 1, minimum=1),
     )
     t.reject_unknown()
     return spec
@@ -419,6 +437,11 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
                 raise g.error(
                     key, f"names config {getattr(gate, key)!r}, which is not under [configs]; have {sorted(configs)}"
                 )
+        # Gates that cannot fail are refused here, before anything boots (VACUOUS).
+        if gate.config == gate.over:
+            raise g.error("over", f"is {gate.over!r}, the gate's own config: a config compared with itself cannot fail")
+        if gate.ratio <= 0:
+            raise g.error("ratio", f"is {gate.ratio:g}: every speed ratio is above 0, so this gate cannot fail")
         if gate.concurrency not in workload.concurrency:
             raise g.error(
                 "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
@@ -432,11 +455,24 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         faster_note=tol.float("faster_note", 0.15, minimum=0.0),
     )
     tol.reject_unknown()
+    spread = t.table("between_boot")
+    between_boot = None
+    if spread.keys():
+        between_boot = BetweenBootSpread(
+            decode_tps=spread.float("decode_tps", minimum=0.0, maximum=1.0),
+            speedup=spread.float("speedup", minimum=0.0, maximum=1.0),
+            source=spread.str("source"),
+        )
+        if not between_boot.source.strip():
+            raise spread.error("source", "say where the spread was measured (e.g. the specgate spread of results/…)")
+        spread.reject_unknown()
     gates = Gates(
         beats=tuple(beats),
         tolerance=tolerance,
         confidence=t.float("confidence", 0.95, minimum=0.5, maximum=0.999),
         sample_batch=t.int("sample_batch", 6, minimum=1),
+        uncompared=t.str("uncompared", "fail", choices=("fail", "warn")),
+        between_boot=between_boot,
     )
     t.reject_unknown()
     return gates

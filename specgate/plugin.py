@@ -20,7 +20,7 @@ from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.errors import SpecgateError
 from specgate.measure.fidelity import fidelity_of
-from specgate.provenance import provenance
+from specgate.provenance import git_commit, provenance
 from specgate.report.build import build_report
 from specgate.report.chart import render_chart
 from specgate.report.markdown import render_markdown
@@ -62,6 +62,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="compare with a baseline from other hardware/software",
     )
     g.addoption("--specgate-examples", type=int, default=None, help="equivalence examples per speculative config")
+    g.addoption(
+        "--specgate-allow-uncompared",
+        action="store_true",
+        help="gates that could not compare (or could not fail) warn instead of failing the run",
+    )
+    g.addoption(
+        "--specgate-seed",
+        type=int,
+        default=None,
+        help="fix the order of the interleaved measurement rounds (default: a fresh random order each run)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -161,13 +172,17 @@ def specgate(request: pytest.FixtureRequest) -> Any:
         update_baselines=config.getoption("specgate_update_baselines"),
         allow_fingerprint_mismatch=config.getoption("specgate_allow_fingerprint_mismatch"),
         examples=examples,
+        allow_uncompared=config.getoption("specgate_allow_uncompared"),
+        seed=config.getoption("specgate_seed"),
+        commit=git_commit(),
     )
     display = BootDisplay(config.pluginmanager.getplugin("capturemanager"))
-    gate = GateSession.create(dep, options, display)
+    configs = _configs_in_run(request.session, dep)
+    gate = GateSession.create(dep, options, display, configs)
     config.stash[_SESSION] = gate
     if dep.launch.coexist:
-        # Boot every config this run will use at once: boots overlap instead of queueing.
-        gate.pool.boot(_configs_in_run(request.session, dep))
+        # Boot every server this run will use at once (replicate boots too): boots overlap instead of queueing.
+        gate.pool.boot(gate.plan.all_servers(configs))
     yield gate
     gate.close()
 
@@ -246,6 +261,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         gate.oracle.margin_summary().as_dict() if gate.oracle.baseline_margins else None,
         _fidelity(gate),
         _diagnoses(gate, config.stash[_MESSAGES]),
+        completeness=_completeness(gate, exitstatus),
+        failed_servers={**gate.pool.failed, **gate.plan.errors},
+        plan=gate.plan.log.as_dict(),
+        calibration=_calibration_name(gate),
     )
     out = gate.options.report_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -263,6 +282,42 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config.stash[_REPORT] = report
     if gate.options.update_baselines:
         _update_baselines(session, gate, fingerprint)
+
+
+def _completeness(gate: GateSession, exitstatus: int) -> dict:
+    """What ran of what the deployment asks for: the report's overall verdict reads this,
+    so a run that was cut short, or selected only some tests, never says PASS."""
+    dep = gate.deployment
+    expected = {
+        "equivalence": len(dep.speculative_configs) if dep.equivalence.enabled else 0,
+        "speed": len(dep.configs) * len(dep.workload.concurrency),
+        "gates": len(dep.gates.beats)
+        + sum(len(dep.workload.concurrency) * (2 if dep.configs[c].speculative else 1) for c in dep.configs),
+    }
+    ran = {
+        phase: sum(
+            counts.get(o, 0)
+            for (p, _), counts in gate.config_outcomes.items()
+            if p == phase
+            for o in ("passed", "failed", "error")
+        )
+        for phase in expected
+    }
+    return {
+        "interrupted": exitstatus == pytest.ExitCode.INTERRUPTED,
+        "expected": expected,
+        "ran": ran,
+        "equivalence_declared_off": not dep.equivalence.enabled,
+        "uncompared_allowed": gate.uncompared_allowed,
+    }
+
+
+def _calibration_name(gate: GateSession) -> str | None:
+    try:
+        found = gate.judge.calibration() if gate.judge.fingerprint(boot=False) else None
+    except SpecgateError:
+        return None
+    return str(found.path.name) if found else None
 
 
 def _diagnoses(gate: GateSession, messages: list[str]) -> list[dict]:

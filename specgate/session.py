@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate.deployment import Deployment
-from specgate.equivalence.oracle import EquivalenceOracle
+from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
+from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import SpeedMeter
 from specgate.report.build import TestTally
 from specgate.server.launcher import BootProgress
@@ -25,6 +26,11 @@ class RunOptions:
     update_baselines: bool
     allow_fingerprint_mismatch: bool
     examples: int
+    # Gates that could not compare or could not fail end the run non-zero unless allowed
+    # (this flag, or `[gates] uncompared = "warn"` in the deployment).
+    allow_uncompared: bool = False
+    seed: int | None = None  # the plan's round order (the self-tests fix it; real runs draw it)
+    commit: str = ""  # seeds the equivalence cases: they vary between commits, not between reruns
 
 
 @dataclass
@@ -33,6 +39,7 @@ class GateSession:
     options: RunOptions
     pool: ServerPool
     meter: SpeedMeter
+    plan: SamplingPlan
     oracle: EquivalenceOracle
     judge: Judge
     phase_seconds: dict[str, float] = field(default_factory=dict)
@@ -92,13 +99,31 @@ class GateSession:
             return f"no speed measurements for {', '.join(missing)}"
         return None
 
+    @property
+    def uncompared_allowed(self) -> bool:
+        return self.options.allow_uncompared or self.deployment.gates.uncompared == "warn"
+
     @classmethod
-    def create(cls, deployment: Deployment, options: RunOptions, progress: BootProgress | None) -> GateSession:
+    def create(
+        cls,
+        deployment: Deployment,
+        options: RunOptions,
+        progress: BootProgress | None,
+        configs: list[str] | None = None,
+    ) -> GateSession:
         pool = ServerPool(deployment, options.report_dir / "logs", progress)
         meter = SpeedMeter(deployment)
-        oracle = EquivalenceOracle(deployment, pool, options.report_dir, options.examples)
-        judge = Judge(deployment, pool, meter, options.baselines_dir, options.allow_fingerprint_mismatch)
-        return cls(deployment, options, pool, meter, oracle, judge)
+        plan = SamplingPlan(deployment, pool, meter, configs, options.seed)
+        oracle = EquivalenceOracle(
+            deployment,
+            pool,
+            options.report_dir,
+            options.examples,
+            commit=options.commit,
+            replay_path=options.baselines_dir / deployment.name / REPLAY_FILE,
+        )
+        judge = Judge(deployment, plan, options.baselines_dir, options.allow_fingerprint_mismatch)
+        return cls(deployment, options, pool, meter, plan, oracle, judge)
 
     def close(self) -> None:
         self.pool.close()

@@ -13,7 +13,7 @@ from specgate.diagnosis.levers import Lever, Sibling, Subject, Thresholds, find_
 from specgate.diagnosis.settings import EffectiveSettings, read_settings
 from specgate.diagnosis.signals import draft_config, graph_use, pooled_histogram
 from specgate.measure.speed import SpeedMeter
-from specgate.measure.stats import paired_ratio
+from specgate.measure.summary import paired_speed_ratio
 
 # Where the cycle model's prediction and the measured speedup part by more than this, the
 # report says time is spent outside the draft-verify cycle.
@@ -97,7 +97,7 @@ def diagnose(
     out = []
     for (config, conc), subject in subjects.items():
         siblings = [
-            Sibling(other, paired_ratio(other.record.decode_tps, subject.record.decode_tps, conf))
+            Sibling(other, paired_speed_ratio(other.record, subject.record, conf))
             for (name, c), other in subjects.items()
             if c == conc and name != config
         ]

@@ -54,6 +54,8 @@ class EquivalenceStats:
     failures: list[str] = field(default_factory=list)
     divergence_margins: list[float] = field(default_factory=list)  # every token-level parting: calibrates tie_margin
     tolerated: list[str] = field(default_factory=list)  # declared known differences, first line each
+    # The first failures in full (prompt, position, tokens, margin, curl per server) for the report.
+    failure_details: list[str] = field(default_factory=list)
 
     def add(self, outcome: Outcome) -> None:
         self.requests += 1
@@ -68,6 +70,8 @@ class EquivalenceStats:
             self.tolerated.append(outcome.message.splitlines()[0])
         else:
             self.failures.append(outcome.message.splitlines()[0] if outcome.message else outcome.kind)
+            if len(self.failure_details) < 5:
+                self.failure_details.append(outcome.message or outcome.kind)
 
 
 def _margin_at(baseline: GenerateResult, i: int, tie_margin: float) -> tuple[float | None, set[int]]:
@@ -154,6 +158,21 @@ def compare(
     problems = [f"speculative server {m}" for m in _violations(case, spec) if m not in shared]
     if problems:
         return Outcome("invariant", f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}")
+    # Nothing to compare is no evidence of equality: an answer without output_ids (a proxy, an
+    # old release, a renamed field) or two empty answers must not pass on 0 tokens compared.
+    for who, answer in (("baseline", baseline), ("speculative", spec)):
+        if answer.completion_tokens > 0 and not answer.output_ids:
+            return Outcome(
+                "invariant",
+                f"the {who} answer carries no output_ids (meta_info.completion_tokens = {answer.completion_tokens}): "
+                f"nothing can be compared token by token\n{header}\n{repro}",
+            )
+    if not baseline.output_ids and not spec.output_ids:
+        return Outcome(
+            "invariant",
+            f"both answers are empty (0 tokens; baseline {baseline.finish_reason}, speculative "
+            f"{spec.finish_reason}): 0 tokens compared proves nothing\n{header}\n{repro}",
+        )
 
     base_ids, spec_ids = baseline.output_ids, spec.output_ids
     n = min(len(base_ids), len(spec_ids))
@@ -169,6 +188,14 @@ def compare(
                     f"same tokens but the finish differs: baseline {baseline.finish_reason} with "
                     f"{baseline.completion_tokens} tokens, speculative {spec.finish_reason} with "
                     f"{spec.completion_tokens}\n{header}\n{repro}",
+                    tokens_compared=n,
+                )
+            if baseline.text != spec.text:
+                # Same ids, other text: detokenization (or a stop-string cut) differs between the servers.
+                return Outcome(
+                    "divergence",
+                    f"same {n} token ids but the text differs (detokenization or stop-string handling)\n{header}\n"
+                    f"{_context(baseline.text, spec.text)}\n{repro}",
                     tokens_compared=n,
                 )
             return Outcome("match", tokens_compared=n)

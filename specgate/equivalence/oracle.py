@@ -8,7 +8,11 @@ speculative servers are checked against that file afterwards.
 
 from __future__ import annotations
 
+import datetime as _dt
+import hashlib
 import json
+import os
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,7 +21,30 @@ from specgate.deployment import Deployment
 from specgate.equivalence.cases import GenerationCase, draw_cases
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
+from specgate.errors import BaselineError
 from specgate.server.pool import ServerPool
+
+# Cases that once failed, replayed first on every later run (commit it beside the baselines).
+REPLAY_FILE = "equivalence-replay.json"
+
+
+def commit_seed(commit: str) -> int:
+    """Cases vary between commits (each change meets new ones) yet a rerun of one commit
+    draws the same: a gate must not flip on which examples a rerun happened to draw."""
+    return int(hashlib.sha256(commit.encode()).hexdigest()[:8], 16)
+
+
+def load_replay(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        entries = data["cases"]
+        for e in entries:
+            GenerationCase.from_dict(e["case"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BaselineError(path, f"equivalence replay file malformed ({type(exc).__name__}: {exc})") from None
+    return list(entries)
 
 
 def result_to_dict(result: GenerateResult) -> dict:
@@ -33,11 +60,22 @@ def result_to_dict(result: GenerateResult) -> dict:
 
 
 class EquivalenceOracle:
-    def __init__(self, deployment: Deployment, pool: ServerPool, golden_dir: Path, examples: int) -> None:
+    def __init__(
+        self,
+        deployment: Deployment,
+        pool: ServerPool,
+        golden_dir: Path,
+        examples: int,
+        commit: str = "",
+        replay_path: Path | None = None,
+    ) -> None:
         self.deployment = deployment
         self.pool = pool
         self.golden_path = golden_dir / f"{deployment.name}-golden.json"
         self.examples = examples
+        self.seed = commit_seed(commit)
+        self.replay_path = replay_path
+        self._replay: list[dict] | None = None
         self.baselines: dict[str, GenerateResult] = {}
         self.stats: dict[str, EquivalenceStats] = {}
         self.baseline_problems: list[str] = []
@@ -49,10 +87,51 @@ class EquivalenceOracle:
         """True where the baseline can be asked while a speculative server runs."""
         return self.deployment.launch.coexist
 
+    def replay_cases(self) -> list[GenerationCase]:
+        """Cases that failed on an earlier run, oldest first."""
+        if self._replay is None:
+            self._replay = load_replay(self.replay_path) if self.replay_path else []
+        seen, out = set(), []
+        for entry in self._replay:
+            case = GenerationCase.from_dict(entry["case"])
+            if case.key + str(case.concurrency) not in seen:
+                seen.add(case.key + str(case.concurrency))
+                out.append(case)
+        return out
+
+    def remember_failure(self, config: str, case: GenerationCase, message: str) -> None:
+        """Keep a failing case so every later run tries it first (atomic write; never fatal)."""
+        if self.replay_path is None:
+            return
+        known = {GenerationCase.from_dict(e["case"]).key for e in (self._replay or [])}
+        if case.key in known:
+            return
+        self.replay_cases()
+        entry = {
+            "case": case.as_dict(),
+            "config": config,
+            "first_failed": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "why": message.splitlines()[0][:300],
+        }
+        self._replay = [*(self._replay or []), entry]
+        try:
+            self.replay_path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.replay_path.parent, prefix=".replay.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"deployment": self.deployment.name, "cases": self._replay}, f, indent=1)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, self.replay_path)
+        except OSError:
+            pass  # the failure itself is reported either way; only its replay is lost
+
     def golden_cases(self) -> list[GenerationCase]:
-        """Drawn once: recorded against the baseline, then replayed on each speculative config."""
+        """Drawn once: recorded against the baseline, then replayed on each speculative config.
+        Cases that failed on earlier runs come first."""
         if self._golden_cases is None:
-            self._golden_cases = draw_cases(self.deployment, self.examples)
+            replay = self.replay_cases()
+            drawn = draw_cases(self.deployment, self.examples, self.seed)
+            keys = {c.key + str(c.concurrency) for c in replay}
+            self._golden_cases = replay + [c for c in drawn if c.key + str(c.concurrency) not in keys]
         return self._golden_cases
 
     def _ask_baseline(self, case: GenerationCase) -> GenerateResult:
@@ -118,7 +197,15 @@ class EquivalenceOracle:
             outcomes.append(outcome)
         return outcomes
 
+    def check_and_remember(self, config: str, case: GenerationCase) -> list[Outcome]:
+        outcomes = self.check(config, case)
+        for outcome in outcomes:
+            if not outcome.ok:
+                self.remember_failure(config, case, outcome.message)
+                break
+        return outcomes
+
     def assert_equivalent(self, config: str, case: GenerationCase) -> None:
-        for outcome in self.check(config, case):
+        for outcome in self.check_and_remember(config, case):
             if not outcome.ok:
                 raise AssertionError(f"[{config}] {outcome.message}")

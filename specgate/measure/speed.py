@@ -38,13 +38,15 @@ class SpeedSample:
     server_decode_tps: float | None = None  # the server's own figure, where it gives one
     # Cycles by accepted drafts (index k: cycles that accepted k drafts), where the server gives it.
     accept_histogram: tuple[int, ...] | None = None
+    boot: int = 1  # which boot of the config answered (launch.boots replicate servers)
+    index: int = 0  # position in the pinned request sequence: pairs it with other configs' and stored samples
 
     @property
     def accept_length(self) -> float | None:
         return self.completion_tokens / self.verify_ct if self.verify_ct else None
 
     @classmethod
-    def of(cls, result: GenerateResult) -> SpeedSample:
+    def of(cls, result: GenerateResult, boot: int = 1, index: int = 0) -> SpeedSample:
         if result.decode_tps is None or result.ttft_s is None:
             raise ValueError(
                 f"request produced {result.completion_tokens} token(s) in {result.chunks} chunk(s): "
@@ -63,6 +65,8 @@ class SpeedSample:
             first_chunk_tokens=result.first_chunk_tokens,
             server_decode_tps=result.server_decode_tps,
             accept_histogram=result.spec.histogram if result.spec else None,
+            boot=boot,
+            index=index,
         )
 
 
@@ -87,6 +91,19 @@ class ConfigSpeed:
     @property
     def speculative(self) -> bool:
         return any(s.verify_ct for s in self.samples)
+
+    def by_boot(self) -> dict[int, list[SpeedSample]]:
+        """Samples of each boot, in pinned-sequence order."""
+        out: dict[int, list[SpeedSample]] = {}
+        for s in self.samples:
+            out.setdefault(s.boot, []).append(s)
+        return {b: sorted(v, key=lambda s: s.index) for b, v in sorted(out.items())}
+
+    def decode_tps_by_boot(self) -> dict[int, list[float]]:
+        return {b: [s.decode_tps for s in v] for b, v in self.by_boot().items()}
+
+    def count(self, boot: int) -> int:
+        return sum(1 for s in self.samples if s.boot == boot)
 
 
 class SpeedMeter:
@@ -115,9 +132,11 @@ class SpeedMeter:
         """`concurrency` requests at once, taken from the pinned sequence at `index`."""
         batch = [self.requests[(index + k) % len(self.requests)] for k in range(concurrency)]
         if concurrency == 1:
-            return [SpeedSample.of(server.generate(batch[0]))]
+            return [SpeedSample.of(server.generate(batch[0]), server.boot, index)]
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            return [SpeedSample.of(r) for r in pool.map(server.generate, batch)]
+            return [
+                SpeedSample.of(r, server.boot, index + k) for k, r in enumerate(pool.map(server.generate, batch))
+            ]
 
     def warm_up(self, server: LiveServer, concurrency: int) -> WarmupRecord | None:
         key = (server.handle.base_url, server.handle.pid, concurrency)
@@ -153,7 +172,7 @@ class SpeedMeter:
         record = self.record(server.config, concurrency)
         new: list[SpeedSample] = []
         while len(new) < count:
-            # Continue the pinned sequence where the last measurement of this config stopped.
-            new.extend(self._round(server, concurrency, len(record.samples) + len(new)))
+            # Continue the pinned sequence where the last measurement of this boot stopped.
+            new.extend(self._round(server, concurrency, record.count(server.boot) + len(new)))
         record.samples.extend(new)
         return new

@@ -118,6 +118,47 @@ def pooled_ratio(tokens: Sequence[float], counts: Sequence[float], confidence: f
     return Interval(estimate, low, high, confidence)
 
 
+def two_level_median(groups: Sequence[Sequence[float]], confidence: float) -> Interval:
+    """Median of the pooled values, with a two-level bootstrap: resample the groups (boots)
+    with replacement, then the values (requests) within each chosen group.
+
+    Performance differs between server processes more than between requests of one
+    (pyperf spawns many workers for this reason): an interval that resamples only
+    requests holds none of that. With one group this is the ordinary bootstrap."""
+    kept = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    if len(kept) <= 1:
+        return median_interval(kept[0] if kept else [], confidence)
+    pooled = np.concatenate(kept)
+    rng = np.random.default_rng(SEED)
+    width = max(len(g) for g in kept)
+    draws = np.full((N_RESAMPLES, len(kept) * width), np.nan)
+    chosen = rng.integers(0, len(kept), size=(N_RESAMPLES, len(kept)))
+    for slot in range(len(kept)):
+        for g, values in enumerate(kept):
+            rows = np.nonzero(chosen[:, slot] == g)[0]
+            if len(rows):
+                picks = rng.integers(0, len(values), size=(len(rows), len(values)))
+                draws[rows, slot * width : slot * width + len(values)] = values[picks]
+    medians = np.nanmedian(draws, axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(medians, [alpha, 1 - alpha])
+    return Interval(float(np.median(pooled)), float(low), float(high), confidence)
+
+
+def widened(interval: Interval, extra_log_sd: float) -> Interval:
+    """The interval with a noise it does not hold added in quadrature, on the log scale.
+
+    `extra_log_sd` is the standard deviation of log(figure) that the interval's data cannot
+    show, e.g. between boots when every config ran one boot (stored from A/A runs)."""
+    if extra_log_sd <= 0 or interval.low <= 0 or interval.estimate <= 0:
+        return interval
+    z = float(stats.norm.ppf(1 - (1 - interval.confidence) / 2))
+    centre = np.log(interval.estimate)
+    below = np.hypot(centre - np.log(interval.low), z * extra_log_sd)
+    above = np.hypot(np.log(interval.high) - centre, z * extra_log_sd)
+    return Interval(interval.estimate, float(np.exp(centre - below)), float(np.exp(centre + above)), interval.confidence)
+
+
 def relative_spread(values: Sequence[float]) -> float:
     """(max − min) / median: how far apart a window of figures lies."""
     m = median(values)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specgate.measure.pairing import groups, pooled, ratio_series
 from specgate.measure.speed import ConfigSpeed
-from specgate.measure.stats import Interval, median_interval, paired_ratio, pooled_ratio
+from specgate.measure.stats import Interval, median_interval, pooled_ratio, two_level_median
 
 
 def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
@@ -26,10 +27,18 @@ class SpeedSummary:
     ratio_to_reference: Interval | None  # None for the reference itself, or when it was not measured
 
 
+def paired_speed_ratio(record: ConfigSpeed, other: ConfigSpeed, confidence: float) -> Interval:
+    """Median of record/other per request, paired by pinned request and boot; with several
+    boots the interval is the two-level one (boots, then requests)."""
+    series = ratio_series(record.decode_tps_by_boot(), other.decode_tps_by_boot())
+    parts = groups(series)
+    return two_level_median(parts, confidence) if len(parts) > 1 else median_interval(pooled(series), confidence)
+
+
 def summarise_speed(record: ConfigSpeed, reference: ConfigSpeed | None, confidence: float) -> SpeedSummary:
     """`reference` is the reference config's record at the same concurrency (None for the reference)."""
     ratio = (
-        paired_ratio(record.decode_tps, reference.decode_tps, confidence)
+        paired_speed_ratio(record, reference, confidence)
         if reference is not None and reference is not record and reference.samples
         else None
     )

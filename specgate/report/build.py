@@ -16,7 +16,7 @@ from specgate.measure.speed import SpeedMeter
 from specgate.measure.summary import summarise_speed
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import FAIL, INCONCLUSIVE, SKIP, Verdict
+from specgate.verdicts.gates import Verdict
 
 
 @dataclass
@@ -38,7 +38,7 @@ def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdic
             continue
         summary = summarise_speed(record, meter.results.get((deployment.reference, concurrency)), conf)
         warm = record.warmups[-1] if record.warmups else None
-        gate_states = [v.status for v in verdicts if v.config == config and v.status != SKIP]
+        judged = [v for v in verdicts if v.config == config and not v.unjudged]
         rows.append(
             {
                 "config": config,
@@ -56,12 +56,58 @@ def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdic
                 "warmup_first_tps": round(warm.decode_tps[0], 2) if warm and warm.decode_tps else None,
                 "warmup_last_tps": round(warm.decode_tps[-1], 2) if warm and warm.decode_tps else None,
                 "cv": round(_cv(record.decode_tps), 4),
-                "verdict": "FAIL"
-                if any(s in (FAIL, INCONCLUSIVE) for s in gate_states)
-                else ("pass" if gate_states else "—"),
+                "boots": len(record.by_boot()),
+                "verdict": "FAIL" if any(v.failed for v in judged) else ("pass" if judged else "—"),
             }
         )
     return rows
+
+
+def _unmeasured_rows(deployment: Deployment, meter: SpeedMeter, failed_servers: dict[str, str]) -> list[dict]:
+    """A config whose server never booted (or died before a figure) keeps its row, with the cause."""
+    rows = []
+    for concurrency in deployment.workload.concurrency:
+        for config in deployment.configs:
+            record = meter.results.get((config, concurrency))
+            if record is not None and record.samples:
+                continue
+            cause = next(
+                (why for name, why in failed_servers.items() if name == config or name.startswith(config + "@")),
+                None,
+            )
+            if cause is not None:
+                rows.append({"config": config, "concurrency": concurrency, "error": cause.splitlines()[0][:300]})
+    return rows
+
+
+def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dict | None) -> tuple[str, list[str]]:
+    """PASS only when every gate ran, compared and passed; otherwise FAIL, INTERRUPTED or
+    PARTIAL, with the reasons."""
+    reasons: list[str] = []
+    c = completeness or {}
+    failed_gates = [v for v in verdicts if v.failed]
+    if tally.failed or tally.errors or failed_gates:
+        reasons.append(f"{tally.failed} test(s) failed, {tally.errors} errored, {len(failed_gates)} gate(s) failed")
+    if c.get("interrupted"):
+        reasons.append("the run was interrupted before it finished: nothing after the interruption was judged")
+    unjudged = [v for v in verdicts if v.unjudged]
+    for v in unjudged:
+        reasons.append(f"{v.gate}: {v.status.upper()} — {v.summary}")
+    for phase, want in (c.get("expected") or {}).items():
+        got = c["ran"].get(phase, 0)
+        if got < want:
+            reasons.append(f"{phase}: {got} of {want} test(s) ran (a selection, a skip or a failed boot)")
+    if c.get("equivalence_declared_off"):
+        reasons.append("greedy equivalence NOT CHECKED (declared by the deployment)")
+    if c.get("interrupted"):
+        return "INTERRUPTED", reasons
+    if tally.failed or tally.errors or failed_gates:
+        return "FAIL", reasons
+    if reasons or not verdicts:
+        if not verdicts:
+            reasons.append("no gate ran: nothing was compared")
+        return "PARTIAL", reasons
+    return "PASS", reasons
 
 
 def _cv(values: list[float]) -> float:
@@ -91,6 +137,7 @@ def _equivalence_rows(stats: dict[str, EquivalenceStats]) -> list[dict]:
                 for f in s.flips
             ],
             "failures": s.failures[:20],
+            "failure_details": s.failure_details[:5],
             "divergence_margins": sorted(round(m, 5) for m in s.divergence_margins),
         }
         for config, s in stats.items()
@@ -112,20 +159,27 @@ def build_report(
     margins: dict | None = None,
     fidelity: list[dict] | None = None,
     diagnoses: list[dict] | None = None,
+    completeness: dict | None = None,
+    failed_servers: dict[str, str] | None = None,
+    plan: dict | None = None,
+    calibration: str | None = None,
 ) -> dict:
-    failed_gates = [v for v in verdicts if v.failed]
-    overall = "FAIL" if (tally.failed or tally.errors or failed_gates) else "PASS"
+    overall, reasons = overall_verdict(tally, verdicts, completeness)
     return {
         "deployment": deployment.name,
         "deployment_file": str(deployment.path),
         "description": deployment.description,
         "simulator": deployment.simulator,
         "overall": overall,
+        "overall_reasons": reasons,
         "tests": tally.__dict__,
+        "plan": plan or {},
+        "calibration": calibration,
         "fingerprint": fingerprint.as_dict() if fingerprint else None,
         "provenance": provenance,
         "tie_margin": deployment.equivalence.tie_margin,
         "speed": _speed_rows(deployment, meter, verdicts),
+        "unmeasured": _unmeasured_rows(deployment, meter, failed_servers or {}),
         "gates": [
             {
                 "gate": v.gate,
@@ -134,6 +188,7 @@ def build_report(
                 "summary": v.summary,
                 "notes": v.notes,
                 "figures": v.figures,
+                "noise": v.noise,
             }
             for v in verdicts
         ],

@@ -15,6 +15,12 @@ def render_markdown(report: dict) -> str:
     out: list[str] = []
     title = f"# specgate — {report['deployment']}: **{report['overall']}**"
     out.append(title)
+    reasons = report.get("overall_reasons") or []
+    if report["overall"] != "PASS" and reasons:
+        out.append(f"\n**Why {report['overall']}:**\n")
+        out.extend(f"- {r}" for r in reasons[:15])
+        if len(reasons) > 15:
+            out.append(f"- … and {len(reasons) - 15} more in report.json")
     if report["simulator"]:
         out.append(
             "\n> **SIMULATOR run.** These figures come from specgate's simulated engine, not SGLang; "
@@ -29,7 +35,18 @@ def render_markdown(report: dict) -> str:
             f"SGLang {fp['sglang']}; model `{fp['model']}`."
         )
 
-    if report["speed"]:
+    plan = report.get("plan") or {}
+    if plan:
+        how = (
+            f"interleaved: {plan['rounds']} rounds, each sending the next pinned request to every server in a fresh "
+            "random order (drift over minutes hits every config alike)"
+            if plan.get("interleaved")
+            else "one block per server (servers cannot coexist): the ratios also hold whatever drifted between blocks"
+        )
+        out.append(f"Measured {how}; {plan.get('boots', 1)} boot(s) per config.")
+    if report.get("calibration"):
+        out.append(f"Between-boot spread from this machine's calibration: `{report['calibration']}`.")
+    if report["speed"] or report.get("unmeasured"):
         out.append("\n## Decode speed (median per request, bootstrap interval)\n")
         out.append("| config | conc. | decode tok/s | × reference | accept length | TTFT ms | n | warmup | verdict |")
         out.append("|---|---|---|---|---|---|---|---|---|")
@@ -39,6 +56,10 @@ def render_markdown(report: dict) -> str:
                 f"| {r['config']} | {r['concurrency']} | {_iv(r['decode_tps'])} | {_iv(r['ratio_to_reference'], '{:.3f}')} "
                 f"| {_iv(r['accept_length'], '{:.2f}')} | {_iv(r['ttft_ms'], '{:.1f}')} | {r['n']} | {warm} | {r['verdict']} |"
             )
+        for r in report.get("unmeasured") or []:
+            out.append(
+                f"| {r['config']} | {r['concurrency']} | NOT MEASURED | — | — | — | 0 | — | FAIL: {r['error']} |"
+            )
 
     if report["gates"]:
         out.append("\n## Gates\n")
@@ -47,9 +68,14 @@ def render_markdown(report: dict) -> str:
         for g in report["gates"]:
             out.append(f"| {g['gate']} | {g['status'].upper()} | {g['summary']} |")
         notes = [(g["gate"], n) for g in report["gates"] for n in g["notes"]]
+        notes += [(g["gate"], f"interval covers {g['noise']}") for g in report["gates"] if g.get("noise")]
         if notes:
             out.append("")
             out.extend(f"- *{gate}*: {note}" for gate, note in notes)
+        unjudged = [g for g in report["gates"] if g["status"] in ("not compared", "vacuous")]
+        if unjudged:
+            out.append("\n### Not judged (NOT COMPARED or VACUOUS: never a pass)\n")
+            out.extend(f"- **{g['gate']}** {g['status'].upper()}: {g['summary']}" for g in unjudged)
 
     out.extend(_diagnosis(report))
 
@@ -97,9 +123,17 @@ def render_markdown(report: dict) -> str:
                 "(the config's `tolerate`); counted as declared known differences, not failures:\n"
             )
             out.extend(f"- {config}: {t}" for config, t in tolerated[:10])
-        fails = [(e["config"], f) for e in report["equivalence"] for f in e["failures"]]
-        for config, f in fails[:10]:
-            out.append(f"- **{config} FAILED**: {f}")
+        for e in report["equivalence"]:
+            details = e.get("failure_details") or []
+            if not e["failures"]:
+                continue
+            out.append(f"\n### {e['config']}: {len(e['failures'])} decisive failure(s)\n")
+            for d in details[:2]:
+                out.append("```\n" + d + "\n```")
+            rest = len(e["failures"]) - min(2, len(details))
+            if rest > 0:
+                out.append(f"… and {rest} more (first lines):\n")
+                out.extend(f"- {f}" for f in e["failures"][min(2, len(details)) : min(2, len(details)) + 8])
     if report["baseline_problems"]:
         out.append("\n**The plain baseline itself broke an invariant:**\n")
         out.extend(f"- {p}" for p in report["baseline_problems"][:10])

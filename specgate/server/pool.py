@@ -12,14 +12,30 @@ import atexit
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from specgate.client import ClientError, GenerateRequest, GenerateResult, SglangClient
-from specgate.deployment import Deployment
+from specgate.deployment import Deployment, ServerConfig
 from specgate.errors import ServerBootError, ServerDiedError
 from specgate.server.launcher import BootProgress, ServerHandle, make_launcher
+
+# A replicate server of a config (`launch.boots` > 1) is named CONFIG@K, K from 2: the
+# first boot keeps the config's own name, so a one-boot run looks as it always did.
+REPLICA_MARK = "@"
+
+
+def server_name(config: str, boot: int) -> str:
+    return config if boot == 1 else f"{config}{REPLICA_MARK}{boot}"
+
+
+def split_server_name(name: str) -> tuple[str, int]:
+    """`eagle3-decode@2` → ("eagle3-decode", 2); a plain config name is boot 1."""
+    config, mark, boot = name.rpartition(REPLICA_MARK)
+    if mark and boot.isdigit():
+        return config, int(boot)
+    return name, 1
 
 
 @dataclass
@@ -41,14 +57,23 @@ class LiveServer:
     model_info: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def config(self) -> str:
+    def name(self) -> str:
+        """The server's own name: the config's, or CONFIG@K for its K-th replicate boot."""
         return self.handle.config
+
+    @property
+    def config(self) -> str:
+        return split_server_name(self.handle.config)[0]
+
+    @property
+    def boot(self) -> int:
+        return split_server_name(self.handle.config)[1]
 
     def generate(self, request: GenerateRequest) -> GenerateResult:
         try:
             result = self.client.generate(request)
         except ClientError as exc:
-            self.pool.raise_if_dead(self.config, during=str(exc))
+            self.pool.raise_if_dead(self.name, during=str(exc))
             raise
         self.handle.requests_served += 1
         return result
@@ -120,19 +145,25 @@ class ServerPool:
             shared = [t for g, t in last_start.items() if g is None or gpus is None or g & gpus]
             if shared and stagger:
                 time.sleep(max(0.0, max(shared) + stagger - time.monotonic()))
-            started.append(self.launcher.start(self.deployment.configs[name]))
+            started.append(self.launcher.start(self.server_config(name)))
             last_start[gpus] = time.monotonic()
         # Only where boots overlapped can a death be the race; a lone boot's failure is final.
         for handle in self._wait_all(started, retry_deaths=len(started) > 1):
-            retried = self.launcher.start(self.deployment.configs[handle.config])
+            retried = self.launcher.start(self.server_config(handle.config))
             self._wait_all([retried], retry_deaths=False, note="retried alone after failing in an overlapped boot")
         if len(configs) == 1 and configs[0] in self.failed:
             raise ServerBootError(self.failed[configs[0]])
         return {n: self.live[n] for n in configs if n in self.live}
 
-    def _gpus_of(self, config: str) -> frozenset[str] | None:
+    def server_config(self, name: str) -> ServerConfig:
+        """What to boot for a server name: its config, renamed for a replicate boot (its own log)."""
+        config, boot = split_server_name(name)
+        base = self.deployment.configs[config]
+        return base if boot == 1 else replace(base, name=name)
+
+    def _gpus_of(self, name: str) -> frozenset[str] | None:
         """The GPUs a config's CUDA_VISIBLE_DEVICES names (None: every GPU of the host)."""
-        env = {**self.deployment.launch.env, **self.deployment.configs[config].env}
+        env = {**self.deployment.launch.env, **self.server_config(name).env}
         visible = env.get("CUDA_VISIBLE_DEVICES")
         return frozenset(v.strip() for v in visible.split(",") if v.strip()) if visible else None
 

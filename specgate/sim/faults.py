@@ -83,7 +83,8 @@ def parse_faults(specs: list[str]) -> Faults:
 
 def faults_from_env(environ: dict[str, str]) -> list[str]:
     """The SPECGATE_SIM_FAULTS entries aimed at this server's config (or at every one)."""
-    mine = environ.get("SPECGATE_CONFIG", "")
+    # A replicate boot (CONFIG@K) is the same config: a fault aimed at the config hits it too.
+    mine = environ.get("SPECGATE_CONFIG", "").rpartition("@")[0] or environ.get("SPECGATE_CONFIG", "")
     specs = []
     for entry in filter(None, (e.strip() for e in environ.get("SPECGATE_SIM_FAULTS", "").split(";"))):
         target, sep, fault = entry.partition(":")

@@ -36,6 +36,20 @@ class StoredFigures:
     decode_tps_samples: tuple[float, ...]
     completion_tokens: tuple[int, ...]
     verify_ct: tuple[int | None, ...]
+    # Which boot answered each sample (a baseline recorded with launch.boots > 1); all 1 otherwise.
+    boots: tuple[int, ...] = ()
+
+    def series(self) -> dict[int, list[float]]:
+        """Stored decode tok/s per boot, in pinned-sequence order (see specgate.measure.pairing)."""
+        marks = self.boots or (1,) * len(self.decode_tps_samples)
+        out: dict[int, list[float]] = {}
+        for boot, value in zip(marks, self.decode_tps_samples):
+            out.setdefault(boot, []).append(value)
+        return out
+
+    @property
+    def boot_count(self) -> int:
+        return len(set(self.boots)) if self.boots else 1
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,7 @@ def load_baseline(path: Path) -> StoredBaseline:
                     decode_tps_samples=tuple(float(x) for x in fig["samples"]["decode_tps"]),
                     completion_tokens=tuple(int(x) for x in fig["samples"]["completion_tokens"]),
                     verify_ct=tuple(None if x is None else int(x) for x in fig["samples"]["verify_ct"]),
+                    boots=tuple(int(x) for x in fig["samples"].get("boot", ())),
                 )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(path, f"field 'configs.{name}': malformed ({type(exc).__name__}: {exc})") from None

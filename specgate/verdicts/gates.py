@@ -1,37 +1,63 @@
-"""Gate decisions, direction-aware and honest about noise.
+"""Gate decisions, direction-aware and honest about noise and about what was compared.
 
 Each decision looks at a confidence interval, not a point estimate: PASS when the
 whole interval clears the bar, FAIL when the whole interval misses it, INCONCLUSIVE
-when it straddles. The caller then measures more (up to a cap); a gate still
+when it straddles. The sampling plan then measures more (up to a cap); a gate still
 inconclusive at the cap FAILS with the interval shown, because a merge gate that
 cannot show a pass must not give one.
+
+Two outcomes are neither pass nor fail, and neither ever counts as a pass:
+NOT_COMPARED (nothing to compare with: no baseline, other flags, other workload,
+other machine) and VACUOUS (the gate could not have failed: a bar below what the
+quantity can ever reach, an accept length fixed by SGLang's simulation, a config
+compared with itself). The run exits non-zero on either unless the user allows it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from specgate.measure.stats import Interval
 
-PASS, FAIL, INCONCLUSIVE, SKIP = "pass", "fail", "inconclusive", "skip"
+
+class Status(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"  # only while deciding: a verdict still inconclusive at its cap is a FAIL
+    NOT_COMPARED = "not compared"
+    VACUOUS = "vacuous"
+
+
+PASS, FAIL, INCONCLUSIVE = Status.PASS, Status.FAIL, Status.INCONCLUSIVE
+NOT_COMPARED, VACUOUS = Status.NOT_COMPARED, Status.VACUOUS
+# Outcomes that mean "this gate did not judge the change": never a pass, never silent.
+UNJUDGED = (NOT_COMPARED, VACUOUS)
 
 
 @dataclass
 class Verdict:
-    gate: str  # e.g. "beats:eagle3-decode>baseline", "regression:eagle3-decode:decode_tps"
+    gate: str  # e.g. "beats:eagle3-decode-beats-baseline", "regression:eagle3-decode:c1:decode_tps"
     config: str
-    status: str
+    status: Status
     summary: str
     notes: list[str] = field(default_factory=list)
     figures: dict = field(default_factory=dict)
+    # Which noise the interval holds, in words ("requests within one boot; between-boot spread
+    # 4.1% from calibration …"): a reader must know what a narrow interval does not cover.
+    noise: str = ""
 
     @property
     def failed(self) -> bool:
         return self.status in (FAIL, INCONCLUSIVE)
 
+    @property
+    def unjudged(self) -> bool:
+        return self.status in UNJUDGED
 
-def at_least(interval: Interval, bar: float) -> str:
+
+def at_least(interval: Interval, bar: float) -> Status:
     """Is the true value >= bar? Judged on the whole interval."""
     if interval.low >= bar:
         return PASS
@@ -40,7 +66,7 @@ def at_least(interval: Interval, bar: float) -> str:
     return INCONCLUSIVE
 
 
-def within(interval: Interval, low_bar: float, high_bar: float) -> str:
+def within(interval: Interval, low_bar: float, high_bar: float) -> Status:
     """Is the true value inside [low_bar, high_bar]?"""
     if interval.low >= low_bar and interval.high <= high_bar:
         return PASS
@@ -67,11 +93,11 @@ def per_look_confidence(confidence: float, looks: int) -> float:
 
 def decide_sequentially(
     interval_at: Callable[[float], Interval],
-    decide: Callable[[Interval], str],
+    decide: Callable[[Interval], Status],
     measure_more: Callable[[], bool],
     confidence: float,
     looks: int,
-) -> tuple[str, Interval, int]:
+) -> tuple[Status, Interval, int]:
     """Look, and while undecided measure more and look again; returns (status,
     interval at the last look, looks taken). `measure_more` returns False at the cap."""
     level = per_look_confidence(confidence, looks)

@@ -1,29 +1,37 @@
-"""Reaching verdicts: measure more while a gate is inconclusive, then decide.
+"""Reaching verdicts from the data the sampling plan gathers.
 
-The *beats* gate compares two configs measured in this run (a ratio of median decode
-tok/s with a bootstrap interval). The *no-regression* gate compares one config with
+The *beats* gate compares two configs measured in this run (the median of per-request
+ratios, paired by request and boot). The *no-regression* gate compares one config with
 its stored baseline for the same fingerprint; the reference (plain) config is checked
 in both directions, so "the machine drifted" is told apart from "speculation
-regressed".
+regressed". The judge never talks to a server: while a gate is undecided it asks the
+plan (specgate.measure.plan) for more, and the plan decides which servers and in what
+order. A gate that cannot compare is NOT COMPARED, one that cannot fail VACUOUS: both
+are said, never passed.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate.deployment import BeatsGate, Deployment
-from specgate.measure.speed import ConfigSpeed, SpeedMeter
-from specgate.measure.stats import Interval, median_interval, pair_ratios, paired_pooled_ratio, paired_ratio
+from specgate.measure.pairing import Series, pooled, ratio_series, truncated
+from specgate.measure.plan import SamplingPlan
+from specgate.measure.speed import ConfigSpeed
+from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio
 from specgate.measure.summary import accept_interval, summarise_speed
-from specgate.server.pool import ServerPool
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
+from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
 from specgate.verdicts.gates import (
     FAIL,
     INCONCLUSIVE,
+    NOT_COMPARED,
     PASS,
-    SKIP,
+    VACUOUS,
+    Status,
     Verdict,
     at_least,
     decide_sequentially,
@@ -31,6 +39,11 @@ from specgate.verdicts.gates import (
     planned_looks,
     within,
 )
+from specgate.verdicts.noise import BootSpread, detection, ratio_interval
+
+# Accept length counts tokens per verify step: it can never fall below one.
+TAU_FLOOR = 1.0
+SIMULATED_TAU_ENV = "SGLANG_SIMULATE_ACC_LEN"
 
 
 def _level(interval: Interval, overall: float, looks: int) -> str:
@@ -39,24 +52,30 @@ def _level(interval: Interval, overall: float, looks: int) -> str:
     return f"{interval.confidence:.1%} interval per look, {overall:.0%} over up to {looks} looks"
 
 
+def simulated_tau(deployment: Deployment, config: str) -> str | None:
+    """The accept length SGLang is told to fake for this config, if any."""
+    env = {**deployment.launch.env, **deployment.configs[config].env}
+    return env.get(SIMULATED_TAU_ENV)
+
+
 @dataclass
 class Judge:
     deployment: Deployment
-    pool: ServerPool
-    meter: SpeedMeter
+    plan: SamplingPlan
     baselines_root: Path
     allow_fingerprint_mismatch: bool = False
     verdicts: list[Verdict] = field(default_factory=list)
     _fingerprint: Fingerprint | None = None
     _lookup: BaselineLookup | None = None
+    _calibration: Calibration | None = None
+    _calibration_read: bool = False
 
-    # --- measurements -------------------------------------------------------------
-    def ensure_measured(self, config: str, concurrency: int, at_least_n: int) -> ConfigSpeed:
-        record = self.meter.record(config, concurrency)
-        missing = at_least_n - len(record.samples)
-        if missing > 0:
-            self.meter.measure(self.pool.acquire(config), concurrency, missing)
-        return record
+    @property
+    def meter(self):  # noqa: ANN201 - the plan's meter, read-only here
+        return self.plan.meter
+
+    def _record_of(self, config: str, concurrency: int) -> ConfigSpeed:
+        return self.meter.record(config, concurrency)
 
     def _batch(self) -> int:
         """Where servers coexist, small interleaved batches; else all at once (a reboot each)."""
@@ -65,20 +84,23 @@ class Judge:
             return self.deployment.gates.sample_batch
         return max(1, wl.max_repeats - wl.repeats)
 
-    def _looks(self, have: int, cap: int) -> int:
-        return planned_looks(have, cap, self._batch())
+    def _gather(self, configs: list[str], concurrency: int, per_boot: int) -> None:
+        self.plan.ensure(configs, concurrency, per_boot)
+        for config in configs:
+            self.plan.raise_for(config)
 
-    # --- fingerprint and stored baselines -------------------------------------------
+    # --- fingerprint, stored baselines, calibration ------------------------------------
     def fingerprint(self, boot: bool = True) -> Fingerprint | None:
         """This run's fingerprint; None where no server has answered and `boot` is False."""
         if self._fingerprint is None:
+            pool = self.plan.pool
             ref = self.deployment.reference
-            if ref not in self.pool.server_infos:
+            if ref not in pool.server_infos:
                 if not boot:
                     return None
-                self.pool.acquire(ref)
+                pool.acquire(ref)
             self._fingerprint = collect_fingerprint(
-                self.deployment, self.pool.server_infos.get(ref, {}), self.pool.model_infos.get(ref, {})
+                self.deployment, pool.server_infos.get(ref, {}), pool.model_infos.get(ref, {})
             )
         return self._fingerprint
 
@@ -86,6 +108,23 @@ class Judge:
         if self._lookup is None:
             self._lookup = find_baselines(self.deployment.name, self.fingerprint(), self.baselines_root)
         return self._lookup
+
+    def calibration(self) -> Calibration | None:
+        if not self._calibration_read:
+            self._calibration = find_calibration(self.baselines_root, self.deployment.name, self.fingerprint())
+            self._calibration_read = True
+        return self._calibration
+
+    def spread(self, config: str, kind: str) -> BootSpread | None:
+        """Between-boot spread of `config`'s decode tok/s or speedup on this machine, if known."""
+        found = self.calibration()
+        if found is not None and (s := found.spread_of(config, kind)) is not None:
+            return s
+        declared = self.deployment.gates.between_boot
+        if declared is not None:
+            sd = declared.decode_tps if kind == "decode_tps" else declared.speedup
+            return BootSpread(sd, f"declared in the deployment ([gates.between_boot]: {declared.source})")
+        return None
 
     def stored_for_comparison(self) -> tuple[StoredBaseline | None, str]:
         """The baseline to compare with, or None and the reason it is not compared."""
@@ -106,31 +145,36 @@ class Judge:
             "Pass --specgate-allow-fingerprint-mismatch to compare anyway, or record a baseline for this machine."
         )
 
+    def _record(self, verdict: Verdict) -> Verdict:
+        self.verdicts.append(verdict)
+        return verdict
+
     # --- the beats gate ---------------------------------------------------------------
     def beats(self, gate: BeatsGate) -> Verdict:
         conf = self.deployment.gates.confidence
         wl = self.deployment.workload
-        cfg = self.ensure_measured(gate.config, gate.concurrency, wl.repeats)
-        ref = self.ensure_measured(gate.over, gate.concurrency, wl.repeats)
+        c = gate.concurrency
+        pair = [gate.config, gate.over]
+        self._gather(pair, c, wl.repeats)
+        cfg, ref = self._record_of(gate.config, c), self._record_of(gate.over, c)
+        spread = self.spread(gate.config, "speedup")
+        noise = [""]
 
-        def measure_more() -> bool:
-            n = min(len(cfg.samples), len(ref.samples))
-            more = min(self._batch(), wl.max_repeats - n)
-            if more <= 0:
-                return False
-            # Alternate the two configs so slow drift of the machine hits both alike.
-            self.meter.measure(self.pool.acquire(gate.over), gate.concurrency, more)
-            self.meter.measure(self.pool.acquire(gate.config), gate.concurrency, more)
-            return True
+        def interval_at(level: float) -> Interval:
+            iv, noise[0] = ratio_interval(
+                ratio_series(cfg.decode_tps_by_boot(), ref.decode_tps_by_boot()), level, spread
+            )
+            return iv
 
-        looks = self._looks(min(len(cfg.samples), len(ref.samples)), wl.max_repeats)
+        looks = planned_looks(self.plan.per_boot(pair, c), wl.max_repeats, self._batch())
         status, interval, taken = decide_sequentially(
-            lambda level: paired_ratio(cfg.decode_tps, ref.decode_tps, level),
+            interval_at,
             lambda iv: at_least(iv, gate.ratio),
-            measure_more,
+            lambda: self.plan.more(pair, c, wl.max_repeats, self._batch()),
             conf,
             looks,
         )
+        paired = len(pooled(ratio_series(cfg.decode_tps_by_boot(), ref.decode_tps_by_boot())))
         tau = accept_interval(cfg, conf)
         figures = {
             "ratio": interval.as_dict(),
@@ -141,48 +185,47 @@ class Judge:
         head = (
             f"{gate.config} decodes at {interval.estimate:.3f}x {gate.over} "
             f"[{interval.low:.3f}, {interval.high:.3f}] ({_level(interval, conf, looks)}, "
-            f"{min(len(cfg.samples), len(ref.samples))} paired requests, look {taken} of {looks}); "
-            f"required >= {gate.ratio:g}x"
+            f"{paired} paired requests, look {taken} of {looks}); required >= {gate.ratio:g}x"
         )
         if tau is not None:
             head += f"; accept length {tau.estimate:.2f}"
         notes = []
         if not self.deployment.launch.coexist:
             notes.append(
-                "the two configs were measured in separate boots, not interleaved: the interval holds the noise "
-                "within each boot but not the variation between boots (on the H200 smoke runs that variation "
-                "was larger than the interval)"
+                "the two configs were measured in separate boots, one block each, not interleaved: the ratio also "
+                "holds whatever drifted between the blocks"
             )
+        name = f"beats:{gate.name}"
         if status == PASS:
-            verdict = Verdict(f"beats:{gate.name}", gate.config, PASS, head, notes, figures)
+            verdict = Verdict(name, gate.config, PASS, head, notes, figures, noise[0])
         elif status == FAIL:
-            verdict = Verdict(f"beats:{gate.name}", gate.config, FAIL, head + " — FAILS", notes, figures)
+            verdict = Verdict(name, gate.config, FAIL, head + " — FAILS", notes, figures, noise[0])
         else:
             verdict = Verdict(
-                f"beats:{gate.name}",
+                name,
                 gate.config,
                 FAIL,
-                head + f" — still INCONCLUSIVE at the cap of {wl.max_repeats} samples: the interval straddles "
-                f"{gate.ratio:g}, so no pass can be shown",
+                head + f" — still INCONCLUSIVE at the cap of {wl.max_repeats} requests per boot: the interval "
+                f"straddles {gate.ratio:g}, so no pass can be shown",
                 notes,
                 figures,
+                noise[0],
             )
-        self.verdicts.append(verdict)
-        return verdict
+        return self._record(verdict)
 
     # --- the no-regression gate -----------------------------------------------------------
     def regression(self, config: str, concurrency: int, metric: str) -> Verdict:
         name = f"regression:{config}:c{concurrency}:{metric}"
         stored, why_not = self.stored_for_comparison()
         if stored is None:
-            return self._record(Verdict(name, config, SKIP, why_not))
+            return self._record(Verdict(name, config, NOT_COMPARED, why_not))
         figs = stored.figures.get((config, concurrency))
         if figs is None:
             return self._record(
                 Verdict(
                     name,
                     config,
-                    SKIP,
+                    NOT_COMPARED,
                     f"{stored.path.name} has no figures for {config} at concurrency {concurrency}"
                     + (f" ({stored.excluded[config]})" if config in stored.excluded else ""),
                 )
@@ -193,7 +236,7 @@ class Judge:
                 Verdict(
                     name,
                     config,
-                    SKIP,
+                    NOT_COMPARED,
                     f"{config}'s launch flags changed since {stored.path.name} was recorded "
                     f"(digest {figs.args_digest} then, {digest} now): not comparable; update the baseline",
                 )
@@ -203,7 +246,7 @@ class Judge:
                 Verdict(
                     name,
                     config,
-                    SKIP,
+                    NOT_COMPARED,
                     f"the pinned workload changed since {stored.path.name} was recorded (prompts, format or "
                     "max_new_tokens): its requests no longer pair with ours; update the baseline",
                 )
@@ -212,10 +255,6 @@ class Judge:
         if metric == "accept_length":
             return self._record(self._accept_regression(name, config, concurrency, figs, stored, notes))
         return self._record(self._speed_regression(name, config, concurrency, figs, stored, notes))
-
-    def _record(self, verdict: Verdict) -> Verdict:
-        self.verdicts.append(verdict)
-        return verdict
 
     def _speed_regression(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
@@ -240,6 +279,31 @@ class Judge:
             return self._absolute_regression(name, config, concurrency, figs, stored, notes)
         return self._speedup_regression(name, config, concurrency, figs, ref_stored, stored, notes)
 
+    def _regression_verdict(
+        self,
+        name: str,
+        config: str,
+        status: Status,
+        head: str,
+        ratio: Interval,
+        cap: int,
+        stored_n: int,
+        notes: list[str],
+        figures: dict,
+        noise: str,
+    ) -> Verdict:
+        tol = self.deployment.gates.tolerance.decode_tps
+        mde, false_alarm = detection(ratio, tol)
+        figures["detects"] = {"regression_80pct_power": mde, "unchanged_fails": false_alarm}
+        noise = (noise + "; " if noise else "") + (
+            f"this run sees regressions of {mde:.1%} or more (80% power); "
+            f"an unchanged build fails it with probability {false_alarm:.0%}"
+        )
+        if status == PASS:
+            return Verdict(name, config, PASS, head, notes, figures, noise)
+        suffix = _inconclusive_at(cap, stored_n) if status == INCONCLUSIVE else "REGRESSED"
+        return Verdict(name, config, FAIL, f"{head} — {suffix}", notes, figures, noise)
+
     def _absolute_regression(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
     ) -> Verdict:
@@ -248,34 +312,34 @@ class Judge:
         tol = self.deployment.gates.tolerance
         wl = self.deployment.workload
         two_sided = config == self.deployment.reference
-        stored_n = len(figs.decode_tps_samples)
-        record = self.ensure_measured(config, concurrency, min(wl.repeats, stored_n))
+        stored_series = figs.series()
+        stored_n = min(len(v) for v in stored_series.values())
         cap = min(wl.max_repeats, stored_n)  # beyond the stored requests there is nothing to pair with
+        self._gather([config], concurrency, min(wl.repeats, cap))
+        record = self._record_of(config, concurrency)
+        spread = self.spread(config, "decode_tps")
+        noise = [""]
 
-        def measure_more() -> bool:
-            more = min(self._batch(), cap - len(record.samples))
-            if more <= 0:
-                return False
-            self.meter.measure(self.pool.acquire(config), concurrency, more)
-            return True
+        def series() -> Series:
+            return ratio_series(truncated(record.decode_tps_by_boot(), cap), stored_series)
 
-        def decide(iv: Interval) -> str:
+        def interval_at(level: float) -> Interval:
+            iv, noise[0] = ratio_interval(series(), level, spread, boots_other=figs.boot_count)
+            return iv
+
+        def decide(iv: Interval) -> Status:
             return within(iv, 1 - tol.decode_tps, 1 + tol.decode_tps) if two_sided else at_least(iv, 1 - tol.decode_tps)
 
-        looks = self._looks(len(record.samples), cap)
+        looks = planned_looks(self.plan.per_boot([config], concurrency), cap, self._batch())
         status, ratio, taken = decide_sequentially(
-            lambda level: paired_ratio(record.decode_tps, figs.decode_tps_samples, level),
-            decide,
-            measure_more,
-            conf,
-            looks,
+            interval_at, decide, lambda: self.plan.more([config], concurrency, cap, self._batch()), conf, looks
         )
-        pairs = min(len(record.samples), stored_n)
+        pairs = len(pooled(series()))
         now = median_interval(record.decode_tps, conf)
         head = (
             f"{config} decode {now.estimate:.1f} tok/s vs stored {figs.decode_tps:.1f}: per-request ratio "
-            f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({_level(ratio, conf, looks)}) over {pairs} paired requests "
-            f"({pct(ratio.estimate - 1)}); allowed {'±' if two_sided else '-'}{tol.decode_tps:.0%}"
+            f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({_level(ratio, conf, looks)}) over {pairs} "
+            f"paired requests ({pct(ratio.estimate - 1)}); allowed {'±' if two_sided else '-'}{tol.decode_tps:.0%}"
         )
         figures = {
             "ratio_to_stored": ratio.as_dict(),
@@ -283,18 +347,18 @@ class Judge:
             "stored": figs.decode_tps,
             "baseline_file": stored.path.name,
         }
-        if status == PASS:
-            return Verdict(name, config, PASS, head, notes, figures)
-        if status == INCONCLUSIVE:
-            return Verdict(name, config, FAIL, head + " — " + _inconclusive_at(cap, stored_n), notes, figures)
-        if two_sided:
+        if status == FAIL and two_sided:
             direction = "faster" if ratio.low > 1 + tol.decode_tps else "slower"
             notes.append(
                 f"the plain baseline itself is {direction} than stored: the machine (or plain decoding) drifted; "
                 "speculative configs are judged on their speedup over it, which such drift leaves alone"
             )
-            return Verdict(name, config, FAIL, head + f" — plain decode drifted ({direction})", notes, figures)
-        return Verdict(name, config, FAIL, head + " — REGRESSED", notes, figures)
+            verdict = self._regression_verdict(
+                name, config, status, head, ratio, cap, stored_n, notes, figures, noise[0]
+            )
+            verdict.summary = f"{head} — plain decode drifted ({direction})"
+            return verdict
+        return self._regression_verdict(name, config, status, head, ratio, cap, stored_n, notes, figures, noise[0])
 
     def _speedup_regression(
         self,
@@ -306,45 +370,50 @@ class Judge:
         stored: StoredBaseline,
         notes: list[str],
     ) -> Verdict:
-        """(config/reference now) / (config/reference stored), request by request."""
+        """(config/reference now) / (config/reference stored), request by request and boot by boot."""
         conf = self.deployment.gates.confidence
         tol = self.deployment.gates.tolerance
         wl = self.deployment.workload
         ref = self.deployment.reference
-        stored_speedups = pair_ratios(figs.decode_tps_samples, ref_figs.decode_tps_samples)
-        cap = min(wl.max_repeats, len(stored_speedups))  # beyond the stored pairs there is nothing to pair with
-        record = self.ensure_measured(config, concurrency, min(wl.repeats, cap))
-        ref_record = self.ensure_measured(ref, concurrency, min(wl.repeats, cap))
+        stored_speedups = ratio_series(figs.series(), ref_figs.series())
+        stored_n = min((len(v) for v in stored_speedups.values()), default=0)
+        cap = min(wl.max_repeats, stored_n)  # beyond the stored pairs there is nothing to pair with
+        pair = [config, ref]
+        self._gather(pair, concurrency, min(wl.repeats, cap))
+        record, ref_record = self._record_of(config, concurrency), self._record_of(ref, concurrency)
+        spread = self.spread(config, "speedup")
+        noise = [""]
 
-        def speedups_now() -> list[float]:
-            return pair_ratios(record.decode_tps, ref_record.decode_tps)
+        def speedups_now() -> Series:
+            return truncated(ratio_series(record.decode_tps_by_boot(), ref_record.decode_tps_by_boot()), cap)
 
-        def measure_more() -> bool:
-            have = len(speedups_now())
-            more = min(self._batch(), cap - have)
-            if more <= 0:
-                return False
-            # Both to the same count, alternated, so slow drift of the machine hits both alike.
-            for which, rec in ((ref, ref_record), (config, record)):
-                short = have + more - len(rec.samples)
-                if short > 0:
-                    self.meter.measure(self.pool.acquire(which), concurrency, short)
-            return True
+        def interval_at(level: float) -> Interval:
+            iv, noise[0] = ratio_interval(
+                ratio_series(speedups_now(), stored_speedups), level, spread, boots_other=figs.boot_count
+            )
+            return iv
 
-        looks = self._looks(len(speedups_now()), cap)
+        looks = planned_looks(self.plan.per_boot(pair, concurrency), cap, self._batch())
         status, ratio, taken = decide_sequentially(
-            lambda level: paired_ratio(speedups_now(), stored_speedups, level),
+            interval_at,
             lambda iv: at_least(iv, 1 - tol.decode_tps),
-            measure_more,
+            lambda: self.plan.more(pair, concurrency, cap, self._batch()),
             conf,
             looks,
         )
-        pairs = min(len(speedups_now()), len(stored_speedups))
+        now_series = speedups_now()
+        paired_stored = {b: v for b, v in stored_speedups.items()}
+        pairs = len(pooled(ratio_series(now_series, paired_stored)))
         # Both medians over the same pinned requests, so the headline agrees with the paired ratio.
-        speedup_now = median_interval(speedups_now()[:pairs], conf)
-        speedup_then = median_interval(stored_speedups[:pairs], conf)
-        absolute = paired_ratio(record.decode_tps, figs.decode_tps_samples, conf)
-        ref_change = paired_ratio(ref_record.decode_tps, ref_figs.decode_tps_samples, conf)
+        per_boot = min((len(v) for v in now_series.values()), default=0)
+        speedup_now = median_interval(pooled(now_series), conf)
+        speedup_then = median_interval(pooled(truncated(stored_speedups, per_boot)), conf)
+        absolute, _ = ratio_interval(
+            ratio_series(truncated(record.decode_tps_by_boot(), cap), figs.series()), conf, None
+        )
+        ref_change, _ = ratio_interval(
+            ratio_series(truncated(ref_record.decode_tps_by_boot(), cap), ref_figs.series()), conf, None
+        )
         head = (
             f"{config} speedup over {ref} {speedup_now.estimate:.3f}x now vs {speedup_then.estimate:.3f}x stored: "
             f"per-request ratio {ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({_level(ratio, conf, looks)}) "
@@ -363,22 +432,21 @@ class Judge:
             "baseline_file": stored.path.name,
         }
         if status == PASS:
-            same_way = (absolute.estimate - 1) * (ref_change.estimate - 1) > 0
-            if abs(absolute.estimate - 1) > tol.decode_tps and same_way:
-                notes.append(context + ": the change follows plain decoding (machine or core); the speedup held")
+            moved = _plain_explains(absolute.estimate, ref_change.estimate, tol.decode_tps)
+            if moved is not None:
+                notes.append(f"{context}: {moved}")
             if ratio.low > 1 + tol.faster_note:
                 notes.append(
                     f"{config}'s speedup is {pct(ratio.estimate - 1)} above stored: consider updating the baseline"
                 )
-            return Verdict(name, config, PASS, head, notes, figures)
-        notes.append(context)
-        if status == INCONCLUSIVE:
-            return Verdict(
-                name, config, FAIL, head + " — " + _inconclusive_at(cap, len(stored_speedups)), notes, figures
-            )
-        where = "measured side by side" if self.deployment.launch.coexist else "each measured in its own boot"
-        notes.append(f"speculation itself lost ground: its speedup over plain decoding fell ({where})")
-        return Verdict(name, config, FAIL, head + " — REGRESSED", notes, figures)
+        else:
+            notes.append(context)
+            if status == FAIL:
+                where = "measured side by side" if self.deployment.launch.coexist else "each measured in its own boot"
+                notes.append(f"speculation itself lost ground: its speedup over plain decoding fell ({where})")
+        return self._regression_verdict(
+            name, config, status, head, ratio, cap, stored_n, notes, figures, noise[0]
+        )
 
     def _accept_regression(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
@@ -386,7 +454,17 @@ class Judge:
         """Accept length over the same pinned requests, now vs stored, pooled and paired."""
         conf = self.deployment.gates.confidence
         tol = self.deployment.gates.tolerance.accept_length
-        record = self.ensure_measured(config, concurrency, min(self.deployment.workload.repeats, len(figs.verify_ct)))
+        faked = simulated_tau(self.deployment, config)
+        if faked is not None:
+            return Verdict(
+                name,
+                config,
+                VACUOUS,
+                f"{config}'s accept length is fixed by {SIMULATED_TAU_ENV}={faked} (SGLang's simulation): "
+                "it cannot regress, so this gate cannot fail",
+            )
+        self._gather([config], concurrency, min(self.deployment.workload.repeats, len(figs.verify_ct)))
+        record = self._record_of(config, concurrency)
         now = [s for s in record.samples if s.verify_ct]
         if not now:
             # Configured speculative, yet no verify counts: speculation is off, or SGLang renamed the field.
@@ -399,12 +477,27 @@ class Judge:
                 notes,
             )
         if figs.accept_length is None or any(v is None for v in figs.verify_ct):
-            return Verdict(name, config, SKIP, f"{stored.path.name} holds no accept length for {config}", notes)
+            return Verdict(name, config, NOT_COMPARED, f"{stored.path.name} holds no accept length for {config}", notes)
+        bar = figs.accept_length * (1 - tol)
+        if bar <= TAU_FLOOR:
+            return Verdict(
+                name,
+                config,
+                VACUOUS,
+                f"{config}'s stored accept length {figs.accept_length:.3f} less {tol:.0%} is {bar:.3f}, at or below "
+                f"{TAU_FLOOR:g}, the least an accept length can be: this gate cannot fail (a drafter that accepts "
+                "nothing passes it)",
+                notes,
+            )
+        # Request i now against stored request i (accept length is a property of the request).
+        stored_tokens = list(figs.completion_tokens)
+        stored_counts = list(figs.verify_ct)
+        pairs = [(s, s.index) for s in now if s.index < len(stored_tokens)]
         ratio = paired_pooled_ratio(
-            [s.completion_tokens for s in now],
-            [s.verify_ct for s in now],
-            list(figs.completion_tokens),
-            list(figs.verify_ct),
+            [s.completion_tokens for s, _ in pairs],
+            [s.verify_ct for s, _ in pairs],
+            [stored_tokens[i] for _, i in pairs],
+            [stored_counts[i] for _, i in pairs],
             conf,
         )
         tau = accept_interval(record, conf)
@@ -415,20 +508,36 @@ class Judge:
             f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({pct(ratio.estimate - 1)}); allowed -{tol:.0%}"
         )
         figures = {"ratio_to_stored": ratio.as_dict(), "now": tau.as_dict(), "stored": figs.accept_length}
+        noise = "requests (accept length does not depend on timing; boots of one build accept alike)"
         if status == PASS:
-            return Verdict(name, config, PASS, head, notes, figures)
+            return Verdict(name, config, PASS, head, notes, figures, noise)
         notes.append(
             "accept length does not depend on timing noise: a drop means the draft model, its inputs or the "
             "verify path changed (draft weights, hidden-state capture, tokenizer, sampling)"
         )
         suffix = " — REGRESSED" if status == FAIL else " — INCONCLUSIVE"
-        return Verdict(name, config, FAIL, head + suffix, notes, figures)
+        return Verdict(name, config, FAIL, head + suffix, notes, figures, noise)
+
+
+def _plain_explains(absolute: float, reference: float, tolerance: float) -> str | None:
+    """A note on a passing speedup whose absolute figure moved beyond the tolerance: did plain
+    decoding move the same way and by a like amount (then the machine or the shared core
+    moved), or did the config move on its own? None where nothing moved enough to say."""
+    if abs(absolute - 1) <= tolerance:
+        return None
+    a, r = math.log(absolute), math.log(reference)
+    if a * r > 0 and abs(r) >= 0.5 * abs(a):
+        return "the change follows plain decoding (machine or shared core); the speedup held"
+    return (
+        f"the config moved {pct(absolute - 1)} while plain decoding moved {pct(reference - 1)}: the change is "
+        "mostly the config's own, within the speedup tolerance"
+    )
 
 
 def _inconclusive_at(cap: int, stored_n: int) -> str:
     if cap >= stored_n:
         return f"INCONCLUSIVE with every stored request paired ({stored_n}); a baseline update stores max_repeats"
-    return f"INCONCLUSIVE at the cap of {cap} paired requests (workload.max_repeats)"
+    return f"INCONCLUSIVE at the cap of {cap} paired requests per boot (workload.max_repeats)"
 
 
 def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] | None = None) -> dict:
@@ -441,6 +550,7 @@ def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] |
         if not record.samples or config in excluded:
             continue
         summary = summarise_speed(record, judge.meter.results.get((dep.reference, concurrency)), conf)
+        ordered = [s for samples in record.by_boot().values() for s in samples]
         entry = configs.setdefault(
             config, {"args_digest": dep.configs[config].args_digest(dep.launch), "concurrency": {}}
         )
@@ -451,10 +561,11 @@ def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] |
             "accept_length": summary.accept_length.as_dict() if summary.accept_length else None,
             "ratio_to_reference": summary.ratio_to_reference.as_dict() if summary.ratio_to_reference else None,
             "samples": {
-                "decode_tps": [round(s.decode_tps, 3) for s in record.samples],
-                "ttft_s": [round(s.ttft_s, 6) for s in record.samples],
-                "completion_tokens": [s.completion_tokens for s in record.samples],
-                "verify_ct": [s.verify_ct for s in record.samples],
+                "decode_tps": [round(s.decode_tps, 3) for s in ordered],
+                "ttft_s": [round(s.ttft_s, 6) for s in ordered],
+                "completion_tokens": [s.completion_tokens for s in ordered],
+                "verify_ct": [s.verify_ct for s in ordered],
+                "boot": [s.boot for s in ordered],
             },
         }
     return {

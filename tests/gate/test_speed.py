@@ -1,13 +1,18 @@
-"""Single-stream decode speed of every config, recorded through pytest-benchmark.
+"""Single-stream (and concurrent) decode speed of every config, recorded through pytest-benchmark.
 
-pytest-benchmark times each request end to end; the figures the gates use (decode
-tok/s from the stream, TTFT, accept length per request) go into its extra_info, so
-its JSON output holds everything the report shows.
+The sampling plan measures every config of the run in rounds, one pinned request to each
+server in a fresh random order, so slow drift of the machine hits all configs alike;
+this test then reads its config's figures. pytest-benchmark gets each request's
+end-to-end time; the figures the gates use (decode tok/s from the stream, TTFT, accept
+length per request) go into its extra_info, so its JSON output holds everything the
+report shows.
 """
 
 import statistics
 
 import pytest
+
+from specgate.measure.bench import record_durations
 
 pytestmark = pytest.mark.specgate("speed")
 
@@ -15,35 +20,32 @@ pytestmark = pytest.mark.specgate("speed")
 def test_decode_speed(specgate, speed_target, benchmark):
     config, concurrency = speed_target
     workload = specgate.deployment.workload
-    server = specgate.pool.acquire(config)
-    warmup = specgate.meter.warm_up(server, concurrency)
-    samples = []
-
-    def one_round():
-        samples.extend(specgate.meter.measure(server, concurrency, concurrency))
-
     # A run that records the baseline measures up to max_repeats: later runs pair their requests
     # with the stored ones and can only measure more, while undecided, up to what is stored.
     wanted = workload.max_repeats if specgate.options.update_baselines else workload.repeats
-    rounds = -(-wanted // concurrency)
-    benchmark.pedantic(one_round, rounds=rounds, iterations=1, warmup_rounds=0)
-    if len(samples) < wanted:  # --benchmark-disable runs the function once
-        samples.extend(specgate.meter.measure(server, concurrency, wanted - len(samples)))
+    specgate.plan.ensure(specgate.plan.configs, concurrency, wanted)
+    specgate.plan.raise_for(config)
+    record = specgate.meter.record(config, concurrency)
+    samples = record.samples
+    record_durations(benchmark, [s.e2e_s for s in samples])
 
     taus = [s.accept_length for s in samples if s.accept_length]
+    warm = record.warmups[-1] if record.warmups else None
     benchmark.extra_info.update(
         config=config,
         concurrency=concurrency,
         decode_tps_median=statistics.median(s.decode_tps for s in samples),
         decode_tps=[round(s.decode_tps, 3) for s in samples],
+        boot=[s.boot for s in samples],
         ttft_s_median=statistics.median(s.ttft_s for s in samples),
         accept_length=(
             sum(s.completion_tokens for s in samples if s.verify_ct) / sum(s.verify_ct for s in samples if s.verify_ct)
         )
         if taus
         else None,
-        warmup_requests=warmup.requests if warmup else 0,
-        warmup_settled=warmup.settled if warmup else None,
+        warmup_requests=warm.requests if warm else 0,
+        warmup_settled=warm.settled if warm else None,
+        interleaved=specgate.plan.interleaved,
         simulator=specgate.deployment.simulator,
     )
     if specgate.deployment.configs[config].speculative:

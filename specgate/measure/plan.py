@@ -1,0 +1,117 @@
+"""The sampling plan: which server to measure next, how many requests more, in which order.
+
+Verdicts only read data; this module decides what data there will be. One mechanism
+serves the speed tests, measuring more while a gate is undecided, and replicate boots:
+
+- Where servers coexist, measurement goes in rounds: the next pinned request to every
+  server in a fresh random order, then the request after it. Slow drift of the machine
+  (clocks, thermals, a neighbour's job) then hits every config alike and cancels in the
+  paired ratios, where block order (all of A, then all of B) would turn it into a
+  difference between A and B.
+- Where they cannot coexist, each server is measured in one block, since switching costs
+  a boot; the report says that the ratios then hold the drift between blocks.
+- `launch.boots = N` gives every config N servers (CONFIG, CONFIG@2, …): the between-boot
+  noise then shows in the data and the two-level intervals hold it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from specgate.deployment import Deployment
+from specgate.errors import SpecgateError
+from specgate.measure.speed import SpeedMeter
+from specgate.server.pool import ServerPool, server_name, split_server_name
+
+
+@dataclass
+class PlanLog:
+    """What the plan did, for the report: how the figures were gathered."""
+
+    interleaved: bool
+    boots: int
+    rounds: int = 0
+    orders: list[list[str]] = field(default_factory=list)  # the first rounds' orders, as evidence
+
+    def as_dict(self) -> dict:
+        return {"interleaved": self.interleaved, "boots": self.boots, "rounds": self.rounds, "orders": self.orders}
+
+
+class SamplingPlan:
+    def __init__(
+        self,
+        deployment: Deployment,
+        pool: ServerPool,
+        meter: SpeedMeter,
+        configs: Sequence[str] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.deployment = deployment
+        self.pool = pool
+        self.meter = meter
+        self.configs = list(configs or deployment.configs)
+        self.boots = deployment.launch.boots
+        self.interleaved = deployment.launch.coexist
+        # A fresh order every run unless seeded (the self-tests seed it): a fixed order would
+        # let a periodic disturbance line up with one config.
+        self.rng = random.Random(seed)
+        self.log = PlanLog(self.interleaved, self.boots)
+        self.errors: dict[str, str] = {}  # server name -> why it could not be measured
+
+    def servers_of(self, config: str) -> list[str]:
+        return [server_name(config, b) for b in range(1, self.boots + 1)]
+
+    def all_servers(self, configs: Sequence[str] | None = None) -> list[str]:
+        return [n for c in (configs or self.configs) for n in self.servers_of(c)]
+
+    def _have(self, name: str, concurrency: int) -> int:
+        config, boot = split_server_name(name)
+        return self.meter.record(config, concurrency).count(boot)
+
+    def _measure(self, name: str, concurrency: int, count: int) -> None:
+        try:
+            self.meter.measure(self.pool.acquire(name), concurrency, count)
+        except (SpecgateError, ValueError) as exc:
+            # One server's death must not stop the others' measurement; its own tests report it.
+            self.errors[name] = str(exc)
+
+    def ensure(self, configs: Sequence[str], concurrency: int, per_boot: int) -> None:
+        """Every server of `configs` reaches `per_boot` measured requests (where it can)."""
+        names = self.all_servers(configs)
+        if not self.interleaved:
+            for name in names:
+                missing = per_boot - self._have(name, concurrency)
+                if missing > 0 and name not in self.errors:
+                    self._measure(name, concurrency, missing)
+            return
+        while True:
+            due = [n for n in names if n not in self.errors and self._have(n, concurrency) < per_boot]
+            if not due:
+                return
+            self.rng.shuffle(due)
+            self.log.rounds += 1
+            if len(self.log.orders) < 5:
+                self.log.orders.append(list(due))
+            for name in due:
+                self._measure(name, concurrency, concurrency)
+
+    def raise_for(self, config: str) -> None:
+        """Raise the first error of `config`'s servers, if measuring any of them failed."""
+        for name in self.servers_of(config):
+            if name in self.errors:
+                raise SpecgateError(f"config {config!r} could not be measured ({name}): {self.errors[name]}")
+
+    def per_boot(self, configs: Sequence[str], concurrency: int) -> int:
+        """Requests every server of `configs` has (the fewest)."""
+        return min((self._have(n, concurrency) for n in self.all_servers(configs)), default=0)
+
+    def more(self, configs: Sequence[str], concurrency: int, cap_per_boot: int, batch: int) -> bool:
+        """Measure up to `batch` more requests per server, interleaved; False at the cap."""
+        have = self.per_boot(configs, concurrency)
+        target = min(cap_per_boot, have + batch)
+        if target <= have:
+            return False
+        self.ensure(configs, concurrency, target)
+        return self.per_boot(configs, concurrency) > have

@@ -1,0 +1,76 @@
+"""Which noise an interval holds, and the between-boot noise it would otherwise miss.
+
+Within one boot, requests of a config agree to a few percent; between boots (and hosts
+of one GPU model) the same config can sit 5–30% apart (H200: SmolLM2's plain decode
+710–941 tok/s over five boots; eagle3-prefill on the dummy 8B 0.67–0.94x). An interval
+built from the requests of one boot says nothing about that, so a verdict states what
+its interval covers and, where the run has one boot per config, adds the between-boot
+spread stored for this machine (`specgate calibrate`) or declared in the deployment
+(`[gates.between_boot]`, e.g. from `specgate spread`), in quadrature on the log scale.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from specgate.measure.pairing import Series, groups, pooled
+from specgate.measure.stats import Interval, median_interval, two_level_median, widened
+
+
+@dataclass(frozen=True)
+class BootSpread:
+    """SD of log(figure) between boots of one server, and where the number comes from."""
+
+    log_sd: float
+    source: str
+
+
+def ratio_interval(
+    series: Series,
+    confidence: float,
+    spread: BootSpread | None,
+    boots_other: int | None = None,
+) -> tuple[Interval, str]:
+    """The interval of the median per-request ratio in `series` (boot → ratios), and the
+    noise it covers, in words.
+
+    `spread` is the between-boot SD of one boot's figure (of the ratio's log). The ratio's
+    boots are this run's; `boots_other` is the boot count of a stored side (None when both
+    sides were measured in this run, boot by boot)."""
+    parts = [g for g in groups(series)]
+    boots = len(parts)
+    requests = median_interval(pooled(series), confidence)
+    data = two_level_median(parts, confidence) if boots >= 2 else requests
+    covered = "requests within one boot" if boots <= 1 else f"requests and {boots} boots (two-level bootstrap)"
+    if spread is None or spread.log_sd <= 0:
+        missing = "the between-boot noise of this run" if boots <= 1 else ""
+        if boots_other is not None:
+            missing = (missing + " and " if missing else "") + "the stored run's own boot"
+        text = covered + (f"; NOT {missing} (no between-boot spread for this machine: run specgate calibrate)" if missing else "")
+        return data, text
+    variance = 1 / max(1, boots) + (1 / boots_other if boots_other else 0.0)
+    extra = spread.log_sd * math.sqrt(variance)
+    model = widened(requests, extra)
+    final = Interval(data.estimate, min(data.low, model.low), max(data.high, model.high), confidence)
+    who = f"{boots} boot{'s' if boots != 1 else ''} now" + (f", {boots_other} stored" if boots_other else "")
+    return final, f"{covered}; plus between-boot spread {spread.log_sd:.1%} per boot ({who}; {spread.source})"
+
+
+def detection(interval: Interval, tolerance: float) -> tuple[float, float]:
+    """For a no-regression gate that passes when the interval's low clears 1 − tolerance:
+    (the regression it fails with 80% probability, the chance it fails an unchanged build),
+    from this interval's width taken as the noise of its estimate (normal on the log scale).
+
+    A wide interval sees only large regressions, and may fail even with nothing changed."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(1 - (1 - interval.confidence) / 2))
+    if interval.low <= 0 or interval.estimate <= 0 or z <= 0:
+        return 1.0, 1.0
+    half = math.log(interval.estimate) - math.log(interval.low)
+    sd = half / z if half > 0 else 1e-9
+    bar = math.log(1 - tolerance) + half  # the estimate must land above this to pass
+    mde = 1 - math.exp(bar - float(norm.ppf(0.8)) * sd)
+    false_alarm = float(norm.cdf(bar / sd))
+    return max(0.0, mde), false_alarm
