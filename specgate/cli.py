@@ -4,6 +4,7 @@
     specgate baseline update [DEPLOYMENT] [options]
     specgate check [DEPLOYMENT]
     specgate sweep [DEPLOYMENT] [--report-dir DIR] [--state FILE] [--max-seconds S]
+    specgate calibrate [DEPLOYMENT] [--boots N] [--requests N] [--max-seconds S]
     specgate assets smollm2|llama8b-dummy DIR [--gguf PATH]
 
 DEPLOYMENT is a name under fixtures/deployments (default: sim, the SIMULATOR) or a
@@ -63,6 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument(
         "--max-seconds", type=float, default=None, help="start no wave that would end past this; resume later"
     )
+    calibrate = sub.add_parser(
+        "calibrate", help="A/A runs on this host: between-boot noise, false alarms, detectable regressions"
+    )
+    calibrate.add_argument("deployment", nargs="?", default=None)
+    calibrate.add_argument("--boots", type=int, default=3, help="A/A rounds, each booting every config afresh (>= 2)")
+    calibrate.add_argument(
+        "--requests", type=int, default=None, help="pinned requests per config and round (default: workload.repeats)"
+    )
+    calibrate.add_argument("--report-dir", default="specgate-calibrate", help="where calibration.md and logs go")
+    calibrate.add_argument("--baselines-dir", default=None, help="root of stored baselines (default: the repo's)")
+    calibrate.add_argument("--max-seconds", type=float, default=None, help="start no round that would end past this")
+    calibrate.add_argument("--seed", type=int, default=None, help="fix the interleaving order (self-tests)")
     spread = sub.add_parser("spread", help="run-to-run spread of several report.json files of one deployment")
     spread.add_argument("reports", nargs="+", help="report.json files (at least two)")
     return parser
@@ -159,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "sweep":
         return _sweep(args, dep)
+    if args.command == "calibrate":
+        return _calibrate(args, dep)
     update = args.command == "baseline"
     if args.examples is not None and args.examples < 1:
         print("specgate: error: --examples: expected a positive integer", file=sys.stderr)
@@ -170,6 +185,63 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "PASS" if code == 0 else ("FAIL" if code == 1 else f"ERROR (pytest exit code {code})")
     print(f"specgate: {verdict} — report in {Path(args.report_dir).resolve() / 'report.md'}")
     return code
+
+
+def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
+    """0: recorded; 1: rounds failed or too few to split the noise; 2: bad input."""
+    from specgate.calibrate.analyse import analyse, render
+    from specgate.calibrate.run import run_rounds
+    from specgate.provenance import provenance
+    from specgate.verdicts.baselines import BASELINES_DIR
+    from specgate.verdicts.calibration import write_calibration
+
+    if args.boots < 2:
+        print("specgate: error: --boots: expected at least 2 (one boot has no between-boot spread)", file=sys.stderr)
+        return 2
+    requests = args.requests or dep.workload.repeats
+    if requests < 3:
+        print("specgate: error: --requests: expected at least 3", file=sys.stderr)
+        return 2
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        print("specgate: error: --max-seconds: expected a positive number of seconds", file=sys.stderr)
+        return 2
+    report_dir = Path(args.report_dir).resolve()
+    print(describe(dep), flush=True)
+    rounds = run_rounds(dep, args.boots, requests, report_dir / "logs", args.max_seconds, seed=args.seed)
+    for failure in rounds.failures:
+        print(f"specgate: calibrate: {failure}", file=sys.stderr)
+    complete = [r for r in rounds.rounds if all(r[c].samples for c in dep.configs)]
+    configs = analyse(dep, complete)
+    notes = [
+        f"boots took {min(rounds.boot_seconds):.1f}–{max(rounds.boot_seconds):.1f} s; rounds "
+        f"{min(rounds.round_seconds):.0f}–{max(rounds.round_seconds):.0f} s"
+        if rounds.boot_seconds and rounds.round_seconds
+        else "no boot completed",
+        *([rounds.stopped_early] if rounds.stopped_early else []),
+    ]
+    table = render(dep, configs, len(complete), notes)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    (report_dir / "calibration.md").write_text(table)
+    print(table, end="")
+    if len(complete) < 2 or rounds.failures or rounds.fingerprint is None:
+        print(
+            f"specgate: calibration NOT recorded: {len(complete)} complete round(s) of {args.boots}"
+            + (f", {len(rounds.failures)} failure(s)" if rounds.failures else ""),
+            file=sys.stderr,
+        )
+        return 1
+    document = {
+        "provenance": provenance(),
+        "boots": len(complete),
+        "requests_per_boot": requests,
+        "tolerance": {"decode_tps": dep.gates.tolerance.decode_tps},
+        "boot_seconds": [round(s, 1) for s in rounds.boot_seconds],
+        "configs": configs,
+    }
+    root = Path(args.baselines_dir).resolve() if args.baselines_dir else BASELINES_DIR
+    path = write_calibration(root, dep.name, rounds.fingerprint, document)
+    print(f"specgate: calibration recorded in {path}; later gate runs on this machine widen one-boot intervals by it")
+    return 0
 
 
 def _sweep(args: argparse.Namespace, dep: Deployment) -> int:

@@ -101,7 +101,13 @@ class GateSession:
 
     @property
     def uncompared_allowed(self) -> bool:
-        return self.options.allow_uncompared or self.deployment.gates.uncompared == "warn"
+        # A baseline update records, it does not compare: its regression gates have nothing to
+        # compare with by design (the report still says NOT COMPARED, and PARTIAL).
+        return (
+            self.options.allow_uncompared
+            or self.options.update_baselines
+            or self.deployment.gates.uncompared == "warn"
+        )
 
     @classmethod
     def create(

@@ -24,8 +24,9 @@ from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError
 from specgate.server.pool import ServerPool
 
-# Cases that once failed, replayed first on every later run (commit it beside the baselines).
-REPLAY_FILE = "equivalence-replay.json"
+# Cases that once failed, replayed first on every later run: baselines/<deployment>/REPLAY_FILE
+# (commit it with the baselines; a folder of its own, so it is never taken for a baseline).
+REPLAY_FILE = "equivalence/replay.json"
 
 
 def commit_seed(commit: str) -> int:

@@ -86,11 +86,13 @@ def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dic
     reasons: list[str] = []
     c = completeness or {}
     failed_gates = [v for v in verdicts if v.failed]
-    if tally.failed or tally.errors or failed_gates:
-        reasons.append(f"{tally.failed} test(s) failed, {tally.errors} errored, {len(failed_gates)} gate(s) failed")
+    unjudged = [v for v in verdicts if v.unjudged]
+    # An uncompared gate fails its test (unless allowed) without being a failed comparison.
+    failed_tests = tally.failed - (0 if c.get("uncompared_allowed", True) else len(unjudged))
+    if failed_tests > 0 or tally.errors or failed_gates:
+        reasons.append(f"{failed_tests} test(s) failed, {tally.errors} errored, {len(failed_gates)} gate(s) failed")
     if c.get("interrupted"):
         reasons.append("the run was interrupted before it finished: nothing after the interruption was judged")
-    unjudged = [v for v in verdicts if v.unjudged]
     for v in unjudged:
         reasons.append(f"{v.gate}: {v.status.upper()} — {v.summary}")
     for phase, want in (c.get("expected") or {}).items():
@@ -101,7 +103,7 @@ def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dic
         reasons.append("greedy equivalence NOT CHECKED (declared by the deployment)")
     if c.get("interrupted"):
         return "INTERRUPTED", reasons
-    if tally.failed or tally.errors or failed_gates:
+    if failed_tests > 0 or tally.errors or failed_gates:
         return "FAIL", reasons
     if reasons or not verdicts:
         if not verdicts:

@@ -75,6 +75,21 @@ def _simulated_accept_length() -> float | None:
     return value
 
 
+def _boot_factor(sd: float) -> float:
+    """This boot's own speed, drawn once: exp(N(0, sd)). SPECGATE_SIM_SEED (with the server's
+    name, CONFIG or CONFIG@K) makes the draw reproducible; without it every boot differs."""
+    if not sd:
+        return 1.0
+    import math
+    import random
+
+    seed = os.environ.get("SPECGATE_SIM_SEED")
+    rng = random.Random(f"{seed}:{os.environ.get('SPECGATE_CONFIG', '')}") if seed is not None else random.Random()
+    factor = math.exp(rng.gauss(0.0, sd))
+    log(f"SIMULATOR fault boot-offset: this boot runs every step {factor:.3f}x as long")
+    return factor
+
+
 def _draft_context(draft_path: str | None) -> int | None:
     """max_position_embeddings of a draft given as a folder with a config.json (else None)."""
     if not draft_path:
@@ -116,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     prefill_backend = args.prefill_attention_backend or args.attention_backend
     decode_backend = args.decode_attention_backend or args.attention_backend
     cost = CostModel(
+        boot_factor=_boot_factor(faults.boot_offset),
+        drift_per_min=faults.drift,
         decode_step_ms=args.sim_step_ms,
         prefill_verify_factor=args.sim_prefill_verify_factor,
         slowdown=faults.slowdown,

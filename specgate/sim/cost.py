@@ -11,7 +11,8 @@ launch overhead would on a GPU, and so does a batch larger than the captured gra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class CostModel:
     cuda_graph: bool = True
     hybrid_attention: bool = False  # prefill and decode on different backends
     cuda_graph_max_bs: int | None = None
+    boot_factor: float = 1.0  # this boot's own speed (fault boot-offset): servers differ between boots
+    drift_per_min: float = 0.0  # fault drift: the machine slows while the run goes on
+    born: float = field(default_factory=time.monotonic)
 
     def for_batch(self, running: int) -> CostModel:
         """The cost model for a request joining `running` others: no graph for a larger batch."""
@@ -35,7 +39,9 @@ class CostModel:
         return self
 
     def _scale(self, ms: float) -> float:
-        factor = (1.0 + self.slowdown) * (1.0 if self.cuda_graph else self.no_cuda_graph_factor)
+        factor = (1.0 + self.slowdown) * (1.0 if self.cuda_graph else self.no_cuda_graph_factor) * self.boot_factor
+        if self.drift_per_min:
+            factor *= 1.0 + self.drift_per_min * (time.monotonic() - self.born) / 60.0
         return ms * factor / 1000.0
 
     def prefill_s(self, prompt_tokens: int) -> float:

@@ -18,6 +18,9 @@ in `SPECGATE_CONFIG`.
 | never-ready      | /health_generate never answers 200; the process stays alive        | boot timeout                 |
 | boot-crash-once=F| dies while booting unless file F exists (then creates it): like    | the pool's boot-alone retry  |
 |                  | SGLang's "Not enough memory" when neighbours boot at once          |                              |
+| boot-offset=S    | this boot runs every step exp(N(0, S)) times as long, drawn once   | between-boot noise: intervals|
+|                  | at start (SPECGATE_SIM_SEED makes the draw reproducible per server)| must hold it (calibrate)     |
+| drift=F          | steps cost (1 + F x minutes since boot) times as much              | interleaving must cancel it  |
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ KNOWN = (
     "crash-after",
     "never-ready",
     "boot-crash-once",
+    "boot-offset",
+    "drift",
 )
 
 
@@ -48,6 +53,8 @@ class Faults:
     crash_after: int | None = None
     never_ready: bool = False
     boot_crash_once: str | None = None  # a marker file: absent, the boot dies and creates it
+    boot_offset: float = 0.0  # SD of log(step cost) between boots
+    drift: float = 0.0  # relative slowdown per minute since boot
 
     @property
     def active(self) -> list[str]:
@@ -69,11 +76,14 @@ def parse_faults(specs: list[str]) -> Faults:
             if not value:
                 raise ValueError(f"--sim-fault {spec!r}: expected boot-crash-once=<marker file>")
             values[key] = value
-        elif name == "slowdown":
+        elif name in ("slowdown", "boot-offset", "drift"):
             try:
-                values[key] = float(value)
+                number = float(value)
             except ValueError:
-                raise ValueError(f"--sim-fault {spec!r}: expected slowdown=<fraction>, e.g. slowdown=0.3") from None
+                raise ValueError(f"--sim-fault {spec!r}: expected {name}=<fraction>, e.g. {name}=0.05") from None
+            if not (number == number and abs(number) < 100):  # NaN or absurd
+                raise ValueError(f"--sim-fault {spec!r}: expected a finite fraction")
+            values[key] = number
         else:
             if value:
                 raise ValueError(f"--sim-fault {spec!r}: {name} takes no value")

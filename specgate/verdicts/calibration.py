@@ -37,7 +37,7 @@ class Calibration:
         if sd is None:
             return None
         date = str(self.provenance.get("date", "?"))[:10]
-        return BootSpread(sd, f"calibration {self.path.name}, {self.boots} boots, {date}")
+        return BootSpread(sd, f"80% upper bound from calibration {self.path.name}, {self.boots} boots, {date}")
 
 
 def calibration_path(root: Path, deployment: str, fingerprint: Fingerprint) -> Path:
@@ -57,7 +57,9 @@ def load_calibration(path: Path) -> Calibration:
         spread: dict[str, dict[str, float]] = {}
         for config, entry in data["configs"].items():
             for kind in KINDS:
-                sd = (entry.get(kind) or {}).get("between_boot_log_sd")
+                figure = entry.get(kind) or {}
+                # the upper bound where recorded: a spread from few boots is uncertain (see calibrate.analyse)
+                sd = figure.get("between_boot_log_sd_upper", figure.get("between_boot_log_sd"))
                 if sd is None:
                     continue
                 sd = float(sd)

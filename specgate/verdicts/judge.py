@@ -527,7 +527,7 @@ def _plain_explains(absolute: float, reference: float, tolerance: float) -> str 
         return None
     a, r = math.log(absolute), math.log(reference)
     if a * r > 0 and abs(r) >= 0.5 * abs(a):
-        return "the change follows plain decoding (machine or shared core); the speedup held"
+        return "the change follows plain decoding (machine or core); the speedup held"
     return (
         f"the config moved {pct(absolute - 1)} while plain decoding moved {pct(reference - 1)}: the change is "
         "mostly the config's own, within the speedup tolerance"

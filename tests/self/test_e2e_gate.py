@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import SimDeployment
+from helpers import SimDeployment, sim_deployment_dict
 
 from specgate.deployment import REPO_ROOT
 
@@ -75,12 +75,25 @@ def test_baseline_update_writes_provenance(healthy_baselines):
     assert min(measured.values()) >= 18, measured  # helpers.FAST: repeats 6, max_repeats 18
 
 
-def test_without_baselines_regression_gates_skip_and_say_why(sim_deployment, pytester):
+def test_without_baselines_regression_gates_are_not_compared_and_fail_closed(sim_deployment, pytester):
     d = sim_deployment()
-    result = d.run(pytester, "-rs")
+    result = d.run(pytester, "-rs", "--strict-uncompared")
+    assert result.ret == 1  # nothing was compared: that is no pass
+    assert outcomes(result)["failed"] == 5
+    result.stdout.fnmatch_lines(["*NOT COMPARED: no stored baseline for deployment 'sim'*specgate baseline update*"])
+    report = d.report()
+    assert report["overall"] == "PARTIAL"
+    assert {g["status"] for g in report["gates"] if g["gate"].startswith("regression")} == {"not compared"}
+    assert "Not judged" in (d.report_dir / "report.md").read_text()
+
+
+def test_uncompared_gates_warn_only_when_allowed(sim_deployment, pytester):
+    d = sim_deployment()
+    result = d.run(pytester, "-rs", "--specgate-allow-uncompared")
     assert result.ret == 0
     assert outcomes(result)["skipped"] == 5
-    result.stdout.fnmatch_lines(["*no stored baseline for deployment 'sim'*specgate baseline update*"])
+    result.stdout.fnmatch_lines(["*NOT COMPARED: no stored baseline*"])
+    assert d.report()["overall"] == "PARTIAL"  # allowed is not the same as passed
 
 
 @pytest.mark.parametrize(
@@ -246,15 +259,17 @@ def test_servers_one_at_a_time_use_a_golden_file(sim_deployment, pytester):
     assert boots == ["baseline", "eagle3-prefill", "eagle3-decode"]  # each booted once, in turn
 
 
-def test_fingerprint_mismatch_skips_unless_overridden(sim_deployment, pytester, healthy_baselines):
+def test_fingerprint_mismatch_is_not_compared_unless_overridden(sim_deployment, pytester, healthy_baselines):
     d = with_baselines(sim_deployment(), healthy_baselines)
     stored = next((d.baselines_dir / "sim").glob("*.json"))
     doc = json.loads(stored.read_text())
     doc["fingerprint"]["gpu"] = "NVIDIA H200"
     stored.write_text(json.dumps(doc))
     result = d.run(pytester, "-rs", "-k", "regression")
+    assert result.ret == 1 and outcomes(result)["failed"] == 5  # fail closed: nothing was compared
+    result.stdout.fnmatch_lines(["*NOT COMPARED*gpu: stored 'NVIDIA H200', now 'none (simulator)'*"])
+    result = d.run(pytester, "-rs", "-k", "regression", "--specgate-allow-uncompared")
     assert result.ret == 0 and outcomes(result)["skipped"] == 5
-    result.stdout.fnmatch_lines(["*not compared*gpu: stored 'NVIDIA H200', now 'none (simulator)'*"])
     result = d.run(pytester, "-k", "regression", "--specgate-allow-fingerprint-mismatch")
     assert result.ret == 0 and outcomes(result)["passed"] == 5
 
@@ -312,6 +327,8 @@ def test_interrupt_mid_run_stops_the_run_and_leaves_no_server(sim_deployment, si
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, text[-2000:]
     if signame == "SIGTERM":
         assert "specgate: stopped by signal 15" in text
+    if (d.report_dir / "report.json").exists():  # an interrupted run never says PASS
+        assert d.report()["overall"] == "INTERRUPTED"
     deadline = time.monotonic() + 10
     while d.leftovers() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -325,7 +342,7 @@ def test_baseline_is_refused_when_equivalence_did_not_run(sim_deployment, pytest
     result = d.run(pytester, "-k", "speed", "--specgate-update-baselines")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*baseline NOT written: no speculative config passed greedy equivalence*"])
-    assert not d.baselines_dir.exists() or not list(d.baselines_dir.rglob("*.json"))
+    assert not d.baselines_dir.exists() or not list(d.baselines_dir.glob("*/*.json"))
 
 
 def test_a_config_failing_equivalence_is_left_out_of_the_baseline(sim_deployment, pytester):
@@ -334,13 +351,16 @@ def test_a_config_failing_equivalence_is_left_out_of_the_baseline(sim_deployment
     recorded = d.run(pytester, "--specgate-update-baselines", faults="eagle3-decode:diverge-at=2")
     assert recorded.ret == 1
     recorded.stdout.fnmatch_lines(["*baseline written:*", "*baseline holds no figures for eagle3-decode: greedy*"])
-    (stored,) = d.baselines_dir.rglob("*.json")
+    (stored,) = d.baselines_dir.glob("*/*.json")
     document = json.loads(stored.read_text())
     assert set(document["configs"]) == {"baseline", "eagle3-prefill"}
     assert document["excluded"] == {"eagle3-decode": "greedy equivalence failed in the recording run"}
     later = d.run(pytester, "-k", "regression", "-rs")
-    assert later.ret == 0
-    later.stdout.fnmatch_lines(["*has no figures for eagle3-decode at concurrency 1 (greedy equivalence failed*"])
+    # An excluded config's gates cannot compare: they fail closed instead of vanishing.
+    assert later.ret == 1 and outcomes(later)["failed"] == 2
+    later.stdout.fnmatch_lines(
+        ["*NOT COMPARED*has no figures for eagle3-decode at concurrency 1 (greedy equivalence failed*"]
+    )
 
 
 def test_report_goes_to_the_github_step_summary(sim_deployment, pytester, tmp_path):
@@ -351,7 +371,9 @@ def test_report_goes_to_the_github_step_summary(sim_deployment, pytester, tmp_pa
     assert result.ret == 0
     text = summary.read_text()
     assert text.startswith("earlier step\n")  # appended, never overwritten
-    assert "# specgate — sim: **PASS**" in text and "beats:eagle3-decode-beats-baseline" in text
+    assert "beats:eagle3-decode-beats-baseline" in text
+    # -k beats ran one gate of many: that is never a PASS
+    assert "# specgate — sim: **PARTIAL**" in text and "gates: 1 of 6 test(s) ran" in text
 
 
 def test_much_faster_than_stored_is_reported(sim_deployment, pytester):
@@ -372,8 +394,9 @@ def test_changed_reference_flags_fall_back_to_absolute_speed(sim_deployment, pyt
     are then judged on their own absolute figures, and the report says why."""
     d = with_baselines(sim_deployment({"configs": {"baseline": {"args": ["--sim-step-ms", "2.0"]}}}), healthy_baselines)
     result = d.run(pytester, "-k", "regression", "-rs")
-    assert result.ret == 0, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*baseline's launch flags changed since*not comparable*"])
+    # the reference itself cannot be compared (its flags changed): that fails closed, alone
+    assert result.ret == 1 and outcomes(result)["failed"] == 1, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*NOT COMPARED: baseline's launch flags changed since*not comparable*"])
     gates = {g["gate"]: g for g in d.report()["gates"]}
     spec = gates["regression:eagle3-decode:c1:decode_tps"]
     assert spec["status"] == "pass" and "ratio_to_stored" in spec["figures"]
@@ -402,3 +425,14 @@ def test_turning_equivalence_off_needs_a_reason(sim_deployment, pytester):
     result = d.run(pytester)
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*field 'equivalence.skip_reason'*required when enabled = false*"])
+
+
+def test_a_regression_hidden_behind_a_harmless_flag_fails_closed(sim_deployment, pytester, healthy_baselines):
+    """The issue's case: eagle3-decode 20% slower, and the same change adds a harmless flag to
+    it. Its stored figures no longer pair, so nothing is compared: that must not be green."""
+    decode = {"args": [*sim_deployment_dict()["configs"]["eagle3-decode"]["args"], "--sim-meta-names", "new"]}
+    d = with_baselines(sim_deployment({"configs": {"eagle3-decode": decode}}), healthy_baselines)
+    result = d.run(pytester, "-k", "regression", "-rs", faults="eagle3-decode:slowdown=0.2")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*NOT COMPARED: eagle3-decode's launch flags changed*"])
+    assert d.report()["overall"] != "PASS"

@@ -1,0 +1,1 @@
+"""`specgate calibrate`: A/A runs of a deployment on this host (run → analyse → render)."""

@@ -1,0 +1,219 @@
+"""From A/A rounds to noise components, false-alarm rates, detectable regressions, tolerances.
+
+Per config and figure (decode tok/s; for speculative configs also the speedup over the
+reference, paired by request within each round):
+
+- within-boot noise: the SD of log(figure) between requests of one boot, around each
+  request's own mean over the rounds (the pinned requests differ from each other);
+- between-boot noise: the SD of log(a boot's median) across rounds, less what the
+  within-boot noise alone would give a median of that many requests (never below 0).
+
+A no-regression gate compares one run (one boot) with one stored run (one boot): its
+estimate varies with both boots and the requests of each. From that the model gives the
+chance an unchanged build fails the gate at the deployment's tolerance, the regression it
+catches with 80% power, and the smallest tolerance that keeps false alarms at 5%; the
+A/A pairs themselves (each round judged against each other round by the real gate code)
+give the empirical count beside the model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.stats import chi2, norm
+
+from specgate.deployment import Deployment
+from specgate.measure.pairing import Series, ratio_series
+from specgate.measure.speed import ConfigSpeed
+from specgate.verdicts.gates import PASS, at_least, per_look_confidence, planned_looks, within
+from specgate.verdicts.noise import BootSpread, ratio_interval
+
+FALSE_ALARM_TARGET = 0.05
+POWER = 0.8
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # SD of a sample median ≈ 1.2533·σ/√n for normal data
+
+
+# A spread estimated from a handful of boots is itself uncertain (from 3 boots its SD can be
+# a third of the truth): gates use its one-sided 80% upper bound, so that an unlucky
+# calibration errs towards wider intervals, never towards false alarms.
+UPPER_BOUND = 0.8
+
+
+@dataclass(frozen=True)
+class FigureNoise:
+    boot_medians: list[float]
+    within_log_sd: float
+    between_boot_log_sd: float  # point estimate
+    between_boot_log_sd_upper: float  # its one-sided UPPER_BOUND bound: what gates use
+    requests_per_boot: int
+
+
+@dataclass(frozen=True)
+class GateCalibration:
+    tolerance: float
+    two_sided: bool
+    false_alarm: float  # model: an unchanged build fails the gate
+    detects_80pct: float  # model: the regression it fails with 80% probability
+    suggested_tolerance: float  # model: the least tolerance with false alarms <= 5%
+    aa_pairs: int  # empirical: ordered pairs of rounds judged by the gate code
+    aa_failures: int
+
+
+def _noise(per_round: list[Series]) -> FigureNoise | None:
+    """Noise of one figure whose rounds are given as boot-1 series (request index → value)."""
+    rows = [r[1] for r in per_round if r.get(1)]
+    if len(rows) < 2:
+        return None
+    n = min(len(r) for r in rows)
+    logs = np.log(np.asarray([r[:n] for r in rows], dtype=float))  # rounds x requests
+    residual = logs - logs.mean(axis=0, keepdims=True)  # each request against its own mean over the rounds
+    boot_level = residual.mean(axis=1, keepdims=True)
+    within = float(np.sqrt(((residual - boot_level) ** 2).sum() / max(1, (len(rows) - 1) * (n - 1))))
+    medians = np.median(logs, axis=1)
+    spread = float(np.var(medians, ddof=1))
+    median_noise = (MEDIAN_EFFICIENCY * within) ** 2 / n
+    between = math.sqrt(max(0.0, spread - median_noise))
+    df = len(rows) - 1
+    upper_spread = df * spread / float(chi2.ppf(1 - UPPER_BOUND, df))
+    upper = math.sqrt(max(0.0, upper_spread - median_noise))
+    return FigureNoise([float(np.exp(m)) for m in medians], within, between, upper, n)
+
+
+def _gate_model(
+    noise: FigureNoise, tolerance: float, two_sided: bool, deployment: Deployment
+) -> tuple[float, float, float]:
+    """(false alarm at `tolerance`, regression detected with 80% power, least tolerance with
+    false alarms <= 5%) for a gate comparing one boot now with one stored boot."""
+    wl = deployment.workload
+    looks = planned_looks(wl.repeats, wl.max_repeats, deployment.gates.sample_batch)
+    z = float(norm.ppf(1 - (1 - per_look_confidence(deployment.gates.confidence, looks)) / 2))
+    n = wl.max_repeats  # an undecided gate measures to its cap: its last look decides
+    sd = math.sqrt(2 * (MEDIAN_EFFICIENCY * noise.within_log_sd) ** 2 / n + 2 * noise.between_boot_log_sd_upper**2)
+    half = z * sd
+
+    def false_alarm(tol: float) -> float:
+        # the estimate (log scale, centred on 0 for an unchanged build) must land where the whole
+        # interval clears the bar: above log(1 - tol) + half, and for the two-sided reference
+        # also below log(1 + tol) - half (not the mirror image: ratios are not symmetric)
+        low = float(norm.cdf((math.log(1 - tol) + half) / sd))
+        high = float(norm.sf((math.log(1 + tol) - half) / sd)) if two_sided else 0.0
+        return min(1.0, low + high)
+
+    lo, hi = 0.0, 0.999
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if false_alarm(mid) <= FALSE_ALARM_TARGET else (mid, hi)
+    detects = 1 - math.exp(math.log(1 - tolerance) + half - float(norm.ppf(POWER)) * sd)
+    return false_alarm(tolerance), max(0.0, detects), hi
+
+
+def _aa_pairs(per_round: list[Series], noise: FigureNoise, tolerance: float, two_sided: bool, deployment: Deployment) -> tuple[int, int]:
+    """Every round judged against every other as stored, by the gate's own interval and rule."""
+    wl = deployment.workload
+    looks = planned_looks(wl.repeats, wl.max_repeats, deployment.gates.sample_batch)
+    level = per_look_confidence(deployment.gates.confidence, looks)
+    spread = BootSpread(noise.between_boot_log_sd_upper, "this calibration")
+    pairs = failures = 0
+    for i, stored in enumerate(per_round):
+        for j, now in enumerate(per_round):
+            if i == j or not stored or not now:
+                continue
+            interval, _ = ratio_interval(ratio_series(now, stored), level, spread, boots_other=1)
+            status = (
+                within(interval, 1 - tolerance, 1 + tolerance) if two_sided else at_least(interval, 1 - tolerance)
+            )
+            pairs += 1
+            failures += status != PASS
+    return pairs, failures
+
+
+def analyse(deployment: Deployment, rounds: list[dict[str, ConfigSpeed]]) -> dict[str, dict]:
+    """config → {"decode_tps": {...}, "speedup": {...}} with noise and gate calibration."""
+    ref = deployment.reference
+    tol = deployment.gates.tolerance.decode_tps
+    out: dict[str, dict] = {}
+    for config in deployment.configs:
+        series = [r[config].decode_tps_by_boot() for r in rounds if config in r and r[config].samples]
+        entry: dict[str, dict] = {}
+        tps = _noise(series)
+        if tps is not None:
+            entry["decode_tps"] = _figure_entry(tps)
+        if config != ref:
+            speedups = [
+                ratio_series(r[config].decode_tps_by_boot(), r[ref].decode_tps_by_boot())
+                for r in rounds
+                if config in r and ref in r and r[config].samples and r[ref].samples
+            ]
+            sp = _noise(speedups)
+            if sp is not None:
+                entry["speedup"] = _figure_entry(sp)
+                entry["gate"] = _gate_entry(sp, speedups, tol, False, deployment)
+        elif tps is not None:
+            entry["gate"] = _gate_entry(tps, series, tol, True, deployment)
+        if entry:
+            out[config] = entry
+    return out
+
+
+def _figure_entry(noise: FigureNoise) -> dict:
+    d = asdict(noise)
+    d["boot_medians"] = [round(x, 4) for x in noise.boot_medians]
+    d["between_boot_log_sd"] = round(noise.between_boot_log_sd, 5)
+    d["between_boot_log_sd_upper"] = round(noise.between_boot_log_sd_upper, 5)
+    d["within_log_sd"] = round(noise.within_log_sd, 5)
+    d["boot_median_spread"] = round(max(noise.boot_medians) / min(noise.boot_medians) - 1, 4)
+    return d
+
+
+def _gate_entry(noise: FigureNoise, per_round: list[Series], tol: float, two_sided: bool, deployment: Deployment) -> dict:
+    fa, detects, suggested = _gate_model(noise, tol, two_sided, deployment)
+    pairs, fails = _aa_pairs(per_round, noise, tol, two_sided, deployment)
+    return asdict(GateCalibration(tol, two_sided, round(fa, 4), round(detects, 4), round(suggested, 4), pairs, fails))
+
+
+def render(deployment: Deployment, configs: dict[str, dict], boots: int, notes: list[str]) -> str:
+    lines = [
+        f"# specgate calibrate — {deployment.name}" + (" (SIMULATOR)" if deployment.simulator else ""),
+        "",
+        f"{boots} A/A rounds: every config booted afresh each round and measured with the gate's own plan. "
+        "Within-boot noise is the spread of one request around its own mean; between-boot noise is the spread of "
+        "a boot's median beyond what its requests explain (SD of the log, ≈ relative).",
+        "",
+        f"| config | figure | boot medians | within-boot SD | between-boot SD | its {UPPER_BOUND:.0%} upper bound (used) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for config, entry in configs.items():
+        for kind in ("decode_tps", "speedup"):
+            if kind in entry:
+                e = entry[kind]
+                meds = ", ".join(f"{m:.3f}" if kind == "speedup" else f"{m:.1f}" for m in e["boot_medians"])
+                lines.append(
+                    f"| {config} | {kind} | {meds} | {e['within_log_sd']:.1%} | {e['between_boot_log_sd']:.1%} "
+                    f"| {e['between_boot_log_sd_upper']:.1%} |"
+                )
+    lines += [
+        "",
+        "No-regression gates, one boot now against one stored boot (the reference on decode tok/s, two-sided; "
+        "speculative configs on their speedup):",
+        "",
+        "| config | tolerance now | unchanged build fails (model) | A/A pairs failed (gate code) | detects with 80% power | suggested tolerance (≤5% false alarms) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for config, entry in configs.items():
+        g = entry.get("gate")
+        if g:
+            lines.append(
+                f"| {config} | {g['tolerance']:.0%}{' ±' if g['two_sided'] else ''} | {g['false_alarm']:.1%} "
+                f"| {g['aa_failures']} of {g['aa_pairs']} | {g['detects_80pct']:.1%} | {g['suggested_tolerance']:.1%} |"
+            )
+    if notes:
+        lines += ["", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def summary_line(configs: dict[str, dict]) -> str:
+    worst = max((e["gate"]["suggested_tolerance"] for e in configs.values() if e.get("gate")), default=None)
+    return "" if worst is None else f"largest suggested tolerance: {worst:.1%}"
+

@@ -1,0 +1,220 @@
+"""Verdicts that can be trusted: intervals that say which noise they hold, gates that fail
+closed, an equivalence check that cannot pass on nothing, a report that never says PASS
+for a run that did not judge everything, and a sampling plan that interleaves."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from helpers import sim_deployment_dict
+
+from specgate.calibrate.analyse import _gate_model, _noise
+from specgate.client import FinishReason, GenerateRequest, GenerateResult
+from specgate.deployment import parse_deployment
+from specgate.equivalence.cases import GenerationCase
+from specgate.equivalence.check import compare
+from specgate.errors import DeploymentError
+from specgate.measure.plan import SamplingPlan
+from specgate.measure.speed import ConfigSpeed, SpeedSample
+from specgate.measure.stats import Interval, median_interval, two_level_median, widened
+from specgate.report.build import TestTally as Tally  # noqa: I001
+from specgate.report.build import overall_verdict
+from specgate.verdicts.gates import FAIL, NOT_COMPARED, PASS, VACUOUS, Verdict
+from specgate.verdicts.judge import _plain_explains
+from specgate.verdicts.noise import BootSpread, detection, ratio_interval
+
+
+# --- intervals and the noise they hold ---------------------------------------------------
+def test_two_level_interval_holds_the_spread_between_boots():
+    rng = np.random.default_rng(3)
+    boots = [list(1.0 + shift + 0.005 * rng.standard_normal(12)) for shift in (-0.06, 0.0, 0.06)]
+    pooled = median_interval([x for b in boots for x in b], 0.95)
+    nested = two_level_median(boots, 0.95)
+    assert nested.high - nested.low > 2 * (pooled.high - pooled.low)
+    one = two_level_median(boots[:1], 0.95)
+    assert one == median_interval(boots[0], 0.95)  # one boot: the ordinary bootstrap
+
+
+def test_widening_adds_the_missing_noise_in_quadrature():
+    iv = Interval(1.0, 0.98, 1.02, 0.95)
+    wide = widened(iv, 0.05)
+    half = math.log(1 / wide.low)
+    assert half == pytest.approx(math.hypot(math.log(1 / 0.98), 1.959964 * 0.05), rel=1e-3)
+    assert widened(iv, 0.0) == iv
+
+
+def test_every_interval_says_which_noise_it_holds():
+    series = {1: [1.2, 1.21, 1.19, 1.2, 1.22]}
+    _, bare = ratio_interval(series, 0.95, None, boots_other=1)
+    assert "requests within one boot" in bare and "NOT the between-boot noise" in bare and "calibrate" in bare
+    iv, told = ratio_interval(series, 0.95, BootSpread(0.05, "calibration x.json"), boots_other=1)
+    assert "between-boot spread 5.0%" in told and "calibration x.json" in told
+    assert iv.low < 1.1  # two boots of 5% each: far wider than the requests alone
+    _, two = ratio_interval({1: series[1], 2: [1.1, 1.12, 1.11, 1.1, 1.09]}, 0.95, None)
+    assert "2 boots (two-level bootstrap)" in two
+
+
+def test_detection_figures_grow_with_the_noise():
+    narrow = detection(Interval(1.0, 0.99, 1.01, 0.95), 0.15)
+    wide = detection(Interval(1.0, 0.85, 1.17, 0.95), 0.15)
+    assert narrow[1] < 0.01 and wide[1] > 0.4  # an unchanged build fails a noisy gate often
+    assert narrow[0] == pytest.approx(0.15, abs=0.01)
+
+
+# --- calibration -------------------------------------------------------------------------
+def test_calibration_splits_within_and_between_boot_noise():
+    rng = np.random.default_rng(11)
+    prompts = rng.normal(0, 0.1, 20)
+    rounds = [{1: list(np.exp(rng.normal(0, 0.05) + prompts + rng.normal(0, 0.01, 20)))} for _ in range(12)]
+    noise = _noise(rounds)
+    assert noise.within_log_sd == pytest.approx(0.01, rel=0.3)
+    assert 0.025 < noise.between_boot_log_sd < 0.08
+    assert noise.between_boot_log_sd_upper > noise.between_boot_log_sd  # the gates get the cautious figure
+    dep = parse_deployment(sim_deployment_dict(), __import__("pathlib").Path("sim.toml"))
+    false_alarm, _, suggested = _gate_model(noise, 0.15, False, dep)
+    assert false_alarm > 0.05 and suggested > 0.15  # 15% is too tight for 5% per-boot offsets
+
+
+# --- fail closed: static vacuous gates are refused ---------------------------------------
+@pytest.mark.parametrize(
+    ("gate", "message"),
+    [
+        ({"config": "eagle3-decode", "over": "eagle3-decode"}, "compared with itself cannot fail"),
+        ({"config": "eagle3-decode", "over": "baseline", "ratio": 0.0}, "cannot fail"),
+    ],
+)
+def test_check_rejects_gates_that_cannot_fail(gate, message):
+    data = sim_deployment_dict()
+    data["gates"]["beats"] = [gate]
+    with pytest.raises(DeploymentError, match=message):
+        parse_deployment(data, __import__("pathlib").Path("x.toml"))
+
+
+def test_declared_between_boot_spread_needs_its_source():
+    data = sim_deployment_dict()
+    data["gates"]["between_boot"] = {"decode_tps": 0.05, "speedup": 0.07, "source": " "}
+    with pytest.raises(DeploymentError, match="between_boot.source"):
+        parse_deployment(data, __import__("pathlib").Path("x.toml"))
+
+
+# --- the report's overall verdict -----------------------------------------------------------
+def _v(status):
+    return Verdict("g", "c", status, "s")
+
+
+@pytest.mark.parametrize(
+    ("tally", "verdicts", "completeness", "overall"),
+    [
+        (Tally(5), [_v(PASS)], {"expected": {"gates": 1}, "ran": {"gates": 1}}, "PASS"),
+        (Tally(5, failed=1), [_v(FAIL)], {}, "FAIL"),
+        (Tally(1), [_v(PASS)], {"interrupted": True}, "INTERRUPTED"),
+        (Tally(4), [], {}, "PARTIAL"),  # -k speed: no gate ran
+        (Tally(4), [_v(PASS), _v(NOT_COMPARED)], {"uncompared_allowed": True}, "PARTIAL"),
+        (Tally(4, failed=1), [_v(PASS), _v(VACUOUS)], {"uncompared_allowed": False}, "PARTIAL"),
+        (Tally(4), [_v(PASS)], {"expected": {"gates": 3}, "ran": {"gates": 1}}, "PARTIAL"),
+        (Tally(4), [_v(PASS)], {"equivalence_declared_off": True}, "PARTIAL"),
+    ],
+)
+def test_overall_is_pass_only_when_everything_ran_compared_and_passed(tally, verdicts, completeness, overall):
+    got, reasons = overall_verdict(tally, verdicts, completeness)
+    assert got == overall
+    assert (not reasons) == (overall == "PASS")
+
+
+def test_the_plain_decoding_note_needs_plain_to_have_moved_alike():
+    assert "follows plain decoding" in _plain_explains(1.40, 1.38, 0.15)
+    own = _plain_explains(1.419, 1.004, 0.15)  # the case the issue reported
+    assert "follows plain" not in own and "config's own" in own
+    assert _plain_explains(1.05, 1.0, 0.15) is None
+
+
+# --- equivalence cannot pass on nothing -----------------------------------------------------
+CASE = GenerationCase("chat/0", "hi", 8, (), 1)
+
+
+def _answer(ids, text="abc", completion=None):
+    return GenerateResult(
+        request=GenerateRequest(max_new_tokens=8, text="hi"),
+        text=text,
+        output_ids=tuple(ids),
+        prompt_tokens=1,
+        completion_tokens=len(ids) if completion is None else completion,
+        finish_reason=FinishReason("length"),
+        e2e_s=0.1,
+        server_e2e_s=None,
+    )
+
+
+def test_an_answer_without_output_ids_fails_instead_of_matching():
+    outcome = compare(CASE, _answer([1, 2, 3]), _answer([], completion=3), 0.05, "http://b", "http://s")
+    assert not outcome.ok and "no output_ids" in outcome.message
+
+
+def test_zero_tokens_compared_is_no_pass():
+    outcome = compare(CASE, _answer([], text=""), _answer([], text=""), 0.05, "http://b", "http://s")
+    assert not outcome.ok and "0 tokens compared" in outcome.message
+
+
+def test_same_ids_with_other_text_fail():
+    outcome = compare(CASE, _answer([1, 2], "ab"), _answer([1, 2], "aX"), 0.05, "http://b", "http://s")
+    assert not outcome.ok and "text differs" in outcome.message
+
+
+# --- interleaving -------------------------------------------------------------------------
+class _FakeMeter:
+    def __init__(self):
+        self.records: dict[str, ConfigSpeed] = {}
+        self.calls: list[str] = []
+
+    def record(self, config, concurrency):
+        return self.records.setdefault(config, ConfigSpeed(config, concurrency))
+
+    def measure(self, server, concurrency, count):
+        self.calls.append(server.name)
+        rec = self.record(server.config, concurrency)
+        for _ in range(count):
+            rec.samples.append(
+                SpeedSample(1.0, 0.0, 0.0, 8, 1, None, None, 1, boot=server.boot, index=rec.count(server.boot))
+            )
+
+
+class _FakePool:
+    def acquire(self, name):
+        config, _, boot = name.partition("@")
+        return SimpleNamespace(name=name, config=config, boot=int(boot or 1))
+
+
+def _plan(coexist, boots=1, seed=7):
+    dep = SimpleNamespace(
+        configs={"baseline": None, "a": None, "b": None}, launch=SimpleNamespace(boots=boots, coexist=coexist)
+    )
+    meter = _FakeMeter()
+    return SamplingPlan(dep, _FakePool(), meter, ["baseline", "a", "b"], seed), meter
+
+
+def test_coexisting_servers_are_measured_in_rounds_of_fresh_random_order():
+    plan, meter = _plan(coexist=True, boots=2)
+    plan.ensure(plan.configs, 1, 6)
+    servers = sorted(plan.all_servers())
+    rounds = [meter.calls[i : i + len(servers)] for i in range(0, len(meter.calls), len(servers))]
+    assert len(rounds) == 6 and all(sorted(r) == servers for r in rounds)  # every server once per round
+    assert len({tuple(r) for r in rounds}) > 1  # and not the same order every round
+    assert plan.log.interleaved and plan.log.rounds == 6
+
+
+def test_servers_that_cannot_coexist_are_measured_in_blocks():
+    plan, meter = _plan(coexist=False)
+    plan.ensure(plan.configs, 1, 3)
+    assert meter.calls == ["baseline", "a", "b"]  # one block of 3 each, in turn
+    assert all(len(r.samples) == 3 for r in meter.records.values())
+
+
+def test_measuring_more_stops_at_the_cap():
+    plan, _ = _plan(coexist=True)
+    plan.ensure(["a", "baseline"], 1, 4)
+    assert plan.more(["a", "baseline"], 1, cap_per_boot=6, batch=5)
+    assert plan.per_boot(["a", "baseline"], 1) == 6
+    assert not plan.more(["a", "baseline"], 1, cap_per_boot=6, batch=5)
