@@ -7,6 +7,8 @@
 #   check   the gate, compared against the repo's stored baselines (the default)
 #   update  the gate, then store this run's figures as the baseline (`specgate baseline update`);
 #           the new file comes back in results.tar.gz under JOB/baselines/
+#   calibrate `specgate calibrate DEPLOYMENT`: CAL_BOOTS (default 3) A/A rounds, each booting every
+#           config afresh; the calibration record comes back in results.tar.gz under JOB/baselines/
 #   sweep   `specgate sweep DEPLOYMENT`, resumed from /tmp/sweep-state/DEPLOYMENT.json while the
 #           machine stays warm (or from SWEEP_STATE_IN, a carried copy), stopped between waves
 #           before the call's deadline: run the same job again to go on
@@ -26,7 +28,7 @@
 set -uo pipefail
 (($#)) || { echo "usage: tools/gpu_run.sh DEPLOYMENT[:check|update|sweep] ..." >&2; exit 2; }
 for job in "$@"; do
-  case ${job#*:} in "$job" | check | update | sweep) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update or sweep)" >&2; exit 2 ;; esac
+  case ${job#*:} in "$job" | check | update | sweep | calibrate) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update, calibrate or sweep)" >&2; exit 2 ;; esac
 done
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -79,7 +81,15 @@ for job in "$@"; do
   dir="$work/pack/${deployment}-${mode}" && mkdir -p "$dir"
   remaining=$(left)
   echo "=== job $job: $remaining s left in this call" | tee -a "$OUT/run.log"
-  if [[ $mode == sweep ]]; then
+  if [[ $mode == calibrate ]]; then
+    if ((remaining < 200)); then summary+=("$job: NOT STARTED (only $remaining s left)"); continue; fi
+    timeout $((remaining - 15)) python3 -m specgate.cli calibrate "$deployment" --boots "${CAL_BOOTS:-3}" \
+      ${CAL_REQUESTS:+--requests "$CAL_REQUESTS"} --report-dir "$dir" --max-seconds $((remaining - 40)) >> "$OUT/run.log" 2>&1
+    code=$?
+    ((code == 0)) || status=$code
+    cp "$dir/calibration.md" "$OUT/${deployment}-calibration.md" 2>/dev/null
+    find baselines -path '*calibration*' -name '*.json' -newer "$work/pack/provenance.txt" -exec cp --parents {} "$dir/" \;
+  elif [[ $mode == sweep ]]; then
     if ((remaining < 200)); then summary+=("$job: NOT STARTED (only $remaining s left)"); continue; fi
     state=/tmp/sweep-state/$deployment.json && mkdir -p /tmp/sweep-state
     if [[ ! -f $state && -n ${SWEEP_STATE_IN:-} && -f $SWEEP_STATE_IN ]]; then cp "$SWEEP_STATE_IN" "$state"; fi
@@ -112,7 +122,7 @@ kill $sampler 2>/dev/null
   cat "$work/pack/provenance.txt"
   printf '%s\n' "${summary[@]}"
   grep -E "^(FAILED|ERROR)|^specgate:|passed|failed|FAILED" "$OUT/run.log" | tail -40
-  for log in "$work"/pack/*/logs/*.log "$work"/pack/*/report/logs/*.log; do
+  for log in "$work"/pack/*/logs/*.log "$work"/pack/*/logs/*/*.log "$work"/pack/*/report/logs/*.log; do
     [[ -f $log ]] || continue
     echo "--- ${log#"$work"/pack/}: $(grep -c 'gen throughput' "$log") decode lines"
     grep -E "Capture cuda graph end|fired up|Traceback|Error|error:|CUDA out of memory|Not enough memory" "$log" | head -6
