@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from specgate.deployment import REPO_ROOT, Deployment, ServerConfig
+from specgate.deployment import REPO_ROOT, Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError
 from specgate.server.gpu import memory_used_mib, wait_gpu_released
 from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
@@ -105,13 +105,7 @@ class LocalLauncher:
     def command_for(self, config: ServerConfig, port: int, nccl_port: int) -> list[str]:
         launch = self.deployment.launch
         values = {"python": sys.executable, "repo": str(REPO_ROOT), "model": self.deployment.model}
-        try:
-            parts = [p.format(**values) for p in (*launch.command, *launch.args, *config.args)]
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ServerBootError(
-                f"{self.deployment.path}: launch.command/args or configs.{config.name}.args use an unknown "
-                f"placeholder {exc}; known: {{python}}, {{repo}}, {{model}}"
-            ) from None
+        parts = [expand_placeholders(p, values) for p in (*launch.command, *launch.args, *config.args)]
         return parts + ["--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port)]
 
     def start(self, config: ServerConfig) -> ServerHandle:
