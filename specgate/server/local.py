@@ -200,6 +200,7 @@ class LocalLauncher:
         members = group_pids(pgid) | {pgid}
         launch = self.deployment.launch
         self._signal_group(pgid, signal.SIGTERM)
+        self._signal_group(pgid, signal.SIGCONT)  # a stopped (frozen) process acts on SIGTERM only once continued
         if not self._wait_group_gone(proc, pgid, launch.shutdown_timeout_s):
             self._signal_group(pgid, signal.SIGKILL)
             self._wait_group_gone(proc, pgid, 10.0)

@@ -18,7 +18,7 @@ from typing import Any
 
 from specgate.client import ClientError, GenerateRequest, GenerateResult, SglangClient
 from specgate.deployment import Deployment
-from specgate.errors import ServerBootError, ServerDiedError
+from specgate.errors import RequestTimeout, ServerBootError, ServerDiedError
 from specgate.server.launcher import BootProgress, ServerHandle, make_launcher
 
 
@@ -47,6 +47,9 @@ class LiveServer:
     def generate(self, request: GenerateRequest) -> GenerateResult:
         try:
             result = self.client.generate(request)
+        except RequestTimeout as exc:
+            self.pool.fail_hung(self.config, str(exc))
+            raise
         except ClientError as exc:
             self.pool.raise_if_dead(self.config, during=str(exc))
             raise
@@ -191,6 +194,14 @@ class ServerPool:
         self.failed[config] = reason
         self.release(config)
         raise ServerDiedError(f"config {config!r}: {reason}")
+
+    def fail_hung(self, config: str, why: str) -> None:
+        """A request outlived its deadline: the server hangs. Every later test of the config
+        fails at once with this reason instead of waiting out the deadline again."""
+        server = self.live.get(config)
+        served = server.handle.requests_served if server else 0
+        self.failed.setdefault(config, f"the server hung after serving {served} request(s): {why}")
+        self.release(config)
 
     def release(self, config: str) -> None:
         server = self.live.pop(config, None)

@@ -18,6 +18,8 @@ in `SPECGATE_CONFIG`.
 | never-ready      | /health_generate never answers 200; the process stays alive        | boot timeout                 |
 | boot-crash-once=F| dies while booting unless file F exists (then creates it): like    | the pool's boot-alone retry  |
 |                  | SGLang's "Not enough memory" when neighbours boot at once          |                              |
+| trickle-after=N  | from request N+1 on, answers 200 and then only keep-alives, forever| the per-request deadline     |
+| server-info-list | /get_server_info answers a JSON list instead of an object          | a report despite odd info    |
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ KNOWN = (
     "crash-after",
     "never-ready",
     "boot-crash-once",
+    "trickle-after",
+    "server-info-list",
 )
 
 
@@ -48,6 +52,8 @@ class Faults:
     crash_after: int | None = None
     never_ready: bool = False
     boot_crash_once: str | None = None  # a marker file: absent, the boot dies and creates it
+    trickle_after: int | None = None
+    server_info_list: bool = False
 
     @property
     def active(self) -> list[str]:
@@ -61,7 +67,7 @@ def parse_faults(specs: list[str]) -> Faults:
         if name not in KNOWN:
             raise ValueError(f"--sim-fault {spec!r}: unknown fault; known: {', '.join(KNOWN)}")
         key = name.replace("-", "_")
-        if name in ("diverge-at", "crash-after"):
+        if name in ("diverge-at", "crash-after", "trickle-after"):
             if not value.isdigit():
                 raise ValueError(f"--sim-fault {spec!r}: expected {name}=<non-negative integer>")
             values[key] = int(value)
