@@ -166,7 +166,15 @@ def main(argv: list[str] | None = None) -> int:
     print(describe(dep), flush=True)
     import pytest
 
-    code = int(pytest.main(pytest_args_for(args, dep, update, extra)))
+    try:
+        pytest_args = pytest_args_for(args, dep, update, extra)
+    except OSError as exc:
+        print(
+            f"specgate: error: --report-dir {args.report_dir}: cannot be used as the report folder: {exc}",
+            file=sys.stderr,
+        )
+        return 2
+    code = int(pytest.main(pytest_args))
     verdict = "PASS" if code == 0 else ("FAIL" if code == 1 else f"ERROR (pytest exit code {code})")
     print(f"specgate: {verdict} — report in {Path(args.report_dir).resolve() / 'report.md'}")
     return code
@@ -194,8 +202,12 @@ def _sweep(args: argparse.Namespace, dep: Deployment) -> int:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
     table = render_sweep(outcome.plan, outcome.state, outcome.complete)
-    report_dir.mkdir(parents=True, exist_ok=True)
-    (report_dir / "sweep.md").write_text(table)
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        (report_dir / "sweep.md").write_text(table)
+    except OSError as exc:
+        print(f"specgate: error: --report-dir {args.report_dir}: cannot write sweep.md: {exc}", file=sys.stderr)
+        return 2
     print(table, end="")
     if not outcome.complete:
         print(f"specgate: sweep stopped early; run the same command again to resume from {state}")

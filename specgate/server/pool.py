@@ -69,6 +69,7 @@ class ServerPool:
         self.server_infos: dict[str, dict[str, Any]] = {}  # kept after a server stops: the report needs them
         self.model_infos: dict[str, dict[str, Any]] = {}
         self._closed = False  # closed or cancelled: no server may boot any more
+        self.cancelled = False  # a signal (SIGINT, SIGTERM, SIGHUP) asked the run to stop: its figures are partial
         atexit.register(self.launcher.stop_all)
         self._install_signal_handlers()
 
@@ -80,7 +81,7 @@ class ServerPool:
             previous = signal.getsignal(sig)
 
             def handler(signum: int, frame: Any, previous: Any = previous) -> None:
-                self._closed = True
+                self._closed = self.cancelled = True
                 self.launcher.stop_all()
                 if callable(previous):
                     previous(signum, frame)
@@ -89,6 +90,18 @@ class ServerPool:
                 raise KeyboardInterrupt(f"specgate: stopped by signal {signum}")
 
             signal.signal(sig, handler)
+        previous_int = signal.getsignal(signal.SIGINT)
+        if previous_int is signal.SIG_IGN:
+            return
+
+        def on_interrupt(signum: int, frame: Any, previous: Any = previous_int) -> None:
+            # Ctrl-C keeps pytest's own handling (teardown stops the servers); only remember it.
+            self.cancelled = True
+            if callable(previous):
+                previous(signum, frame)
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, on_interrupt)
 
     def acquire(self, config: str) -> LiveServer:
         if self._closed:
