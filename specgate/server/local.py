@@ -23,6 +23,7 @@ from specgate.deployment import REPO_ROOT, Deployment, ServerConfig, expand_plac
 from specgate.errors import ServerBootError
 from specgate.server.gpu import memory_used_mib, wait_gpu_released
 from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
+from specgate.server.orphans import RunRecord, reap_orphans
 
 _PR_SET_PDEATHSIG = 1
 _handed_out: set[int] = set()
@@ -100,6 +101,9 @@ class LocalLauncher:
         self._lock = threading.RLock()  # stop_all may run from a signal handler on this thread
         self.unreleased: str | None = None  # set when a stopped server's GPU memory stayed taken
         self._logged: set[str] = set()  # configs whose log this session already started
+        for killed in reap_orphans():
+            print(f"specgate: stopped a server left by a killed earlier run: {killed}", file=sys.stderr)
+        self._record = RunRecord()
         self._idle_used_mib = memory_used_mib()  # GPU memory in use before any server of ours
 
     def command_for(self, config: ServerConfig, port: int, nccl_port: int) -> list[str]:
@@ -115,7 +119,7 @@ class LocalLauncher:
         command = self.command_for(config, port, nccl_port)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{config.name}.log"
-        env = {**os.environ, **self.deployment.launch.env, **config.env}
+        env = self._record.mark({**os.environ, **self.deployment.launch.env, **config.env})
         env.setdefault("PYTHONUNBUFFERED", "1")
         env["SPECGATE_CONFIG"] = config.name  # lets a server (the simulator) know which config it is
         # A fresh log per session; a reboot in the same session (servers that cannot
@@ -247,3 +251,4 @@ class LocalLauncher:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        self._record.remove()
