@@ -9,6 +9,7 @@ instead of booting again or hanging.
 from __future__ import annotations
 
 import atexit
+import re
 import signal
 import threading
 import time
@@ -20,6 +21,11 @@ from specgate.client import ClientError, GenerateRequest, GenerateResult, Sglang
 from specgate.deployment import Deployment
 from specgate.errors import RequestTimeout, ServerBootError, ServerDiedError
 from specgate.server.launcher import BootProgress, ServerHandle, make_launcher
+
+# A port picked free can be taken before the server binds it (SGLang binds only after loading
+# the weights, minutes later): SGLang, uvicorn and the simulator all say so in these words.
+PORT_TAKEN = re.compile(r"address already in use|errno 98", re.IGNORECASE)
+PORT_ATTEMPTS = 3
 
 
 @dataclass
@@ -138,10 +144,22 @@ class ServerPool:
                 time.sleep(max(0.0, max(shared) + stagger - time.monotonic()))
             started.append(self.launcher.start(self.deployment.configs[name]))
             last_start[gpus] = time.monotonic()
-        # Only where boots overlapped can a death be the race; a lone boot's failure is final.
-        for handle in self._wait_all(started, retry_deaths=len(started) > 1):
-            retried = self.launcher.start(self.deployment.configs[handle.config])
-            self._wait_all([retried], retry_deaths=False, note="retried alone after failing in an overlapped boot")
+        # Only where boots overlapped can a death be the memory race; a lost port can happen to
+        # any boot. Either is booted again, alone (on fresh ports); anything else is final.
+        retry = self._wait_all(started, retry_deaths=len(started) > 1)
+        for attempt in range(1, PORT_ATTEMPTS):
+            again = []
+            for handle, why in retry:
+                retried = self.launcher.start(self.deployment.configs[handle.config])
+                note = (
+                    "booted again on other ports: its port was taken before the server bound it"
+                    if why == "port"
+                    else "retried alone after failing in an overlapped boot"
+                )
+                again += self._wait_all(
+                    [retried], retry_deaths=False, note=note, port_retry=attempt + 1 < PORT_ATTEMPTS
+                )
+            retry = again
         if len(configs) == 1 and configs[0] in self.failed:
             raise ServerBootError(self.failed[configs[0]])
         return {n: self.live[n] for n in configs if n in self.live}
@@ -152,17 +170,22 @@ class ServerPool:
         visible = env.get("CUDA_VISIBLE_DEVICES")
         return frozenset(v.strip() for v in visible.split(",") if v.strip()) if visible else None
 
-    def _wait_all(self, started: list[ServerHandle], retry_deaths: bool, note: str = "") -> list[ServerHandle]:
+    def _wait_all(
+        self, started: list[ServerHandle], retry_deaths: bool, note: str = "", port_retry: bool = True
+    ) -> list[tuple[ServerHandle, str]]:
         """Wait for each started server. A failed one is stopped and marked failed, except one
-        whose process died while `retry_deaths`: those are returned, to boot again alone."""
+        whose process died while `retry_deaths`, or died on a taken port while `port_retry`:
+        those are returned with why ("port" or "overlap"), to boot again alone."""
         retry = []
         for handle in started:
             try:
                 self.launcher.wait_ready(handle, self.progress)
             except ServerBootError as exc:
                 self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False, note=note))
-                if retry_deaths and exc.died:
-                    retry.append(handle)
+                if exc.died and port_retry and PORT_TAKEN.search(str(exc)):
+                    retry.append((handle, "port"))
+                elif retry_deaths and exc.died:
+                    retry.append((handle, "overlap"))
                 else:
                     self.failed[handle.config] = str(exc)
                 if self.progress is not None:

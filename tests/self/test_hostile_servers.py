@@ -186,3 +186,27 @@ def test_answers_sglang_never_sends_are_named(body, expected):
 def test_server_info_that_is_a_list_is_named():
     with pytest.raises(ClientError, match="expected a JSON object, got list"):
         replay(b"[1, 2]", "application/json").server_info()
+
+
+def test_a_port_taken_before_the_server_binds_it_is_retried_on_another(tmp_path, monkeypatch):
+    import socket
+
+    import specgate.server.local as local
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    ports = iter([taken.getsockname()[1]])
+    real = local.free_port
+    monkeypatch.setattr(local, "free_port", lambda: next(ports, None) or real())
+    data = merge(sim_deployment_dict(), {"launch": {"coexist": False}})
+    pool = ServerPool(parse_deployment(data, tmp_path / "dep.toml"), tmp_path)
+    try:
+        server = pool.acquire("baseline")  # a lone boot: before, its first death was final
+        assert server.generate(STREAM).completion_tokens == 3
+        notes = [(b.ok, b.note) for b in pool.boots]
+        assert notes[0][0] is False and notes[-1][0] is True
+        assert "port was taken" in notes[-1][1]
+        assert "address already in use" in (tmp_path / "baseline.log").read_text().lower()
+    finally:
+        pool.close()
+        taken.close()
