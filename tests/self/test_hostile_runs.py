@@ -151,3 +151,38 @@ def test_servers_behind_a_wrapper_outlive_a_killed_specgate_until_the_next_start
     LocalLauncher(parse_deployment(d.data, d.path), tmp_path / "next")  # the next start
     wait_for(lambda: not d.leftovers(), "the orphans to be gone", timeout_s=30)
     assert not list(state.glob("*.json"))
+
+
+def test_a_baseline_needs_every_config_measured_in_full(tmp_path):
+    from specgate.deployment import load_deployment
+    from specgate.measure.speed import ConfigSpeed, SpeedSample
+    from specgate.session import GateSession
+
+    dep = load_deployment(None)
+
+    class Meter:
+        results = {}
+
+    sample = SpeedSample(100.0, 0.01, 0.5, 64, 10, None, None, 8)
+    for c in dep.configs:
+        Meter.results[(c, 1)] = ConfigSpeed(c, 1, [sample] * dep.workload.max_repeats)
+    Meter.results[("eagle3-decode", 1)].samples = [sample] * 8  # cancelled after 8 of 30
+    gate = GateSession(dep, None, None, Meter(), None, None)  # type: ignore[arg-type]
+    for c in dep.speculative_configs:
+        gate.config_outcomes[("equivalence", c)] = {"passed": 1}
+    reason = gate.why_no_baseline()
+    assert reason is not None and "eagle3-decode at concurrency 1 (8 of 30)" in reason
+    Meter.results[("eagle3-decode", 1)].samples = [sample] * 30
+    assert gate.why_no_baseline() is None
+
+
+def test_a_report_that_cannot_be_built_leaves_an_error_report(tmp_path):
+    from specgate.plugin import _write_error_report
+
+    messages = []
+    (tmp_path / "report.md").write_text("# specgate — sim: **PASS**\n")
+    _write_error_report(tmp_path, ValueError("invalid literal for int() with base 10: 'two'"), messages)
+    assert json.loads((tmp_path / "report.json").read_text())["overall"] == "ERROR"
+    text = (tmp_path / "report.md").read_text()
+    assert text.startswith("# specgate: ERROR") and "'two'" in text
+    assert messages and "report NOT built" in messages[0]
