@@ -113,11 +113,14 @@ class _Barrier(BaseHTTPRequestHandler):
         pass
 
 
+class _WideServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # listen() backlog: set before the constructor calls it
+
+
 def test_concurrency_above_64_reaches_the_server_at_once():
     parties = 80
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Barrier)
-    server.daemon_threads = True
-    server.request_queue_size = 128
+    server = _WideServer(("127.0.0.1", 0), _Barrier)
     server.barrier = threading.Barrier(parties, timeout=30)  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     client = SglangClient(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=90)
