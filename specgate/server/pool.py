@@ -58,6 +58,10 @@ class LiveServer:
             raise
         except ClientError as exc:
             self.pool.raise_if_dead(self.config, during=str(exc))
+            if self.config in self.pool.failed:
+                # A concurrent request already found the server dead (or hung) and stopped it,
+                # which broke this one's connection: that death is the cause, not the broken read.
+                raise ServerDiedError(f"config {self.config!r}: {self.pool.failed[self.config]}") from None
             raise
         self.handle.requests_served += 1
         return result
@@ -75,6 +79,7 @@ class ServerPool:
         self.server_infos: dict[str, dict[str, Any]] = {}  # kept after a server stops: the report needs them
         self.model_infos: dict[str, dict[str, Any]] = {}
         self._closed = False  # closed or cancelled: no server may boot any more
+        self._death_lock = threading.Lock()
         self.cancelled = False  # a signal (SIGINT, SIGTERM, SIGHUP) asked the run to stop: its figures are partial
         atexit.register(self.launcher.stop_all)
         self._install_signal_handlers()
@@ -212,6 +217,14 @@ class ServerPool:
         return server
 
     def raise_if_dead(self, config: str, during: str = "") -> None:
+        # Concurrent requests fail together when a server dies: the first describes the death
+        # (exit code, log), the others raise that same cause instead of a second, later look.
+        with self._death_lock:
+            self._raise_if_dead(config, during)
+
+    def _raise_if_dead(self, config: str, during: str) -> None:
+        if config in self.failed and config not in self.live:
+            raise ServerDiedError(f"config {config!r}: {self.failed[config]}")
         server = self.live.get(config)
         if server is None:
             return
