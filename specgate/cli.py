@@ -95,6 +95,26 @@ def describe(dep: Deployment) -> str:
             lines.append(f"    declared known differences (counted, not failed): {', '.join(cfg.tolerate)}")
     for gate in dep.gates.beats:
         lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over} (concurrency {gate.concurrency})")
+    tol = dep.gates.tolerance
+    lines.append(
+        f"  no-regression tolerance: {tol.decode_tps:.0%}"
+        + "".join(f", {c} {t:.0%}" for c, t in tol.decode_tps_by_config.items())
+        + f"; accept length {tol.accept_length:.0%}"
+    )
+    lines.append(
+        f"  {dep.launch.boots} boot(s) per config; gates that cannot compare or cannot fail: "
+        + ("FAIL the run" if dep.gates.uncompared == "fail" else "warn only ([gates] uncompared = \"warn\")")
+    )
+    if dep.gates.between_boot is not None:
+        b = dep.gates.between_boot
+        lines.append(f"  declared between-boot spread: decode {b.decode_tps:.1%}, speedup {b.speedup:.1%} ({b.source})")
+    from specgate.verdicts.judge import SIMULATED_TAU_ENV, simulated_tau
+
+    for name in dep.speculative_configs:
+        if simulated_tau(dep, name) is not None:
+            lines.append(
+                f"  WARNING: {name}'s accept-length gate is VACUOUS: {SIMULATED_TAU_ENV} fixes its accept length"
+            )
     if not dep.equivalence.enabled:
         lines.append(f"  greedy equivalence NOT CHECKED: {dep.equivalence.skip_reason}")
     if dep.sweep is not None:
@@ -175,16 +195,43 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "calibrate":
         return _calibrate(args, dep)
     update = args.command == "baseline"
+    if update and (refused := _dirty_tree_refusal("specgate baseline update")) is not None:
+        print(f"specgate: error: {refused}", file=sys.stderr)
+        return 2
     if args.examples is not None and args.examples < 1:
         print("specgate: error: --examples: expected a positive integer", file=sys.stderr)
         return 2
     print(describe(dep), flush=True)
     import pytest
 
-    code = int(pytest.main(pytest_args_for(args, dep, update, extra)))
+    try:
+        pytest_args = pytest_args_for(args, dep, update, extra)
+    except OSError as exc:
+        print(
+            f"specgate: error: --report-dir {args.report_dir}: cannot be used as the report folder: {exc}",
+            file=sys.stderr,
+        )
+        return 2
+    code = int(pytest.main(pytest_args))
     verdict = "PASS" if code == 0 else ("FAIL" if code == 1 else f"ERROR (pytest exit code {code})")
     print(f"specgate: {verdict} — report in {Path(args.report_dir).resolve() / 'report.md'}")
     return code
+
+
+def _dirty_tree_refusal(what: str) -> str | None:
+    """Stored figures name the commit that made them; a dirty tree has no such commit."""
+    import os
+
+    from specgate.provenance import git_commit
+
+    commit = git_commit()
+    if (commit.endswith("+dirty") or commit == "unknown") and not os.environ.get("SPECGATE_ALLOW_DIRTY"):
+        return (
+            f"{what} refused: the tree is {'not a git checkout' if commit == 'unknown' else 'dirty'} ({commit}), so "
+            "no commit would name what produced the figures; commit first (or set SPECGATE_COMMIT on a copy "
+            "without .git, or SPECGATE_ALLOW_DIRTY=1 for a throwaway record)"
+        )
+    return None
 
 
 def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
@@ -197,6 +244,9 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
 
     if args.boots < 2:
         print("specgate: error: --boots: expected at least 2 (one boot has no between-boot spread)", file=sys.stderr)
+        return 2
+    if (refused := _dirty_tree_refusal("specgate calibrate")) is not None:
+        print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
     requests = args.requests or dep.workload.repeats
     if requests < 3:
@@ -234,9 +284,13 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         "provenance": provenance(),
         "boots": len(complete),
         "requests_per_boot": requests,
-        "tolerance": {"decode_tps": dep.gates.tolerance.decode_tps},
+        "tolerance": {c: dep.gates.tolerance.decode_tps_for(c) for c in dep.configs},
         "boot_seconds": [round(s, 1) for s in rounds.boot_seconds],
         "configs": configs,
+        # the raw per-request figures of every round, so each number above can be re-derived
+        "samples": [
+            {c: [round(s.decode_tps, 3) for s in r[c].samples] for c in dep.configs} for r in complete
+        ],
     }
     root = Path(args.baselines_dir).resolve() if args.baselines_dir else BASELINES_DIR
     path = write_calibration(root, dep.name, rounds.fingerprint, document)
@@ -266,8 +320,12 @@ def _sweep(args: argparse.Namespace, dep: Deployment) -> int:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
     table = render_sweep(outcome.plan, outcome.state, outcome.complete)
-    report_dir.mkdir(parents=True, exist_ok=True)
-    (report_dir / "sweep.md").write_text(table)
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        (report_dir / "sweep.md").write_text(table)
+    except OSError as exc:
+        print(f"specgate: error: --report-dir {args.report_dir}: cannot write sweep.md: {exc}", file=sys.stderr)
+        return 2
     print(table, end="")
     if not outcome.complete:
         print(f"specgate: sweep stopped early; run the same command again to resume from {state}")

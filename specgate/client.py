@@ -10,6 +10,7 @@ prefixed `output_ids` with prompt tokens.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from specgate.errors import ClientError
+from specgate.errors import ClientError, RequestTimeout
 
 # Each counter under every name SGLang has used, newest first.
 SPEC_FIELD_NAMES: dict[str, tuple[str, ...]] = {
@@ -138,11 +139,18 @@ def curl_command(base_url: str, request: GenerateRequest) -> str:
 
 
 class SglangClient:
+    """`timeout_s` bounds each request in wall-clock time (workload.request_timeout_s): a server
+    that trickles bytes or keep-alives without finishing is cut off at that deadline, not only
+    one that goes silent (httpx's own timeout is per read)."""
+
     def __init__(self, base_url: str, timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
         self._http = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=10.0),
-            limits=httpx.Limits(max_connections=64),
+            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+            # No pool cap: the workload's concurrency is what the server must see at once, and a
+            # cap would queue requests here while the report still called it that concurrency.
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
             transport=transport,  # tests replay SGLang's wire formats here without a server
         )
 
@@ -167,9 +175,13 @@ class SglangClient:
                 continue
             if resp.status_code == 200:
                 try:
-                    return resp.json()
+                    body = resp.json()
                 except ValueError:
                     errors.append(f"{path}: not JSON")
+                    continue
+                if isinstance(body, dict):
+                    return body
+                errors.append(f"{path}: expected a JSON object, got {type(body).__name__} {str(body)[:100]}")
             else:
                 errors.append(f"{path}: HTTP {resp.status_code}")
         raise ClientError(f"{self.base_url}: none of {', '.join(paths)} answered: {'; '.join(errors)}")
@@ -185,36 +197,65 @@ class SglangClient:
     def generate(self, request: GenerateRequest) -> GenerateResult:
         url = self.base_url + "/generate"
         started = time.perf_counter()
+        deadline = started + self.timeout_s
+        st = _StreamState() if request.stream else None
         try:
-            if request.stream:
-                return self._generate_stream(url, request, started)
-            resp = self._http.post(url, json=request.payload())
+            with self._http.stream("POST", url, json=request.payload()) as resp:
+                if resp.status_code != 200:
+                    body = self._read_until(resp, deadline, url)
+                    text = body.decode("utf-8", errors="replace")
+                    raise ClientError(f"POST {url} answered HTTP {resp.status_code}: {text[:500]}")
+                if st is not None:
+                    return self._generate_stream(url, request, started, deadline, resp, st)
+                body = self._read_until(resp, deadline, url)
+        except httpx.TimeoutException as exc:
+            raise self._timeout(url, f"{type(exc).__name__}: no byte came for that long") from None
         except httpx.HTTPError as exc:
             raise ClientError(f"POST {url} failed: {type(exc).__name__}: {exc}") from None
         ended = time.perf_counter()
-        if resp.status_code != 200:
-            raise ClientError(f"POST {url} answered HTTP {resp.status_code}: {resp.text[:500]}")
         try:
-            body = resp.json()
+            parsed = json.loads(body)
         except ValueError:
-            raise ClientError(f"POST {url} answered non-JSON: {resp.text[:200]!r}") from None
-        if not isinstance(body, dict) or "meta_info" not in body:
-            raise ClientError(f"POST {url}: expected an object with meta_info, got {str(body)[:200]}")
-        return self._result(request, body.get("text", ""), body.get("output_ids"), body["meta_info"], started, ended)
+            raise ClientError(f"POST {url} answered non-JSON: {body[:200]!r}") from None
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("meta_info"), dict):
+            raise ClientError(f"POST {url}: expected an object with a meta_info object, got {str(parsed)[:200]}")
+        return self._result(
+            request, parsed.get("text", ""), parsed.get("output_ids"), parsed["meta_info"], started, ended
+        )
 
-    def _generate_stream(self, url: str, request: GenerateRequest, started: float) -> GenerateResult:
-        st = _StreamState()
+    def _timeout(self, url: str, how: str) -> RequestTimeout:
+        return RequestTimeout(
+            f"POST {url}: no complete answer within workload.request_timeout_s = {self.timeout_s:g} s "
+            f"({how}); the server hangs"
+        )
+
+    def _read_until(self, resp: httpx.Response, deadline: float, url: str) -> bytes:
+        body = b""
+        for data in resp.iter_bytes():
+            body += data
+            if time.perf_counter() > deadline:
+                raise self._timeout(url, f"still sending after {len(body)} bytes")
+        return body
+
+    def _generate_stream(
+        self,
+        url: str,
+        request: GenerateRequest,
+        started: float,
+        deadline: float,
+        resp: httpx.Response,
+        st: _StreamState,
+    ) -> GenerateResult:
         buffer = b""
-        with self._http.stream("POST", url, json=request.payload()) as resp:
-            if resp.status_code != 200:
-                resp.read()
-                raise ClientError(f"POST {url} (stream) answered HTTP {resp.status_code}: {resp.text[:500]}")
-            for data in resp.iter_bytes():
-                now = time.perf_counter()
-                buffer += data
-                while b"\n\n" in buffer:
-                    event, buffer = buffer.split(b"\n\n", 1)
-                    self._on_event(url, event, now, st)
+        for data in resp.iter_bytes():
+            now = time.perf_counter()
+            buffer += data
+            while b"\n\n" in buffer:
+                event, buffer = buffer.split(b"\n\n", 1)
+                self._on_event(url, event, now, st)
+            if now > deadline:
+                # Checked after every read: keep-alives and slow trickles never end a read timeout.
+                raise self._timeout(url, f"still streaming after {st.chunks} chunk(s)")
         ended = time.perf_counter()
         if buffer.strip():  # a last event without its blank line
             self._on_event(url, buffer, ended, st)
@@ -234,15 +275,21 @@ class SglangClient:
             chunk = json.loads(data)
         except ValueError:
             raise ClientError(f"POST {url} (stream): chunk is not JSON: {data[:200]!r}") from None
+        if not isinstance(chunk, dict):
+            raise ClientError(f"POST {url} (stream): expected each chunk to be a JSON object, got {data[:200]!r}")
         if "error" in chunk:
             raise ClientError(f"POST {url} (stream): server sent an error: {chunk['error']}")
         meta = chunk.get("meta_info") or {}
-        tokens = int(meta.get("completion_tokens", 0))
+        if not isinstance(meta, dict):
+            raise ClientError(f"POST {url} (stream): meta_info: expected an object, got {str(meta)[:200]}")
+        tokens = _count(url, meta, "completion_tokens", 0)
         before = int(st.meta.get("completion_tokens", 0))
         # Cumulative or delta? Decided from the ids, whose count meta_info gives us:
         # cumulative chunks carry all `tokens` ids (0.5.1-0.5.4: more, prompt first).
         ids = chunk.get("output_ids")
         text = chunk.get("text", "")
+        if not isinstance(text, str):
+            raise ClientError(f"POST {url} (stream): text: expected a string, got {str(text)[:100]}")
         if isinstance(ids, list):
             cumulative = len(ids) >= tokens and (len(ids) > 0 or tokens == 0)
             st.ids = list(ids) if cumulative else st.ids + list(ids)
@@ -266,10 +313,17 @@ class SglangClient:
         ended: float,
         st: _StreamState | None = None,
     ) -> GenerateResult:
+        where = f"{self.base_url}/generate"
         if meta.get("completion_tokens") is None:
             # Without it nothing can be counted; an empty answer would pass as "equal".
-            raise ClientError(f"{self.base_url}/generate: meta_info has no completion_tokens: {str(meta)[:300]}")
-        completion = int(meta["completion_tokens"])
+            raise ClientError(f"{where}: meta_info has no completion_tokens: {str(meta)[:300]}")
+        completion = _count(where, meta, "completion_tokens")
+        if output_ids is not None and (
+            not isinstance(output_ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in output_ids)
+        ):
+            raise ClientError(f"{where}: output_ids: expected a list of token ids, got {str(output_ids)[:200]}")
+        if not isinstance(text, str):
+            raise ClientError(f"{where}: text: expected a string, got {str(text)[:100]}")
         ids = tuple(output_ids or ())
         if completion and len(ids) > completion:
             ids = ids[len(ids) - completion :]  # 0.5.1–0.5.4 put prompt tokens in front
@@ -277,7 +331,7 @@ class SglangClient:
             request=request,
             text=text,
             output_ids=ids,
-            prompt_tokens=int(meta.get("prompt_tokens", 0)),
+            prompt_tokens=_count(where, meta, "prompt_tokens", 0),
             completion_tokens=completion,
             finish_reason=FinishReason.parse(meta.get("finish_reason")),
             e2e_s=ended - started,
@@ -286,11 +340,21 @@ class SglangClient:
             decode_s=(st.t_last - st.t_first) if st and st.t_first is not None and st.t_last is not None else None,
             first_chunk_tokens=st.first_tokens if st else 0,
             chunks=st.chunks if st else 1,
-            top_logprobs=_parse_top_logprobs(meta.get("output_top_logprobs")),
-            spec=_parse_spec(meta),
+            top_logprobs=_parse_top_logprobs(where, meta.get("output_top_logprobs")),
+            spec=_parse_spec(where, meta),
             sent_at=time.time() - (time.perf_counter() - started),
             server_decode_tps=_float_or_none(meta.get("decode_throughput")),
         )
+
+
+def _count(where: str, meta: dict[str, Any], key: str, default: int | None = None) -> int:
+    """A token count from meta_info: a whole number >= 0, or an error naming the field."""
+    value = meta.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ClientError(f"{where}: meta_info.{key}: expected a whole number >= 0, got {value!r}")
+    return value
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -300,16 +364,36 @@ def _float_or_none(value: Any) -> float | None:
         return None
 
 
-def _parse_top_logprobs(raw: Any) -> tuple[tuple[tuple[int, float], ...], ...] | None:
+def _parse_top_logprobs(where: str, raw: Any) -> tuple[tuple[tuple[int, float], ...], ...] | None:
     """[[(logprob, id, text), ...] per position] → ((id, logprob), ...) per position, best first."""
-    if not isinstance(raw, list):
+    if raw is None:
         return None
+    bad = ClientError(
+        f"{where}: meta_info.output_top_logprobs: expected a list per position of [logprob, token_id, text] "
+        f"entries, got {str(raw)[:200]}"
+    )
+    if not isinstance(raw, list):
+        raise bad
     positions = []
     for entry in raw:
+        if entry is not None and not isinstance(entry, list):
+            raise bad
         pairs = []
         for item in entry or ():
-            if isinstance(item, (list, tuple)) and len(item) >= 2 and item[0] is not None:
-                pairs.append((int(item[1]), float(item[0])))
+            if not isinstance(item, (list, tuple)) or len(item) < 2:
+                raise bad
+            if item[0] is None:
+                continue
+            logprob, token = item[0], item[1]
+            if (
+                isinstance(logprob, bool)
+                or not isinstance(logprob, (int, float))
+                or math.isnan(logprob)
+                or isinstance(token, bool)
+                or not isinstance(token, int)
+            ):
+                raise bad
+            pairs.append((token, float(logprob)))
         pairs.sort(key=lambda p: -p[1])
         positions.append(tuple(pairs))
     return tuple(positions)
@@ -322,9 +406,18 @@ def _first_present(meta: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
-def _parse_spec(meta: dict[str, Any]) -> SpecCounters | None:
+def _parse_spec(where: str, meta: dict[str, Any]) -> SpecCounters | None:
     if meta.get("spec_verify_ct") is None:
         return None
+    try:
+        return _spec_counters(meta)
+    except (TypeError, ValueError) as exc:
+        raise ClientError(
+            f"{where}: meta_info spec_* counters: expected whole numbers ({exc}): {str(meta)[:300]}"
+        ) from None
+
+
+def _spec_counters(meta: dict[str, Any]) -> SpecCounters:
     accepted = _first_present(meta, SPEC_FIELD_NAMES["accepted_drafts"])
     proposed = _first_present(meta, SPEC_FIELD_NAMES["proposed_drafts"])
     histogram = _first_present(meta, SPEC_FIELD_NAMES["histogram"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 from specgate.equivalence.known import TOLERABLE
 from specgate.errors import DeploymentError
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS
-from specgate.tomlcheck import Table
+from specgate.tomlcheck import Table, safe_name_problem
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEPLOYMENTS_DIR = REPO_ROOT / "fixtures" / "deployments"
@@ -25,6 +26,23 @@ DEFAULT_COMMAND = ("{python}", "-m", "sglang.launch_server")
 LAUNCHERS = ("local", "url")
 # Flags the launcher owns: a deployment that sets them would fight the port picker.
 LAUNCHER_OWNED_FLAGS = ("--port", "--nccl-port", "--host")
+# Placeholders the local launcher fills in commands and args. Only `{word}` is one: any other
+# brace is the argument's own text, so JSON-valued SGLang flags need no escaping.
+PLACEHOLDERS = ("python", "repo", "model")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# Upper bounds that catch typos: nothing SGLang serves generates more, or serves more at once.
+MAX_NEW_TOKENS = 1 << 20
+MAX_CONCURRENCY = 4096
+HARDWARE_KEYS = ("gpu", "gpu_count", "driver", "cuda", "sglang")
+
+
+def expand_placeholders(text: str, values: dict[str, str]) -> str:
+    """`{python}`, `{repo}`, `{model}` replaced; every other character kept as written."""
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)] if m.group(1) in values else m.group(0), text)
+
+
+def unknown_placeholders(text: str) -> list[str]:
+    return [m.group(0) for m in _PLACEHOLDER.finditer(text) if m.group(1) not in PLACEHOLDERS]
 
 
 @dataclass(frozen=True)
@@ -124,6 +142,12 @@ class Tolerances:
     decode_tps: float
     accept_length: float
     faster_note: float
+    # Per-config decode tolerances where calibration showed configs differ in noise (a speculative
+    # config whose accept length varies by request needs more room than plain decoding).
+    decode_tps_by_config: dict[str, float] = field(default_factory=dict)
+
+    def decode_tps_for(self, config: str) -> float:
+        return self.decode_tps_by_config.get(config, self.decode_tps)
 
 
 @dataclass(frozen=True)
@@ -218,6 +242,10 @@ def load_deployment(name_or_path: str | None = None) -> Deployment:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise DeploymentError(path, None, f"not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise DeploymentError(
+            path, None, f"is not UTF-8 text (TOML files must be UTF-8; save it as UTF-8): {exc}"
+        ) from None
     except OSError as exc:
         raise DeploymentError(path, None, f"cannot be read: {exc}") from None
     return parse_deployment(data, path)
@@ -225,7 +253,7 @@ def load_deployment(name_or_path: str | None = None) -> Deployment:
 
 def parse_deployment(data: dict, path: Path) -> Deployment:
     top = Table(data, path)
-    name = top.str("name")
+    name = top.name("name")
     description = top.str("description", "")
     simulator = top.bool("simulator", False)
     model = top.str("model", "")
@@ -241,7 +269,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     workload = _parse_workload(top.table("workload"))
     equivalence = _parse_equivalence(top.table("equivalence"))
     gates = _parse_gates(top.table("gates"), configs, workload)
-    hardware = top.str_map("hardware")
+    hardware = _parse_hardware(top)
     diagnosis = _parse_diagnosis(top.table("diagnosis"))
     sweep = _parse_sweep(top.table("sweep"), configs, workload) if "sweep" in data else None
     top.reject_unknown()
@@ -261,6 +289,17 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         diagnosis=diagnosis,
         sweep=sweep,
     )
+
+
+def _parse_hardware(top: Table) -> dict[str, str]:
+    hardware = top.str_map("hardware")
+    for key in hardware:
+        if key not in HARDWARE_KEYS:
+            raise top.error("hardware", f"unknown key {key!r}; known: {', '.join(HARDWARE_KEYS)}")
+    count = hardware.get("gpu_count")
+    if count is not None and not (count.isascii() and count.isdigit()):
+        raise top.error("hardware", f"gpu_count: expected a whole number as a string, e.g. \"2\"; got {count!r}")
+    return hardware
 
 
 def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload) -> SweepSpec:
@@ -291,7 +330,7 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         parallel=t.int("parallel", 4, minimum=1),
         gpus=tuple(t.str_list("gpus", [])),
         repeats=t.int("repeats", workload.repeats, minimum=3),
-        max_new_tokens=t.int("max_new_tokens", workload.max_new_tokens, minimum=2),
+        max_new_tokens=t.int("max_new_tokens", workload.max_new_tokens, minimum=2, maximum=MAX_NEW_TOKENS),
     )
     if not modes:
         raise t.error("attention_mode", "expected at least one mode")
@@ -316,8 +355,10 @@ def _parse_launch(t: Table) -> LaunchSpec:
     command = tuple(t.str_list("command", list(DEFAULT_COMMAND)))
     if not command:
         raise t.error("command", 'expected a non-empty command, e.g. ["{python}", "-m", "sglang.launch_server"]')
+    _reject_unknown_placeholders(t, "command", command)
     args = tuple(t.str_list("args", []))
     _reject_owned_flags(t, "args", args)
+    _reject_unknown_placeholders(t, "args", args)
     spec = LaunchSpec(
         launcher=launcher,
         command=command,
@@ -334,6 +375,13 @@ def _parse_launch(t: Table) -> LaunchSpec:
     return spec
 
 
+def _reject_unknown_placeholders(t: Table, key: str, args: tuple[str, ...]) -> None:
+    for arg in args:
+        if unknown := unknown_placeholders(arg):
+            known = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+            raise t.error(key, f"unknown placeholder {unknown[0]} in {arg!r}; known: {known}")
+
+
 def _reject_owned_flags(t: Table, key: str, args: tuple[str, ...]) -> None:
     for arg in args:
         flag = arg.split("=", 1)[0]
@@ -346,9 +394,12 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
         raise t.error(None, "expected at least one config, e.g. [configs.baseline]")
     configs: dict[str, ServerConfig] = {}
     for name in t.keys():
+        if problem := safe_name_problem(name):
+            raise t.error(name, f"config name {problem}")
         c = t.table(name)
         args = tuple(c.str_list("args", []))
         _reject_owned_flags(c, "args", args)
+        _reject_unknown_placeholders(c, "args", args)
         url = c.str("url", None)
         if launch.launcher == "url" and not url:
             raise c.error("url", 'is required when launch.launcher = "url" (the address of a running server)')
@@ -372,6 +423,8 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
 
 def _parse_workload(t: Table) -> Workload:
     sets = tuple(t.str_list("prompt_sets", list(KNOWN_SETS)))
+    if not sets:
+        raise t.error("prompt_sets", f"expected at least one prompt set; known: {', '.join(KNOWN_SETS)}")
     for s in sets:
         if s not in KNOWN_SETS:
             raise t.error("prompt_sets", f"unknown prompt set {s!r}; known: {', '.join(KNOWN_SETS)}")
@@ -390,8 +443,8 @@ def _parse_workload(t: Table) -> Workload:
     workload = Workload(
         prompt_sets=sets,
         prompt_format=fmt,
-        max_new_tokens=t.int("max_new_tokens", 256, minimum=2),
-        concurrency=tuple(t.int_list("concurrency", [1])),
+        max_new_tokens=t.int("max_new_tokens", 256, minimum=2, maximum=MAX_NEW_TOKENS),
+        concurrency=tuple(t.int_list("concurrency", [1], maximum=MAX_CONCURRENCY)),
         repeats=repeats,
         max_repeats=t.int("max_repeats", max(repeats, 45), minimum=repeats),
         warmup=warmup,
@@ -413,9 +466,9 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
         # More than the top-2 the rule needs: a three-way bf16 tie is seen on real models,
         # and only tokens within tie_margin of top-1 are ever excused, however many come back.
         top_logprobs=t.int("top_logprobs", 5, minimum=2),
-        max_new_tokens=t.int("max_new_tokens", 64, minimum=1),
+        max_new_tokens=t.int("max_new_tokens", 64, minimum=1, maximum=MAX_NEW_TOKENS),
         stop_strings=tuple(t.str_list("stop_strings", ["\n\n", "."])),
-        concurrency=tuple(t.int_list("concurrency", [1, 4])),
+        concurrency=tuple(t.int_list("concurrency", [1, 4], maximum=MAX_CONCURRENCY)),
         hypothesis_profile=t.str("hypothesis_profile", "gpu", choices=("ci", "gpu", "dev")),
         examples=t.int("examples", None, minimum=1),
     )
@@ -449,10 +502,18 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         g.reject_unknown()
         beats.append(gate)
     tol = t.table("tolerance")
+    by_config_table = tol.table("decode_tps_by_config")
+    by_config = {}
+    for name in by_config_table.keys():
+        if name not in configs:
+            raise by_config_table.error(name, f"is not a config under [configs]; have {sorted(configs)}")
+        by_config[name] = by_config_table.float(name, minimum=0.0, maximum=0.999)
+    by_config_table.reject_unknown()
     tolerance = Tolerances(
         decode_tps=tol.float("decode_tps", 0.10, minimum=0.0, maximum=1.0),
         accept_length=tol.float("accept_length", 0.05, minimum=0.0, maximum=1.0),
         faster_note=tol.float("faster_note", 0.15, minimum=0.0),
+        decode_tps_by_config=by_config,
     )
     tol.reject_unknown()
     spread = t.table("between_boot")

@@ -49,6 +49,11 @@ class ClientError(SpecgateError):
     """A request to a server failed or its answer was not what SGLang sends."""
 
 
+class RequestTimeout(ClientError):
+    """A request got no complete answer within its wall-clock deadline: the server hangs
+    (frozen, or trickling bytes without finishing). Its config is unusable from then on."""
+
+
 class SweepStateError(SpecgateError):
     """A sweep's state file is corrupt, or belongs to another grid."""
 

@@ -80,7 +80,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_PHASES] = {}
     config.stash[_MESSAGES] = []
     if config.getoption("specgate_deployment") is not None:
-        deployment(config)  # a bad file named on the command line fails before collection
+        dep = deployment(config)  # a bad file named on the command line fails before collection
+        _clear_previous_report(Path(config.getoption("specgate_report_dir")).resolve(), dep)
+
+
+def _clear_previous_report(out: Path, dep: Deployment) -> None:
+    """A report left from the previous run must never stand beside this run's logs: if this
+    run dies before writing its own, no old PASS may be read as its verdict. Only specgate's
+    own files go; the folder may hold anything else."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        stale = [out / n for n in ("report.md", "report.json", "report.png", f"{dep.name}-golden.json")]
+        stale += list((out / "logs").glob("*.log")) if (out / "logs").is_dir() else []
+        for path in stale:
+            path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"specgate: --specgate-report-dir {out}: cannot be used as the report folder: {exc}"
+        ) from None
 
 
 def deployment(config: pytest.Config) -> Deployment:
@@ -245,6 +262,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     gate = config.stash[_SESSION]
     gate.close()  # normally done already by the fixture; after Ctrl-C this is the cleanup
+    messages = config.stash[_MESSAGES]
+    interrupted = None
+    if exitstatus == pytest.ExitCode.INTERRUPTED or gate.pool.cancelled:
+        interrupted = "the run was interrupted (a signal or Ctrl-C) before every test ran: no verdict"
+    try:
+        fingerprint, report = _write_report(gate, messages, interrupted)
+    except Exception as exc:  # a report must exist and say the run failed, whatever broke it
+        _write_error_report(gate.options.report_dir, exc, messages)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if gate.options.update_baselines:
+            messages.append("baseline NOT written: the run's report could not be built")
+        return
+    config.stash[_REPORT] = report
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        try:
+            with open(summary_file, "a", encoding="utf-8") as f:
+                f.write(render_markdown(report))
+        except OSError as exc:
+            messages.append(f"$GITHUB_STEP_SUMMARY ({summary_file}) NOT written: {exc}")
+    if gate.options.update_baselines:
+        _update_baselines(session, gate, fingerprint, interrupted)
+
+
+def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, dict]:
     fingerprint = gate.judge.fingerprint(boot=False)  # the run is over: never boot for it
     report = build_report(
         gate.deployment,
@@ -260,12 +302,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         gate.oracle.baseline_problems,
         gate.oracle.margin_summary().as_dict() if gate.oracle.baseline_margins else None,
         _fidelity(gate),
-        _diagnoses(gate, config.stash[_MESSAGES]),
-        completeness=_completeness(gate, exitstatus),
+        _diagnoses(gate, messages),
+        completeness=_completeness(gate, interrupted),
         failed_servers={**gate.pool.failed, **gate.plan.errors},
         plan=gate.plan.log.as_dict(),
         calibration=_calibration_name(gate),
     )
+    report["interrupted"] = interrupted  # what ran may all have passed; the run as a whole did not
     out = gate.options.report_dir
     out.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(report)
@@ -274,17 +317,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     try:
         render_chart(report, out / "report.png")
     except Exception as exc:  # a chart must never hide a verdict
-        config.stash[_MESSAGES].append(f"chart not drawn: {type(exc).__name__}: {exc}")
-    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_file:
-        with open(summary_file, "a", encoding="utf-8") as f:
-            f.write(markdown)
-    config.stash[_REPORT] = report
-    if gate.options.update_baselines:
-        _update_baselines(session, gate, fingerprint)
+        messages.append(f"chart not drawn: {type(exc).__name__}: {exc}")
+    return fingerprint, report
 
 
-def _completeness(gate: GateSession, exitstatus: int) -> dict:
+def _write_error_report(out: Path, exc: Exception, messages: list[str]) -> None:
+    """The verdict when the report itself could not be built: ERROR, with the cause."""
+    import traceback
+
+    cause = f"{type(exc).__name__}: {exc}"
+    where = "".join(traceback.format_exception(exc)[-3:])
+    messages.append(f"report NOT built, run counted as failed: {cause}")
+    text = (
+        "# specgate: ERROR\n\nThe run's report could not be built, so no gate is known to pass.\n\n"
+        f"Cause: `{cause}`\n\n```\n{where}```\n\nServer logs: `logs/`.\n"
+    )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(text)
+        (out / "report.json").write_text(json.dumps({"overall": "ERROR", "error": cause}, indent=2) + "\n")
+    except OSError as write_exc:
+        messages.append(f"error report NOT written to {out}: {write_exc}")
+
+
+def _completeness(gate: GateSession, interrupted: str | None) -> dict:
     """What ran of what the deployment asks for: the report's overall verdict reads this,
     so a run that was cut short, or selected only some tests, never says PASS."""
     dep = gate.deployment
@@ -304,7 +360,7 @@ def _completeness(gate: GateSession, exitstatus: int) -> dict:
         for phase in expected
     }
     return {
-        "interrupted": exitstatus == pytest.ExitCode.INTERRUPTED,
+        "interrupted": interrupted,
         "expected": expected,
         "ran": ran,
         "equivalence_declared_off": not dep.equivalence.enabled,
@@ -340,36 +396,42 @@ def _fidelity(gate: GateSession) -> list[dict]:
     return out
 
 
-def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: Any) -> None:
+def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: Any, interrupted: str | None) -> None:
     messages = session.config.stash[_MESSAGES]
-    reason = gate.why_no_baseline()
+    # Figures of an interrupted run are partial: writing them would replace a good baseline.
+    reason = interrupted or gate.why_no_baseline()
     if reason is None and fingerprint is None:
         reason = "no fingerprint (no server answered /get_server_info)"
     if reason is None:
         excluded = gate.excluded_from_baseline()
         document = baseline_document(gate.judge, provenance(), excluded)
+        if gate.pool.cancelled:  # a signal that came while the document was being built
+            reason = "the run was interrupted"
+    if reason is None:
         try:
             path = write_baseline(gate.deployment.name, fingerprint, document, gate.options.baselines_dir)
         except SpecgateError as exc:
             reason = str(exc)
+        except OSError as exc:
+            reason = f"--specgate-baselines-dir {gate.options.baselines_dir}: {exc}"
         else:
             messages.append(f"baseline written: {path}")
             for name, why in excluded.items():
                 messages.append(f"baseline holds no figures for {name}: {why}")
             return
     messages.append(f"baseline NOT written: {reason}")
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if not interrupted:  # an interrupted run keeps pytest's exit status for an interrupt
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     report = config.stash.get(_REPORT, None)
-    if report is None:
-        return
-    terminalreporter.write_sep("=", "specgate report")
-    terminalreporter.write(render_markdown(report))
-    out = Path(config.getoption("specgate_report_dir")).resolve()
-    terminalreporter.write_line(f"report: {out / 'report.md'} (also report.json, report.png, logs/)")
-    for message in config.stash[_MESSAGES]:
+    if report is not None:
+        terminalreporter.write_sep("=", "specgate report")
+        terminalreporter.write(render_markdown(report))
+        out = Path(config.getoption("specgate_report_dir")).resolve()
+        terminalreporter.write_line(f"report: {out / 'report.md'} (also report.json, report.png, logs/)")
+    for message in config.stash.get(_MESSAGES, []):
         terminalreporter.write_line(f"specgate: {message}", bold=True, red="NOT" in message)
 
 

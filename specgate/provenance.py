@@ -34,11 +34,32 @@ def git_commit() -> str:
     return (head or "unknown") + ("+dirty" if dirty else "")
 
 
+def host_id() -> str:
+    """Tells machines apart where host names do not (lent GPU machines are all called "vm"):
+    the GPUs' own UUIDs where nvidia-smi answers, else a digest of /etc/machine-id."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+        )
+        uuids = [u.strip() for u in out.stdout.splitlines() if u.strip()]
+        if out.returncode == 0 and uuids:
+            return ",".join(uuids)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        import hashlib
+
+        return "machine-id:" + hashlib.sha256(Path("/etc/machine-id").read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "unknown"
+
+
 def provenance(command: list[str] | None = None) -> dict:
     return {
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "commit": git_commit(),
         "host": platform.node(),
+        "host_id": host_id(),
         "python": platform.python_version(),
         "specgate": __version__,
         "command": " ".join(command if command is not None else sys.argv),

@@ -97,6 +97,16 @@ class GateSession:
         ]
         if missing:
             return f"no speed measurements for {', '.join(missing)}"
+        # Later runs pair their requests with the stored ones and measure more, while undecided,
+        # only up to what is stored: a short record would silently cap every later gate.
+        wanted = dep.workload.max_repeats
+        short = [
+            f"{c} at concurrency {n} ({len(record.samples)} of {wanted})"
+            for (c, n), record in sorted(self.meter.results.items())
+            if c not in excluded and len(record.samples) < wanted
+        ]
+        if short:
+            return f"measurement incomplete, every config needs workload.max_repeats requests: {', '.join(short)}"
         return None
 
     @property

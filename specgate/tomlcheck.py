@@ -8,12 +8,27 @@ silently ignored), and every error carries the dotted field path.
 from __future__ import annotations
 
 import difflib
+import math
+import re
 from pathlib import Path
 from typing import Any
 
 from specgate.errors import DeploymentError
 
 _MISSING = object()
+# Names become file names (baselines, golden files, server logs): one path component,
+# no separators, no `..`, nothing a shell or a file system treats specially.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def safe_name_problem(name: str) -> str | None:
+    """Why `name` cannot be used as a file name, or None where it can."""
+    if not SAFE_NAME.fullmatch(name) or ".." in name:
+        return (
+            f"{name!r} is not a safe name: it becomes a file name, so use letters, digits, '-', '_' and '.' "
+            "(starting with a letter or digit, no '..', at most 100 characters)"
+        )
+    return None
 
 
 class Table:
@@ -56,7 +71,16 @@ class Table:
             raise self.error(key, f"expected true or false, got {value!r}")
         return value
 
-    def int(self, key: str, default: Any = _MISSING, minimum: int | None = None) -> Any:
+    def name(self, key: str, default: Any = _MISSING) -> Any:
+        """A string that becomes part of a file name."""
+        value = self.str(key, default)
+        if key in self._data and (problem := safe_name_problem(value)):
+            raise self.error(key, problem)
+        return value
+
+    def int(
+        self, key: str, default: Any = _MISSING, minimum: int | None = None, maximum: int | None = None
+    ) -> Any:
         value = self._get(key, default)
         if key not in self._data:
             return value
@@ -64,6 +88,8 @@ class Table:
             raise self.error(key, f"expected an integer, got {value!r}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"expected an integer >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"expected an integer <= {maximum}, got {value}")
         return value
 
     def float(
@@ -74,6 +100,10 @@ class Table:
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(key, f"expected a number, got {value!r}")
+        if not math.isfinite(value):
+            # nan compares false with every bound, so it would pass them all (and turn a
+            # confidence into a point interval, or a timeout into forever).
+            raise self.error(key, f"expected a finite number, got {value}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"expected a number >= {minimum}, got {value}")
         if maximum is not None and value > maximum:
@@ -88,16 +118,20 @@ class Table:
             raise self.error(key, f"expected a list of strings, got {value!r}")
         return list(value)
 
-    def int_list(self, key: str, default: Any = _MISSING, minimum: int = 1) -> Any:
+    def int_list(self, key: str, default: Any = _MISSING, minimum: int = 1, maximum: int | None = None) -> Any:
         value = self._get(key, default)
         if key not in self._data:
             return value
         if (
             not isinstance(value, list)
             or not value
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)
+            or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= minimum and (maximum is None or v <= maximum)
+                for v in value
+            )
         ):
-            raise self.error(key, f"expected a non-empty list of integers >= {minimum}, got {value!r}")
+            bound = f">= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
+            raise self.error(key, f"expected a non-empty list of integers {bound}, got {value!r}")
         return list(value)
 
     def str_map(self, key: str) -> dict[str, str]:

@@ -51,7 +51,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
   echo "date: $(date -u +%FT%TZ)"
   echo "commit: ${SPECGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
   echo "command: tools/gpu_run.sh $* (RUN_EXAMPLES=${RUN_EXAMPLES:-8}, JIT_CACHE=${JIT_CACHE:-none}, RUN_SELECT=${RUN_SELECT:-all}, SWEEP_GPUS=${SWEEP_GPUS:-as launched})"
-  echo "gpus (name, driver, memory.total):"; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+  echo "gpus (name, driver, memory.total, uuid):"; nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid --format=csv,noheader
   nvidia-smi | grep "CUDA Version" | sed 's/|//g;s/  */ /g'
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   python3 -c "import sglang, torch, transformers, flashinfer; print('sglang', sglang.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__)" 2>/dev/null

@@ -19,10 +19,11 @@ import threading
 import time
 from pathlib import Path
 
-from specgate.deployment import REPO_ROOT, Deployment, ServerConfig
+from specgate.deployment import REPO_ROOT, Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError
 from specgate.server.gpu import memory_used_mib, wait_gpu_released
 from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
+from specgate.server.orphans import RunRecord, reap_orphans
 
 _PR_SET_PDEATHSIG = 1
 _handed_out: set[int] = set()
@@ -100,18 +101,15 @@ class LocalLauncher:
         self._lock = threading.RLock()  # stop_all may run from a signal handler on this thread
         self.unreleased: str | None = None  # set when a stopped server's GPU memory stayed taken
         self._logged: set[str] = set()  # configs whose log this session already started
+        for killed in reap_orphans():
+            print(f"specgate: stopped a server left by a killed earlier run: {killed}", file=sys.stderr)
+        self._record = RunRecord()
         self._idle_used_mib = memory_used_mib()  # GPU memory in use before any server of ours
 
     def command_for(self, config: ServerConfig, port: int, nccl_port: int) -> list[str]:
         launch = self.deployment.launch
         values = {"python": sys.executable, "repo": str(REPO_ROOT), "model": self.deployment.model}
-        try:
-            parts = [p.format(**values) for p in (*launch.command, *launch.args, *config.args)]
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ServerBootError(
-                f"{self.deployment.path}: launch.command/args or configs.{config.name}.args use an unknown "
-                f"placeholder {exc}; known: {{python}}, {{repo}}, {{model}}"
-            ) from None
+        parts = [expand_placeholders(p, values) for p in (*launch.command, *launch.args, *config.args)]
         return parts + ["--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port)]
 
     def start(self, config: ServerConfig) -> ServerHandle:
@@ -121,7 +119,7 @@ class LocalLauncher:
         command = self.command_for(config, port, nccl_port)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{config.name}.log"
-        env = {**os.environ, **self.deployment.launch.env, **config.env}
+        env = self._record.mark({**os.environ, **self.deployment.launch.env, **config.env})
         env.setdefault("PYTHONUNBUFFERED", "1")
         env["SPECGATE_CONFIG"] = config.name  # lets a server (the simulator) know which config it is
         # A fresh log per session; a reboot in the same session (servers that cannot
@@ -206,6 +204,7 @@ class LocalLauncher:
         members = group_pids(pgid) | {pgid}
         launch = self.deployment.launch
         self._signal_group(pgid, signal.SIGTERM)
+        self._signal_group(pgid, signal.SIGCONT)  # a stopped (frozen) process acts on SIGTERM only once continued
         if not self._wait_group_gone(proc, pgid, launch.shutdown_timeout_s):
             self._signal_group(pgid, signal.SIGKILL)
             self._wait_group_gone(proc, pgid, 10.0)
@@ -252,3 +251,4 @@ class LocalLauncher:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        self._record.remove()

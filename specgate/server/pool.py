@@ -9,6 +9,7 @@ instead of booting again or hanging.
 from __future__ import annotations
 
 import atexit
+import re
 import signal
 import threading
 import time
@@ -18,8 +19,13 @@ from typing import Any
 
 from specgate.client import ClientError, GenerateRequest, GenerateResult, SglangClient
 from specgate.deployment import Deployment, ServerConfig
-from specgate.errors import ServerBootError, ServerDiedError
+from specgate.errors import RequestTimeout, ServerBootError, ServerDiedError
 from specgate.server.launcher import BootProgress, ServerHandle, make_launcher
+
+# A port picked free can be taken before the server binds it (SGLang binds only after loading
+# the weights, minutes later): SGLang, uvicorn and the simulator all say so in these words.
+PORT_TAKEN = re.compile(r"address already in use|errno 98", re.IGNORECASE)
+PORT_ATTEMPTS = 3
 
 # A replicate server of a config (`launch.boots` > 1) is named CONFIG@K, K from 2: the
 # first boot keeps the config's own name, so a one-boot run looks as it always did.
@@ -72,8 +78,15 @@ class LiveServer:
     def generate(self, request: GenerateRequest) -> GenerateResult:
         try:
             result = self.client.generate(request)
+        except RequestTimeout as exc:
+            self.pool.fail_hung(self.name, str(exc))
+            raise
         except ClientError as exc:
             self.pool.raise_if_dead(self.name, during=str(exc))
+            if self.name in self.pool.failed:
+                # A concurrent request already found the server dead (or hung) and stopped it,
+                # which broke this one's connection: that death is the cause, not the broken read.
+                raise ServerDiedError(f"config {self.config!r}: {self.pool.failed[self.name]}") from None
             raise
         self.handle.requests_served += 1
         return result
@@ -91,6 +104,8 @@ class ServerPool:
         self.server_infos: dict[str, dict[str, Any]] = {}  # kept after a server stops: the report needs them
         self.model_infos: dict[str, dict[str, Any]] = {}
         self._closed = False  # closed or cancelled: no server may boot any more
+        self._death_lock = threading.Lock()
+        self.cancelled = False  # a signal (SIGINT, SIGTERM, SIGHUP) asked the run to stop: its figures are partial
         atexit.register(self.launcher.stop_all)
         self._install_signal_handlers()
 
@@ -102,7 +117,7 @@ class ServerPool:
             previous = signal.getsignal(sig)
 
             def handler(signum: int, frame: Any, previous: Any = previous) -> None:
-                self._closed = True
+                self._closed = self.cancelled = True
                 self.launcher.stop_all()
                 if callable(previous):
                     previous(signum, frame)
@@ -111,6 +126,18 @@ class ServerPool:
                 raise KeyboardInterrupt(f"specgate: stopped by signal {signum}")
 
             signal.signal(sig, handler)
+        previous_int = signal.getsignal(signal.SIGINT)
+        if previous_int is signal.SIG_IGN:
+            return
+
+        def on_interrupt(signum: int, frame: Any, previous: Any = previous_int) -> None:
+            # Ctrl-C keeps pytest's own handling (teardown stops the servers); only remember it.
+            self.cancelled = True
+            if callable(previous):
+                previous(signum, frame)
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, on_interrupt)
 
     def acquire(self, config: str) -> LiveServer:
         if self._closed:
@@ -147,10 +174,22 @@ class ServerPool:
                 time.sleep(max(0.0, max(shared) + stagger - time.monotonic()))
             started.append(self.launcher.start(self.server_config(name)))
             last_start[gpus] = time.monotonic()
-        # Only where boots overlapped can a death be the race; a lone boot's failure is final.
-        for handle in self._wait_all(started, retry_deaths=len(started) > 1):
-            retried = self.launcher.start(self.server_config(handle.config))
-            self._wait_all([retried], retry_deaths=False, note="retried alone after failing in an overlapped boot")
+        # Only where boots overlapped can a death be the memory race; a lost port can happen to
+        # any boot. Either is booted again, alone (on fresh ports); anything else is final.
+        retry = self._wait_all(started, retry_deaths=len(started) > 1)
+        for attempt in range(1, PORT_ATTEMPTS):
+            again = []
+            for handle, why in retry:
+                retried = self.launcher.start(self.server_config(handle.config))
+                note = (
+                    "booted again on other ports: its port was taken before the server bound it"
+                    if why == "port"
+                    else "retried alone after failing in an overlapped boot"
+                )
+                again += self._wait_all(
+                    [retried], retry_deaths=False, note=note, port_retry=attempt + 1 < PORT_ATTEMPTS
+                )
+            retry = again
         if len(configs) == 1 and configs[0] in self.failed:
             raise ServerBootError(self.failed[configs[0]])
         return {n: self.live[n] for n in configs if n in self.live}
@@ -167,17 +206,22 @@ class ServerPool:
         visible = env.get("CUDA_VISIBLE_DEVICES")
         return frozenset(v.strip() for v in visible.split(",") if v.strip()) if visible else None
 
-    def _wait_all(self, started: list[ServerHandle], retry_deaths: bool, note: str = "") -> list[ServerHandle]:
+    def _wait_all(
+        self, started: list[ServerHandle], retry_deaths: bool, note: str = "", port_retry: bool = True
+    ) -> list[tuple[ServerHandle, str]]:
         """Wait for each started server. A failed one is stopped and marked failed, except one
-        whose process died while `retry_deaths`: those are returned, to boot again alone."""
+        whose process died while `retry_deaths`, or died on a taken port while `port_retry`:
+        those are returned with why ("port" or "overlap"), to boot again alone."""
         retry = []
         for handle in started:
             try:
                 self.launcher.wait_ready(handle, self.progress)
             except ServerBootError as exc:
                 self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False, note=note))
-                if retry_deaths and exc.died:
-                    retry.append(handle)
+                if exc.died and port_retry and PORT_TAKEN.search(str(exc)):
+                    retry.append((handle, "port"))
+                elif retry_deaths and exc.died:
+                    retry.append((handle, "overlap"))
                 else:
                     self.failed[handle.config] = str(exc)
                 if self.progress is not None:
@@ -204,6 +248,14 @@ class ServerPool:
         return server
 
     def raise_if_dead(self, config: str, during: str = "") -> None:
+        # Concurrent requests fail together when a server dies: the first describes the death
+        # (exit code, log), the others raise that same cause instead of a second, later look.
+        with self._death_lock:
+            self._raise_if_dead(config, during)
+
+    def _raise_if_dead(self, config: str, during: str) -> None:
+        if config in self.failed and config not in self.live:
+            raise ServerDiedError(f"config {config!r}: {self.failed[config]}")
         server = self.live.get(config)
         if server is None:
             return
@@ -222,6 +274,14 @@ class ServerPool:
         self.failed[config] = reason
         self.release(config)
         raise ServerDiedError(f"config {config!r}: {reason}")
+
+    def fail_hung(self, config: str, why: str) -> None:
+        """A request outlived its deadline: the server hangs. Every later test of the config
+        fails at once with this reason instead of waiting out the deadline again."""
+        server = self.live.get(config)
+        served = server.handle.requests_served if server else 0
+        self.failed.setdefault(config, f"the server hung after serving {served} request(s): {why}")
+        self.release(config)
 
     def release(self, config: str) -> None:
         server = self.live.pop(config, None)

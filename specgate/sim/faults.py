@@ -21,6 +21,8 @@ in `SPECGATE_CONFIG`.
 | boot-offset=S    | this boot runs every step exp(N(0, S)) times as long, drawn once   | between-boot noise: intervals|
 |                  | at start (SPECGATE_SIM_SEED makes the draw reproducible per server)| must hold it (calibrate)     |
 | drift=F          | steps cost (1 + F x minutes since boot) times as much              | interleaving must cancel it  |
+| trickle-after=N  | from request N+1 on, answers 200 and then only keep-alives, forever| the per-request deadline     |
+| server-info-list | /get_server_info answers a JSON list instead of an object          | a report despite odd info    |
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ KNOWN = (
     "boot-crash-once",
     "boot-offset",
     "drift",
+    "trickle-after",
+    "server-info-list",
 )
 
 
@@ -55,6 +59,8 @@ class Faults:
     boot_crash_once: str | None = None  # a marker file: absent, the boot dies and creates it
     boot_offset: float = 0.0  # SD of log(step cost) between boots
     drift: float = 0.0  # relative slowdown per minute since boot
+    trickle_after: int | None = None
+    server_info_list: bool = False
 
     @property
     def active(self) -> list[str]:
@@ -68,7 +74,7 @@ def parse_faults(specs: list[str]) -> Faults:
         if name not in KNOWN:
             raise ValueError(f"--sim-fault {spec!r}: unknown fault; known: {', '.join(KNOWN)}")
         key = name.replace("-", "_")
-        if name in ("diverge-at", "crash-after"):
+        if name in ("diverge-at", "crash-after", "trickle-after"):
             if not value.isdigit():
                 raise ValueError(f"--sim-fault {spec!r}: expected {name}=<non-negative integer>")
             values[key] = int(value)

@@ -103,7 +103,7 @@ class Handler(BaseHTTPRequestHandler):
             info["version"] = SIM_VERSION + "-specgate-sim"
             info["simulator"] = SIM_LABEL
             info["internal_states"] = [{"avg_spec_accept_length": avg, "last_gen_throughput": 0.0}]
-            self._send_json(200, info)
+            self._send_json(200, [info] if self.state.faults.server_info_list else info)
         elif path == "/get_model_info":
             self._send_json(
                 200,
@@ -139,7 +139,25 @@ class Handler(BaseHTTPRequestHandler):
         if crash_after is not None and seen > crash_after:
             log(f"SIMULATOR fault crash-after={crash_after}: exiting on request {seen}")
             os._exit(3)
+        trickle_after = self.state.faults.trickle_after
+        if trickle_after is not None and seen > trickle_after:
+            self._trickle(trickle_after, seen)
+            return
         self._run(generation, bool(body.get("stream")), return_logprob, top_n)
+
+    def _trickle(self, after: int, seen: int) -> None:
+        """Headers, then keep-alive comments forever: no read ever times out, nothing finishes."""
+        log(f"SIMULATOR fault trickle-after={after}: request {seen} gets keep-alives only")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        try:
+            while True:
+                self.wfile.write(b": keep-alive\n\n")
+                self.wfile.flush()
+                time.sleep(0.2)
+        except OSError:
+            return  # the client gave up
 
     def _parse_generate(self, body: dict) -> tuple[Generation, bool, int]:
         if "input_ids" in body and body["input_ids"] is not None:

@@ -9,6 +9,7 @@ be read is an error naming it, never silently replaced.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -97,24 +98,11 @@ def load_baseline(path: Path) -> StoredBaseline:
     _require(isinstance(configs, dict), path, "field 'configs': expected an object of configs")
     for name, entry in configs.items():
         try:
-            for conc, fig in entry["concurrency"].items():
-                figures[(name, int(conc))] = StoredFigures(
-                    args_digest=str(entry["args_digest"]),
-                    decode_tps=float(fig["decode_tps"]["estimate"]),
-                    decode_tps_low=float(fig["decode_tps"]["low"]),
-                    decode_tps_high=float(fig["decode_tps"]["high"]),
-                    accept_length=None if fig.get("accept_length") is None else float(fig["accept_length"]["estimate"]),
-                    ratio_to_reference=None
-                    if fig.get("ratio_to_reference") is None
-                    else float(fig["ratio_to_reference"]["estimate"]),
-                    n=int(fig["n"]),
-                    decode_tps_samples=tuple(float(x) for x in fig["samples"]["decode_tps"]),
-                    completion_tokens=tuple(int(x) for x in fig["samples"]["completion_tokens"]),
-                    verify_ct=tuple(None if x is None else int(x) for x in fig["samples"]["verify_ct"]),
-                    boots=tuple(int(x) for x in fig["samples"].get("boot", ())),
-                )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise BaselineError(path, f"field 'configs.{name}': malformed ({type(exc).__name__}: {exc})") from None
+            figures.update(_config_figures(name, entry))
+        except _Bad as bad:
+            raise BaselineError(
+                path, f"field '{bad.field}': {bad.problem}; the file is wrong, not the machine: fix it or record it anew"
+            ) from None
     return StoredBaseline(
         path,
         str(data.get("deployment", "")),
@@ -124,6 +112,113 @@ def load_baseline(path: Path) -> StoredBaseline:
         figures,
         _excluded(path, data.get("excluded", {})),
     )
+
+
+# Far beyond any real figure: such a value is a broken file, and it would decide a gate.
+_ABSURD_TPS = 1e7
+_ABSURD_TOKENS = 1 << 20
+
+
+class _Bad(Exception):
+    def __init__(self, field: str, problem: str) -> None:
+        self.field, self.problem = field, problem
+
+
+def _num(field: str, value: object, *, minimum: float = 0.0, strict: bool = True, maximum: float = math.inf) -> float:
+    """A finite JSON number above (or, not strict, at least) `minimum`: a string, bool or NaN is no figure."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Bad(field, f"expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise _Bad(field, f"expected a finite number, got {value}")
+    if value < minimum or (strict and value == minimum) or value > maximum:
+        bound = f"{'>' if strict else '>='} {minimum:g}" + (f" and <= {maximum:g}" if maximum < math.inf else "")
+        raise _Bad(field, f"expected a number {bound}, got {value}")
+    return float(value)
+
+
+def _whole(field: str, value: object, minimum: int, maximum: int = _ABSURD_TOKENS) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise _Bad(field, f"expected a whole number from {minimum} to {maximum}, got {value!r}")
+    return value
+
+
+def _obj(field: str, value: object) -> dict:
+    if not isinstance(value, dict):
+        raise _Bad(field, f"expected an object, got {value!r}")
+    return value
+
+
+def _list(field: str, value: object, n: int) -> list:
+    if not isinstance(value, list):
+        raise _Bad(field, f"expected a list of {n} per-request figures, got {str(value)[:80]}")
+    if len(value) != n:
+        raise _Bad(field, f"expected {n} per-request figures (field 'n'), got {len(value)}")
+    return value
+
+
+def _interval(field: str, raw: object, maximum: float = math.inf, minimum: float = 0.0) -> tuple[float, float, float]:
+    iv = _obj(field, raw)
+    est, low, high = (
+        _num(f"{field}.{k}", iv.get(k), minimum=minimum, maximum=maximum) for k in ("estimate", "low", "high")
+    )
+    if low > high:
+        raise _Bad(field, f"low {low} is above high {high}")
+    return est, low, high
+
+
+def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFigures]:
+    where = f"configs.{name}"
+    entry = _obj(where, entry)
+    digest = entry.get("args_digest")
+    if not isinstance(digest, str) or not digest:
+        raise _Bad(f"{where}.args_digest", f"expected the launch digest string, got {digest!r}")
+    out = {}
+    for conc, raw in _obj(f"{where}.concurrency", entry.get("concurrency")).items():
+        at = f"{where}.concurrency.{conc}"
+        if not conc.isdigit() or int(conc) < 1:
+            raise _Bad(at, "expected a concurrency (a whole number >= 1) as the key")
+        fig = _obj(at, raw)
+        n = _whole(f"{at}.n", fig.get("n"), 1)
+        tps = _interval(f"{at}.decode_tps", fig.get("decode_tps"), _ABSURD_TPS)
+        accept = None
+        if fig.get("accept_length") is not None:
+            accept = _interval(f"{at}.accept_length", fig["accept_length"], minimum=1.0)[0]
+        ratio = None
+        if fig.get("ratio_to_reference") is not None:
+            ratio = _interval(f"{at}.ratio_to_reference", fig["ratio_to_reference"])[0]
+        samples = _obj(f"{at}.samples", fig.get("samples"))
+        tps_samples = tuple(
+            _num(f"{at}.samples.decode_tps[{i}]", v, maximum=_ABSURD_TPS)
+            for i, v in enumerate(_list(f"{at}.samples.decode_tps", samples.get("decode_tps"), n))
+        )
+        tokens = tuple(
+            _whole(f"{at}.samples.completion_tokens[{i}]", v, 1)
+            for i, v in enumerate(_list(f"{at}.samples.completion_tokens", samples.get("completion_tokens"), n))
+        )
+        verify = []
+        for i, v in enumerate(_list(f"{at}.samples.verify_ct", samples.get("verify_ct"), n)):
+            # Each verify step yields at least one token: more steps than tokens is no record of a run.
+            verify.append(None if v is None else _whole(f"{at}.samples.verify_ct[{i}]", v, 1, tokens[i]))
+        boots: tuple[int, ...] = ()
+        if samples.get("boot") is not None:  # recorded with launch.boots > 1 (absent in older files)
+            boots = tuple(
+                _whole(f"{at}.samples.boot[{i}]", v, 1, 1000)
+                for i, v in enumerate(_list(f"{at}.samples.boot", samples["boot"], n))
+            )
+        out[(name, int(conc))] = StoredFigures(
+            args_digest=digest,
+            decode_tps=tps[0],
+            decode_tps_low=tps[1],
+            decode_tps_high=tps[2],
+            accept_length=accept,
+            ratio_to_reference=ratio,
+            n=n,
+            decode_tps_samples=tps_samples,
+            completion_tokens=tokens,
+            verify_ct=tuple(verify),
+            boots=boots,
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -145,6 +240,12 @@ def find_baselines(deployment: str, fingerprint: Fingerprint, root: Path = BASEL
     return BaselineLookup(exact, others)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, root: Path = BASELINES_DIR) -> Path:
     folder = root / deployment
     folder.mkdir(parents=True, exist_ok=True)
@@ -152,8 +253,14 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
     if path.exists():
         load_baseline(path)  # refuse to replace a file we cannot read: a human must look first
     document = {"format": FORMAT, "deployment": deployment, "fingerprint": fingerprint.as_dict(), **document}
+    # A write killed before its rename (SIGKILL, power loss) leaves its temp file: it would be
+    # committed with `git add baselines/`, so the next write clears what earlier ones left.
+    for stale in folder.glob(f".{path.stem}.*.tmp"):
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.stem}.", suffix=".tmp")
     try:
+        # mkstemp makes the file private (0600); a baseline is shared like any committed file.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(document, f, indent=2, sort_keys=False)
             f.write("\n")

@@ -292,7 +292,7 @@ class Judge:
         figures: dict,
         noise: str,
     ) -> Verdict:
-        tol = self.deployment.gates.tolerance.decode_tps
+        tol = self.deployment.gates.tolerance.decode_tps_for(config)
         mde, false_alarm = detection(ratio, tol)
         figures["detects"] = {"regression_80pct_power": mde, "unchanged_fails": false_alarm}
         noise = (noise + "; " if noise else "") + (
@@ -310,6 +310,7 @@ class Judge:
         """Now vs stored as the median of per-request ratios over the same pinned requests."""
         conf = self.deployment.gates.confidence
         tol = self.deployment.gates.tolerance
+        allowed = tol.decode_tps_for(config)
         wl = self.deployment.workload
         two_sided = config == self.deployment.reference
         stored_series = figs.series()
@@ -328,7 +329,7 @@ class Judge:
             return iv
 
         def decide(iv: Interval) -> Status:
-            return within(iv, 1 - tol.decode_tps, 1 + tol.decode_tps) if two_sided else at_least(iv, 1 - tol.decode_tps)
+            return within(iv, 1 - allowed, 1 + allowed) if two_sided else at_least(iv, 1 - allowed)
 
         looks = planned_looks(self.plan.per_boot([config], concurrency), cap, self._batch())
         status, ratio, taken = decide_sequentially(
@@ -339,7 +340,7 @@ class Judge:
         head = (
             f"{config} decode {now.estimate:.1f} tok/s vs stored {figs.decode_tps:.1f}: per-request ratio "
             f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({_level(ratio, conf, looks)}) over {pairs} "
-            f"paired requests ({pct(ratio.estimate - 1)}); allowed {'±' if two_sided else '-'}{tol.decode_tps:.0%}"
+            f"paired requests ({pct(ratio.estimate - 1)}); allowed {'±' if two_sided else '-'}{allowed:.0%}"
         )
         figures = {
             "ratio_to_stored": ratio.as_dict(),
@@ -348,7 +349,7 @@ class Judge:
             "baseline_file": stored.path.name,
         }
         if status == FAIL and two_sided:
-            direction = "faster" if ratio.low > 1 + tol.decode_tps else "slower"
+            direction = "faster" if ratio.low > 1 + allowed else "slower"
             notes.append(
                 f"the plain baseline itself is {direction} than stored: the machine (or plain decoding) drifted; "
                 "speculative configs are judged on their speedup over it, which such drift leaves alone"
@@ -373,6 +374,7 @@ class Judge:
         """(config/reference now) / (config/reference stored), request by request and boot by boot."""
         conf = self.deployment.gates.confidence
         tol = self.deployment.gates.tolerance
+        allowed = tol.decode_tps_for(config)
         wl = self.deployment.workload
         ref = self.deployment.reference
         stored_speedups = ratio_series(figs.series(), ref_figs.series())
@@ -396,7 +398,7 @@ class Judge:
         looks = planned_looks(self.plan.per_boot(pair, concurrency), cap, self._batch())
         status, ratio, taken = decide_sequentially(
             interval_at,
-            lambda iv: at_least(iv, 1 - tol.decode_tps),
+            lambda iv: at_least(iv, 1 - allowed),
             lambda: self.plan.more(pair, concurrency, cap, self._batch()),
             conf,
             looks,
@@ -417,7 +419,7 @@ class Judge:
         head = (
             f"{config} speedup over {ref} {speedup_now.estimate:.3f}x now vs {speedup_then.estimate:.3f}x stored: "
             f"per-request ratio {ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({_level(ratio, conf, looks)}) "
-            f"over {pairs} paired requests ({pct(ratio.estimate - 1)}); allowed -{tol.decode_tps:.0%}"
+            f"over {pairs} paired requests ({pct(ratio.estimate - 1)}); allowed -{allowed:.0%}"
         )
         context = (
             f"absolute: {config} {pct(absolute.estimate - 1)} and plain {ref} {pct(ref_change.estimate - 1)} "
@@ -432,7 +434,7 @@ class Judge:
             "baseline_file": stored.path.name,
         }
         if status == PASS:
-            moved = _plain_explains(absolute.estimate, ref_change.estimate, tol.decode_tps)
+            moved = _plain_explains(absolute.estimate, ref_change.estimate, allowed)
             if moved is not None:
                 notes.append(f"{context}: {moved}")
             if ratio.low > 1 + tol.faster_note:

@@ -16,6 +16,11 @@ from specgate.errors import SpecgateError
 pytestmark = pytest.mark.specgate("equivalence")
 
 
+class _ServerGone(BaseException):
+    """Not an Exception, so Hypothesis stops at once: a case whose only fault is the server
+    (dead, hung) must not be retried and shrunk, each try waiting out a timeout again."""
+
+
 def _skip_unless_checkable(specgate):
     eq = specgate.deployment.equivalence
     if not eq.enabled:
@@ -41,14 +46,13 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
         server_errors = []
 
         def speculative_matches_baseline(case):
-            if server_errors:
-                # A server error is the finding, not the example: never shrink or retry on it
-                # (each try would wait out a dead or frozen server again).
-                return
             try:
                 oracle.assert_equivalent(spec_config, case)
             except SpecgateError as exc:
+                # A server error is the finding, not the example: never shrink or retry on it
+                # (each try would wait out a dead or frozen server again).
                 server_errors.append(exc)
+                raise _ServerGone() from exc
 
         test = given(case=generation_cases(specgate.deployment))(speculative_matches_baseline)
         for case in reversed(oracle.replay_cases()):
@@ -56,9 +60,12 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
         # The rest from the deployment's profile; the seed, not derandomize, picks the cases.
         test = settings(max_examples=specgate.options.examples, derandomize=False)(test)
         test = seed(oracle.seed)(test)
-        test()
-        if server_errors:
-            raise server_errors[0]
+        try:
+            test()
+        except BaseException:
+            if server_errors:
+                raise server_errors[0] from None
+            raise
     else:
         # The baseline ran earlier and left its answers: check every recorded case.
         failures = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +22,19 @@ def sim_deployment(tmp_path: Path) -> Callable[..., SimDeployment]:
     # Whatever a test did, it must leave no server behind.
     for d in made:
         assert not d.leftovers(), f"processes left behind: {d.leftovers()}"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_run_records(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs started here record themselves in a folder of this session's, not the user's cache."""
+    import os
+
+    from specgate.server.orphans import STATE_DIR_ENV
+
+    old = os.environ.get(STATE_DIR_ENV)
+    os.environ[STATE_DIR_ENV] = str(tmp_path_factory.mktemp("run-records"))
+    yield
+    if old is None:
+        os.environ.pop(STATE_DIR_ENV, None)
+    else:
+        os.environ[STATE_DIR_ENV] = old

@@ -62,7 +62,7 @@ def test_lookup_separates_exact_from_other_machines(tmp_path):
         (json.dumps({"format": FORMAT, "fingerprint": {"gpu": "x"}}), "field 'fingerprint'"),
         (
             json.dumps({"format": FORMAT, "fingerprint": FP.as_dict(), "configs": {"b": {"concurrency": {"1": {}}}}}),
-            "field 'configs.b'",
+            "field 'configs.b.",
         ),
     ],
 )

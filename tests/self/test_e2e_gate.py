@@ -215,7 +215,8 @@ def test_crash_mid_run_fails_that_config_fast_and_leaves_nothing(sim_deployment,
     result = d.run(pytester, faults="eagle3-decode:crash-after=5")
     assert result.ret == 1
     text = result.stdout.str()
-    assert "died after serving 5 request(s)" in text and "exited with code 3" in text
+    # How many were served depends on the drawn cases (a case may send several copies at once).
+    assert re.search(r"died after serving [1-5] request\(s\)", text) and "exited with code 3" in text
     failed = [line for line in text.splitlines() if line.startswith(("FAILED", "ERROR"))]
     assert failed and all("eagle3-decode" in line for line in failed), failed
 

@@ -12,7 +12,7 @@ from specgate.deployment import REPO_ROOT
 
 
 def _calibrate(d, *extra, faults=""):
-    env = {**os.environ, "SPECGATE_TEST_TAG": d.tag, "SPECGATE_SIM_FAULTS": faults}
+    env = {**os.environ, "SPECGATE_TEST_TAG": d.tag, "SPECGATE_SIM_FAULTS": faults, "SPECGATE_ALLOW_DIRTY": "1"}
     return subprocess.run(
         [
             sys.executable,
@@ -92,3 +92,14 @@ def test_an_accept_length_gate_that_cannot_fail_is_vacuous_not_passed(sim_deploy
     gates = {g["gate"]: g["status"] for g in d.report()["gates"]}
     assert gates["regression:eagle3-prefill:c1:accept_length"] == "vacuous"
     assert d.report()["overall"] == "PARTIAL"
+
+
+def test_results_commands_refuse_a_dirty_tree(sim_deployment):
+    d = sim_deployment()
+    env = {**os.environ, "SPECGATE_COMMIT": "abc123+dirty"}
+    env.pop("SPECGATE_ALLOW_DIRTY", None)
+    for command in (["calibrate", str(d.path), "--boots", "2"], ["baseline", "update", str(d.path)]):
+        run = subprocess.run(
+            [sys.executable, "-m", "specgate.cli", *command], capture_output=True, text=True, cwd=REPO_ROOT, env=env
+        )
+        assert run.returncode == 2 and "refused: the tree is dirty (abc123+dirty)" in run.stderr, run.stderr

@@ -1,0 +1,104 @@
+"""Hostile stored baselines (issue 11: items 7, 11): a file whose figures cannot be a run's
+is refused with the field named (the file is blamed, not the machine), and writing one
+leaves no temp file behind and gives it an ordinary file mode."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import stat
+
+import pytest
+
+from specgate.deployment import REPO_ROOT
+from specgate.errors import BaselineError
+from specgate.verdicts.baselines import load_baseline, write_baseline
+from specgate.verdicts.fingerprint import Fingerprint
+
+SIM_BASELINE = next((REPO_ROOT / "baselines" / "sim").glob("*.json"))
+AT = "configs.eagle3-decode.concurrency.1"
+
+
+def fig(doc):
+    return doc["configs"]["eagle3-decode"]["concurrency"]["1"]
+
+
+def setter(path, value):
+    def apply(doc):
+        *head, last = path
+        target = fig(doc)
+        for key in head:
+            target = target[key]
+        target[last] = value
+
+    return apply
+
+
+HOSTILE = [
+    ("completion-tokens-as-string", setter(("samples", "completion_tokens"), "64"), f"{AT}.samples.completion_tokens"),
+    (
+        "completion-token-as-string",
+        setter(("samples", "completion_tokens", 0), "64"),
+        f"{AT}.samples.completion_tokens[0]",
+    ),
+    ("zero-tokens", setter(("samples", "completion_tokens", 3), 0), f"{AT}.samples.completion_tokens[3]"),
+    ("nan-sample", setter(("samples", "decode_tps", 2), math.nan), f"{AT}.samples.decode_tps[2]"),
+    ("zero-sample", setter(("samples", "decode_tps", 2), 0), f"{AT}.samples.decode_tps[2]"),
+    ("absurd-sample", setter(("samples", "decode_tps", 2), 1e30), f"{AT}.samples.decode_tps[2]"),
+    ("empty-samples", setter(("samples", "decode_tps"), []), f"{AT}.samples.decode_tps"),
+    ("n-zero", setter(("n",), 0), f"{AT}.n"),
+    ("n-disagrees", setter(("n",), 31), f"{AT}.samples.decode_tps"),
+    ("nan-estimate", setter(("decode_tps", "estimate"), math.nan), f"{AT}.decode_tps.estimate"),
+    ("negative-estimate", setter(("decode_tps", "low"), -5.0), f"{AT}.decode_tps.low"),
+    ("accept-below-one", setter(("accept_length", "estimate"), 0.2), f"{AT}.accept_length.estimate"),
+    ("more-verifies-than-tokens", setter(("samples", "verify_ct", 0), 10_000), f"{AT}.samples.verify_ct[0]"),
+    ("verify-as-bool", setter(("samples", "verify_ct", 0), True), f"{AT}.samples.verify_ct[0]"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "field"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_baseline_with_impossible_figures_is_refused_naming_the_field(tmp_path, mutate, field):
+    doc = json.loads(SIM_BASELINE.read_text())
+    mutate(doc)
+    path = tmp_path / SIM_BASELINE.name
+    path.write_text(json.dumps(doc))  # NaN is written as JSON's NaN, as a hand edit or a bug would
+    with pytest.raises(BaselineError) as err:
+        load_baseline(path)
+    message = str(err.value)
+    assert str(path) in message and f"field '{field}'" in message and "the file is wrong" in message
+
+
+def test_the_stored_baselines_are_all_valid():
+    for path in (REPO_ROOT / "baselines").rglob("*.json"):
+        assert load_baseline(path).figures
+
+
+FP = Fingerprint("none (simulator)", 0, "none", "none", "0.1.0", "toy")
+
+
+def document():
+    doc = copy.deepcopy(json.loads(SIM_BASELINE.read_text()))
+    for key in ("format", "deployment", "fingerprint"):
+        doc.pop(key)
+    return doc
+
+
+def test_a_write_leaves_no_temp_file_and_a_shareable_mode(tmp_path):
+    folder = tmp_path / "sim"
+    folder.mkdir()
+    leftover = folder / f".{FP.slug}.abc123.tmp"  # what a write killed before its rename leaves
+    leftover.write_text("{partial")
+    old = os.umask(0o022)
+    try:
+        path = write_baseline("sim", FP, document(), tmp_path)
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in folder.iterdir()) == [path.name]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert load_baseline(path).figures
+
+
+def test_temp_files_are_ignored_by_git():
+    assert "baselines/**/.*.tmp" in (REPO_ROOT / ".gitignore").read_text().splitlines()

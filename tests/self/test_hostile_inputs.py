@@ -1,0 +1,92 @@
+"""Hostile deployment files (issue 11: items 2, 3, 4, 5, 9): each is refused at load time
+with the file, the field and what was expected, never a traceback later in the run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import tomli_w
+from helpers import merge, sim_deployment_dict
+
+from specgate.deployment import load_deployment, parse_deployment
+from specgate.errors import DeploymentError
+from specgate.server.local import LocalLauncher
+
+
+def write(tmp_path, data):
+    path = tmp_path / "dep.toml"
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+def renamed_config(old: str, new: str) -> dict:
+    data = sim_deployment_dict()
+    data["configs"][new] = data["configs"].pop(old)
+    data["gates"]["beats"] = [{**g, "config": new} if g["config"] == old else g for g in data["gates"]["beats"]]
+    return data
+
+
+HOSTILE = [
+    # 4: names become file names (baselines, golden files, server logs)
+    ({"name": "../escape"}, "name", "not a safe name"),
+    ({"name": "a/b"}, "name", "not a safe name"),
+    ({"name": ""}, "name", "not a safe name"),
+    # 5: nan and inf pass every comparison, so every bound
+    ({"gates": {"confidence": math.nan}}, "gates.confidence", "finite"),
+    ({"launch": {"boot_timeout_s": math.nan}}, "launch.boot_timeout_s", "finite"),
+    ({"launch": {"boot_timeout_s": math.inf}}, "launch.boot_timeout_s", "finite"),
+    ({"workload": {"request_timeout_s": math.inf}}, "workload.request_timeout_s", "finite"),
+    ({"gates": {"tolerance": {"decode_tps": math.nan}}}, "gates.tolerance.decode_tps", "finite"),
+    ({"equivalence": {"tie_margin": math.inf}}, "equivalence.tie_margin", "finite"),
+    # 2: absurd sizes
+    ({"workload": {"max_new_tokens": 100_000_000}}, "workload.max_new_tokens", "<= 1048576"),
+    ({"equivalence": {"max_new_tokens": 100_000_000}}, "equivalence.max_new_tokens", "<= 1048576"),
+    ({"workload": {"concurrency": [1, 100_000]}}, "workload.concurrency", "<= 4096"),
+    # 3: a [hardware] value that would crash the fingerprint at session end
+    ({"hardware": {"gpu_count": "two"}}, "hardware", "gpu_count: expected a whole number"),
+    ({"hardware": {"gpus": "2"}}, "hardware", "unknown key 'gpus'"),
+    # 9: an empty prompt list (every speed test divided by zero)
+    ({"workload": {"prompt_sets": []}}, "workload.prompt_sets", "at least one prompt set"),
+    # 9: a placeholder typo would fail only at boot
+    ({"launch": {"command": ["{pyton}", "-m", "specgate.sim"]}}, "launch.command", "unknown placeholder {pyton}"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "field", "expected"), HOSTILE, ids=[h[1] + ":" + h[2] for h in HOSTILE])
+def test_hostile_field_is_refused_with_file_and_field(tmp_path, overrides, field, expected):
+    path = write(tmp_path, merge(sim_deployment_dict(), overrides))
+    with pytest.raises(DeploymentError) as err:
+        load_deployment(str(path))
+    assert err.value.field == field
+    assert str(path) in str(err.value) and expected in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["../../etc", "eagle3/decode", "..", ".hidden", "a b"])
+def test_config_names_that_are_not_safe_file_names_are_refused(tmp_path, name):
+    path = write(tmp_path, renamed_config("eagle3-decode", name))
+    with pytest.raises(DeploymentError, match="not a safe name") as err:
+        load_deployment(str(path))
+    assert err.value.field == f"configs.{name}"
+
+
+def test_utf16_deployment_file_is_named_not_a_traceback(tmp_path):
+    path = tmp_path / "dep.toml"
+    path.write_text(tomli_w.dumps(sim_deployment_dict()), encoding="utf-16")
+    with pytest.raises(DeploymentError, match="not UTF-8") as err:
+        load_deployment(str(path))
+    assert err.value.path == path
+
+
+def test_json_valued_flags_need_no_escaping(tmp_path):
+    flag = '{"rope_scaling": {"type": "yarn", "factor": 2.0}}'
+    data = merge(sim_deployment_dict(), {"configs": {"baseline": {"args": ["--json-model-override-args", flag]}}})
+    dep = parse_deployment(data, tmp_path / "dep.toml")
+    command = LocalLauncher(dep, tmp_path).command_for(dep.configs["baseline"], 1234, 1235)
+    assert flag in command
+    assert "{python}" not in " ".join(command) and "{repo}" not in " ".join(command)
+
+
+def test_gpu_count_given_as_a_number_string_is_accepted(tmp_path):
+    dep = parse_deployment(merge(sim_deployment_dict(), {"hardware": {"gpu_count": "2"}}), tmp_path / "d.toml")
+    assert dep.hardware["gpu_count"] == "2"
