@@ -68,6 +68,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="gates that could not compare (or could not fail) warn instead of failing the run",
     )
     g.addoption(
+        "--specgate-case-seed",
+        type=int,
+        default=None,
+        help="draw the equivalence cases from this seed (default: derived from the commit, so they vary per change)",
+    )
+    g.addoption(
         "--specgate-seed",
         type=int,
         default=None,
@@ -192,6 +198,7 @@ def specgate(request: pytest.FixtureRequest) -> Any:
         allow_uncompared=config.getoption("specgate_allow_uncompared"),
         seed=config.getoption("specgate_seed"),
         commit=git_commit(),
+        case_seed=config.getoption("specgate_case_seed"),
     )
     display = BootDisplay(config.pluginmanager.getplugin("capturemanager"))
     configs = _configs_in_run(request.session, dep)

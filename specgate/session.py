@@ -31,6 +31,7 @@ class RunOptions:
     allow_uncompared: bool = False
     seed: int | None = None  # the plan's round order (the self-tests fix it; real runs draw it)
     commit: str = ""  # seeds the equivalence cases: they vary between commits, not between reruns
+    case_seed: int | None = None  # a fixed seed for them instead (reproducing a run, the self-tests)
 
 
 @dataclass
@@ -136,6 +137,7 @@ class GateSession:
             options.report_dir,
             options.examples,
             commit=options.commit,
+            case_seed=options.case_seed,
             replay_path=options.baselines_dir / deployment.name / REPLAY_FILE,
         )
         judge = Judge(deployment, plan, options.baselines_dir, options.allow_fingerprint_mismatch)

@@ -104,6 +104,27 @@ def _cases(draw: st.DrawFn, deployment: Deployment, prompts: tuple[Prompt, ...])
     )
 
 
+def edge_cases(deployment: Deployment) -> list[GenerationCase]:
+    """Cases every run checks, whatever the seed draws: one token only (the first token comes
+    from prefill, not from a verify step); every stop string at the longest answer, alone and
+    at the highest concurrency (a verify step that accepts several tokens may carry a stop
+    string inside it, and batched verify differs from a lone one)."""
+    eq = deployment.equivalence
+    prompts = load_prompts(deployment.workload.prompt_sets)
+    first = prompts[0]
+    text = render(first.messages, deployment.workload.prompt_format)
+    label = f"{first.label} (edge: %s)"
+    out = [GenerationCase(label % "max_new_tokens 1", text, 1, (), 1)]
+    if eq.stop_strings:
+        stops = tuple(eq.stop_strings)
+        out.append(GenerationCase(label % "every stop string", text, eq.max_new_tokens, stops, 1))
+        if max(eq.concurrency) > 1:
+            out.append(
+                GenerationCase(label % "every stop string, batched", text, eq.max_new_tokens, stops, max(eq.concurrency))
+            )
+    return out
+
+
 def generation_cases(deployment: Deployment) -> st.SearchStrategy[GenerationCase]:
     return _cases(deployment, load_prompts(deployment.workload.prompt_sets))
 

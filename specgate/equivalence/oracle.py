@@ -18,7 +18,7 @@ from pathlib import Path
 
 from specgate.client import GenerateResult
 from specgate.deployment import Deployment
-from specgate.equivalence.cases import GenerationCase, draw_cases
+from specgate.equivalence.cases import GenerationCase, draw_cases, edge_cases
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError
@@ -69,12 +69,13 @@ class EquivalenceOracle:
         examples: int,
         commit: str = "",
         replay_path: Path | None = None,
+        case_seed: int | None = None,
     ) -> None:
         self.deployment = deployment
         self.pool = pool
         self.golden_path = golden_dir / f"{deployment.name}-golden.json"
         self.examples = examples
-        self.seed = commit_seed(commit)
+        self.seed = commit_seed(commit) if case_seed is None else case_seed
         self.replay_path = replay_path
         self._replay: list[dict] | None = None
         self.baselines: dict[str, GenerateResult] = {}
@@ -87,6 +88,16 @@ class EquivalenceOracle:
     def live(self) -> bool:
         """True where the baseline can be asked while a speculative server runs."""
         return self.deployment.launch.coexist
+
+    def explicit_cases(self) -> list[GenerationCase]:
+        """Checked on every run before anything drawn: cases that failed on an earlier run, then
+        the deployment's edge cases (specgate.equivalence.cases.edge_cases)."""
+        out, seen = [], set()
+        for case in [*self.replay_cases(), *edge_cases(self.deployment)]:
+            if case.key + str(case.concurrency) not in seen:
+                seen.add(case.key + str(case.concurrency))
+                out.append(case)
+        return out
 
     def replay_cases(self) -> list[GenerationCase]:
         """Cases that failed on an earlier run, oldest first."""
@@ -127,12 +138,12 @@ class EquivalenceOracle:
 
     def golden_cases(self) -> list[GenerationCase]:
         """Drawn once: recorded against the baseline, then replayed on each speculative config.
-        Cases that failed on earlier runs come first."""
+        Cases that failed on earlier runs and the edge cases come first."""
         if self._golden_cases is None:
-            replay = self.replay_cases()
+            explicit = self.explicit_cases()
             drawn = draw_cases(self.deployment, self.examples, self.seed)
-            keys = {c.key + str(c.concurrency) for c in replay}
-            self._golden_cases = replay + [c for c in drawn if c.key + str(c.concurrency) not in keys]
+            keys = {c.key + str(c.concurrency) for c in explicit}
+            self._golden_cases = explicit + [c for c in drawn if c.key + str(c.concurrency) not in keys]
         return self._golden_cases
 
     def _ask_baseline(self, case: GenerationCase) -> GenerateResult:

@@ -55,7 +55,7 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
                 raise _ServerGone() from exc
 
         test = given(case=generation_cases(specgate.deployment))(speculative_matches_baseline)
-        for case in reversed(oracle.replay_cases()):
+        for case in reversed(oracle.explicit_cases()):
             test = example(case=case)(test)
         # The rest from the deployment's profile; the seed, not derandomize, picks the cases.
         test = settings(max_examples=specgate.options.examples, derandomize=False)(test)

@@ -15,6 +15,7 @@ import pytest
 from specgate.deployment import REPO_ROOT
 from specgate.errors import BaselineError
 from specgate.verdicts.baselines import load_baseline, write_baseline
+from specgate.verdicts.calibration import load_calibration
 from specgate.verdicts.fingerprint import Fingerprint
 
 SIM_BASELINE = next((REPO_ROOT / "baselines" / "sim").glob("*.json"))
@@ -70,9 +71,11 @@ def test_baseline_with_impossible_figures_is_refused_naming_the_field(tmp_path, 
     assert str(path) in message and f"field '{field}'" in message and "the file is wrong" in message
 
 
-def test_the_stored_baselines_are_all_valid():
-    for path in (REPO_ROOT / "baselines").rglob("*.json"):
+def test_the_stored_baselines_and_calibrations_are_all_valid():
+    for path in (REPO_ROOT / "baselines").glob("*/*.json"):
         assert load_baseline(path).figures
+    for path in (REPO_ROOT / "baselines").glob("*/calibration/*.json"):
+        assert load_calibration(path).spread
 
 
 FP = Fingerprint("none (simulator)", 0, "none", "none", "0.1.0", "toy")

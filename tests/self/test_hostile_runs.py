@@ -103,14 +103,14 @@ def test_session_end_survives_odd_server_info_and_an_unwritable_step_summary(sim
     assert f"$GITHUB_STEP_SUMMARY ({summary}) NOT written" in out
     report = d.report()
     assert (
-        report["overall"] in ("PASS", "FAIL")
+        report["overall"] in ("PASS", "FAIL", "PARTIAL")  # an update run compares nothing: PARTIAL
         and (d.report_dir / "report.md").read_text() != "# specgate — sim: **PASS**\n"
     )
     # A server info that is not an object counts as none given; the unwritable summary does not
     # stop the baseline write that follows it.
-    assert result.ret == (0 if report["overall"] == "PASS" else 1), out[-3000:]
+    assert result.ret == (1 if report["overall"] == "FAIL" else 0), out[-3000:]
     assert "baseline written:" in out
-    assert len(list(d.baselines_dir.rglob("*.json"))) == 1
+    assert len(list(d.baselines_dir.glob("*/*.json"))) == 1
 
 
 def test_report_folder_under_a_regular_file_is_named(tmp_path):
@@ -167,7 +167,7 @@ def test_a_baseline_needs_every_config_measured_in_full(tmp_path):
     for c in dep.configs:
         Meter.results[(c, 1)] = ConfigSpeed(c, 1, [sample] * dep.workload.max_repeats)
     Meter.results[("eagle3-decode", 1)].samples = [sample] * 8  # cancelled after 8 of 30
-    gate = GateSession(dep, None, None, Meter(), None, None)  # type: ignore[arg-type]
+    gate = GateSession(dep, None, None, Meter(), None, None, None)  # type: ignore[arg-type]
     for c in dep.speculative_configs:
         gate.config_outcomes[("equivalence", c)] = {"passed": 1}
     reason = gate.why_no_baseline()

@@ -218,3 +218,16 @@ def test_measuring_more_stops_at_the_cap():
     assert plan.more(["a", "baseline"], 1, cap_per_boot=6, batch=5)
     assert plan.per_boot(["a", "baseline"], 1) == 6
     assert not plan.more(["a", "baseline"], 1, cap_per_boot=6, batch=5)
+
+
+def test_equivalence_cases_vary_between_commits_and_not_between_reruns():
+    from specgate.deployment import load_deployment
+    from specgate.equivalence.cases import draw_cases
+    from specgate.equivalence.oracle import commit_seed
+
+    dep = load_deployment("sim")
+    a1 = draw_cases(dep, 8, commit_seed("a" * 40))
+    a2 = draw_cases(dep, 8, commit_seed("a" * 40))
+    b = draw_cases(dep, 8, commit_seed("b" * 40))
+    assert [c.key for c in a1] == [c.key for c in a2]
+    assert [c.key for c in a1] != [c.key for c in b]
