@@ -11,11 +11,10 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from specgate.atomic import write_json_atomic
 from specgate.client import GenerateResult
 from specgate.deployment import Deployment
 from specgate.equivalence.cases import GenerationCase, draw_cases, edge_cases
@@ -127,12 +126,7 @@ class EquivalenceOracle:
         }
         self._replay = [*(self._replay or []), entry]
         try:
-            self.replay_path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.replay_path.parent, prefix=".replay.", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"deployment": self.deployment.name, "cases": self._replay}, f, indent=1)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.replay_path)
+            write_json_atomic(self.replay_path, {"deployment": self.deployment.name, "cases": self._replay})
         except OSError:
             pass  # the failure itself is reported either way; only its replay is lost
 
@@ -175,10 +169,7 @@ class EquivalenceOracle:
             result = self._ask_baseline(case)
             self.baselines[case.key] = result
             entries.append({"case": case.as_dict(), "baseline": result_to_dict(result)})
-        self.golden_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.golden_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"deployment": self.deployment.name, "entries": entries}, indent=1))
-        tmp.replace(self.golden_path)
+        write_json_atomic(self.golden_path, {"deployment": self.deployment.name, "entries": entries})
         return len(cases)
 
     def check(self, config: str, case: GenerationCase) -> list[Outcome]:

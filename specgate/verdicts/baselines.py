@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specgate.atomic import write_json_atomic
 from specgate.errors import BaselineError
 from specgate.verdicts.fingerprint import Fingerprint
 
@@ -240,12 +239,6 @@ def find_baselines(deployment: str, fingerprint: Fingerprint, root: Path = BASEL
     return BaselineLookup(exact, others)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, root: Path = BASELINES_DIR) -> Path:
     folder = root / deployment
     folder.mkdir(parents=True, exist_ok=True)
@@ -253,22 +246,5 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
     if path.exists():
         load_baseline(path)  # refuse to replace a file we cannot read: a human must look first
     document = {"format": FORMAT, "deployment": deployment, "fingerprint": fingerprint.as_dict(), **document}
-    # A write killed before its rename (SIGKILL, power loss) leaves its temp file: it would be
-    # committed with `git add baselines/`, so the next write clears what earlier ones left.
-    for stale in folder.glob(f".{path.stem}.*.tmp"):
-        stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        # mkstemp makes the file private (0600); a baseline is shared like any committed file.
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(document, f, indent=2, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_json_atomic(path, document)
     return path

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from specgate.atomic import write_json_atomic
 from specgate.errors import BaselineError
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.noise import BootSpread
@@ -80,17 +79,6 @@ def find_calibration(root: Path, deployment: str, fingerprint: Fingerprint | Non
 
 def write_calibration(root: Path, deployment: str, fingerprint: Fingerprint, document: dict) -> Path:
     path = calibration_path(root, deployment, fingerprint)
-    path.parent.mkdir(parents=True, exist_ok=True)
     document = {"format": FORMAT, "deployment": deployment, "fingerprint": fingerprint.as_dict(), **document}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(document, f, indent=2)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_json_atomic(path, document)
     return path
