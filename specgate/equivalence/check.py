@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from specgate.client import GenerateResult, curl_command
 from specgate.equivalence.cases import GenerationCase
+from specgate.equivalence.known import PAST_STOP, STOP_OVERSHOOT
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Outcome:
     flip: NearTieFlip | None = None
     tokens_compared: int = 0
     margin: float | None = None  # the baseline's top-1/top-2 margin where the outputs parted, if known
+    shape: str | None = None  # a named failure shape (specgate.equivalence.known), for known defects
 
     @property
     def ok(self) -> bool:
@@ -56,9 +58,12 @@ class EquivalenceStats:
     tolerated: list[str] = field(default_factory=list)  # declared known differences, first line each
     # The first failures in full (prompt, position, tokens, margin, curl per server) for the report.
     failure_details: list[str] = field(default_factory=list)
+    shapes: dict[str, int] = field(default_factory=dict)  # named shapes of failures and tolerated answers
 
     def add(self, outcome: Outcome) -> None:
         self.requests += 1
+        if outcome.shape is not None and outcome.kind != "match":
+            self.shapes[outcome.shape] = self.shapes.get(outcome.shape, 0) + 1
         self.tokens_compared += outcome.tokens_compared
         if outcome.margin is not None:
             self.divergence_margins.append(outcome.margin)
@@ -157,7 +162,10 @@ def compare(
     shared = set(_violations(case, baseline))
     problems = [f"speculative server {m}" for m in _violations(case, spec) if m not in shared]
     if problems:
-        return Outcome("invariant", f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}")
+        shape = PAST_STOP if any("text runs past stop string" in p for p in problems) else None
+        return Outcome(
+            "invariant", f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}", shape=shape
+        )
     # Nothing to compare is no evidence of equality: an answer without output_ids (a proxy, an
     # old release, a renamed field) or two empty answers must not pass on 0 tokens compared.
     for who, answer in (("baseline", baseline), ("speculative", spec)):
@@ -207,12 +215,13 @@ def compare(
                 f"vs {baseline.completion_tokens}\n{header}\n{repro}"
             )
             if "stop-overshoot" in tolerate:
-                return Outcome("tolerated", message, tokens_compared=n)
+                return Outcome("tolerated", message, tokens_compared=n, shape=STOP_OVERSHOOT)
             return Outcome(
                 "divergence",
                 message + "\n(known SGLang behaviour? declare it for this config with "
                 'tolerate = ["stop-overshoot"] to count it without failing)',
                 tokens_compared=n,
+                shape=STOP_OVERSHOOT,
             )
         shorter = "speculative" if len(spec_ids) < len(base_ids) else "baseline"
         return Outcome(

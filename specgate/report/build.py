@@ -12,6 +12,7 @@ import numpy as np
 
 from specgate.deployment import Deployment
 from specgate.equivalence.check import EquivalenceStats
+from specgate.equivalence.known import known_defects_for
 from specgate.measure.speed import SpeedMeter
 from specgate.measure.summary import summarise_speed
 from specgate.server.pool import BootRecord
@@ -117,9 +118,23 @@ def _cv(values: list[float]) -> float:
     return float(np.std(values, ddof=1) / np.mean(values)) if len(values) > 1 and np.mean(values) else 0.0
 
 
-def _equivalence_rows(stats: dict[str, EquivalenceStats]) -> list[dict]:
+def _known(deployment: Deployment, config: str, s: EquivalenceStats, server_infos: dict[str, dict]) -> dict:
+    """Known upstream defects that this config's failure shapes match (read against the version
+    its server reports), and declared tolerances that matched nothing here."""
+    version = (server_infos.get(config) or {}).get("version")
+    defects = sorted({d.explain(version) for shape in s.shapes for d in known_defects_for(shape)})
+    declared = deployment.configs[config].tolerate if config in deployment.configs else ()
+    unused = [t for t in declared if s.requests and not s.shapes.get(t)]
+    return {"known_defects": defects, "unused_tolerances": unused, "server_version": version}
+
+
+def _equivalence_rows(
+    stats: dict[str, EquivalenceStats], deployment: Deployment, server_infos: dict[str, dict]
+) -> list[dict]:
     return [
         {
+            **_known(deployment, config, s, server_infos),
+            "shapes": dict(s.shapes),
             "config": config,
             "cases": s.cases,
             "requests": s.requests,
@@ -194,7 +209,7 @@ def build_report(
             }
             for v in verdicts
         ],
-        "equivalence": _equivalence_rows(equivalence),
+        "equivalence": _equivalence_rows(equivalence, deployment, server_infos),
         "equivalence_not_checked": None if deployment.equivalence.enabled else deployment.equivalence.skip_reason,
         "baseline_problems": baseline_problems,
         "baseline_margins": margins,

@@ -124,6 +124,15 @@ def render_markdown(report: dict) -> str:
             )
             out.extend(f"- {config}: {t}" for config, t in tolerated[:10])
         for e in report["equivalence"]:
+            for t in e.get("unused_tolerances") or []:
+                out.append(
+                    f"\n**{e['config']}: the declared tolerance `{t}` matched nothing** in {e['requests']} answers "
+                    f"(SGLang {e.get('server_version') or '?'}): the difference it covered did not occur here; "
+                    "if the defect is fixed in this release, remove the declaration."
+                )
+            for known in e.get("known_defects") or []:
+                out.append(f"\n*{e['config']}*: its {', '.join(e.get('shapes') or {})} answers {known}.")
+        for e in report["equivalence"]:
             details = e.get("failure_details") or []
             if not e["failures"]:
                 continue

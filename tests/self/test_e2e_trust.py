@@ -103,3 +103,16 @@ def test_results_commands_refuse_a_dirty_tree(sim_deployment):
             [sys.executable, "-m", "specgate.cli", *command], capture_output=True, text=True, cwd=REPO_ROOT, env=env
         )
         assert run.returncode == 2 and "refused: the tree is dirty (abc123+dirty)" in run.stderr, run.stderr
+
+
+def test_failures_name_the_known_defect_and_unused_tolerances_are_a_finding(sim_deployment, pytester):
+    """stop-leak on eagle3-prefill has the shape of SGLang PR #23802; eagle3-decode declares a
+    stop-overshoot tolerance that nothing needs in this run: both are said in the report."""
+    d = sim_deployment({"configs": {"eagle3-decode": {"tolerate": ["stop-overshoot"]}}})
+    d.run(pytester, "-k", "equivalence", faults="eagle3-prefill:stop-leak")
+    report = d.report()
+    rows = {e["config"]: e for e in report["equivalence"]}
+    assert any("PR #23802" in k for k in rows["eagle3-prefill"]["known_defects"])
+    assert rows["eagle3-decode"]["unused_tolerances"] == ["stop-overshoot"]
+    text = (d.report_dir / "report.md").read_text()
+    assert "the declared tolerance `stop-overshoot` matched nothing" in text and "PR #23802" in text

@@ -231,3 +231,23 @@ def test_equivalence_cases_vary_between_commits_and_not_between_reruns():
     b = draw_cases(dep, 8, commit_seed("b" * 40))
     assert [c.key for c in a1] == [c.key for c in a2]
     assert [c.key for c in a1] != [c.key for c in b]
+
+
+# --- known upstream defects and declarations that matched nothing ---------------------------
+def test_a_known_defect_is_read_against_the_servers_version():
+    from specgate.equivalence.known import PAST_STOP, known_defects_for
+
+    (defect,) = known_defects_for(PAST_STOP)
+    assert "PR #23802" in defect.explain("0.5.11") and "without the fix" in defect.explain("0.5.11")
+    assert "regression of that fix" in defect.explain("0.5.14")
+    assert "regression of that fix" in defect.explain("0.5.17")
+    assert "SIMULATOR" in defect.explain("0.1.0-specgate-sim")
+    assert known_defects_for(None) == []
+
+
+def test_stop_shapes_are_named_for_the_known_defects():
+    case = GenerationCase("chat/0", "hi", 8, (".",), 1)
+    base = _answer([1, 2], "ab")
+    leaked = _answer([1, 2, 3], "ab. cd")
+    outcome = compare(case, base, leaked, 0.05, "http://b", "http://s")
+    assert not outcome.ok and outcome.shape == "past-stop"
