@@ -38,7 +38,10 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from specgate import __version__
+
     parser = argparse.ArgumentParser(prog="specgate", description="Merge gate for speculative decoding in SGLang.")
+    parser.add_argument("--version", action="version", version=f"specgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _common(sub.add_parser("run", help="run the gate and print the report"))
     baseline = sub.add_parser("baseline", help="manage stored baselines")

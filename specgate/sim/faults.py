@@ -97,6 +97,20 @@ def parse_faults(specs: list[str]) -> Faults:
     return Faults(**values)  # type: ignore[arg-type]
 
 
+def unknown_fault_targets(environ: dict[str, str], configs: list[str]) -> list[str]:
+    """SPECGATE_SIM_FAULTS entries aimed at a config the deployment does not have: a typo there
+    would inject nothing and leave a green run that proves nothing."""
+    known = set(configs) | {"*"}
+    out = []
+    for entry in filter(None, (e.strip() for e in environ.get("SPECGATE_SIM_FAULTS", "").split(";"))):
+        target, sep, _ = entry.partition(":")
+        if not sep or target.rpartition("@")[0] or target not in known:
+            if target.rpartition("@")[0] in known:
+                continue  # a replicate boot, CONFIG@K
+            out.append(entry)
+    return out
+
+
 def faults_from_env(environ: dict[str, str]) -> list[str]:
     """The SPECGATE_SIM_FAULTS entries aimed at this server's config (or at every one)."""
     # A replicate boot (CONFIG@K) is the same config: a fault aimed at the config hits it too.

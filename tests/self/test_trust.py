@@ -251,3 +251,10 @@ def test_stop_shapes_are_named_for_the_known_defects():
     leaked = _answer([1, 2, 3], "ab. cd")
     outcome = compare(case, base, leaked, 0.05, "http://b", "http://s")
     assert not outcome.ok and outcome.shape == "past-stop"
+
+
+def test_a_fault_aimed_at_no_config_is_an_error_not_a_silent_green():
+    from specgate.sim.faults import unknown_fault_targets
+
+    env = {"SPECGATE_SIM_FAULTS": "eagle3-decod:slowdown=0.3; *:drift=0.1; eagle3-decode@2:slowdown=0.2"}
+    assert unknown_fault_targets(env, ["baseline", "eagle3-decode"]) == ["eagle3-decod:slowdown=0.3"]
