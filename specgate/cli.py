@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import time
 from pathlib import Path
 
 from specgate.deployment import REPO_ROOT, Deployment, load_deployment
@@ -35,12 +36,23 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--allow-fingerprint-mismatch", action="store_true", help="compare with a baseline from other hardware/software"
     )
     p.add_argument("--examples", type=int, default=None, help="equivalence examples per speculative config")
+    p.add_argument(
+        "--allow-uncompared",
+        action="store_true",
+        help="gates that could not compare (or could not fail) and partial runs warn instead of failing",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     from specgate import __version__
 
-    parser = argparse.ArgumentParser(prog="specgate", description="Merge gate for speculative decoding in SGLang.")
+    parser = argparse.ArgumentParser(
+        prog="specgate",
+        description="Merge gate for speculative decoding in SGLang.",
+        epilog="Anything after a bare -- goes to pytest (e.g. specgate run -- -k speed). Exit codes: 0 PASS, "
+        "1 FAIL, 2 bad input, 3 sweep stopped for time, 4 PARTIAL (not every gate ran or compared; 0 with "
+        "--allow-uncompared), 5 INTERRUPTED, 6 infrastructure error.",
+    )
     parser.add_argument("--version", action="version", version=f"specgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _common(sub.add_parser("run", help="run the gate and print the report"))
@@ -147,6 +159,8 @@ def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool, ext
         out.append(f"--specgate-baselines-dir={Path(args.baselines_dir).resolve()}")
     if args.allow_fingerprint_mismatch:
         out.append("--specgate-allow-fingerprint-mismatch")
+    if args.allow_uncompared:
+        out.append("--specgate-allow-uncompared")
     if args.examples:
         out.append(f"--specgate-examples={args.examples}")
     if update:
@@ -215,10 +229,45 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    started = time.time()
     code = int(pytest.main(pytest_args))
-    verdict = "PASS" if code == 0 else ("FAIL" if code == 1 else f"ERROR (pytest exit code {code})")
-    print(f"specgate: {verdict} — report in {Path(args.report_dir).resolve() / 'report.md'}")
-    return code
+    return _closing(Path(args.report_dir).resolve(), code, started, args.allow_uncompared or update)
+
+
+# The CLI's exit codes (README, "Exit codes"): the report's verdict, not pytest's alone.
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_PARTIAL, EXIT_INTERRUPTED, EXIT_ERROR = 0, 1, 2, 4, 5, 6
+
+
+def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed: bool) -> int:
+    """Say the report's verdict and exit by it: a run whose report says PARTIAL or INTERRUPTED
+    must not end on a line saying PASS, nor exit 0 unless partial runs were allowed."""
+    import json
+
+    report_file = report_dir / "report.json"
+    overall, reasons = None, []
+    if report_file.is_file() and report_file.stat().st_mtime >= started - 1:
+        try:
+            data = json.loads(report_file.read_text())
+            overall, reasons = data.get("overall"), data.get("overall_reasons") or []
+        except (OSError, ValueError):
+            overall = None
+    if overall is None:
+        if pytest_code in (3, 4):  # pytest's internal and usage errors: the input or the setup
+            print(f"specgate: ERROR — no report (pytest exit code {pytest_code})")
+            return EXIT_BAD_INPUT if pytest_code == 4 else EXIT_ERROR
+        print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
+        return EXIT_PARTIAL if pytest_code in (0, 5) and not partial_allowed else (EXIT_ERROR if pytest_code else 0)
+    why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
+    print(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}")
+    if overall == "PASS":
+        return EXIT_PASS
+    if overall == "FAIL":
+        return EXIT_FAIL
+    if overall == "INTERRUPTED":
+        return EXIT_INTERRUPTED
+    if overall == "PARTIAL":
+        return EXIT_PASS if partial_allowed and pytest_code == 0 else EXIT_PARTIAL
+    return EXIT_ERROR
 
 
 def _dirty_tree_refusal(what: str) -> str | None:
@@ -251,7 +300,7 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
     if (refused := _dirty_tree_refusal("specgate calibrate")) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
-    requests = args.requests or dep.workload.repeats
+    requests = args.requests if args.requests is not None else dep.workload.repeats
     if requests < 3:
         print("specgate: error: --requests: expected at least 3", file=sys.stderr)
         return 2
@@ -260,11 +309,18 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         return 2
     report_dir = Path(args.report_dir).resolve()
     print(describe(dep), flush=True)
-    rounds = run_rounds(dep, args.boots, requests, report_dir / "logs", args.max_seconds, seed=args.seed)
+    try:
+        rounds = run_rounds(dep, args.boots, requests, report_dir / "logs", args.max_seconds, seed=args.seed)
+    except KeyboardInterrupt:
+        print("specgate: calibration NOT recorded: interrupted (every server was stopped)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     for failure in rounds.failures:
         print(f"specgate: calibrate: {failure}", file=sys.stderr)
     complete = [r for r in rounds.rounds if all(r[c].samples for c in dep.configs)]
     configs = analyse(dep, complete)
+    for name, entry in configs.items():  # a record measured with other flags must not widen this config's gates
+        entry["args_digest"] = dep.configs[name].args_digest(dep.launch)
+    recorded = len(complete) >= 2 and not rounds.failures and rounds.fingerprint is not None
     notes = [
         f"boots took {min(rounds.boot_seconds):.1f}–{max(rounds.boot_seconds):.1f} s; rounds "
         f"{min(rounds.round_seconds):.0f}–{max(rounds.round_seconds):.0f} s"
@@ -273,10 +329,17 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         *([rounds.stopped_early] if rounds.stopped_early else []),
     ]
     table = render(dep, configs, len(complete), notes)
+    if not recorded:
+        table = (
+            f"**NOT RECORDED**: {len(complete)} complete round(s) of {args.boots}; failures: "
+            + ("; ".join(f.splitlines()[0] for f in rounds.failures) or "none")
+            + ". The figures below are from what completed and are no calibration.\n\n"
+            + table
+        )
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "calibration.md").write_text(table)
     print(table, end="")
-    if len(complete) < 2 or rounds.failures or rounds.fingerprint is None:
+    if not recorded:
         print(
             f"specgate: calibration NOT recorded: {len(complete)} complete round(s) of {args.boots}"
             + (f", {len(rounds.failures)} failure(s)" if rounds.failures else ""),

@@ -24,6 +24,9 @@ DEPLOYMENTS_DIR = REPO_ROOT / "fixtures" / "deployments"
 DEFAULT_DEPLOYMENT = "sim"
 DEFAULT_COMMAND = ("{python}", "-m", "sglang.launch_server")
 LAUNCHERS = ("local", "url")
+# Replicate boots per config: beyond a few dozen the between-boot spread is known well enough,
+# and every one is a server held at once.
+MAX_BOOTS = 32
 # Flags the launcher owns: a deployment that sets them would fight the port picker.
 LAUNCHER_OWNED_FLAGS = ("--port", "--nccl-port", "--host")
 # Placeholders the local launcher fills in commands and args. Only `{word}` is one: any other
@@ -371,6 +374,8 @@ def _parse_launch(t: Table) -> LaunchSpec:
         boot_stagger_s=t.float("boot_stagger_s", 0.0, minimum=0.0),
         boots=t.int("boots", 1, minimum=1),
     )
+    if spec.boots > MAX_BOOTS:
+        raise t.error("boots", f"expected at most {MAX_BOOTS} servers per config, got {spec.boots}")
     t.reject_unknown()
     return spec
 

@@ -271,6 +271,17 @@ def _record_outcome(gate: GateSession, phase: str, config: str, report: pytest.T
         return
     counts = gate.config_outcomes.setdefault((phase, config), {})
     counts[outcome] = counts.get(outcome, 0) + 1
+    if outcome in ("failed", "error"):
+        # Failures that are no gate verdict (a server that died, a file that cannot be read) must
+        # reach the report with their cause, not only pytest's traceback.
+        gate.failed_tests.append(f"{report.nodeid.split('::')[-1]}: {_cause(report)}")
+
+
+def _cause(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr or "")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[0] if lines else "failed")[:400]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -324,6 +335,7 @@ def _write_report(gate: GateSession, messages: list[str], interrupted: str | Non
         failed_servers={**gate.pool.failed, **gate.plan.errors},
         plan=gate.plan.log.as_dict(),
         calibration=_calibration_name(gate),
+        failed_tests=gate.failed_tests,
     )
     report["interrupted"] = interrupted  # what ran may all have passed; the run as a whole did not
     out = gate.options.report_dir

@@ -46,6 +46,7 @@ class GateSession:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     # (phase, config) -> outcome ("passed", "failed", "error", "skipped") -> count of gate tests
     config_outcomes: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    failed_tests: list[str] = field(default_factory=list)  # "test id: cause", for the report
 
     def count(self, phase: str | None, outcome: str) -> int:
         """Gate tests of `phase` (every phase if None) that ended in `outcome`, over all configs."""

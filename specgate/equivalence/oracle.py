@@ -41,7 +41,11 @@ def load_replay(path: Path) -> list[dict]:
         data = json.loads(path.read_text(encoding="utf-8"))
         entries = data["cases"]
         for e in entries:
-            GenerationCase.from_dict(e["case"])
+            case = GenerationCase.from_dict(e["case"])
+            if not isinstance(case.text, str) or not all(isinstance(x, str) for x in case.stop):
+                raise ValueError("text and stop must be strings")
+            if not 1 <= case.max_new_tokens <= 1 << 20 or not 1 <= case.concurrency <= 4096:
+                raise ValueError(f"case {case.label!r}: max_new_tokens 1..1048576 and concurrency 1..4096 expected")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BaselineError(path, f"equivalence replay file malformed ({type(exc).__name__}: {exc})") from None
     return list(entries)

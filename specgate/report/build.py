@@ -180,8 +180,12 @@ def build_report(
     failed_servers: dict[str, str] | None = None,
     plan: dict | None = None,
     calibration: str | None = None,
+    failed_tests: list[str] | None = None,
 ) -> dict:
     overall, reasons = overall_verdict(tally, verdicts, completeness)
+    # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
+    # dead server) are named in the report too, not only in pytest's traceback.
+    reasons += [f"failed: {f}" for f in (failed_tests or [])[:10]]
     return {
         "deployment": deployment.name,
         "deployment_file": str(deployment.path),

@@ -31,9 +31,11 @@ class Calibration:
     spread: dict[str, dict[str, float]]
     document: dict
 
-    def spread_of(self, config: str, kind: str) -> BootSpread | None:
+    def spread_of(self, config: str, kind: str, args_digest: str | None = None) -> BootSpread | None:
+        """None where the record has nothing for the config, or measured it booted with other flags."""
         sd = self.spread.get(config, {}).get(kind)
-        if sd is None:
+        recorded = (self.document.get("configs", {}).get(config) or {}).get("args_digest")
+        if sd is None or (recorded and args_digest and recorded != args_digest):
             return None
         date = str(self.provenance.get("date", "?"))[:10]
         return BootSpread(sd, f"80% upper bound from calibration {self.path.name}, {self.boots} boots, {date}")
@@ -43,7 +45,16 @@ def calibration_path(root: Path, deployment: str, fingerprint: Fingerprint) -> P
     return root / deployment / "calibration" / f"{fingerprint.slug}.json"
 
 
+def _sd(field: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{field}: expected a number, got {value!r}")
+    if not 0 <= value <= 1:
+        raise ValueError(f"{field}: expected a spread from 0 to 1, got {value}")
+    return float(value)
+
+
 def load_calibration(path: Path) -> Calibration:
+    """Checked for meaning like a baseline: a record that widens every interval must be sound."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -52,22 +63,31 @@ def load_calibration(path: Path) -> Calibration:
         raise BaselineError(path, f"field 'format': expected {FORMAT!r}")
     try:
         fingerprint = Fingerprint.from_dict(data["fingerprint"])
-        boots = int(data["boots"])
+        if path.stem != fingerprint.slug:
+            raise ValueError(f"fingerprint: names {fingerprint.slug!r}, but the file is {path.name!r}")
+        boots = data["boots"]
+        if isinstance(boots, bool) or not isinstance(boots, int) or boots < 2:
+            raise ValueError(f"boots: expected a whole number >= 2, got {boots!r}")
+        provenance = data.get("provenance", {})
+        if not isinstance(provenance, dict):
+            raise ValueError(f"provenance: expected an object, got {type(provenance).__name__}")
+        configs = data["configs"]
+        if not isinstance(configs, dict) or not configs:
+            raise ValueError("configs: expected an object with at least one config")
         spread: dict[str, dict[str, float]] = {}
-        for config, entry in data["configs"].items():
+        for config, entry in configs.items():
+            if not isinstance(entry, dict):
+                raise ValueError(f"configs.{config}: expected an object")
             for kind in KINDS:
-                figure = entry.get(kind) or {}
-                # the upper bound where recorded: a spread from few boots is uncertain (see calibrate.analyse)
-                sd = figure.get("between_boot_log_sd_upper", figure.get("between_boot_log_sd"))
-                if sd is None:
+                figure = entry.get(kind)
+                if figure is None:
                     continue
-                sd = float(sd)
-                if not math.isfinite(sd) or sd < 0 or sd > 1:
-                    raise ValueError(f"configs.{config}.{kind}.between_boot_log_sd = {sd!r}: expected 0..1")
-                spread.setdefault(config, {})[kind] = sd
+                # the upper bound where recorded: a spread from few boots is uncertain (see calibrate.analyse)
+                key = "between_boot_log_sd_upper" if "between_boot_log_sd_upper" in figure else "between_boot_log_sd"
+                spread.setdefault(config, {})[kind] = _sd(f"configs.{config}.{kind}.{key}", figure.get(key))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise BaselineError(path, f"calibration record malformed: {type(exc).__name__}: {exc}") from None
-    return Calibration(path, fingerprint, dict(data.get("provenance", {})), boots, spread, data)
+    return Calibration(path, fingerprint, provenance, boots, spread, data)
 
 
 def find_calibration(root: Path, deployment: str, fingerprint: Fingerprint | None) -> Calibration | None:

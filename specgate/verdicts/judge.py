@@ -118,7 +118,8 @@ class Judge:
     def spread(self, config: str, kind: str) -> BootSpread | None:
         """Between-boot spread of `config`'s decode tok/s or speedup on this machine, if known."""
         found = self.calibration()
-        if found is not None and (s := found.spread_of(config, kind)) is not None:
+        digest = self.deployment.configs[config].args_digest(self.deployment.launch)
+        if found is not None and (s := found.spread_of(config, kind, digest)) is not None:
             return s
         declared = self.deployment.gates.between_boot
         if declared is not None:
@@ -295,13 +296,26 @@ class Judge:
         tol = self.deployment.gates.tolerance.decode_tps_for(config)
         mde, false_alarm = detection(ratio, tol)
         figures["detects"] = {"regression_80pct_power": mde, "unchanged_fails": false_alarm}
-        noise = (noise + "; " if noise else "") + (
-            f"this run sees regressions of {mde:.1%} or more (80% power); "
-            f"an unchanged build fails it with probability {false_alarm:.0%}"
-        )
+        if false_alarm > 0.5:
+            sees = (
+                f"at this interval's width the gate cannot tell a regression from noise: an unchanged build fails "
+                f"it with probability {false_alarm:.0%}"
+            )
+        else:
+            sees = (
+                f"this run sees regressions of {mde:.1%} or more (80% power); an unchanged build fails it with "
+                f"probability {false_alarm:.0%}"
+            )
+        if "NOT the between-boot" in noise:
+            sees += " (from the noise this interval holds; between-boot noise would raise both)"
+        noise = (noise + "; " if noise else "") + sees
         if status == PASS:
             return Verdict(name, config, PASS, head, notes, figures, noise)
-        suffix = _inconclusive_at(cap, stored_n) if status == INCONCLUSIVE else "REGRESSED"
+        suffix = (
+            _inconclusive_at(cap, stored_n, self.deployment.workload.max_repeats)
+            if status == INCONCLUSIVE
+            else "REGRESSED"
+        )
         return Verdict(name, config, FAIL, f"{head} — {suffix}", notes, figures, noise)
 
     def _absolute_regression(
@@ -536,10 +550,17 @@ def _plain_explains(absolute: float, reference: float, tolerance: float) -> str 
     )
 
 
-def _inconclusive_at(cap: int, stored_n: int) -> str:
-    if cap >= stored_n:
-        return f"INCONCLUSIVE with every stored request paired ({stored_n}); a baseline update stores max_repeats"
-    return f"INCONCLUSIVE at the cap of {cap} paired requests per boot (workload.max_repeats)"
+def _inconclusive_at(cap: int, stored_n: int, max_repeats: int) -> str:
+    if cap >= stored_n and stored_n < max_repeats:
+        return (
+            f"INCONCLUSIVE with every stored request paired ({stored_n}); a baseline update stores "
+            f"max_repeats ({max_repeats}) for later runs to pair with"
+        )
+    return (
+        f"INCONCLUSIVE at {cap} paired requests per boot: more requests cannot narrow what varies between boots; "
+        "more boots on both sides (launch.boots, and a baseline recorded with them) can, or the tolerance "
+        "`specgate calibrate` suggests for this machine"
+    )
 
 
 def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] | None = None) -> dict:

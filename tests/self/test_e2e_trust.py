@@ -74,7 +74,7 @@ def test_replicate_boots_measure_every_config_twice_and_nest_the_interval(sim_de
     )
     assert {r["boots"] for r in report["speed"]} == {2}
     beats = next(g for g in report["gates"] if g["gate"].startswith("beats"))
-    assert "2 boots (two-level bootstrap)" in beats["noise"]
+    assert "2 boots (two-level bootstrap" in beats["noise"]
     assert report["plan"]["interleaved"] and report["plan"]["boots"] == 2
     assert (d.report_dir / "logs" / "eagle3-decode@2.log").exists()
 

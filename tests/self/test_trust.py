@@ -54,7 +54,7 @@ def test_every_interval_says_which_noise_it_holds():
     assert "between-boot spread 5.0%" in told and "calibration x.json" in told
     assert iv.low < 1.1  # two boots of 5% each: far wider than the requests alone
     _, two = ratio_interval({1: series[1], 2: [1.1, 1.12, 1.11, 1.1, 1.09]}, 0.95, None)
-    assert "2 boots (two-level bootstrap)" in two
+    assert "2 boots (two-level bootstrap" in two
 
 
 def test_detection_figures_grow_with_the_noise():
@@ -258,3 +258,50 @@ def test_a_fault_aimed_at_no_config_is_an_error_not_a_silent_green():
 
     env = {"SPECGATE_SIM_FAULTS": "eagle3-decod:slowdown=0.3; *:drift=0.1; eagle3-decode@2:slowdown=0.2"}
     assert unknown_fault_targets(env, ["baseline", "eagle3-decode"]) == ["eagle3-decod:slowdown=0.3"]
+
+
+def test_a_calibration_record_is_checked_for_meaning(tmp_path):
+    import json
+
+    from specgate.errors import BaselineError
+    from specgate.verdicts.calibration import load_calibration
+
+    good = next(__import__("pathlib").Path(__file__).resolve().parents[2].glob("baselines/*/calibration/*.json"))
+    doc = json.loads(good.read_text())
+    for edit, field in (
+        (lambda d: d["configs"]["baseline"]["decode_tps"].update(between_boot_log_sd_upper=True), "expected a number"),
+        (lambda d: d["configs"]["baseline"]["decode_tps"].update(between_boot_log_sd_upper="0.05"), "expected a number"),
+        (lambda d: d.update(boots=1), "boots"),
+        (lambda d: d.update(configs={}), "configs"),
+        (lambda d: d.update(provenance=[]), "provenance"),
+    ):
+        bad = json.loads(json.dumps(doc))
+        edit(bad)
+        path = tmp_path / good.name
+        path.write_text(json.dumps(bad))
+        with pytest.raises(BaselineError, match=field):
+            load_calibration(path)
+    renamed = tmp_path / "other-machine.json"
+    renamed.write_text(json.dumps(doc))
+    with pytest.raises(BaselineError, match="fingerprint"):
+        load_calibration(renamed)
+
+
+def test_boots_are_bounded():
+    data = sim_deployment_dict()
+    data["launch"]["boots"] = 1000
+    with pytest.raises(DeploymentError, match="at most 32"):
+        parse_deployment(data, __import__("pathlib").Path("x.toml"))
+
+
+def test_two_or_three_boots_still_cover_their_level():
+    rng = np.random.default_rng(5)
+    for boots in (2, 3):
+        covered = 0
+        for _ in range(100):
+            offsets = rng.normal(0, 0.08, boots)
+            series = {k + 1: list(np.exp(offsets[k] + rng.normal(0, 0.02, 9))) for k in range(boots)}
+            iv, text = ratio_interval(series, 0.95, None)
+            covered += iv.low <= 1 <= iv.high
+        assert covered >= 88, (boots, covered)  # a two-level bootstrap alone covered 58-75%
+        assert "t-interval on the" in text
