@@ -46,6 +46,13 @@ def render_markdown(report: dict) -> str:
         out.append(f"Measured {how}; {plan.get('boots', 1)} boot(s) per config.")
     if report.get("calibration"):
         out.append(f"Between-boot spread from this machine's calibration: `{report['calibration']}`.")
+    blind = [g for g in report["gates"] if "NOT the between-boot" in (g.get("noise") or "")]
+    if blind:
+        out.append(
+            f"**{len(blind)} timing gate(s) judged on intervals that do not hold the noise between boots** "
+            "(no calibration for this machine): a PASS there can still be a difference of boots, not of the "
+            "change. `specgate calibrate` measures it; `launch.boots` shows it in the run."
+        )
     if report["speed"] or report.get("unmeasured"):
         out.append("\n## Decode speed (median per request, bootstrap interval)\n")
         out.append("| config | conc. | decode tok/s | × reference | accept length | TTFT ms | n | warmup | verdict |")

@@ -135,7 +135,7 @@ class Judge:
         if not lookup.others:
             return None, (
                 f"no stored baseline for deployment {self.deployment.name!r} under {self.baselines_root}; "
-                f"record one with: specgate baseline update {self.deployment.path}"
+                f"record one with: specgate baseline update {self.deployment.path} --baselines-dir {self.baselines_root}"
             )
         newest = lookup.others[0]
         diff = "; ".join(self.fingerprint().differences(newest.fingerprint))

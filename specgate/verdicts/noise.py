@@ -45,11 +45,14 @@ def ratio_interval(
     requests = median_interval(pooled(series), confidence)
     data = two_level_median(parts, confidence) if boots >= 2 else requests
     covered = "requests within one boot" if boots <= 1 else f"requests and {boots} boots (two-level bootstrap"
-    if boots >= 2:
-        # Resampling 2 or 3 boots covers far less than its level (58% at 95% with 2 boots):
-        # a t-interval on the boots' medians, with its B-1 degrees of freedom, bounds it.
+    if boots >= 2 and spread is None:
+        # Resampling 2 or 3 boots covers far less than its level (58% at 95% with 2 boots). With no
+        # spread known from elsewhere, a t-interval on the boots' medians, with its B-1 degrees of
+        # freedom, bounds it: wide with few boots, as the data then says little about boots.
         data = _union(data, _boot_t_interval(parts, confidence, data.estimate))
         covered += f", bounded by a t-interval on the {boots} boot medians)"
+    elif boots >= 2:
+        covered += ")"
     if spread is None:
         missing = "the between-boot noise of this run" if boots <= 1 else ""
         if boots_other is not None:
