@@ -192,8 +192,13 @@ def test_accept_collapse_fails_accept_length_and_beats(sim_deployment, pytester,
 
 
 def test_slowdown_of_speculation_is_a_regression_not_drift(sim_deployment, pytester, healthy_baselines):
-    d = with_baselines(sim_deployment(), healthy_baselines)
-    result = d.run(pytester, faults="eagle3-decode:slowdown=0.3")
+    # Every eagle3-decode step twice as dear: its speedup halves, far past its 15% tolerance whatever
+    # the load (at 1.3x it measured 0.79 under load against a bar of 0.85). The plain reference is
+    # compared with a baseline recorded minutes earlier, perhaps under another load: the test is
+    # about where the blame goes, so its tolerance is wide (LOAD_TOLERANT), eagle3-decode's is not.
+    by_config = {"baseline": 0.5, "eagle3-prefill": 0.5}
+    d = with_baselines(sim_deployment({"gates": {"tolerance": {"decode_tps_by_config": by_config}}}), healthy_baselines)
+    result = d.run(pytester, faults="eagle3-decode:slowdown=1.0")
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         ["FAILED *test_no_regression_against_stored_baseline[[]eagle3-decode-c1-decode_tps[]]*"]
@@ -204,8 +209,13 @@ def test_slowdown_of_speculation_is_a_regression_not_drift(sim_deployment, pytes
 
 
 def test_slowdown_of_everything_is_reported_as_machine_drift(sim_deployment, pytester, healthy_baselines):
-    d = with_baselines(sim_deployment(), healthy_baselines)
-    result = d.run(pytester, faults="*:slowdown=0.3")
+    # A machine twice as slow: the reference drops to ~0.5x stored, far outside its ±15% whatever the
+    # load (at 1.3x its interval's top reached 0.79 under load, against 0.85). The speculative configs'
+    # speedups hold; their tolerance is 30% here, room for load, while a judge that compared their
+    # absolute figures (~0.5x) would still fail them.
+    by_config = {"eagle3-prefill": 0.3, "eagle3-decode": 0.3}
+    d = with_baselines(sim_deployment({"gates": {"tolerance": {"decode_tps_by_config": by_config}}}), healthy_baselines)
+    result = d.run(pytester, faults="*:slowdown=1.0")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["FAILED *test_no_regression_against_stored_baseline[[]baseline-c1-decode_tps[]]*"])
     assert "plain decode drifted (slower)" in result.stdout.str()
@@ -396,10 +406,12 @@ def test_report_goes_to_the_github_step_summary(sim_deployment, pytester, tmp_pa
 
 
 def test_much_faster_than_stored_is_reported(sim_deployment, pytester):
-    """A stored baseline recorded while eagle3-decode was 50% slower: today's healthy run
+    """A stored baseline recorded while eagle3-decode was twice as slow: today's healthy run
     passes, and the report says the config is faster than stored."""
-    d = sim_deployment()
-    recorded = d.run(pytester, "--specgate-update-baselines", faults="eagle3-decode:slowdown=0.5")
+    # 2x, not 1.5x: the note needs the interval's low above 1 + faster_note (1.2), and under load
+    # 1.5x measured [1.28, 1.53]. The other configs are not what this is about: LOAD_TOLERANT.
+    d = sim_deployment(LOAD_TOLERANT)
+    recorded = d.run(pytester, "--specgate-update-baselines", faults="eagle3-decode:slowdown=1.0")
     # slowed down, eagle3-decode misses its beats gate; the figures are still stored
     assert "specgate: baseline written:" in recorded.stdout.str(), recorded.stdout.str()[-2000:]
     result = d.run(pytester, "-k", "regression")
