@@ -227,13 +227,16 @@ def test_slowdown_of_everything_is_reported_as_machine_drift(sim_deployment, pyt
 
 
 def test_prefill_mode_fails_a_beats_gate_with_the_numbers(sim_deployment, pytester):
+    # The bar eagle3-decode clears (1.15x), not 1.0x: prefill mode's ~0.8x then sits far under it. At
+    # 1.0x a busy machine, whose scheduling delays fall more on the reference's 40 chunks than on
+    # speculation's ~18, pushed the interval's top to 0.97 (an undecided gate says INCONCLUSIVE, not FAILS).
     gates = {
-        "gates": {"beats": [{"config": "eagle3-decode", "ratio": 1.15}, {"config": "eagle3-prefill", "ratio": 1.0}]}
+        "gates": {"beats": [{"config": "eagle3-decode", "ratio": 1.15}, {"config": "eagle3-prefill", "ratio": 1.15}]}
     }
     d = sim_deployment(gates)
     result = d.run(pytester, "-k", "beats")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*eagle3-prefill decodes at 0.*x baseline [[]0.*, 0.*[]]*required >= 1x*FAILS*"])
+    result.stdout.fnmatch_lines(["*eagle3-prefill decodes at 0.*x baseline [[]0.*, *[]]*required >= 1.15x*FAILS*"])
     assert outcomes(result)["passed"] == 1  # eagle3-decode's gate still passes
 
 
