@@ -252,11 +252,13 @@ def test_crash_mid_run_fails_that_config_fast_and_leaves_nothing(sim_deployment,
 
 
 def test_server_that_never_becomes_ready_times_out_with_its_log(sim_deployment, pytester):
-    d = sim_deployment({"launch": {"boot_timeout_s": 2}})
+    # 5 s: the healthy servers must boot within it too, and a simulator's boot (0.2 s when quiet)
+    # took 1.2 s on a busy machine; the never-ready one waits it out, so it is no longer than that.
+    d = sim_deployment({"launch": {"boot_timeout_s": 5}})
     result = d.run(pytester, faults="eagle3-prefill:never-ready")
     assert result.ret == 1
     text = result.stdout.str()
-    assert "was not ready after launch.boot_timeout_s = 2 s" in text
+    assert "was not ready after launch.boot_timeout_s = 5 s" in text
     assert "never-ready fault: not ready" in text  # the log's tail is in the error
     errored = [line for line in text.splitlines() if line.startswith(("FAILED", "ERROR"))]
     assert errored and all("eagle3-prefill" in line for line in errored), errored
