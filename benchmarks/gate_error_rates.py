@@ -107,6 +107,8 @@ def main() -> int:
         "--calibration-rounds", type=int, default=5, help="A/A rounds of each calibration (specgate calibrate --boots)"
     )
     args = p.parse_args()
+    if args.runs < 1 or args.calibration_rounds < 2 or not 0 <= args.boot_sd < 1:
+        p.error("expected --runs >= 1, --calibration-rounds >= 2 and 0 <= --boot-sd < 1")
     dep = load_deployment("sim")
     bar = dep.gates.beats[0].ratio
     tol_now = dep.gates.tolerance.decode_tps
