@@ -27,6 +27,15 @@ FAST = {
 }
 
 
+def default_sigint() -> None:
+    """For a child that the test interrupts with SIGINT: a suite started in the background by a
+    non-interactive shell inherits SIGINT *ignored*, and Python then never raises KeyboardInterrupt.
+    The test is about what specgate does when the signal arrives, not how its parent was started."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # survives exec; Python then installs its own handler
+
+
 def sim_deployment_dict() -> dict[str, Any]:
     return tomllib.loads((DEPLOYMENTS_DIR / "sim.toml").read_text())
 

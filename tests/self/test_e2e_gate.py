@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import SimDeployment, sim_deployment_dict
+from helpers import SimDeployment, default_sigint, sim_deployment_dict
 
 from specgate.deployment import REPO_ROOT
 
@@ -348,7 +348,11 @@ def test_interrupt_mid_run_stops_the_run_and_leaves_no_server(sim_deployment, si
     d = sim_deployment({"launch": {"coexist": False}})
     env = {**os.environ, "SPECGATE_TEST_TAG": d.tag}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *d.args()], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "pytest", *d.args()],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=default_sigint,
     )
     deadline = time.monotonic() + 60
     while not [p for p in d.leftovers() if "specgate.sim" in p] and time.monotonic() < deadline:

@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from helpers import default_sigint
 
 from specgate.deployment import REPO_ROOT
 
@@ -50,7 +51,9 @@ def test_cancelled_baseline_update_keeps_the_stored_baseline(sim_deployment, sig
     env.pop("GITHUB_STEP_SUMMARY", None)
     command = [sys.executable, "-m", "specgate.cli", "baseline", "update", str(d.path)]
     command += ["--baselines-dir", str(d.baselines_dir), "--report-dir", str(d.report_dir)]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_sigint
+    )
     try:
         # Cancel once the last config is being measured: every earlier figure is in memory.
         wait_for(lambda: decode_lines(d.report_dir / "logs" / "eagle3-decode.log") >= 3, "eagle3-decode to decode")
