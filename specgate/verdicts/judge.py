@@ -418,8 +418,7 @@ class Judge:
             looks,
         )
         now_series = speedups_now()
-        paired_stored = {b: v for b, v in stored_speedups.items()}
-        pairs = len(pooled(ratio_series(now_series, paired_stored)))
+        pairs = len(pooled(ratio_series(now_series, stored_speedups)))
         # Both medians over the same pinned requests, so the headline agrees with the paired ratio.
         per_boot = min((len(v) for v in now_series.values()), default=0)
         speedup_now = median_interval(pooled(now_series), conf)
