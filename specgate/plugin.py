@@ -130,7 +130,7 @@ def deployment(config: pytest.Config) -> Deployment:
 # --- parametrization ------------------------------------------------------------------
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = set(metafunc.fixturenames)
-    if not names & {"spec_config", "speed_target", "beats_gate", "regression_target"}:
+    if not names & {"spec_config", "speed_target", "beats_gate", "accept_gate", "regression_target"}:
         return
     dep = deployment(metafunc.config)
     if "spec_config" in names:
@@ -140,6 +140,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("speed_target", targets, ids=[f"{c}-c{n}" for c, n in targets])
     if "beats_gate" in names:
         metafunc.parametrize("beats_gate", list(dep.gates.beats), ids=[g.name for g in dep.gates.beats])
+    if "accept_gate" in names:
+        floors = list(dep.gates.accept_length)
+        metafunc.parametrize("accept_gate", floors, ids=[g.name for g in floors])
     if "regression_target" in names:
         targets = [
             (c, n, metric)
@@ -166,6 +169,13 @@ def _item_phase_and_config(item: pytest.Item, dep: Deployment) -> tuple[str, str
     return phase, config
 
 
+def _declares_nothing(item: pytest.Item) -> bool:
+    """A gate test parametrized over an empty list of declared gates (pytest would skip it)."""
+    skip = item.get_closest_marker("skip")
+    reason = (skip.kwargs.get("reason") or (skip.args[0] if skip.args else "")) if skip else ""
+    return reason.startswith("got empty parameter set")
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group gate tests by config (reference first) so that where servers cannot
     coexist each server boots once; gate verdicts come last."""
@@ -173,10 +183,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not gate_positions:
         return
     dep = deployment(config)
-    rank = {name: i for i, name in enumerate([dep.reference, *dep.speculative_configs])}
+    rank = {name: i for i, name in enumerate([*dep.references, *dep.speculative_configs])}
     keys: dict[str, tuple[int, int, int]] = {}
     keep, deselected = [], []
     for item in (items[i] for i in gate_positions):
+        if _declares_nothing(item):
+            deselected.append(item)  # e.g. no [[gates.accept_length]]: nothing to judge, nothing to skip
+            continue
         phase, cfg = _item_phase_and_config(item, dep)  # type: ignore[misc]
         if phase == "golden" and dep.launch.coexist:
             deselected.append(item)  # the baseline is asked live instead
@@ -226,7 +239,7 @@ def _configs_in_run(session: pytest.Session, dep: Deployment) -> list[str]:
     for item in session.items:
         found = _item_phase_and_config(item, dep)
         if found is not None:
-            used.add(found[1])
+            used.update({found[1], dep.reference_of(found[1])})
             if found[0] == "gates":
                 used.update(dep.configs)
     return [c for c in dep.configs if c in used]
@@ -338,6 +351,7 @@ def _write_report(gate: GateSession, messages: list[str], interrupted: str | Non
         failed_tests=gate.failed_tests,
     )
     report["interrupted"] = interrupted  # what ran may all have passed; the run as a whole did not
+    report["drafters"] = gate.judge.drafters()
     out = gate.options.report_dir
     out.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(report)
@@ -377,6 +391,7 @@ def _completeness(gate: GateSession, interrupted: str | None) -> dict:
         "equivalence": len(dep.speculative_configs) if dep.equivalence.enabled else 0,
         "speed": len(dep.configs) * len(dep.workload.concurrency),
         "gates": len(dep.gates.beats)
+        + len(dep.gates.accept_length)
         + sum(len(dep.workload.concurrency) * (2 if dep.configs[c].speculative else 1) for c in dep.configs),
     }
     ran = {

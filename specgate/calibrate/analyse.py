@@ -131,9 +131,9 @@ def _aa_pairs(per_round: list[Series], noise: FigureNoise, tolerance: float, two
 
 def analyse(deployment: Deployment, rounds: list[dict[str, ConfigSpeed]]) -> dict[str, dict]:
     """config → {"decode_tps": {...}, "speedup": {...}} with noise and gate calibration."""
-    ref = deployment.reference
     out: dict[str, dict] = {}
     for config in deployment.configs:
+        ref = deployment.reference_of(config)
         tol = deployment.gates.tolerance.decode_tps_for(config)
         series = [r[config].decode_tps_by_boot() for r in rounds if config in r and r[config].samples]
         entry: dict[str, dict] = {}

@@ -52,7 +52,7 @@ def _underperforms(deployment: Deployment, model: CycleModel) -> list[str]:
     if m.estimate < 1.0:
         out.append(f"slower than the reference ({m.estimate:.3f}x [{m.low:.3f}, {m.high:.3f}])")
     for gate in deployment.gates.beats:
-        if gate.config == model.config and gate.over == deployment.reference and gate.concurrency == model.concurrency:
+        if gate.config == model.config and gate.over == deployment.reference_of(model.config) and gate.concurrency == model.concurrency:
             # The gate passes only when the whole interval clears the ratio (inconclusive fails).
             if m.low < gate.ratio:
                 out.append(f"does not clear its gate's {gate.ratio:g}x")
@@ -74,9 +74,9 @@ def diagnose(
     )
     subjects: dict[tuple[str, int], Subject] = {}
     for (config, conc), record in meter.results.items():
-        reference = meter.results.get((deployment.reference, conc))
+        reference = meter.results.get((deployment.reference_of(config), conc))
         info = server_infos.get(config)
-        if config == deployment.reference or reference is None or info is None:
+        if config in deployment.references or reference is None or info is None:
             continue
         model = cycle_model(record, reference, conf)
         if model is None:

@@ -82,6 +82,8 @@ class EquivalenceOracle:
         self.replay_path = replay_path
         self._replay: list[dict] | None = None
         self.baselines: dict[str, GenerateResult] = {}
+        # Answers of a config's own reference (`[configs.X] reference`), asked live.
+        self.other_baselines: dict[tuple[str, str], GenerateResult] = {}
         self.stats: dict[str, EquivalenceStats] = {}
         self.baseline_problems: list[str] = []
         self.baseline_margins: list[float] = []
@@ -144,8 +146,8 @@ class EquivalenceOracle:
             self._golden_cases = explicit + [c for c in drawn if c.key + str(c.concurrency) not in keys]
         return self._golden_cases
 
-    def _ask_baseline(self, case: GenerationCase) -> GenerateResult:
-        server = self.pool.acquire(self.deployment.reference)
+    def _ask_baseline(self, case: GenerationCase, reference: str | None = None) -> GenerateResult:
+        server = self.pool.acquire(reference or self.deployment.reference)
         result = server.generate(case.request(self.deployment.equivalence.top_logprobs))
         problems = invariant_violations(case, result, "baseline server")
         self.baseline_problems.extend(problems)
@@ -155,7 +157,14 @@ class EquivalenceOracle:
     def margin_summary(self) -> MarginSummary:
         return summarise(self.baseline_margins, self.deployment.equivalence.tie_margin)
 
-    def baseline_for(self, case: GenerationCase) -> GenerateResult:
+    def baseline_for(self, case: GenerationCase, reference: str | None = None) -> GenerateResult:
+        reference = reference or self.deployment.reference
+        if reference != self.deployment.reference:
+            # Only live (coexisting) servers: the deployment refuses a config reference otherwise.
+            key = (reference, case.key)
+            if key not in self.other_baselines:
+                self.other_baselines[key] = self._ask_baseline(case, reference)
+            return self.other_baselines[key]
         if case.key not in self.baselines:
             if not self.live:
                 raise LookupError(
@@ -178,7 +187,8 @@ class EquivalenceOracle:
 
     def check(self, config: str, case: GenerationCase) -> list[Outcome]:
         """Send `case.concurrency` copies at once to `config` and judge each answer."""
-        baseline = self.baseline_for(case)
+        reference = self.deployment.reference_of(config)
+        baseline = self.baseline_for(case, reference)
         server = self.pool.acquire(config)
         request = case.request()
         if case.concurrency == 1:
@@ -186,7 +196,7 @@ class EquivalenceOracle:
         else:
             with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
                 answers = list(ex.map(server.generate, [request] * case.concurrency))
-        reference_url = self.pool.live[self.deployment.reference].handle.base_url if self.live else "<baseline-url>"
+        reference_url = self.pool.live[reference].handle.base_url if self.live else "<baseline-url>"
         stats = self.stats.setdefault(config, EquivalenceStats())
         stats.cases += 1
         outcomes = []

@@ -37,7 +37,7 @@ def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdic
     ):
         if not record.samples:
             continue
-        summary = summarise_speed(record, meter.results.get((deployment.reference, concurrency)), conf)
+        summary = summarise_speed(record, meter.results.get((deployment.reference_of(config), concurrency)), conf)
         warm = record.warmups[-1] if record.warmups else None
         judged = [v for v in verdicts if v.config == config and not v.unjudged]
         rows.append(

@@ -163,6 +163,12 @@ def render_markdown(report: dict) -> str:
         for key in sorted({k for s in settings.values() for k in s}):
             out.append(f"| {key} | " + " | ".join(str(settings[n].get(key, "—")) for n in names) + " |")
 
+    if report.get("drafters"):
+        from specgate.drafter.identity import describe
+
+        out.append("\n## Drafters (the weights each speculative config ran, checksummed at this run)\n")
+        out.extend(f"- {config}: {describe(identity)}" for config, identity in report["drafters"].items())
+
     out.extend(_calibration(report))
     out.extend(_fidelity(report))
 

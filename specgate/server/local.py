@@ -109,7 +109,7 @@ class LocalLauncher:
     def command_for(self, config: ServerConfig, port: int, nccl_port: int) -> list[str]:
         launch = self.deployment.launch
         values = {"python": sys.executable, "repo": str(REPO_ROOT), "model": self.deployment.model}
-        parts = [expand_placeholders(p, values) for p in (*launch.command, *launch.args, *config.args)]
+        parts = [expand_placeholders(p, values) for p in (*config.launch_command(launch), *launch.args, *config.args)]
         return parts + ["--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port)]
 
     def start(self, config: ServerConfig) -> ServerHandle:

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from specgate.sim import SIM_LABEL
+from specgate.sim import SIM_LABEL, SIM_VERSION
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import SpecSettings
 from specgate.sim.faults import faults_from_env, parse_faults
@@ -25,10 +25,13 @@ from specgate.sim.server import SimServerState, log, serve
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NEXTN")
 
 
+DEFAULT_MODEL = "specgate-sim/toy-1k"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m specgate.sim", description=SIM_LABEL)
     # SGLang flags (same names and meanings as sglang.launch_server)
-    p.add_argument("--model-path", default="specgate-sim/toy-1k")
+    p.add_argument("--model-path", default=DEFAULT_MODEL)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--nccl-port", type=int, default=None)
@@ -48,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-metrics", action="store_true")
     # Simulator-only flags
     p.add_argument("--sim-fault", action="append", default=[], help="inject a fault (see specgate/sim/faults.py)")
+    p.add_argument(
+        "--sim-release", default=None, help="the SGLang release this server claims to be (another install, side by side)"
+    )
     p.add_argument("--sim-draft-agreement", type=float, default=0.7, help="P(draft top-1 == target top-1)")
     p.add_argument("--sim-step-ms", type=float, default=2.0, help="cost of one plain decode step")
     p.add_argument("--sim-prefill-verify-factor", type=float, default=2.4)
@@ -167,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         meta_names=args.sim_meta_names,
         incremental_stream=args.incremental_stream,
         enable_metrics=args.enable_metrics,
+        release=args.sim_release or SIM_VERSION,
+        weights="" if args.model_path == DEFAULT_MODEL else args.model_path,
     )
     if faults.boot_crash_once and not Path(faults.boot_crash_once).exists():
         Path(faults.boot_crash_once).touch()

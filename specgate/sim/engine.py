@@ -70,9 +70,10 @@ class Generation:
         spec: SpecSettings | None,
         faults: Faults,
         cost: CostModel,
+        weights: str = "",
     ) -> None:
         agreement = 0.0 if faults.accept_collapse else (spec.draft_agreement if spec else 0.0)
-        self.model = ToyModel(prompt_ids, agreement, spec.draft_context if spec else None)
+        self.model = ToyModel(prompt_ids, agreement, spec.draft_context if spec else None, weights)
         self.prompt_ids = prompt_ids
         self.params = params
         self.spec = spec

@@ -82,8 +82,12 @@ PAST_CONTEXT_AGREEMENT_FACTOR = 0.15
 
 
 class ToyModel:
-    def __init__(self, prompt_ids: list[int], draft_agreement: float, draft_context: int | None = None) -> None:
-        digest = hashlib.blake2b(repr(prompt_ids).encode(), digest_size=4).digest()
+    def __init__(
+        self, prompt_ids: list[int], draft_agreement: float, draft_context: int | None = None, weights: str = ""
+    ) -> None:
+        # `weights`: another --model-path is another model (other answers); "" is the default toy.
+        key = repr(prompt_ids) if not weights else repr((weights, prompt_ids))
+        digest = hashlib.blake2b(key.encode(), digest_size=4).digest()
         self.prompt_key = int.from_bytes(digest, "little")
         self.draft_agreement = draft_agreement
         self.draft_context = draft_context

@@ -35,6 +35,8 @@ class SimServerState:
     meta_names: str  # which SGLang release's spelling of the spec counters to send
     incremental_stream: bool  # --incremental-streaming-output: chunks carry deltas
     enable_metrics: bool = False  # --enable-metrics: the final chunk carries decode_throughput, as SGLang's does
+    release: str = SIM_VERSION  # --sim-release: the SGLang release this server claims to be
+    weights: str = ""  # another --model-path than the default toy: another model
     requests_seen: int = 0
     tokens_total: int = 0
     verify_total: int = 0
@@ -100,7 +102,7 @@ class Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 avg = self.state.tokens_total / self.state.verify_total if self.state.verify_total else None
             info = dict(self.state.server_args)
-            info["version"] = SIM_VERSION + "-specgate-sim"
+            info["version"] = self.state.release + "-specgate-sim"
             info["simulator"] = SIM_LABEL
             info["internal_states"] = [{"avg_spec_accept_length": avg, "last_gen_throughput": 0.0}]
             self._send_json(200, [info] if self.state.faults.server_info_list else info)
@@ -183,7 +185,7 @@ class Handler(BaseHTTPRequestHandler):
         )
         with self.state.lock:
             cost = self.state.cost.for_batch(self.state.running + 1)
-        generation = Generation(prompt_ids, params, self.state.spec, self.state.faults, cost)
+        generation = Generation(prompt_ids, params, self.state.spec, self.state.faults, cost, self.state.weights)
         return generation, bool(body.get("return_logprob")), int(body.get("top_logprobs_num") or 0)
 
     def _meta(

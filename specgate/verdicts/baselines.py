@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,8 @@ class StoredFigures:
     verify_ct: tuple[int | None, ...]
     # Which boot answered each sample (a baseline recorded with launch.boots > 1); all 1 otherwise.
     boots: tuple[int, ...] = ()
+    # The draft weights' checksum when the baseline was recorded (specgate.report.drafters), if known.
+    drafter_sha256: str | None = None
 
     def series(self) -> dict[int, list[float]]:
         """Stored decode tok/s per boot, in pinned-sequence order (see specgate.measure.pairing)."""
@@ -171,6 +174,9 @@ def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFig
     digest = entry.get("args_digest")
     if not isinstance(digest, str) or not digest:
         raise _Bad(f"{where}.args_digest", f"expected the launch digest string, got {digest!r}")
+    drafter = entry.get("drafter_sha256")
+    if drafter is not None and (not isinstance(drafter, str) or not re.fullmatch(r"[0-9a-f]{64}", drafter)):
+        raise _Bad(f"{where}.drafter_sha256", f"expected a sha256 hex digest or null, got {drafter!r}")
     out = {}
     for conc, raw in _obj(f"{where}.concurrency", entry.get("concurrency")).items():
         at = f"{where}.concurrency.{conc}"
@@ -216,6 +222,7 @@ def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFig
             completion_tokens=tokens,
             verify_ct=tuple(verify),
             boots=boots,
+            drafter_sha256=drafter,
         )
     return out
 

@@ -16,12 +16,13 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specgate.deployment import BeatsGate, Deployment
+from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment
 from specgate.measure.pairing import Series, pooled, ratio_series, truncated
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import ConfigSpeed
-from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio
+from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, pooled_ratio
 from specgate.measure.summary import accept_interval, summarise_speed
+from specgate.drafter.identity import drafters
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
@@ -69,6 +70,7 @@ class Judge:
     _lookup: BaselineLookup | None = None
     _calibration: Calibration | None = None
     _calibration_read: bool = False
+    _drafters: dict[str, dict] | None = None
 
     @property
     def meter(self):  # noqa: ANN201 - the plan's meter, read-only here
@@ -88,6 +90,24 @@ class Judge:
         self.plan.ensure(configs, concurrency, per_boot)
         for config in configs:
             self.plan.raise_for(config)
+
+    def drafters(self) -> dict[str, dict]:
+        """Per speculative config, the draft weights it ran (path, checksum, how made); read once."""
+        if self._drafters is None:
+            self._drafters = drafters(self.deployment)
+        return self._drafters
+
+    def _drafter_note(self, config: str, stored_sha: str | None) -> str | None:
+        """Why an accept length moved, where the weights say it: same checksum or another one."""
+        now = (self.drafters().get(config) or {}).get("sha256")
+        if now is None or stored_sha is None:
+            return None
+        if now != stored_sha:
+            return (
+                f"{config}'s draft weights changed since the baseline was stored (sha256 {stored_sha[:16]} then, "
+                f"{now[:16]} now): the drafter itself is the first suspect"
+            )
+        return f"{config}'s draft weights are the ones the baseline was stored with (sha256 {now[:16]}): look at the verify path, tokenizer or inputs"
 
     # --- fingerprint, stored baselines, calibration ------------------------------------
     def fingerprint(self, boot: bool = True) -> Fingerprint | None:
@@ -214,6 +234,80 @@ class Judge:
             )
         return self._record(verdict)
 
+    # --- the accept-length floor ----------------------------------------------------------
+    def accept_floor(self, gate: AcceptFloorGate) -> Verdict:
+        """The drafter's accept length on this workload, pooled over the measured requests, is at
+        least `gate.at_least`: the whole interval above it passes, below it fails."""
+        name = f"accept:{gate.name}"
+        conf = self.deployment.gates.confidence
+        wl = self.deployment.workload
+        faked = simulated_tau(self.deployment, gate.config)
+        if faked is not None:
+            return self._record(
+                Verdict(
+                    name,
+                    gate.config,
+                    VACUOUS,
+                    f"{gate.config}'s accept length is fixed by {SIMULATED_TAU_ENV}={faked} (SGLang's simulation): "
+                    "a floor on it says nothing about the drafter",
+                )
+            )
+        self._gather([gate.config], gate.concurrency, wl.repeats)
+        record = self._record_of(gate.config, gate.concurrency)
+
+        def interval_at(level: float) -> Interval:
+            spec = [s for s in record.samples if s.verify_ct]
+            if not spec:
+                return Interval(math.nan, math.nan, math.nan, level)
+            return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct for s in spec], level)
+
+        if not any(s.verify_ct for s in record.samples):
+            return self._record(
+                Verdict(
+                    name,
+                    gate.config,
+                    FAIL,
+                    f"{gate.config} is configured speculative but its responses carry no spec_verify_ct: "
+                    "speculation is silently off, or this SGLang spells the counter differently",
+                )
+            )
+        looks = planned_looks(self.plan.per_boot([gate.config], gate.concurrency), wl.max_repeats, self._batch())
+        status, tau, taken = decide_sequentially(
+            interval_at,
+            lambda iv: at_least(iv, gate.at_least),
+            lambda: self.plan.more([gate.config], gate.concurrency, wl.max_repeats, self._batch()),
+            conf,
+            looks,
+        )
+        spec = [s for s in record.samples if s.verify_ct]
+        head = (
+            f"{gate.config} accepts {tau.estimate:.3f} tokens per verify step [{tau.low:.3f}, {tau.high:.3f}] "
+            f"({_level(tau, conf, looks)}, {len(spec)} requests, {sum(s.verify_ct for s in spec)} verify steps); "
+            f"required >= {gate.at_least:g}"
+        )
+        figures = {"accept_length": tau.as_dict(), "required": gate.at_least, "n": len(spec)}
+        noise = "requests (which prompt, which answer); accept length does not depend on timing"
+        notes = []
+        if status != PASS:
+            notes.append(
+                "accept length is the drafter's agreement with the target on these prompts: a shortfall means a "
+                "weaker or mismatched draft checkpoint, prompts unlike its training data, or a broken hidden-state "
+                "capture, never timing noise"
+            )
+            identity = self.drafters().get(gate.config)
+            if identity is not None:
+                from specgate.drafter.identity import describe
+
+                notes.append(f"drafter: {describe(identity)}")
+        if status == PASS:
+            return self._record(Verdict(name, gate.config, PASS, head, notes, figures, noise))
+        suffix = (
+            " — FAILS"
+            if status == FAIL
+            else f" — still INCONCLUSIVE at the cap of {wl.max_repeats} requests per boot: no pass can be shown"
+        )
+        return self._record(Verdict(name, gate.config, FAIL, head + suffix, notes, figures, noise))
+
     # --- the no-regression gate -----------------------------------------------------------
     def regression(self, config: str, concurrency: int, metric: str) -> Verdict:
         name = f"regression:{config}:c{concurrency}:{metric}"
@@ -265,7 +359,7 @@ class Judge:
         stored, so that a machine a few percent slower than the one that recorded the
         baseline (same GPU model, another host) is judged once, on the reference, and not
         again on every speculative config."""
-        ref = self.deployment.reference
+        ref = self.deployment.reference_of(config)
         ref_stored = stored.figures.get((ref, concurrency))
         if config == ref:
             return self._absolute_regression(name, config, concurrency, figs, stored, notes)
@@ -326,7 +420,7 @@ class Judge:
         tol = self.deployment.gates.tolerance
         allowed = tol.decode_tps_for(config)
         wl = self.deployment.workload
-        two_sided = config == self.deployment.reference
+        two_sided = config in self.deployment.references
         stored_series = figs.series()
         stored_n = min(len(v) for v in stored_series.values())
         cap = min(wl.max_repeats, stored_n)  # beyond the stored requests there is nothing to pair with
@@ -390,7 +484,7 @@ class Judge:
         tol = self.deployment.gates.tolerance
         allowed = tol.decode_tps_for(config)
         wl = self.deployment.workload
-        ref = self.deployment.reference
+        ref = self.deployment.reference_of(config)
         stored_speedups = ratio_series(figs.series(), ref_figs.series())
         stored_n = min((len(v) for v in stored_speedups.values()), default=0)
         cap = min(wl.max_repeats, stored_n)  # beyond the stored pairs there is nothing to pair with
@@ -530,6 +624,8 @@ class Judge:
             "accept length does not depend on timing noise: a drop means the draft model, its inputs or the "
             "verify path changed (draft weights, hidden-state capture, tokenizer, sampling)"
         )
+        if (why := self._drafter_note(config, figs.drafter_sha256)) is not None:
+            notes.append(why)
         suffix = " — REGRESSED" if status == FAIL else " — INCONCLUSIVE"
         return Verdict(name, config, FAIL, head + suffix, notes, figures, noise)
 
@@ -571,11 +667,13 @@ def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] |
     for (config, concurrency), record in sorted(judge.meter.results.items()):
         if not record.samples or config in excluded:
             continue
-        summary = summarise_speed(record, judge.meter.results.get((dep.reference, concurrency)), conf)
+        summary = summarise_speed(record, judge.meter.results.get((dep.reference_of(config), concurrency)), conf)
         ordered = [s for samples in record.by_boot().values() for s in samples]
         entry = configs.setdefault(
             config, {"args_digest": dep.configs[config].args_digest(dep.launch), "concurrency": {}}
         )
+        if sha := (judge.drafters().get(config) or {}).get("sha256"):
+            entry["drafter_sha256"] = sha
         entry["concurrency"][str(concurrency)] = {
             "n": len(record.samples),
             "decode_tps": summary.decode_tps.as_dict(),

@@ -32,6 +32,10 @@ def test_speculation_beats_reference(specgate, beats_gate):
     _settle(specgate, specgate.judge.beats(beats_gate))
 
 
+def test_accept_length_floor(specgate, accept_gate):
+    _settle(specgate, specgate.judge.accept_floor(accept_gate))
+
+
 def test_no_regression_against_stored_baseline(specgate, regression_target):
     config, concurrency, metric = regression_target
     _settle(specgate, specgate.judge.regression(config, concurrency, metric))

@@ -1,0 +1,115 @@
+"""Self-distillation data: the target answers the training prompts, through SGLang.
+
+EAGLE-3 trains best on the target's own answers (its hidden states and its next tokens then
+agree with what it will see when serving). A plain SGLang server is booted with SGLang's own
+CLI, every prompt is sent greedily in large batches through `/generate`, and each sample is
+kept as token ids (prompt ids from the target's tokenizer, answer ids exactly as SGLang
+produced them), so training sees the very tokens the server decodes.
+Runs on the GPU host (needs SGLang and transformers); never imported on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from specgate.drafter.prompts import TrainingPrompt
+from specgate.errors import SpecgateError
+from specgate.prompts import render
+from specgate.server.local import free_port
+
+
+@dataclass(frozen=True)
+class DistilSettings:
+    max_new_tokens: int = 256
+    batch: int = 256  # prompts per /generate call; SGLang batches them itself
+    parallel_calls: int = 4
+    boot_timeout_s: float = 600.0
+    prompt_format: str = "chatml"
+
+
+def boot_server(model: Path, log_path: Path, timeout_s: float, extra: list[str]) -> tuple[subprocess.Popen, str]:
+    port, nccl = free_port(), free_port()
+    command = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--host", "127.0.0.1",
+               "--port", str(port), "--nccl-port", str(nccl), *extra]
+    log = log_path.open("wb")
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SpecgateError(f"distillation server exited with {proc.returncode} while booting; log: {log_path}")
+        try:
+            if httpx.get(f"{url}/health_generate", timeout=5).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    stop_server(proc)
+    raise SpecgateError(f"distillation server not ready after {timeout_s:.0f} s; log: {log_path}")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def distil(
+    model: Path, prompts: list[TrainingPrompt], out_path: Path, settings: DistilSettings, server_args: list[str]
+) -> dict:
+    """Write one JSON line per prompt ({kind, prompt_ids, output_ids}); returns figures."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    texts = [render(p.messages, settings.prompt_format) for p in prompts]
+    started = time.monotonic()
+    proc, url = boot_server(model, out_path.with_suffix(".server.log"), settings.boot_timeout_s, server_args)
+    booted = time.monotonic()
+    try:
+        with httpx.Client(timeout=1800) as client:
+
+            def ask(chunk: list[str]) -> list[dict]:
+                body = {"text": chunk, "sampling_params": {"temperature": 0.0, "max_new_tokens": settings.max_new_tokens}}
+                resp = client.post(f"{url}/generate", json=body)
+                resp.raise_for_status()
+                return resp.json()
+
+            chunks = [texts[i : i + settings.batch] for i in range(0, len(texts), settings.batch)]
+            with ThreadPoolExecutor(settings.parallel_calls) as ex:
+                answers = [a for part in ex.map(ask, chunks) for a in part]
+    finally:
+        stop_server(proc)
+    if len(answers) != len(prompts):
+        raise SpecgateError(f"distillation: {len(prompts)} prompts sent, {len(answers)} answers came back")
+    tokens = 0
+    with out_path.open("w") as f:
+        for p, text, answer in zip(prompts, texts, answers, strict=True):
+            ids = answer.get("output_ids")
+            if not isinstance(ids, list) or not ids:
+                raise SpecgateError(f"distillation: an answer carries no output_ids (keys: {sorted(answer)})")
+            prompt_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            tokens += len(ids)
+            f.write(json.dumps({"kind": p.kind, "prompt_ids": prompt_ids, "output_ids": ids}) + "\n")
+    return {
+        "samples": len(prompts),
+        "answer_tokens": tokens,
+        "max_new_tokens": settings.max_new_tokens,
+        "boot_s": round(booted - started, 1),
+        "generate_s": round(time.monotonic() - booted, 1),
+        "server_args": server_args,
+    }

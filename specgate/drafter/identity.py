@@ -1,0 +1,110 @@
+"""Which drafter each speculative config ran: its path, the checksum of its weights as read
+now, and, where `specgate assets smollm2-eagle3` made it, how it was trained (drafter.json).
+
+Accept length belongs to the drafter: a report (and a stored baseline) that does not say which
+weights produced it cannot explain a change in it. The checksum is recomputed at every run and
+compared with the one recorded at training, so a file swapped under the same path is named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from specgate.deployment import REPO_ROOT, Deployment, expand_placeholders
+
+DRAFT_PATH_FLAG = "--speculative-draft-model-path"
+DUMMY_FLAG = "--speculative-draft-load-format"
+RECORD = "drafter.json"
+
+
+def _flag(args: tuple[str, ...], flag: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def weights_sha256(directory: Path) -> str | None:
+    files = sorted(directory.glob("*.safetensors")) + sorted(directory.glob("*.bin"))
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def drafter_identity(deployment: Deployment, config: str) -> dict | None:
+    """None for a config without a draft model path (plain decoding, n-gram)."""
+    cfg = deployment.configs[config]
+    args = (*deployment.launch.args, *cfg.args)
+    raw = _flag(args, DRAFT_PATH_FLAG)
+    if raw is None:
+        return None
+    path = expand_placeholders(raw, {"repo": str(REPO_ROOT), "model": deployment.model})
+    out: dict = {"path": path}
+    if _flag(args, DUMMY_FLAG) == "dummy":
+        out["weights"] = "random (--speculative-draft-load-format dummy): no trained weights"
+        return out
+    directory = Path(path)
+    if not directory.is_dir():
+        out["weights"] = "not a directory on this host (a hub id, or another machine's path): not checksummed"
+        return out
+    out["sha256"] = weights_sha256(directory)
+    record = directory / RECORD
+    if record.is_file():
+        try:
+            made = json.loads(record.read_text())
+            ckpt = made.get("checkpoint") or {}
+            training = made.get("training") or {}
+            distil = made.get("distillation") or {}
+            out["made"] = {
+                "by": made.get("made_by"),
+                "date": made.get("date"),
+                "role": made.get("role"),
+                "step": ckpt.get("step"),
+                "steps_done": training.get("steps_done"),
+                "train_s": training.get("train_s"),
+                "samples": distil.get("samples"),
+                "answer_tokens": distil.get("answer_tokens"),
+                "prompts_digest": (made.get("prompts") or {}).get("digest"),
+                "software": made.get("software"),
+            }
+            recorded = ckpt.get("sha256")
+            out["matches_record"] = recorded == out["sha256"] if recorded else None
+        except (OSError, ValueError, AttributeError) as exc:
+            out["made"] = {"unreadable": f"{record}: {exc}"}
+    return out
+
+
+def drafters(deployment: Deployment) -> dict[str, dict]:
+    found = {}
+    for name in deployment.configs:
+        identity = drafter_identity(deployment, name)
+        if identity is not None:
+            found[name] = identity
+    return found
+
+
+def describe(identity: dict) -> str:
+    """One line for a report: path, checksum, how it was made."""
+    parts = [identity["path"]]
+    if "weights" in identity:
+        parts.append(identity["weights"])
+    if identity.get("sha256"):
+        parts.append(f"sha256 {identity['sha256'][:16]}")
+    made = identity.get("made") or {}
+    if made.get("role"):
+        parts.append(
+            f"{made['role']} checkpoint of `{made.get('by')}` ({made.get('date')}): step {made.get('step')}, "
+            f"{made.get('samples')} distilled answers, {made.get('answer_tokens')} answer tokens"
+        )
+    if identity.get("matches_record") is False:
+        parts.append("WEIGHTS DIFFER from the checksum recorded when it was trained")
+    return "; ".join(str(p) for p in parts)

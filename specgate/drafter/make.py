@@ -1,0 +1,99 @@
+"""`specgate assets smollm2-eagle3 DIR`: a trained EAGLE-3 drafter for SmolLM2-135M-Instruct.
+
+prompts (specgate.drafter.prompts, none from the held-out fixtures) → the target's own greedy
+answers through SGLang (specgate.drafter.distil) → SpecForge training (specgate.drafter.train)
+→ two checkpoints, each with `drafter.json`: how it was made (data size, steps, time, the
+software), and the sha256 of its weights, which every gate report that uses it repeats.
+`smollm2-eagle3-trained` is the trained drafter; `smollm2-eagle3-weak` is the same run stopped
+after a few steps, kept to show that the accept-length gates catch a worse drafter. Deployments
+name `smollm2-eagle3`, a link to the trained one: pointing it at the weak one is how a run shows
+what a worse checkpoint pushed under the same path does to the gates.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from specgate.drafter import prompts as training_prompts
+from specgate.drafter.distil import DistilSettings, distil
+from specgate.drafter.train import TrainSettings, train
+from specgate.errors import SpecgateError
+
+LINK = "smollm2-eagle3"
+FINAL_DIR = "smollm2-eagle3-trained"
+WEAK_DIR = "smollm2-eagle3-weak"
+# The distillation server: the gate's attention backends (their JIT kernels are then compiled
+# before the gate boots), no CUDA graphs (capturing many batch sizes costs more than it saves here).
+SERVER_ARGS = ["--prefill-attention-backend", "flashinfer", "--decode-attention-backend", "triton",
+               "--disable-cuda-graph", "--mem-fraction-static", "0.5", "--max-running-requests", "512"]
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for name in ("sglang", "specforge", "torch", "transformers"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _gpu() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+
+
+def make_smollm2_eagle3(
+    out_dir: Path, gguf: str | None, n_prompts: int, train_settings: TrainSettings, max_new_tokens: int, log
+) -> dict:
+    from specgate.assets import make_smollm2
+
+    started = time.monotonic()
+    target, _ = make_smollm2(out_dir, gguf)
+    prompts = training_prompts.generate(n_prompts)
+    leaked = training_prompts.leaks(prompts)
+    if leaked:
+        raise SpecgateError(f"{len(leaked)} training prompt(s) share text with fixtures/prompts, e.g. {leaked[0]!r}")
+    work = out_dir / "smollm2-eagle3-work"
+    work.mkdir(parents=True, exist_ok=True)
+    data = work / "distilled.jsonl"
+    log(f"distilling {len(prompts)} prompts through SGLang ...")
+    distilled = distil(target, prompts, data, replace(DistilSettings(), max_new_tokens=max_new_tokens), SERVER_ARGS)
+    log(f"distilled: {distilled}")
+    figures = train(target, data, {"final": out_dir / FINAL_DIR, "weak": out_dir / WEAK_DIR}, train_settings, log)
+    made = {
+        "made_by": "specgate assets smollm2-eagle3",
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "gpu": _gpu(),
+        "software": _versions(),
+        "target": str(target),
+        "prompts": {
+            "n": len(prompts),
+            "seed": training_prompts.SEED,
+            "digest": training_prompts.digest(prompts),
+            "source": "specgate.drafter.prompts (templates and Python's module docs; no 8-word run shared with "
+            "fixtures/prompts)",
+        },
+        "distillation": distilled,
+        "training": {k: v for k, v in figures.items() if k != "checkpoints"},
+        "total_s": round(time.monotonic() - started, 1),
+    }
+    for role, ckpt in figures["checkpoints"].items():
+        doc = {**made, "role": role, "checkpoint": ckpt}
+        (Path(ckpt["dir"]) / "drafter.json").write_text(json.dumps(doc, indent=2) + "\n")
+    link = out_dir / LINK
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(FINAL_DIR)
+    summary = {**made, "checkpoints": figures["checkpoints"]}
+    (out_dir / "smollm2-eagle3.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

@@ -1,0 +1,202 @@
+"""Training prompts for the drafter: made here, never taken from the gate's held-out sets.
+
+The gate measures accept length on `fixtures/prompts`; a drafter trained on those would
+flatter itself. These prompts cover the same kinds of request (chat, code, math, summaries,
+translation, long inputs) but are built from templates, vocabularies and passages of their
+own, drawn with a fixed seed, and `leaks()` proves no prompt shares an 8-word run with any
+held-out prompt (a self-test checks it). The answers are the target's own (self-distillation,
+specgate.drafter.distil), so the prompts only need to steer it into varied, realistic text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import random
+import re
+from dataclasses import dataclass
+
+from specgate.prompts import KNOWN_SETS, Message, load_prompts
+
+SEED = 20261130
+SHINGLE = 8  # words: a shared run this long is a leak
+
+TOPICS = (
+    "photosynthesis", "compound interest", "the water cycle", "black holes", "vaccines", "inflation",
+    "the printing press", "plate tectonics", "machine learning", "the immune system", "supply and demand",
+    "renewable energy", "the Roman Empire", "DNA replication", "recycling", "time zones", "the stock market",
+    "volcanoes", "bees and pollination", "the internet", "electric cars", "sleep cycles", "coral reefs",
+    "the French Revolution", "antibiotics", "solar panels", "earthquakes", "blockchains", "the moon's phases",
+    "public libraries", "composting", "migration of birds", "credit scores", "tides", "the Silk Road",
+    "nuclear fusion", "rainforests", "jazz music", "chess openings", "typography", "the human heart",
+)
+AUDIENCES = ("a child", "a high-school student", "a busy manager", "a retired engineer", "a new employee")
+ASKS = (
+    "Describe {t} for {a} in a short paragraph.",
+    "What should {a} know about {t}? Keep it brief.",
+    "List three surprising facts about {t}.",
+    "Give an analogy that makes {t} easy to grasp.",
+    "Write a short, friendly note to {a} introducing {t}.",
+    "What are common misconceptions about {t}?",
+    "Why does {t} matter in everyday life? Answer for {a}.",
+    "Outline a five-minute talk on {t} for {a}.",
+    "Compare {t} with something {a} already knows well.",
+)
+ADVICE = (
+    "I have a job interview tomorrow and feel nervous. Any advice?",
+    "How do I keep houseplants alive while travelling for two weeks?",
+    "What is a sensible weekly routine for learning to play the guitar?",
+    "How can I make my small kitchen feel less cluttered?",
+    "I keep forgetting people's names right after meeting them. What helps?",
+    "How should I plan a budget for my first month living alone?",
+    "What is a good way to start running if I have never exercised?",
+    "How can a small team run shorter, more useful meetings?",
+)
+CODE_TASKS = (
+    "reverses the words in a sentence", "counts vowels in a string", "merges two sorted lists",
+    "checks whether a number is prime", "flattens a nested list", "parses a CSV line into fields",
+    "computes the median of a list", "removes duplicate items while keeping order",
+    "converts Celsius to Fahrenheit", "finds the longest common prefix of some strings",
+    "validates a simple email address", "groups words by their first letter",
+    "returns the running total of a list", "rotates a matrix by 90 degrees", "implements binary search",
+    "reads a text file and counts its lines", "turns a dictionary into a query string",
+    "computes the factorial iteratively", "checks if brackets in a string are balanced",
+    "capitalises the first letter of each word", "sums the digits of an integer", "transposes a matrix",
+    "finds all anagrams of a word in a list", "converts a Roman numeral to an integer",
+    "chunks a list into pieces of size n", "counts word frequencies in a paragraph",
+    "returns the k largest numbers of a list", "checks whether two strings are rotations of each other",
+    "generates the first n rows of Pascal's triangle", "converts seconds to hours, minutes and seconds",
+    "interleaves two lists", "removes punctuation from a string", "finds the second smallest element",
+    "validates a sudoku row", "computes a moving average over a window", "swaps the keys and values of a map",
+    "finds the missing number in a sequence from 1 to n", "formats a number with thousands separators",
+    "detects a cycle in a linked list", "implements a stack with push and pop",
+)
+LANGUAGES = ("Python", "JavaScript", "Go", "Rust", "C", "Java", "TypeScript")
+CODE_ASKS = (
+    "In {lang}, implement a routine that {task}.",
+    "Show me {lang} code that {task}, and explain it briefly.",
+    "How would you write a {lang} helper that {task}? Include a usage example.",
+    "Give a {lang} snippet that {task}, with a comment on its complexity.",
+    "I need {lang} code which {task}. Keep it short and idiomatic.",
+)
+TARGET_LANGUAGES = ("Spanish", "Italian", "Portuguese", "Dutch", "Swedish")
+SUBJECTS = ("My brother", "The new teacher", "Our neighbour", "The baker", "A tourist", "The old captain",
+            "My grandmother", "The young pilot", "Her cousin", "The shy student")
+ACTIONS = (
+    "bought fresh bread", "lost the keys", "painted the fence", "missed the last bus",
+    "found a small cat", "opened a bookshop", "fixed the bicycle", "planted tomatoes",
+)
+PLACES = ("near the station", "in the village", "after the concert", "before breakfast", "by the river")
+MODULES = ("textwrap", "json", "csv", "heapq", "bisect", "fractions", "statistics", "shutil", "difflib",
+           "itertools", "functools", "pathlib", "string", "calendar", "zipfile", "queue", "sched", "uuid",
+           "collections", "decimal", "datetime", "random", "re", "os", "subprocess", "threading", "logging",
+           "argparse", "tarfile", "gzip", "email", "http.client", "urllib.parse", "sqlite3", "unittest",
+           "contextlib", "dataclasses", "enum", "typing", "inspect", "pickle", "copy", "pprint", "socket")
+SUMMARY_ASKS = (
+    "Give the gist of this passage in a sentence or two:",
+    "Explain the following documentation in plain words:",
+    "What is this text about? Answer briefly.",
+    "Turn this into three short bullet points:",
+)
+
+
+@dataclass(frozen=True)
+class TrainingPrompt:
+    kind: str
+    messages: tuple[Message, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(m.content for m in self.messages)
+
+
+def _passages() -> list[str]:
+    """English prose that ships with Python: the documentation of modules and of their public
+    classes and functions, paragraph by paragraph."""
+    import importlib
+
+    out: list[str] = []
+    for name in MODULES:
+        module = importlib.import_module(name)
+        docs = [inspect.getdoc(module) or ""]
+        for attr in sorted(dir(module)):
+            if not attr.startswith("_") and callable(obj := getattr(module, attr, None)):
+                docs.append(inspect.getdoc(obj) or "")
+        for doc in docs:
+            for para in re.split(r"\n\s*\n", doc):
+                para = " ".join(para.split())
+                if len(para.split()) >= 25 and para not in out:
+                    out.append(para)
+    return out
+
+
+def _math(rng: random.Random) -> str:
+    a, b, c = rng.randint(3, 90), rng.randint(2, 40), rng.randint(2, 12)
+    forms = (
+        f"A box holds {a} pencils. A school orders {c} boxes and gives away {b} pencils. How many are left?",
+        f"What is {a} percent of {b * 25}? Explain each step.",
+        f"A cyclist rides {a} km in {c} hours. What is her average speed in km per hour?",
+        f"If 4y - {b} = {a}, what is y?",
+        f"A rectangle is {a} cm long and {b} cm wide. Find its area and its perimeter.",
+        f"Share {a * c} marbles equally among {c} children. How many does each child get?",
+    )
+    return rng.choice(forms)
+
+
+def generate(n: int, seed: int = SEED) -> list[TrainingPrompt]:
+    """`n` prompts across six kinds, the same list for the same (n, seed)."""
+    rng = random.Random(seed)
+    passages = _passages()
+    makers = {
+        "chat": lambda: rng.choice(ASKS).format(t=rng.choice(TOPICS), a=rng.choice(AUDIENCES))
+        if rng.random() < 0.7
+        else rng.choice(ADVICE),
+        "code": lambda: rng.choice(CODE_ASKS).format(lang=rng.choice(LANGUAGES), task=rng.choice(CODE_TASKS)),
+        "math": lambda: _math(rng),
+        "summarisation": lambda: f"{rng.choice(SUMMARY_ASKS)}\n\n{rng.choice(passages)}",
+        "translation": lambda: (
+            f"Please render this in {rng.choice(TARGET_LANGUAGES)}: {rng.choice(SUBJECTS)} "
+            f"{rng.choice(ACTIONS)} {rng.choice(PLACES)}."
+        ),
+        "long_context": lambda: (
+            "Read the notes below, then answer: which part matters most to a beginner, and why?\n\n"
+            + "\n\n".join(rng.sample(passages, 4))
+        ),
+    }
+    kinds = list(makers)
+    out, seen = [], set()
+    misses = 0
+    while len(out) < n:
+        kind = kinds[len(out) % len(kinds)]
+        content = makers[kind]()
+        if content in seen:
+            misses += 1
+            if misses > 200 * n:
+                raise ValueError(f"only {len(out)} distinct training prompts can be made, not {n}")
+            continue
+        seen.add(content)
+        system = (Message("system", "You are a helpful assistant."),) if rng.random() < 0.3 else ()
+        out.append(TrainingPrompt(kind, (*system, Message("user", content))))
+    return out
+
+
+def _shingles(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i : i + SHINGLE]) for i in range(len(words) - SHINGLE + 1)}
+
+
+def leaks(prompts: list[TrainingPrompt]) -> list[str]:
+    """Training prompts that share an 8-word run with a held-out (fixtures/prompts) prompt."""
+    held = set()
+    for p in load_prompts(KNOWN_SETS):
+        for m in p.messages:
+            held |= _shingles(m.content)
+    return [p.text[:80] for p in prompts if _shingles(p.text) & held]
+
+
+def digest(prompts: list[TrainingPrompt]) -> str:
+    h = hashlib.sha256()
+    for p in prompts:
+        for m in p.messages:
+            h.update(f"{m.role}\x00{m.content}\x01".encode())
+    return h.hexdigest()[:16]

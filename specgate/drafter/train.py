@@ -1,0 +1,222 @@
+"""EAGLE-3 training with SpecForge (SGLang's training framework) on self-distilled samples.
+
+SpecForge 0.2.0's own `specforge train` serves the target from an SGLang server with
+Mooncake; for a 135M target on one GPU a short loop is simpler, so this one drives
+SpecForge's pieces directly: its draft model (`LlamaForCausalLMEagle3`), its training-time-
+test wrapper (`OnlineEagle3Model`, the EAGLE-3 loss over `length` unrolled draft steps), its
+BF16 optimizer, its vocabulary mapping and its legacy-rope fix for SGLang. The target is the
+transformers model; its hidden states at the layers SGLang captures by default (outputs of
+layers 1, L/2-1 and L-4, SGLang's `[2, L//2, L-3]`) feed the drafter, and its logits are the
+teacher. A checkpoint is written after `weak_steps` (the deliberately under-trained one the
+gate must catch) and at the end. Runs on the GPU host; never imported on CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from specgate.errors import SpecgateError
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    draft_vocab_size: int = 16000
+    ttt_length: int = 4  # unrolled draft steps trained; the gate's configs draft at most 3 deep
+    lr: float = 3e-4
+    batch_tokens: int = 8192  # padded tokens per step (samples of like length batched together)
+    max_length: int = 640
+    epochs: int = 3
+    time_budget_s: float = 240.0  # training stops here even mid-epoch (the device call is 10 min)
+    weak_steps: int = 15
+    seed: int = 0
+    deadline: float | None = None  # time.time() by which training must have stopped (the call's end)
+
+
+def capture_layers(num_layers: int) -> list[int]:
+    """The layers whose outputs SGLang hands an EAGLE-3 drafter when its config names none."""
+    return [1, num_layers // 2 - 1, num_layers - 4]
+
+
+def draft_config(target_cfg: dict, settings: TrainSettings) -> dict:
+    from specgate.assets import eagle3_draft_config
+
+    cfg = eagle3_draft_config(target_cfg)
+    cfg["draft_vocab_size"] = settings.draft_vocab_size
+    cfg["head_dim"] = target_cfg.get("head_dim") or target_cfg["hidden_size"] // target_cfg["num_attention_heads"]
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if target_cfg.get(key) is not None:
+            cfg[key] = target_cfg[key]
+    return cfg
+
+
+def load_samples(path: Path, max_length: int) -> list[tuple[list[int], list[int]]]:
+    """(token ids, loss mask): the answer's tokens are learned, the prompt's only read."""
+    out = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        ids = (row["prompt_ids"] + row["output_ids"])[:max_length]
+        mask = ([0] * len(row["prompt_ids"]) + [1] * len(row["output_ids"]))[:max_length]
+        if sum(mask) >= 2:
+            out.append((ids, mask))
+    if not out:
+        raise SpecgateError(f"{path}: no usable samples")
+    return out
+
+
+def batches(samples: list, batch_tokens: int, rng: random.Random) -> list[list[int]]:
+    """Indices grouped by length so that padding stays small, in random order."""
+    order = sorted(range(len(samples)), key=lambda i: len(samples[i][0]))
+    groups, current = [], []
+    for i in order:
+        if current and (len(current) + 1) * len(samples[i][0]) > batch_tokens:
+            groups.append(current)
+            current = []
+        current.append(i)
+    if current:
+        groups.append(current)
+    rng.shuffle(groups)
+    return groups
+
+
+def sha256_of(directory: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(directory.glob("*.safetensors")):
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def train(
+    target_dir: Path, data_path: Path, out_dirs: dict[str, Path], settings: TrainSettings, log, device: str = "cuda"
+) -> dict:
+    """Train; write the checkpoints named in `out_dirs` ("weak", "final"); return figures."""
+    import torch
+    from specforge.algorithms.eagle3.model import OnlineEagle3Model
+    from specforge.data.preprocessing import generate_vocab_mapping_file
+    from specforge.export.checkpoint_io import apply_legacy_rope_scaling
+    from specforge.modeling.auto import AutoDraftModelConfig
+    from specforge.modeling.draft.llama3_eagle import LlamaForCausalLMEagle3
+    from specforge.optimizer import BF16Optimizer
+    from specforge.utils import padding
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(settings.seed)
+    rng = random.Random(settings.seed)
+    dev = torch.device(device)
+    target_cfg = json.loads((target_dir / "config.json").read_text())
+    layers = capture_layers(target_cfg["num_hidden_layers"])
+    samples = load_samples(data_path, settings.max_length)
+    work = data_path.parent
+    cfg_path = work / "draft-config.json"
+    cfg_path.write_text(json.dumps(draft_config(target_cfg, settings), indent=2) + "\n")
+
+    vocab_set = _MaskedTokens(samples)
+    vocab_path = generate_vocab_mapping_file(
+        vocab_set, target_cfg["vocab_size"], settings.draft_vocab_size, cache_dir=str(work), cache_key="vocab-mapping"
+    )
+    draft = LlamaForCausalLMEagle3(AutoDraftModelConfig.from_file(str(cfg_path)), attention_backend="sdpa")
+    draft.load_embedding(str(target_dir), embedding_key="model.embed_tokens.weight")
+    draft.freeze_embedding()
+    draft.load_vocab_mapping(vocab_path)
+    draft = draft.to(dev, torch.bfloat16)
+    model = OnlineEagle3Model(draft_model=draft, length=settings.ttt_length, attention_backend="sdpa").to(dev)
+    target = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.bfloat16).to(dev).eval()
+
+    plan = [b for _ in range(settings.epochs) for b in batches(samples, settings.batch_tokens, rng)]
+    optimizer = BF16Optimizer(model, lr=settings.lr, max_grad_norm=0.5, total_steps=len(plan), warmup_ratio=0.03)
+    written: dict[str, dict] = {}
+    history = []
+    started = time.monotonic()
+    step = 0
+    for step, group in enumerate(plan, start=1):
+        ids, attn, mask = _pad([samples[i] for i in group], dev)
+        with torch.no_grad():
+            out = target(input_ids=ids, attention_mask=attn, output_hidden_states=True, use_cache=False)
+            hidden = torch.cat([out.hidden_states[i + 1] for i in layers], dim=-1)
+            teacher = padding(out.logits, left=False)
+        plosses, _, acces, *_ = model(
+            input_ids=padding(ids, left=False), attention_mask=attn, target=teacher,
+            loss_mask=mask[..., None], hidden_states=hidden,
+        )
+        loss = sum(0.8**i * p for i, p in enumerate(plosses))
+        loss.backward()
+        optimizer.step()
+        if step % 25 == 0 or step == 1 or step == len(plan):
+            row = {"step": step, "s": round(time.monotonic() - started, 1), "loss": round(float(loss), 4),
+                   "acc": [round(float(a), 3) for a in acces]}
+            history.append(row)
+            log(f"step {step}/{len(plan)}: {row}")
+        if step == settings.weak_steps and "weak" in out_dirs:
+            written["weak"] = _save(draft, out_dirs["weak"], apply_legacy_rope_scaling, step, history)
+        if time.monotonic() - started > settings.time_budget_s:
+            log(f"time budget of {settings.time_budget_s:.0f} s reached at step {step} of {len(plan)}")
+            break
+        if settings.deadline is not None and time.time() > settings.deadline:
+            log(f"deadline reached at step {step} of {len(plan)}")
+            break
+    written["final"] = _save(draft, out_dirs["final"], apply_legacy_rope_scaling, step, history)
+    tokens = sum(len(ids) for ids, _ in samples)
+    return {
+        "settings": asdict(settings),
+        "capture_layers": layers,
+        "samples": len(samples),
+        "tokens": tokens,
+        "learned_tokens": sum(sum(m) for _, m in samples),
+        "steps_planned": len(plan),
+        "steps_done": step,
+        "train_s": round(time.monotonic() - started, 1),
+        "history": history,
+        "checkpoints": written,
+    }
+
+
+class _MaskedTokens:
+    """What SpecForge's vocabulary mapping reads: `input_ids` and `loss_mask` columns."""
+
+    def __init__(self, samples: list) -> None:
+        import torch
+
+        self._cols = {
+            "input_ids": [torch.tensor(ids) for ids, _ in samples],
+            "loss_mask": [torch.tensor(m) for _, m in samples],
+        }
+
+    def __getitem__(self, key: str) -> list:
+        return self._cols[key]
+
+    def __len__(self) -> int:
+        return len(self._cols["input_ids"])
+
+
+def _pad(rows: list, dev):  # noqa: ANN001, ANN202 - torch types stay out of the module's imports
+    import torch
+
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, (tokens, learn) in enumerate(rows):
+        ids[r, : len(tokens)] = torch.tensor(tokens)
+        attn[r, : len(tokens)] = 1
+        mask[r, : len(learn)] = torch.tensor(learn)
+    return ids.to(dev), attn.to(dev), mask.to(dev)
+
+
+def _save(draft, out_dir: Path, fix_rope, step: int, history: list) -> dict:  # noqa: ANN001
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {k: v for k, v in draft.state_dict().items() if "embed" not in k}
+    draft.save_pretrained(str(out_dir), state_dict=dict(state))  # transformers pops from the dict it gets
+    fix_rope(str(out_dir))
+    acc = history[-1]["acc"] if history else []
+    return {
+        "dir": str(out_dir),
+        "step": step,
+        "sha256": sha256_of(out_dir),
+        "acc_at_save": acc,
+        "expected_tau_topk1_2steps": round(1 + sum(math.prod(acc[: k + 1]) for k in range(min(2, len(acc)))), 3),
+    }

@@ -1,0 +1,67 @@
+"""The trained drafter's CPU side: training prompts that never leak the held-out sets, and the
+identity (checksum, provenance) every report and baseline gives the weights a config ran."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specgate.drafter import prompts as training_prompts
+from specgate.drafter.identity import describe, drafter_identity
+from tests.self.test_side_by_side import _dep
+
+
+def test_training_prompts_are_many_varied_reproducible_and_not_the_held_out_ones():
+    made = training_prompts.generate(600)
+    assert len({p.text for p in made}) == 600
+    assert {p.kind for p in made} == {"chat", "code", "math", "summarisation", "translation", "long_context"}
+    assert training_prompts.digest(made) == training_prompts.digest(training_prompts.generate(600))
+    assert training_prompts.leaks(made) == []
+
+
+def test_a_leak_is_found():
+    from specgate.prompts import KNOWN_SETS, load_prompts
+
+    held = load_prompts(KNOWN_SETS)[0]
+    leaked = training_prompts.TrainingPrompt("chat", held.messages)
+    assert training_prompts.leaks([leaked]) == [leaked.text[:80]]
+
+
+def _drafter(tmp_path: Path, weights: bytes, recorded: bytes | None) -> Path:
+    import hashlib
+
+    d = tmp_path / "drafter"
+    d.mkdir()
+    (d / "model.safetensors").write_bytes(weights)
+    record = {
+        "made_by": "specgate assets smollm2-eagle3",
+        "date": "2026-11-30T21:00:00+00:00",
+        "role": "final",
+        "checkpoint": {"step": 900, "sha256": hashlib.sha256(recorded or weights).hexdigest()},
+        "distillation": {"samples": 4000, "answer_tokens": 700000},
+        "training": {"steps_done": 900, "train_s": 230.0},
+    }
+    (d / "drafter.json").write_text(json.dumps(record))
+    return d
+
+
+def _with_drafter(path: Path, extra: tuple[str, ...] = ()):
+    args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(path), *extra]
+    return _dep({"configs": {"eagle3-decode": {"args": args}}})
+
+
+def test_the_identity_checksums_the_weights_and_names_a_swapped_file(tmp_path):
+    good = _drafter(tmp_path, b"weights", None)
+    found = drafter_identity(_with_drafter(good), "eagle3-decode")
+    assert found["matches_record"] is True and found["made"]["step"] == 900
+    assert "final checkpoint" in describe(found) and "4000 distilled answers" in describe(found)
+    (good / "model.safetensors").write_bytes(b"other weights")
+    swapped = drafter_identity(_with_drafter(good), "eagle3-decode")
+    assert swapped["matches_record"] is False and "WEIGHTS DIFFER" in describe(swapped)
+
+
+def test_random_and_remote_drafters_are_said_to_be_so(tmp_path):
+    dep = _with_drafter(tmp_path / "nowhere", ("--speculative-draft-load-format", "dummy"))
+    assert "random" in drafter_identity(dep, "eagle3-decode")["weights"]
+    assert "not checksummed" in drafter_identity(_with_drafter(tmp_path / "nowhere"), "eagle3-decode")["weights"]
+    assert drafter_identity(dep, "baseline") is None

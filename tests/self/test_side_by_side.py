@@ -1,0 +1,120 @@
+"""End to end on the simulator: two installs gated side by side (an SGLang upgrade), each
+speculative config checked against its own plain reference, and accept-length floors that
+fail on a worse drafter."""
+
+from __future__ import annotations
+
+import pytest
+
+from specgate.deployment import parse_deployment
+from specgate.errors import DeploymentError
+from tests.self.helpers import sim_deployment_dict
+
+SIM = ["{python}", "-m", "specgate.sim"]
+EAGLE = [
+    "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "specgate-sim/toy-drafter",
+    "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3",
+    "--speculative-attention-mode", "decode",
+]  # fmt: skip
+# "The new release": another install (its own command), claiming another version, serving OTHER
+# weights, so that its EAGLE-3 answers match its own plain answers and not the old release's.
+# (The weights are a flag after launch.args, so that they win over the deployment's --model-path.)
+NEW = [*SIM, "--sim-release", "9.9.0"]
+OTHER_WEIGHTS = ["--model-path", "specgate-sim/toy-other"]
+UPGRADE = {
+    "configs": {
+        "plain-new": {"command": NEW, "args": OTHER_WEIGHTS},
+        "eagle3-new": {
+            "command": NEW,
+            "reference": "plain-new",
+            "args": [*EAGLE, *OTHER_WEIGHTS],
+            "tolerate": ["stop-overshoot"],
+        },
+    },
+    "gates": {"beats": [{"config": "eagle3-new", "over": "eagle3-decode", "ratio": 0.5}]},
+}
+
+
+def test_an_upgrade_is_gated_side_by_side_each_release_against_its_own_reference(sim_deployment, pytester):
+    d = sim_deployment(UPGRADE)
+    result = d.run(pytester, "-k", "equivalence or beats", faults="eagle3-decode:stop-leak")
+    report = d.report()
+    rows = {e["config"]: e for e in report["equivalence"]}
+    # The old release's EAGLE-3 runs past stop strings: named as the upstream defect, and failed.
+    assert rows["eagle3-decode"]["failures"] and any("PR #23802" in k for k in rows["eagle3-decode"]["known_defects"])
+    # The new one answers as its own plain server does (other weights: against the old reference
+    # every answer would differ), and the tolerance carried over for the old release is a finding.
+    assert not rows["eagle3-new"]["failures"] and rows["eagle3-new"]["requests"] > 0
+    assert rows["eagle3-new"]["unused_tolerances"] == ["stop-overshoot"]
+    assert report["server_settings"]["eagle3-new"]["version"] == "9.9.0-specgate-sim"
+    gates = {g["gate"]: g for g in report["gates"]}
+    assert gates["beats:eagle3-new-beats-eagle3-decode"]["status"] == "pass"
+    assert result.ret == 1  # the old release's failures fail the run
+
+
+def test_a_speculative_config_compared_with_the_wrong_release_fails(sim_deployment, pytester):
+    """The proof that the per-config reference is used: the same new-release config compared
+    with the old release's plain answers (no `reference`) fails on the first token it differs."""
+    wrong = {"configs": {**UPGRADE["configs"], "eagle3-new": {"command": NEW, "args": [*EAGLE, *OTHER_WEIGHTS]}}}
+    d = sim_deployment(wrong)
+    d.run(pytester, "-k", "equivalence and eagle3-new")
+    rows = {e["config"]: e for e in d.report()["equivalence"]}
+    assert rows["eagle3-new"]["failures"]
+
+
+def test_the_accept_length_floor_passes_a_drafter_and_fails_a_collapsed_one(sim_deployment, pytester):
+    floor = {"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.8}]}}
+    d = sim_deployment(floor)
+    good = d.run(pytester, "-k", "accept_length_floor")
+    assert good.ret == 0, good.stdout.str()[-3000:]
+    d = sim_deployment(floor)
+    bad = d.run(pytester, "-k", "accept_length_floor", faults="eagle3-decode:accept-collapse")
+    assert bad.ret == 1
+    bad.stdout.fnmatch_lines(["*eagle3-decode accepts 1.0* tokens per verify step*required >= 1.8*FAILS*"])
+    gate = next(g for g in d.report()["gates"] if g["gate"].startswith("accept:"))
+    assert gate["status"] == "fail" and "never timing noise" in " ".join(gate["notes"])
+
+
+def _dep(overrides: dict):
+    from tests.self.helpers import merge
+
+    return parse_deployment(merge(sim_deployment_dict(), overrides), __import__("pathlib").Path("x.toml"))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"configs": {"eagle3-decode": {"reference": "nope"}}}, "configs.eagle3-decode.reference*names config 'nope'"),
+        ({"configs": {"eagle3-decode": {"reference": "eagle3-prefill"}}}, "*eagle3-prefill*speculative*"),
+        ({"configs": {"eagle3-decode": {"reference": "eagle3-decode"}}}, "*the config itself*"),
+        (
+            {"configs": {"p2": {"args": [], "reference": "baseline"}, "eagle3-decode": {"reference": "p2"}}},
+            "*references do not chain*",
+        ),
+        ({"configs": {"eagle3-decode": {"command": []}}}, "*configs.eagle3-decode.command*non-empty*"),
+        ({"configs": {"eagle3-decode": {"command": ["{pyton}"]}}}, "*unknown placeholder {pyton}*"),
+        (
+            {"launch": {"coexist": False}, "configs": {"p2": {"args": []}, "eagle3-decode": {"reference": "p2"}}},
+            "*needs launch.coexist = true*",
+        ),
+        ({"gates": {"accept_length": [{"config": "baseline", "at_least": 2}]}}, "*does not speculate*"),
+        ({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.0}]}}, "*cannot fail*"),
+        ({"gates": {"accept_length": [{"config": "eagle3-decode"}]}}, "*at_least*"),
+        ({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 2, "atleast": 3}]}}, "*atleast*"),
+    ],
+)
+def test_bad_references_commands_and_floors_are_refused_with_their_field(overrides, message):
+    with pytest.raises(DeploymentError) as err:
+        _dep(overrides)
+    assert __import__("fnmatch").fnmatch(str(err.value), "*" + message + "*"), str(err.value)
+
+
+def test_each_config_is_launched_and_digested_with_its_own_command():
+    dep = _dep(UPGRADE)
+    assert dep.reference_of("eagle3-new") == "plain-new" and dep.reference_of("eagle3-decode") == "baseline"
+    assert dep.references == ["baseline", "plain-new"]
+    assert "plain-new" not in dep.speculative_configs and "eagle3-new" in dep.speculative_configs
+    old, new = dep.configs["eagle3-decode"], dep.configs["eagle3-new"]
+    assert new.launch_command(dep.launch) == tuple(NEW) and old.launch_command(dep.launch) == dep.launch.command
+    # The same flags under another install are another build: its baselines never mix with the old one's.
+    assert old.args_digest(dep.launch) != new.args_digest(dep.launch)
