@@ -2,8 +2,15 @@
 # One device call, one or more whole GPU jobs: unpack real SGLang from the carried bundle (once
 # per machine), make the model assets, run each job, and leave the results under $OUT.
 #
-#   bash tools/gpu_run.sh JOB [JOB ...]        JOB = DEPLOYMENT[:check|update|sweep]
+#   bash tools/gpu_run.sh JOB [JOB ...]        JOB = drafter | DEPLOYMENT[:check|update|calibrate|sweep][+weak]
 #
+#   drafter `specgate assets smollm2-eagle3 /tmp/assets`: a trained EAGLE-3 drafter for SmolLM2
+#           (self-distilled data through SGLang, SpecForge training; needs a tools/bundle.sh bundle
+#           whose main release has SpecForge). Kept in /tmp/assets while the machine stays warm,
+#           and sent back as drafters.tar.zst.partNN (carry it again as DRAFTERS_IN to restore).
+#           DRAFTER_PROMPTS (default 4000), DRAFTER_TRAIN_S (default 240; never past the deadline).
+#   +weak   run the job with /tmp/assets/smollm2-eagle3 pointing at the weak checkpoint (a
+#           worse drafter pushed under the same path), then point it back
 #   check   the gate, compared against the repo's stored baselines (the default)
 #   update  the gate, then store this run's figures as the baseline (`specgate baseline update`);
 #           the new file comes back in results.tar.gz under JOB/baselines/
@@ -28,7 +35,9 @@
 set -uo pipefail
 (($#)) || { echo "usage: tools/gpu_run.sh DEPLOYMENT[:check|update|sweep] ..." >&2; exit 2; }
 for job in "$@"; do
-  case ${job#*:} in "$job" | check | update | sweep | calibrate) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update, calibrate or sweep)" >&2; exit 2 ;; esac
+  [[ $job == drafter ]] && continue
+  mode=${job#*:}; mode=${mode%+weak}
+  case $mode in "${job%+weak}" | check | update | sweep | calibrate) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update, calibrate or sweep; suffix +weak)" >&2; exit 2 ;; esac
 done
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -43,7 +52,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 if [[ -f /tmp/gpu-env.sh ]] && (source /tmp/gpu-env.sh && python3 -c "import sglang") 2>/dev/null; then
   echo "SGLang already unpacked on this machine"
 else
-  bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -3 || { echo "gpu_run.sh: unpack failed"; exit 3; }
+  bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -6
+  ((PIPESTATUS[0] == 0)) || { echo "gpu_run.sh: unpack failed"; exit 3; }
 fi
 source /tmp/gpu-env.sh
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -55,6 +65,9 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
   nvidia-smi | grep "CUDA Version" | sed 's/|//g;s/  */ /g'
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   python3 -c "import sglang, torch, transformers, flashinfer; print('sglang', sglang.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__)" 2>/dev/null
+  for py in /tmp/sglang-*/python; do
+    [[ -x $py ]] && echo "$py: $("$py" -c "import sglang, transformers, flashinfer; print('sglang', sglang.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__)" 2>/dev/null | tail -1)"
+  done
 } > "$work/pack/provenance.txt"
 cat "$work/pack/provenance.txt"
 
@@ -62,6 +75,10 @@ if [[ -n ${JIT_CACHE:-} && -f $JIT_CACHE && ! -f /tmp/.jit-restored ]]; then
   tar -C "$HOME" -xzf "$JIT_CACHE" && touch /tmp/.jit-restored && echo "kernel caches restored from $JIT_CACHE"
 fi
 gguf=/tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [[ -n ${DRAFTERS_IN:-} && -f $DRAFTERS_IN && ! -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
+  mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$DRAFTERS_IN" | tar -C /tmp/assets -xf - \
+    && echo "drafters restored from $DRAFTERS_IN"
+fi
 for job in "$@"; do
   case ${job%%:*} in
     llama8b*) python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
@@ -76,11 +93,39 @@ sampler=$!
 status=0
 summary=()
 for job in "$@"; do
+  weak=""; [[ $job == *+weak ]] && weak=1 && job=${job%+weak}
   deployment=${job%%:*}
   mode=${job#*:}; [[ $mode == "$job" ]] && mode=check
-  dir="$work/pack/${deployment}-${mode}" && mkdir -p "$dir"
+  dir="$work/pack/${deployment}-${mode}${weak:++weak}" && mkdir -p "$dir"
   remaining=$(left)
-  echo "=== job $job: $remaining s left in this call" | tee -a "$OUT/run.log"
+  echo "=== job $job${weak:++weak}: $remaining s left in this call" | tee -a "$OUT/run.log"
+  # Every job starts from the trained drafter under the deployments' path; +weak swaps in the weak one.
+  [[ -d /tmp/assets/smollm2-eagle3-trained ]] && ln -sfn smollm2-eagle3-trained /tmp/assets/smollm2-eagle3
+  if [[ -n $weak ]]; then
+    if [[ ! -d /tmp/assets/smollm2-eagle3-weak ]]; then summary+=("$job+weak: NOT STARTED (no weak checkpoint: run the drafter job first)"); status=4; continue; fi
+    ln -sfn smollm2-eagle3-weak /tmp/assets/smollm2-eagle3
+  fi
+  if [[ $job == drafter ]]; then
+    if [[ -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
+      summary+=("drafter: already on this machine ($(python3 -c "import json; print(json.load(open('/tmp/assets/smollm2-eagle3/drafter.json'))['checkpoint']['sha256'][:16])"))")
+      continue
+    fi
+    if ((remaining < 300)); then summary+=("drafter: NOT STARTED (only $remaining s left)"); status=4; continue; fi
+    timeout $((remaining - 10)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" \
+      --prompts "${DRAFTER_PROMPTS:-4000}" --train-seconds "${DRAFTER_TRAIN_S:-240}" \
+      --train-until $(($(date +%s) + remaining - 45)) 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8
+    code=${PIPESTATUS[0]}
+    ((code == 0)) || status=$code
+    cp /tmp/assets/smollm2-eagle3.json /tmp/assets/smollm2-eagle3-work/*.server.log "$dir/" 2>/dev/null
+    if ((code == 0)); then
+      tar -C /tmp/assets -cf - smollm2-eagle3 smollm2-eagle3-trained smollm2-eagle3-weak \
+        | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/drafters.tar.zst"
+      (cd "$work" && split -b 15m -d -a 2 drafters.tar.zst "$OUT/drafters.tar.zst.part")
+      sha256sum "$work/drafters.tar.zst" | tee -a "$dir/drafters.sha256"
+    fi
+    summary+=("drafter: exit $code after $(elapsed) s")
+    continue
+  fi
   if [[ $mode == calibrate ]]; then
     if ((remaining < 200)); then summary+=("$job: NOT STARTED (only $remaining s left)"); continue; fi
     timeout $((remaining - 15)) python3 -m specgate.cli calibrate "$deployment" --boots "${CAL_BOOTS:-3}" \
@@ -112,8 +157,9 @@ for job in "$@"; do
       find baselines -name '*.json' -newer "$work/pack/provenance.txt" -exec cp --parents {} "$dir/" \;
     fi
   fi
-  summary+=("$job: exit $code after $(elapsed) s")
-  echo "=== job $job: exit $code after $(elapsed) s" | tee -a "$OUT/run.log"
+  [[ -n $weak ]] && ln -sfn smollm2-eagle3-trained /tmp/assets/smollm2-eagle3
+  summary+=("$job${weak:++weak}: exit $code after $(elapsed) s")
+  echo "=== job $job${weak:++weak}: exit $code after $(elapsed) s" | tee -a "$OUT/run.log"
 done
 kill $sampler 2>/dev/null
 
