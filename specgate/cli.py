@@ -216,8 +216,23 @@ def _make_drafter(args: argparse.Namespace) -> int:
     from specgate.drafter.make import make_smollm2_eagle3
     from specgate.drafter.train import TrainSettings
 
-    if not args.train_seconds > 0:
+    import importlib.util
+    import math
+
+    if not (args.train_seconds > 0 and math.isfinite(args.train_seconds)):
         print(f"specgate: error: --train-seconds {args.train_seconds:g}: expected a positive number", file=sys.stderr)
+        return 2
+    if args.train_until is not None and not (math.isfinite(args.train_until) and args.train_until > time.time()):
+        print(f"specgate: error: --train-until {args.train_until:g}: expected a Unix time in the future", file=sys.stderr)
+        return 2
+    # Checked before anything boots: a host without them would fail after the costly distillation.
+    missing = [m for m in ("torch", "transformers", "sglang", "specforge", "safetensors") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(
+            f"specgate: error: `assets smollm2-eagle3` trains on a GPU host with SGLang 0.5.14 and SpecForge 0.2.0; "
+            f"not importable here: {', '.join(missing)} (tools/bundle.sh packs them)",
+            file=sys.stderr,
+        )
         return 2
     settings = TrainSettings(
         time_budget_s=args.train_seconds, epochs=args.epochs, weak_steps=args.weak_steps, deadline=args.train_until

@@ -264,6 +264,9 @@ class Deployment:
 
 def resolve_deployment_path(name_or_path: str | None) -> Path:
     """`sim` → fixtures/deployments/sim.toml; a path is taken as it is."""
+    if name_or_path is not None and not name_or_path.strip():
+        # An unset CI variable ("$DEPLOYMENT") must not silently gate the simulator.
+        raise DeploymentError(Path("<empty>"), None, "the deployment name is empty; give a name under fixtures/deployments or a .toml path")
     target = name_or_path or DEFAULT_DEPLOYMENT
     candidate = Path(target)
     if candidate.suffix == ".toml" or candidate.exists() or "/" in target:
@@ -340,6 +343,17 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     )
 
 
+def _flag_int(args: tuple[str, ...], flag: str) -> int | None:
+    for i, arg in enumerate(args):
+        value = args[i + 1] if arg == flag and i + 1 < len(args) else arg.split("=", 1)[1] if arg.startswith(flag + "=") else None
+        if value is not None:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
 def _check_config_references(t: Table, configs: dict[str, ServerConfig], reference: str) -> None:
     """A config's own `reference` must be a plain config that is compared with nothing itself:
     references do not chain, so every comparison is one step from a plain answer."""
@@ -382,6 +396,11 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         raise t.error("base", f"names config {base!r}, which is not under [configs]; have {sorted(configs)}")
     if not configs[base].speculative:
         raise t.error("base", f"config {base!r} is not speculative: a sweep varies speculative settings")
+    if configs[base].command is not None or configs[base].reference is not None:
+        # The sweep boots its points with launch.command against the deployment's reference.
+        raise t.error(
+            "base", f"config {base!r} has its own command or reference, which `specgate sweep` does not follow yet"
+        )
     modes = tuple(t.str_list("attention_mode", ["prefill", "decode"]))
     for mode in modes:
         if mode not in ("prefill", "decode"):
@@ -600,6 +619,13 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         if gate.at_least <= 1.0:
             raise g.error(
                 "at_least", f"is {gate.at_least:g}: every accept length is at least 1 (the verified token), so this gate cannot fail"
+            )
+        steps = _flag_int(configs[gate.config].args, "--speculative-num-steps")
+        if steps is not None and gate.at_least > steps + 1:
+            raise g.error(
+                "at_least",
+                f"is {gate.at_least:g}, above {steps + 1} (--speculative-num-steps {steps} + the verified token), "
+                "the most one verify step can accept: this gate cannot pass",
             )
         if gate.concurrency not in workload.concurrency:
             raise g.error(

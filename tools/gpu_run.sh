@@ -36,6 +36,8 @@ set -uo pipefail
 (($#)) || { echo "usage: tools/gpu_run.sh DEPLOYMENT[:check|update|sweep] ..." >&2; exit 2; }
 for job in "$@"; do
   [[ $job == drafter ]] && continue
+  [[ $job == drafter[:+]* ]] && { echo "gpu_run.sh: bad job '$job' (drafter takes no mode and no suffix)" >&2; exit 2; }
+  [[ -n ${job%%[:+]*} ]] || { echo "gpu_run.sh: bad job '$job' (no deployment name)" >&2; exit 2; }
   mode=${job#*:}; mode=${mode%+weak}
   case $mode in "${job%+weak}" | check | update | sweep | calibrate) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update, calibrate or sweep; suffix +weak)" >&2; exit 2 ;; esac
 done
@@ -162,6 +164,8 @@ for job in "$@"; do
   echo "=== job $job${weak:++weak}: exit $code after $(elapsed) s" | tee -a "$OUT/run.log"
 done
 kill $sampler 2>/dev/null
+# Whatever was skipped or failed, the deployments' path ends on the trained drafter.
+[[ -d /tmp/assets/smollm2-eagle3-trained ]] && ln -sfn smollm2-eagle3-trained /tmp/assets/smollm2-eagle3
 
 # A short summary of what happened, for reading before anything else.
 {

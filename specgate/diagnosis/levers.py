@@ -106,6 +106,10 @@ class Subject:
         deployment gives them (a flag SGLang does not report back still counts), and in their
         environment. A flag that sets a reported setting counts once, under the setting's name."""
         diff = self.settings.differences(other.settings)
+        # Another release (a config with its own command, side by side) differs in everything its
+        # code does: never a one-setting sibling.
+        if self.settings.version != other.settings.version:
+            diff["version"] = (self.settings.version, other.settings.version)
         mine_reported, theirs_reported = self.settings.as_dict(), other.settings.as_dict()
         for flag in sorted(set(self.flags) | set(other.flags)):
             mine, theirs = self.flags.get(flag), other.flags.get(flag)

@@ -41,21 +41,24 @@ def boot_server(model: Path, log_path: Path, timeout_s: float, extra: list[str])
     port, nccl = free_port(), free_port()
     command = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--host", "127.0.0.1",
                "--port", str(port), "--nccl-port", str(nccl), *extra]
-    log = log_path.open("wb")
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SpecgateError(f"distillation server exited with {proc.returncode} while booting; log: {log_path}")
-        try:
-            if httpx.get(f"{url}/health_generate", timeout=5).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    stop_server(proc)
-    raise SpecgateError(f"distillation server not ready after {timeout_s:.0f} s; log: {log_path}")
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise SpecgateError(f"distillation server exited with {proc.returncode} while booting; log: {log_path}")
+            try:
+                if httpx.get(f"{url}/health_generate", timeout=5).status_code == 200:
+                    return proc, url
+            except httpx.HTTPError:
+                pass
+            time.sleep(2)
+        raise SpecgateError(f"distillation server not ready after {timeout_s:.0f} s; log: {log_path}")
+    except BaseException:
+        stop_server(proc)  # Ctrl-C or a timeout while booting must not leave it holding the GPU
+        raise
 
 
 def stop_server(proc: subprocess.Popen) -> None:
@@ -78,6 +81,15 @@ def distil(
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     texts = [render(p.messages, settings.prompt_format) for p in prompts]
     started = time.monotonic()
+    # SIGTERM (gpu_run.sh's timeout, a CI cancel) unwinds like Ctrl-C, so the server is stopped.
+    previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        return _distil(model, prompts, texts, tokenizer, out_path, settings, server_args, started)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _distil(model, prompts, texts, tokenizer, out_path, settings, server_args, started) -> dict:  # noqa: ANN001
     proc, url = boot_server(model, out_path.with_suffix(".server.log"), settings.boot_timeout_s, server_args)
     booted = time.monotonic()
     try:

@@ -29,6 +29,7 @@ def _flag(args: tuple[str, ...], flag: str) -> str | None:
 
 
 def weights_sha256(directory: Path) -> str | None:
+    """None where the folder holds no weight files; OSError where one cannot be read."""
     files = sorted(directory.glob("*.safetensors")) + sorted(directory.glob("*.bin"))
     if not files:
         return None
@@ -56,11 +57,19 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
     if not directory.is_dir():
         out["weights"] = "not a directory on this host (a hub id, or another machine's path): not checksummed"
         return out
-    out["sha256"] = weights_sha256(directory)
+    try:
+        out["sha256"] = weights_sha256(directory)
+    except OSError as exc:
+        out["sha256"] = None
+        out["weights"] = f"weights unreadable: {exc}"
+    if out["sha256"] is None and "weights" not in out:
+        out["weights"] = "no *.safetensors or *.bin in this folder"
     record = directory / RECORD
     if record.is_file():
         try:
             made = json.loads(record.read_text())
+            if not isinstance(made, dict):
+                raise ValueError(f"expected a JSON object, got {type(made).__name__}")
             ckpt = made.get("checkpoint") or {}
             training = made.get("training") or {}
             distil = made.get("distillation") or {}
@@ -77,9 +86,9 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "software": made.get("software"),
             }
             recorded = ckpt.get("sha256")
-            out["matches_record"] = recorded == out["sha256"] if recorded else None
-        except (OSError, ValueError, AttributeError) as exc:
-            out["made"] = {"unreadable": f"{record}: {exc}"}
+            out["matches_record"] = recorded == out["sha256"] if recorded and out["sha256"] else None
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError) as exc:
+            out["made"] = {"unreadable": f"{record}: {str(exc)[:200]}"}
     return out
 
 
@@ -100,7 +109,9 @@ def describe(identity: dict) -> str:
     if identity.get("sha256"):
         parts.append(f"sha256 {identity['sha256'][:16]}")
     made = identity.get("made") or {}
-    if made.get("role"):
+    if made.get("unreadable"):
+        parts.append(f"its {RECORD} is unreadable ({made['unreadable']})")
+    elif made.get("role"):
         parts.append(
             f"{made['role']} checkpoint of `{made.get('by')}` ({made.get('date')}): step {made.get('step')}, "
             f"{made.get('samples')} distilled answers, {made.get('answer_tokens')} answer tokens"

@@ -102,25 +102,29 @@ def _context(text_a: str, text_b: str, width: int = 60) -> str:
 
 
 def invariant_violations(case: GenerationCase, result: GenerateResult, who: str) -> list[str]:
-    return [f"{who} {problem}" for problem in _violations(case, result)]
+    return [f"{who} {problem}" for _, problem in _violations(case, result)]
 
 
-def _violations(case: GenerationCase, result: GenerateResult) -> list[str]:
-    """Each invariant the answer breaks, worded without naming the server, so that the same
-    violation by two servers compares equal."""
+def _violations(case: GenerationCase, result: GenerateResult) -> list[tuple[str, str]]:
+    """Each invariant the answer breaks: (what was broken and where, the words for it). Two
+    servers that break the same invariant at the same place share the first part, whatever
+    text followed (that text is the token comparison's business)."""
     problems = []
     if result.completion_tokens > case.max_new_tokens:
-        problems.append(f"returned {result.completion_tokens} tokens with max_new_tokens = {case.max_new_tokens}")
+        words = f"returned {result.completion_tokens} tokens with max_new_tokens = {case.max_new_tokens}"
+        problems.append((words, words))
     if len(result.output_ids) and len(result.output_ids) != result.completion_tokens:
-        problems.append(
-            f"returned {len(result.output_ids)} output_ids but meta_info.completion_tokens = {result.completion_tokens}"
-        )
+        words = f"returned {len(result.output_ids)} output_ids but meta_info.completion_tokens = {result.completion_tokens}"
+        problems.append((words, words))
     for stop in case.stop:
         if stop in result.text:
             at = result.text.find(stop)
             problems.append(
-                f"text runs past stop string {stop!r}: found at char {at}, "
-                f"followed by {result.text[at : at + 40]!r} (finish_reason {result.finish_reason})"
+                (
+                    f"past stop {stop!r} at char {at}",
+                    f"text runs past stop string {stop!r}: found at char {at}, "
+                    f"followed by {result.text[at : at + 40]!r} (finish_reason {result.finish_reason})",
+                )
             )
     return problems
 
@@ -158,9 +162,10 @@ def compare(
     )
     # An invariant the baseline breaks in the same way on the same request is the server's
     # behaviour (e.g. a stop string inside the token that also hits max_new_tokens), not
-    # speculation's: it is listed among the baseline's problems, and the tokens are compared.
-    shared = set(_violations(case, baseline))
-    problems = [f"speculative server {m}" for m in _violations(case, spec) if m not in shared]
+    # speculation's: it is listed among the baseline's problems, and the tokens are compared
+    # (so a different continuation after the shared break is judged as any divergence is).
+    shared = {key for key, _ in _violations(case, baseline)}
+    problems = [f"speculative server {m}" for key, m in _violations(case, spec) if key not in shared]
     if problems:
         shape = PAST_STOP if any("text runs past stop string" in p for p in problems) else None
         return Outcome(

@@ -172,7 +172,12 @@ class ServerPool:
             shared = [t for g, t in last_start.items() if g is None or gpus is None or g & gpus]
             if shared and stagger:
                 time.sleep(max(0.0, max(shared) + stagger - time.monotonic()))
-            started.append(self.launcher.start(self.server_config(name)))
+            try:
+                started.append(self.launcher.start(self.server_config(name)))
+            except ServerBootError as exc:
+                # A program that does not exist fails its own config, not every other one.
+                self.failed[name] = str(exc)
+                continue
             last_start[gpus] = time.monotonic()
         # Only where boots overlapped can a death be the memory race; a lost port can happen to
         # any boot. Either is booted again, alone (on fresh ports); anything else is final.

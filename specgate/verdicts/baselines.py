@@ -41,6 +41,8 @@ class StoredFigures:
     boots: tuple[int, ...] = ()
     # The draft weights' checksum when the baseline was recorded (specgate.report.drafters), if known.
     drafter_sha256: str | None = None
+    # The release the config's own server reported (per config: a run may hold two installs).
+    server_version: str | None = None
 
     def series(self) -> dict[int, list[float]]:
         """Stored decode tok/s per boot, in pinned-sequence order (see specgate.measure.pairing)."""
@@ -175,8 +177,12 @@ def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFig
     if not isinstance(digest, str) or not digest:
         raise _Bad(f"{where}.args_digest", f"expected the launch digest string, got {digest!r}")
     drafter = entry.get("drafter_sha256")
-    if drafter is not None and (not isinstance(drafter, str) or not re.fullmatch(r"[0-9a-f]{64}", drafter)):
+    if drafter is not None and (not isinstance(drafter, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", drafter)):
         raise _Bad(f"{where}.drafter_sha256", f"expected a sha256 hex digest or null, got {drafter!r}")
+    drafter = drafter.lower() if drafter else None
+    version = entry.get("server_version")
+    if version is not None and (not isinstance(version, str) or not version.strip()):
+        raise _Bad(f"{where}.server_version", f"expected the release the server reported (a string) or null, got {version!r}")
     out = {}
     for conc, raw in _obj(f"{where}.concurrency", entry.get("concurrency")).items():
         at = f"{where}.concurrency.{conc}"
@@ -223,6 +229,7 @@ def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFig
             verify_ct=tuple(verify),
             boots=boots,
             drafter_sha256=drafter,
+            server_version=version,
         )
     return out
 

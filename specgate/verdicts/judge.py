@@ -97,6 +97,12 @@ class Judge:
             self._drafters = drafters(self.deployment)
         return self._drafters
 
+    def server_version(self, config: str) -> str | None:
+        """The release `config`'s own server reports: with per-config commands (an upgrade gated
+        side by side) configs of one run differ, and the fingerprint holds the reference's only."""
+        version = (self.plan.pool.server_infos.get(config) or {}).get("version")
+        return str(version) if version else None
+
     def _drafter_note(self, config: str, stored_sha: str | None) -> str | None:
         """Why an accept length moved, where the weights say it: same checksum or another one."""
         now = (self.drafters().get(config) or {}).get("sha256")
@@ -334,6 +340,18 @@ class Judge:
                     NOT_COMPARED,
                     f"{config}'s launch flags changed since {stored.path.name} was recorded "
                     f"(digest {figs.args_digest} then, {digest} now): not comparable; update the baseline",
+                )
+            )
+        now_version = self.server_version(config)
+        if figs.server_version and now_version and figs.server_version != now_version:
+            return self._record(
+                Verdict(
+                    name,
+                    config,
+                    NOT_COMPARED,
+                    f"{config}'s server is another release than when {stored.path.name} was recorded "
+                    f"({figs.server_version} then, {now_version} now): not comparable; gate the change side "
+                    "by side (configs with their own command) or update the baseline",
                 )
             )
         if stored.workload_digest != self.meter.workload_digest:
@@ -674,6 +692,8 @@ def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] |
         )
         if sha := (judge.drafters().get(config) or {}).get("sha256"):
             entry["drafter_sha256"] = sha
+        if version := judge.server_version(config):
+            entry["server_version"] = version
         entry["concurrency"][str(concurrency)] = {
             "n": len(record.samples),
             "decode_tps": summary.decode_tps.as_dict(),

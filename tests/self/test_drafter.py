@@ -65,3 +65,16 @@ def test_random_and_remote_drafters_are_said_to_be_so(tmp_path):
     assert "random" in drafter_identity(dep, "eagle3-decode")["weights"]
     assert "not checksummed" in drafter_identity(_with_drafter(tmp_path / "nowhere"), "eagle3-decode")["weights"]
     assert drafter_identity(dep, "baseline") is None
+
+
+def test_an_unreadable_drafter_record_or_weights_never_break_the_report(tmp_path):
+    d = _drafter(tmp_path, b"w", None)
+    (d / "drafter.json").write_text("[" * 200000 + "]" * 200000)
+    found = drafter_identity(_with_drafter(d), "eagle3-decode")
+    assert "unreadable" in found["made"] and "unreadable" in describe(found)
+    (d / "drafter.json").write_text("[1, 2]")
+    assert "expected a JSON object" in drafter_identity(_with_drafter(d), "eagle3-decode")["made"]["unreadable"]
+    (d / "model.safetensors").unlink()
+    (d / "model.safetensors").mkdir()
+    broken = drafter_identity(_with_drafter(d), "eagle3-decode")
+    assert broken["sha256"] is None and "unreadable" in broken["weights"]

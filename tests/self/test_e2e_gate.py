@@ -411,7 +411,7 @@ def test_report_goes_to_the_github_step_summary(sim_deployment, pytester, tmp_pa
     assert text.startswith("earlier step\n")  # appended, never overwritten
     assert "beats:eagle3-decode-beats-baseline" in text
     # -k beats ran one gate of many: that is never a PASS
-    assert "# specgate — sim: **PARTIAL**" in text and "gates: 1 of 6 test(s) ran" in text
+    assert "# specgate — sim: **PARTIAL**" in text and "gates: 1 of 7 test(s) ran" in text
 
 
 def test_much_faster_than_stored_is_reported(sim_deployment, pytester):

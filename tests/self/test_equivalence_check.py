@@ -101,6 +101,19 @@ def test_invariants_max_new_tokens_and_stop_leak():
     assert leak.kind == "invariant" and "past stop string '.'" in leak.message
 
 
+def test_a_stop_string_both_servers_run_past_at_the_same_place_is_the_servers_and_tokens_decide():
+    """Seen on SGLang 0.5.14: with max_new_tokens hit on the token that completes "\n\n", the plain
+    server too kept the stop string; the speculative answer is then judged on its tokens."""
+    c = case(n=3, stop=["\n\n"])
+    base = answer([7, 8, 9], [1.0, 1.0, 1.0], text="Summary:\n\n")
+    same = judge(base, answer([7, 8, 9], text="Summary:\n\n"), c)
+    assert same.kind == "match"
+    other = judge(base, answer([7, 8, 1009], text="Summary:\n\nThe"), c)
+    assert other.kind == "divergence" and "decisive divergence at output token 2" in other.message
+    alone = judge(answer([7, 8, 9], [1, 1, 1], text="Summary: ok"), answer([7, 8, 9], text="Summary:\n\n"), c)
+    assert alone.kind == "invariant" and "past stop string" in alone.message
+
+
 @given(
     ids=st.lists(st.integers(0, 500), min_size=1, max_size=30),
     margins=st.data(),

@@ -100,6 +100,7 @@ def _dep(overrides: dict):
         ({"gates": {"accept_length": [{"config": "baseline", "at_least": 2}]}}, "*does not speculate*"),
         ({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.0}]}}, "*cannot fail*"),
         ({"gates": {"accept_length": [{"config": "eagle3-decode"}]}}, "*at_least*"),
+        ({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 3.5}]}}, "*above 3*cannot pass*"),
         ({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 2, "atleast": 3}]}}, "*atleast*"),
     ],
 )
@@ -118,3 +119,46 @@ def test_each_config_is_launched_and_digested_with_its_own_command():
     assert new.launch_command(dep.launch) == tuple(NEW) and old.launch_command(dep.launch) == dep.launch.command
     # The same flags under another install are another build: its baselines never mix with the old one's.
     assert old.args_digest(dep.launch) != new.args_digest(dep.launch)
+
+
+def test_a_config_whose_program_does_not_exist_fails_alone(sim_deployment, pytester):
+    d = sim_deployment({"configs": {"eagle3-prefill": {"command": ["/nonexistent/python", "-m", "sglang.launch_server"]}}})
+    d.run(pytester, "-k", "speed")
+    report = d.report()
+    measured = {row["config"] for row in report["speed"]}
+    assert {"baseline", "eagle3-decode"} <= measured and "eagle3-prefill" not in measured
+    assert any("eagle3-prefill" in row["config"] for row in report["unmeasured"])
+
+
+def test_a_config_on_another_release_than_its_stored_baseline_is_not_compared(sim_deployment, pytester, tmp_path):
+    """The fingerprint holds the reference server's release; a config with its own command can
+    move to another release under the same flags: its stored figures are then not compared."""
+    wrapper = tmp_path / "sim-release"
+    release = tmp_path / "release.txt"
+    release.write_text("9.9.0")
+    wrapper.write_text(f'#!/bin/sh\nexec {__import__("sys").executable} -m specgate.sim --sim-release "$(cat {release})" "$@"\n')
+    wrapper.chmod(0o755)
+    d = sim_deployment({"configs": {"eagle3-prefill": {"command": [str(wrapper)]}}})
+    recorded = d.run(pytester, "--specgate-update-baselines", "-k", "speed or equivalence")
+    assert "baseline written" in recorded.stdout.str()
+    release.write_text("10.0.0")
+    d.run(pytester, "-k", "regression and eagle3-prefill and decode_tps")
+    gate = next(g for g in d.report()["gates"] if g["gate"] == "regression:eagle3-prefill:c1:decode_tps")
+    assert gate["status"] == "not compared" and "9.9.0-specgate-sim then, 10.0.0-specgate-sim now" in gate["summary"]
+
+
+def test_an_empty_deployment_name_is_refused_not_the_simulator():
+    import subprocess
+    import sys
+
+    from specgate.deployment import REPO_ROOT
+
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "check", ""], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60
+    )
+    assert run.returncode == 2 and "deployment name is empty" in run.stderr
+
+
+def test_a_sweep_of_a_config_with_its_own_install_is_refused():
+    with pytest.raises(DeploymentError, match="own command or reference"):
+        _dep({**UPGRADE, "sweep": {"base": "eagle3-new"}})
