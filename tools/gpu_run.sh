@@ -8,7 +8,8 @@
 #           (self-distilled data through SGLang, SpecForge training; needs a tools/bundle.sh bundle
 #           whose main release has SpecForge). Kept in /tmp/assets while the machine stays warm,
 #           and sent back as drafters.tar.zst.partNN (carry it again as DRAFTERS_IN to restore).
-#           DRAFTER_PROMPTS (default 4000), DRAFTER_TRAIN_S (default 240; never past the deadline).
+#           DRAFTER_PROMPTS (templated, default 4000), DRAFTER_SELF_PROMPTS (written by the target
+#           itself first, default 4000), DRAFTER_EPOCHS (12), DRAFTER_TRAIN_S (240; never past the deadline).
 #   +weak   run the job with /tmp/assets/smollm2-eagle3 pointing at the weak checkpoint (a
 #           worse drafter pushed under the same path), then point it back
 #   check   the gate, compared against the repo's stored baselines (the default)
@@ -114,7 +115,8 @@ for job in "$@"; do
     fi
     if ((remaining < 300)); then summary+=("drafter: NOT STARTED (only $remaining s left)"); status=4; continue; fi
     timeout $((remaining - 10)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" \
-      --prompts "${DRAFTER_PROMPTS:-4000}" --train-seconds "${DRAFTER_TRAIN_S:-240}" \
+      --prompts "${DRAFTER_PROMPTS:-4000}" --self-prompts "${DRAFTER_SELF_PROMPTS:-4000}" --epochs "${DRAFTER_EPOCHS:-12}" \
+      --train-seconds "${DRAFTER_TRAIN_S:-240}" \
       --train-until $(($(date +%s) + remaining - 45)) 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8
     code=${PIPESTATUS[0]}
     ((code == 0)) || status=$code

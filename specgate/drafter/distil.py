@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from specgate.drafter.prompts import TrainingPrompt
+from specgate.drafter.prompts import TrainingPrompt, from_self_written, self_prompt_seeds
 from specgate.errors import SpecgateError
 from specgate.prompts import render
 from specgate.server.local import free_port
@@ -35,6 +35,11 @@ class DistilSettings:
     parallel_calls: int = 4
     boot_timeout_s: float = 600.0
     prompt_format: str = "chatml"
+    # Prompts the target writes itself first (sampled from specgate.drafter.prompts seeds), then
+    # answers greedily like the rest: wider than templates alone.
+    self_prompts: int = 0
+    self_temperature: float = 0.9
+    self_max_tokens: int = 64
 
 
 def boot_server(model: Path, log_path: Path, timeout_s: float, extra: list[str]) -> tuple[subprocess.Popen, str]:
@@ -79,31 +84,44 @@ def distil(
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model))
-    texts = [render(p.messages, settings.prompt_format) for p in prompts]
     started = time.monotonic()
     # SIGTERM (gpu_run.sh's timeout, a CI cancel) unwinds like Ctrl-C, so the server is stopped.
     previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        return _distil(model, prompts, texts, tokenizer, out_path, settings, server_args, started)
+        return _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _distil(model, prompts, texts, tokenizer, out_path, settings, server_args, started) -> dict:  # noqa: ANN001
+def _distil(model, prompts, tokenizer, out_path, settings, server_args, started) -> dict:  # noqa: ANN001
     proc, url = boot_server(model, out_path.with_suffix(".server.log"), settings.boot_timeout_s, server_args)
     booted = time.monotonic()
+    written: dict = {}
     try:
         with httpx.Client(timeout=1800) as client:
 
-            def ask(chunk: list[str]) -> list[dict]:
-                body = {"text": chunk, "sampling_params": {"temperature": 0.0, "max_new_tokens": settings.max_new_tokens}}
-                resp = client.post(f"{url}/generate", json=body)
-                resp.raise_for_status()
-                return resp.json()
+            def ask_all(texts: list[str], sampling: dict) -> list[dict]:
+                def ask(chunk: list[str]) -> list[dict]:
+                    resp = client.post(f"{url}/generate", json={"text": chunk, "sampling_params": sampling})
+                    resp.raise_for_status()
+                    return resp.json()
 
-            chunks = [texts[i : i + settings.batch] for i in range(0, len(texts), settings.batch)]
-            with ThreadPoolExecutor(settings.parallel_calls) as ex:
-                answers = [a for part in ex.map(ask, chunks) for a in part]
+                chunks = [texts[i : i + settings.batch] for i in range(0, len(texts), settings.batch)]
+                with ThreadPoolExecutor(settings.parallel_calls) as ex:
+                    return [a for part in ex.map(ask, chunks) for a in part]
+
+            if settings.self_prompts:
+                seeds = self_prompt_seeds(settings.self_prompts)
+                sampled = ask_all(
+                    [render(p.messages, settings.prompt_format) for p in seeds],
+                    {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": settings.self_max_tokens},
+                )
+                own, dropped = from_self_written([str(a.get("text", "")) for a in sampled])
+                written = {"asked": len(seeds), "kept": len(own), "dropped": dropped,
+                           "temperature": settings.self_temperature}
+                prompts = [*prompts, *own]
+            texts = [render(p.messages, settings.prompt_format) for p in prompts]
+            answers = ask_all(texts, {"temperature": 0.0, "max_new_tokens": settings.max_new_tokens})
     finally:
         stop_server(proc)
     if len(answers) != len(prompts):
@@ -118,6 +136,7 @@ def _distil(model, prompts, texts, tokenizer, out_path, settings, server_args, s
             tokens += len(ids)
             f.write(json.dumps({"kind": p.kind, "prompt_ids": prompt_ids, "output_ids": ids}) + "\n")
     return {
+        "self_written_prompts": written,
         "samples": len(prompts),
         "answer_tokens": tokens,
         "max_new_tokens": settings.max_new_tokens,

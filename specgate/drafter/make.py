@@ -52,7 +52,13 @@ def _gpu() -> str:
 
 
 def make_smollm2_eagle3(
-    out_dir: Path, gguf: str | None, n_prompts: int, train_settings: TrainSettings, max_new_tokens: int, log
+    out_dir: Path,
+    gguf: str | None,
+    n_prompts: int,
+    train_settings: TrainSettings,
+    max_new_tokens: int,
+    log,
+    self_prompts: int = 0,
 ) -> dict:
     from specgate.assets import make_smollm2
 
@@ -66,7 +72,8 @@ def make_smollm2_eagle3(
     work.mkdir(parents=True, exist_ok=True)
     data = work / "distilled.jsonl"
     log(f"distilling {len(prompts)} prompts through SGLang ...")
-    distilled = distil(target, prompts, data, replace(DistilSettings(), max_new_tokens=max_new_tokens), SERVER_ARGS)
+    settings = replace(DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts)
+    distilled = distil(target, prompts, data, settings, SERVER_ARGS)
     log(f"distilled: {distilled}")
     figures = train(target, data, {"final": out_dir / FINAL_DIR, "weak": out_dir / WEAK_DIR}, train_settings, log)
     made = {
@@ -82,6 +89,7 @@ def make_smollm2_eagle3(
             "digest": training_prompts.digest(prompts),
             "source": "specgate.drafter.prompts (templates and Python's module docs; no 8-word run shared with "
             "fixtures/prompts)",
+            "self_written_asked": self_prompts,
         },
         "distillation": distilled,
         "training": {k: v for k, v in figures.items() if k != "checkpoints"},

@@ -91,7 +91,7 @@ MODULES = ("textwrap", "json", "csv", "heapq", "bisect", "fractions", "statistic
            "itertools", "functools", "pathlib", "string", "calendar", "zipfile", "queue", "sched", "uuid",
            "collections", "decimal", "datetime", "random", "re", "os", "subprocess", "threading", "logging",
            "argparse", "tarfile", "gzip", "email", "http.client", "urllib.parse", "sqlite3", "unittest",
-           "contextlib", "dataclasses", "enum", "typing", "inspect", "pickle", "copy", "pprint", "socket")
+           "contextlib", "dataclasses", "enum", "inspect", "pickle", "copy", "pprint", "socket")
 SUMMARY_ASKS = (
     "Give the gist of this passage in a sentence or two:",
     "Explain the following documentation in plain words:",
@@ -200,3 +200,58 @@ def digest(prompts: list[TrainingPrompt]) -> str:
         for m in p.messages:
             h.update(f"{m.role}\x00{m.content}\x01".encode())
     return h.hexdigest()[:16]
+
+
+# Templated prompts alone proved too narrow (results/2026-11-30-h200-eagle3: held-out top-1
+# accuracy 0.37 against 0.72 on prompts like the training ones). The target also writes
+# prompts of its own, sampled, from these seeds: its own idea of what users ask.
+SELF_STYLES = (
+    "Write one question that a curious person might ask an AI assistant about {t}.",
+    "Write a short request that someone might send to a helpful assistant about {t}.",
+    "Write one practical everyday question about {t}, as a user would type it.",
+    "Write a question a student could ask a tutor about {t}.",
+    "Write a short instruction asking an assistant to explain, list or compare something about {t}.",
+)
+SELF_TOPICS = (
+    *TOPICS, "cooking pasta", "saving money", "learning a language", "writing an email", "job interviews",
+    "gardening", "travel planning", "fitness", "time management", "pets", "home repairs", "photography",
+    "poetry", "history of science", "geometry", "probability", "SQL queries", "Python lists", "web design",
+    "public speaking", "climate", "nutrition", "board games", "friendship", "music theory", "astronomy",
+    "first aid", "car maintenance", "negotiation", "note taking", "movies", "philosophy", "economics",
+)
+SELF_MIN_WORDS, SELF_MAX_WORDS = 4, 60
+
+
+def self_prompt_seeds(n: int, seed: int = SEED) -> list[TrainingPrompt]:
+    """What the target is asked in order to write `n` prompts (sampled answers become prompts)."""
+    rng = random.Random(f"self:{seed}")
+    return [
+        TrainingPrompt(
+            "self-seed",
+            (Message("user", rng.choice(SELF_STYLES).format(t=rng.choice(SELF_TOPICS)) + " Only write the question."),),
+        )
+        for _ in range(n)
+    ]
+
+
+def from_self_written(texts: list[str]) -> tuple[list[TrainingPrompt], dict[str, int]]:
+    """The target's sampled texts as user prompts: first paragraph, quotes and labels stripped,
+    4 to 60 words, distinct, and no 8-word run shared with the held-out prompts."""
+    kept, seen = [], set()
+    dropped = {"length": 0, "duplicate": 0, "held-out": 0}
+    for text in texts:
+        first = text.strip().split("\n\n")[0].strip().strip('"').strip()
+        first = re.sub(r"^(question|request|instruction)\s*:\s*", "", first, flags=re.IGNORECASE)
+        if not SELF_MIN_WORDS <= len(first.split()) <= SELF_MAX_WORDS:
+            dropped["length"] += 1
+            continue
+        if first.lower() in seen:
+            dropped["duplicate"] += 1
+            continue
+        prompt = TrainingPrompt("self", (Message("user", first),))
+        if leaks([prompt]):
+            dropped["held-out"] += 1
+            continue
+        seen.add(first.lower())
+        kept.append(prompt)
+    return kept, dropped

@@ -31,7 +31,7 @@ class TrainSettings:
     lr: float = 3e-4
     batch_tokens: int = 8192  # padded tokens per step (samples of like length batched together)
     max_length: int = 640
-    epochs: int = 3
+    epochs: int = 12
     time_budget_s: float = 240.0  # training stops here even mid-epoch (the device call is 10 min)
     weak_steps: int = 15
     seed: int = 0

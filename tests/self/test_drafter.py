@@ -78,3 +78,17 @@ def test_an_unreadable_drafter_record_or_weights_never_break_the_report(tmp_path
     (d / "model.safetensors").mkdir()
     broken = drafter_identity(_with_drafter(d), "eagle3-decode")
     assert broken["sha256"] is None and "unreadable" in broken["weights"]
+
+
+def test_prompts_the_target_writes_are_cleaned_deduplicated_and_kept_off_the_held_out_set():
+    from specgate.prompts import KNOWN_SETS, load_prompts
+
+    seeds = training_prompts.self_prompt_seeds(50)
+    assert len(seeds) == 50 and all("Only write the question." in s.text for s in seeds)
+    held = load_prompts(KNOWN_SETS)[0].messages[-1].content
+    kept, dropped = training_prompts.from_self_written(
+        ['"Question: How do tides work near the equator?"', "ok", "How do tides work near the equator?", held,
+         "Explain photosynthesis simply for kids.\n\nSure! Here is more text."]
+    )  # fmt: skip
+    assert [p.text for p in kept] == ["How do tides work near the equator?", "Explain photosynthesis simply for kids."]
+    assert dropped == {"length": 1, "duplicate": 1, "held-out": 1}
