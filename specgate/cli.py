@@ -220,11 +220,11 @@ def split_pytest_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _make_drafter(args: argparse.Namespace) -> int:
-    from specgate.drafter.make import make_smollm2_eagle3
-    from specgate.drafter.train import TrainSettings
-
     import importlib.util
     import math
+
+    from specgate.drafter.make import make_smollm2_eagle3
+    from specgate.drafter.train import TrainSettings
 
     if not (args.train_seconds > 0 and math.isfinite(args.train_seconds)):
         print(f"specgate: error: --train-seconds {args.train_seconds:g}: expected a positive number", file=sys.stderr)

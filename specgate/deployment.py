@@ -16,7 +16,7 @@ from pathlib import Path
 
 from specgate.equivalence.known import TOLERABLE
 from specgate.errors import DeploymentError
-from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS
+from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompts
 from specgate.tomlcheck import Table, safe_name_problem
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -120,6 +120,15 @@ class Workload:
     max_repeats: int
     warmup: WarmupSpec
     request_timeout_s: float
+    # The user's own prompt files (the same JSONL as fixtures/prompts), resolved from the
+    # deployment file's folder: accept length depends on the traffic, so gate on yours.
+    prompt_files: tuple[Path, ...] = ()
+
+    def prompts(self) -> tuple[Prompt, ...]:
+        """Every prompt the workload sends: the built-in sets named, then each prompt file."""
+        return load_prompts(self.prompt_sets) + tuple(
+            p for f in self.prompt_files for p in load_prompt_file(f, f.stem)
+        )
 
 
 @dataclass(frozen=True)
@@ -318,7 +327,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
             "needs launch.coexist = true: a config's own reference is asked live, beside it "
             "(the golden file that stands in for a stopped reference holds the deployment's reference only)",
         )
-    workload = _parse_workload(top.table("workload"))
+    workload = _parse_workload(top.table("workload"), path.parent)
     equivalence = _parse_equivalence(top.table("equivalence"))
     gates = _parse_gates(top.table("gates"), configs, workload)
     hardware = _parse_hardware(top)
@@ -525,13 +534,25 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
     return configs
 
 
-def _parse_workload(t: Table) -> Workload:
-    sets = tuple(t.str_list("prompt_sets", list(KNOWN_SETS)))
-    if not sets:
+def _parse_workload(t: Table, folder: Path) -> Workload:
+    files = tuple(t.str_list("prompt_files", []))
+    # Your own prompt files alone, unless built-in sets are named as well.
+    sets = tuple(t.str_list("prompt_sets", [] if files else list(KNOWN_SETS)))
+    if not sets and not files:
         raise t.error("prompt_sets", f"expected at least one prompt set; known: {', '.join(KNOWN_SETS)}")
     for s in sets:
         if s not in KNOWN_SETS:
             raise t.error("prompt_sets", f"unknown prompt set {s!r}; known: {', '.join(KNOWN_SETS)}")
+    paths = []
+    for raw in files:
+        path = (folder / raw).resolve() if not Path(raw).is_absolute() else Path(raw)
+        if path.stem in sets or path.stem in {p.stem for p in paths}:
+            raise t.error("prompt_files", f"{raw!r}: its name {path.stem!r} is already a prompt set here; rename the file")
+        try:
+            load_prompt_file(path, path.stem)
+        except ValueError as exc:
+            raise t.error("prompt_files", str(exc)) from None
+        paths.append(path)
     fmt = t.str("prompt_format", "raw", choices=KNOWN_FORMATS)
     w = t.table("warmup")
     warmup = WarmupSpec(
@@ -553,6 +574,7 @@ def _parse_workload(t: Table) -> Workload:
         max_repeats=t.int("max_repeats", max(repeats, 45), minimum=repeats),
         warmup=warmup,
         request_timeout_s=t.float("request_timeout_s", 300.0, minimum=0.1),
+        prompt_files=tuple(paths),
     )
     t.reject_unknown()
     return workload

@@ -36,19 +36,36 @@ class Prompt:
 
 @cache
 def load_prompt_set(set_name: str) -> tuple[Prompt, ...]:
-    path = PROMPTS_DIR / f"{set_name}.jsonl"
+    return load_prompt_file(PROMPTS_DIR / f"{set_name}.jsonl", set_name)
+
+
+@cache
+def load_prompt_file(path: Path, set_name: str) -> tuple[Prompt, ...]:
+    """One JSONL prompt file (a built-in set, or a user's `workload.prompt_files` entry).
+    ValueError names the file and line of anything it cannot use."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the prompt file: {exc}") from None
     prompts = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    seen: set[str] = set()
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
             messages = tuple(Message(m["role"], m["content"]) for m in row["messages"])
-            prompts.append(Prompt(set_name, str(row["id"]), messages))
+            if not messages or not all(isinstance(m.role, str) and isinstance(m.content, str) for m in messages):
+                raise TypeError("messages must be a non-empty list of {role, content} strings")
+            prompt_id = str(row["id"])
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ValueError(
                 f"{path}:{lineno}: expected {{'id', 'messages': [{{'role', 'content'}}]}}: {exc}"
             ) from None
+        if prompt_id in seen:
+            raise ValueError(f"{path}:{lineno}: id {prompt_id!r} appears twice (ids label requests in reports)")
+        seen.add(prompt_id)
+        prompts.append(Prompt(set_name, prompt_id, messages))
     if not prompts:
         raise ValueError(f"{path}: prompt set is empty")
     return tuple(prompts)

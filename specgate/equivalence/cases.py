@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from specgate.client import GenerateRequest
 from specgate.deployment import Deployment
-from specgate.prompts import Message, Prompt, load_prompts, render
+from specgate.prompts import Message, Prompt, render
 
 FOLLOW_UPS = (
     "Answer in one sentence.",
@@ -110,7 +110,7 @@ def edge_cases(deployment: Deployment) -> list[GenerationCase]:
     at the highest concurrency (a verify step that accepts several tokens may carry a stop
     string inside it, and batched verify differs from a lone one)."""
     eq = deployment.equivalence
-    prompts = load_prompts(deployment.workload.prompt_sets)
+    prompts = deployment.workload.prompts()
     first = prompts[0]
     text = render(first.messages, deployment.workload.prompt_format)
     label = f"{first.label} (edge: %s)"
@@ -126,7 +126,7 @@ def edge_cases(deployment: Deployment) -> list[GenerationCase]:
 
 
 def generation_cases(deployment: Deployment) -> st.SearchStrategy[GenerationCase]:
-    return _cases(deployment, load_prompts(deployment.workload.prompt_sets))
+    return _cases(deployment, deployment.workload.prompts())
 
 
 def draw_cases(deployment: Deployment, count: int, seed_value: int = 0) -> list[GenerationCase]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment
 from specgate.measure.stats import settled
-from specgate.prompts import load_prompts, render
+from specgate.prompts import render
 from specgate.server.pool import LiveServer
 
 
@@ -110,7 +110,7 @@ class SpeedMeter:
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
         w = deployment.workload
-        prompts = load_prompts(w.prompt_sets)
+        prompts = w.prompts()
         self.requests = [
             GenerateRequest(
                 max_new_tokens=w.max_new_tokens, text=render(p.messages, w.prompt_format), ignore_eos=True, stream=True

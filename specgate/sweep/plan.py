@@ -116,7 +116,14 @@ def plan_sweep(deployment: Deployment) -> SweepPlan:
             "points": [[list(p.config.args), p.config.env] for p in points],
             "reference": [list(reference.args), reference.env],
             "launch": [list(deployment.launch.command), list(deployment.launch.args), deployment.launch.env],
-            "measure": [spec.repeats, spec.max_new_tokens, list(w.prompt_sets), w.prompt_format],
+            "measure": [
+                spec.repeats,
+                spec.max_new_tokens,
+                list(w.prompt_sets),
+                w.prompt_format,
+                # The user's prompt files by content: an edited file is another workload.
+                *([[p.label, [[m.role, m.content] for m in p.messages]] for p in w.prompts()] if w.prompt_files else []),
+            ],
             "warmup": [w.warmup.min_requests, w.warmup.max_requests, w.warmup.settle_window, w.warmup.settle_tolerance],
         },
         sort_keys=True,

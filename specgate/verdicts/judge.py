@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment
+from specgate.drafter.identity import drafters
 from specgate.measure.pairing import Series, pooled, ratio_series, truncated
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import ConfigSpeed
 from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, pooled_ratio
 from specgate.measure.summary import accept_interval, summarise_speed
-from specgate.drafter.identity import drafters
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
