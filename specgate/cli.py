@@ -130,6 +130,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def launch_warnings(dep: Deployment) -> list[str]:
+    """What would keep the local launcher from starting a server on this host: a program that is
+    not found, or `{python} -m sglang…` where this Python cannot import SGLang (e.g. a CPU
+    machine checking a GPU deployment). Warnings, not errors: the file may be meant for another host."""
+    import importlib.util
+    import shutil
+
+    if dep.launch.launcher != "local":
+        return []
+    by_command: dict[tuple[str, ...], list[str]] = {}
+    for name, cfg in dep.configs.items():
+        by_command.setdefault(cfg.launch_command(dep.launch), []).append(name)
+    out = []
+    for command, names in by_command.items():
+        program, who = command[0], f"config{'s' if len(names) > 1 else ''} {', '.join(names)}"
+        if program == "{python}":
+            module = command[2] if len(command) > 2 and command[1] == "-m" else None
+            top = module.split(".")[0] if module else None
+            if top and importlib.util.find_spec(top) is None:
+                out.append(f"{who}: {sys.executable} cannot import {top!r} ({module}): no server boots on this host")
+        elif "{" not in program and shutil.which(program) is None:
+            out.append(f"{who}: program {program!r} not found on this host: no server boots here")
+    return out
+
+
 def describe(dep: Deployment) -> str:
     lines = [f"deployment {dep.name!r} ({dep.path})" + ("  [SIMULATOR]" if dep.simulator else "")]
     if dep.description:
@@ -297,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "check":
         print(describe(dep))
+        for warning in launch_warnings(dep):
+            print(f"  WARNING: {warning}")
         return 0
     if args.command == "sweep":
         return _sweep(args, dep)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate.equivalence.known import TOLERABLE
-from specgate.errors import DeploymentError
+from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompts
 from specgate.tomlcheck import Table, safe_name_problem
 
@@ -305,35 +305,43 @@ def load_deployment(name_or_path: str | None = None) -> Deployment:
 
 
 def parse_deployment(data: dict, path: Path) -> Deployment:
+    """Every section is checked, and every problem reported at once (DeploymentErrors); a
+    section that needs another (gates need configs) is checked only when that one parsed."""
+    errors: list[DeploymentError] = []
+
+    def attempt(parse, *args):  # noqa: ANN001, ANN202
+        try:
+            return parse(*args)
+        except DeploymentErrors as exc:
+            errors.extend(exc.errors)
+        except DeploymentError as exc:
+            errors.append(exc)
+        return None
+
     top = Table(data, path)
-    name = top.name("name")
-    description = top.str("description", "")
-    simulator = top.bool("simulator", False)
-    model = top.str("model", "")
-    launch = _parse_launch(top.table("launch"))
-    configs = _parse_configs(top.table("configs", required=True), launch)
-    reference = top.str("reference", "baseline")
-    if reference not in configs:
-        raise top.error(
-            "reference", f"names config {reference!r}, which is not under [configs]; have {sorted(configs)}"
-        )
-    if configs[reference].speculative:
-        raise top.error("reference", f"config {reference!r} is speculative; the reference must be the plain baseline")
-    _check_config_references(top.table("configs"), configs, reference)
-    if not launch.coexist and any(c.reference not in (None, reference) for c in configs.values()):
-        bad = next(n for n, c in configs.items() if c.reference not in (None, reference))
-        raise top.table("configs").table(bad).error(
-            "reference",
-            "needs launch.coexist = true: a config's own reference is asked live, beside it "
-            "(the golden file that stands in for a stopped reference holds the deployment's reference only)",
-        )
-    workload = _parse_workload(top.table("workload"), path.parent)
-    equivalence = _parse_equivalence(top.table("equivalence"))
-    gates = _parse_gates(top.table("gates"), configs, workload)
-    hardware = _parse_hardware(top)
-    diagnosis = _parse_diagnosis(top.table("diagnosis"))
-    sweep = _parse_sweep(top.table("sweep"), configs, workload) if "sweep" in data else None
-    top.reject_unknown()
+    name = attempt(top.name, "name")
+    description = attempt(top.str, "description", "")
+    simulator = attempt(top.bool, "simulator", False)
+    model = attempt(top.str, "model", "")
+    launch = attempt(lambda: _parse_launch(top.table("launch")))
+    configs = attempt(lambda: _parse_configs(top.table("configs", required=True), launch)) if launch else None
+    workload = attempt(lambda: _parse_workload(top.table("workload"), path.parent))
+    equivalence = attempt(lambda: _parse_equivalence(top.table("equivalence")))
+    hardware = attempt(_parse_hardware, top)
+    diagnosis = attempt(lambda: _parse_diagnosis(top.table("diagnosis")))
+    reference = gates = sweep = None
+    if launch and configs:
+        reference = attempt(_parse_reference, top, launch, configs)
+        if workload:
+            gates = attempt(lambda: _parse_gates(top.table("gates"), configs, workload))
+            sweep = attempt(lambda: _parse_sweep(top.table("sweep"), configs, workload)) if "sweep" in data else None
+    if reference is None:
+        top.skip("reference", "gates", "sweep")  # not checked: the configs (or launch, workload) are broken
+    elif gates is None:
+        top.skip("gates", "sweep")
+    attempt(top.reject_unknown)
+    if errors:
+        raise DeploymentErrors(errors)
     return Deployment(
         path=path,
         name=name,
@@ -350,6 +358,25 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         diagnosis=diagnosis,
         sweep=sweep,
     )
+
+
+def _parse_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerConfig]) -> str:
+    reference = top.str("reference", "baseline")
+    if reference not in configs:
+        raise top.error(
+            "reference", f"names config {reference!r}, which is not under [configs]; have {sorted(configs)}"
+        )
+    if configs[reference].speculative:
+        raise top.error("reference", f"config {reference!r} is speculative; the reference must be the plain baseline")
+    _check_config_references(top.table("configs"), configs, reference)
+    if not launch.coexist and any(c.reference not in (None, reference) for c in configs.values()):
+        bad = next(n for n, c in configs.items() if c.reference not in (None, reference))
+        raise top.table("configs").table(bad).error(
+            "reference",
+            "needs launch.coexist = true: a config's own reference is asked live, beside it "
+            "(the golden file that stands in for a stopped reference holds the deployment's reference only)",
+        )
+    return reference
 
 
 def _flag_int(args: tuple[str, ...], flag: str) -> int | None:

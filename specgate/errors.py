@@ -25,6 +25,20 @@ class DeploymentError(SpecgateError):
         super().__init__(f"{where}: {problem}")
 
 
+class DeploymentErrors(DeploymentError):
+    """Every problem found in one deployment file (`specgate check` lists them all)."""
+
+    def __init__(self, errors: list[DeploymentError]) -> None:
+        self.errors = errors
+        first = errors[0]
+        if len(errors) == 1:
+            super().__init__(first.path, first.field, first.problem)
+            return
+        lines = [(f"field '{e.field}': " if e.field else "") + e.problem for e in errors]
+        super().__init__(first.path, None, f"{len(errors)} problems:\n  " + "\n  ".join(lines))
+        self.field = first.field
+
+
 class BaselineError(SpecgateError):
     """A stored baseline file is corrupt or of an unknown format."""
 

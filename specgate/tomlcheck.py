@@ -152,6 +152,11 @@ class Table:
             raise self.error(key, f"expected an array of tables ([[{self.field(key)}]]), got {value!r}")
         return [Table(v, self._path, f"{self.field(key)}[{i}].") for i, v in enumerate(value)]
 
+    def skip(self, *keys: str) -> None:
+        """Keys checked elsewhere or not at all (a section left unchecked because one it needs
+        is broken): not reported as unknown."""
+        self._read.update(keys)
+
     def reject_unknown(self) -> None:
         """Fail on keys nobody read: in a gate config a typo must never pass silently."""
         for key in self._data:

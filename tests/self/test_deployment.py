@@ -105,3 +105,23 @@ def test_any_value_anywhere_loads_or_names_its_field(tmp_path_factory, where, va
         load_deployment(str(path))
     except DeploymentError as exc:
         assert f"{table}.{key}" in str(exc) or exc.field and exc.field.startswith(table), str(exc)
+
+
+def test_check_lists_every_problem_of_a_file_not_only_the_first(tmp_path):
+    import subprocess
+    import sys
+
+    from specgate.deployment import REPO_ROOT
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        'name = "bad one"\nrefrence = "baseline"\n[launch]\nboots = 0\n[configs.baseline]\nargs = []\n'
+        '[workload]\nprompt_sets = ["nope"]\n[equivalence]\ntie_margin = -1\n'
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "check", str(bad)], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert run.returncode == 2 and "5 problems" in run.stderr, run.stderr
+    for field in ("'name'", "'launch.boots'", "'workload.prompt_sets'", "'equivalence.tie_margin'"):
+        assert f"field {field}" in run.stderr
+    assert "field 'refrence': unknown field (did you mean 'reference'?)" in run.stderr

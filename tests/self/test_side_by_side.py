@@ -162,3 +162,14 @@ def test_an_empty_deployment_name_is_refused_not_the_simulator():
 def test_a_sweep_of_a_config_with_its_own_install_is_refused():
     with pytest.raises(DeploymentError, match="own command or reference"):
         _dep({**UPGRADE, "sweep": {"base": "eagle3-new"}})
+
+
+def test_check_warns_when_this_host_cannot_start_a_configs_server():
+    from specgate.cli import launch_warnings
+    from specgate.deployment import load_deployment
+
+    assert launch_warnings(load_deployment("sim")) == []
+    upgrade = launch_warnings(load_deployment("smollm2-upgrade-h200"))
+    assert any("configs plain-0511, eagle3-0511: program '/tmp/sglang-0.5.11/python' not found" in w for w in upgrade)
+    dep = _dep({"configs": {"eagle3-prefill": {"command": ["{python}", "-m", "no_such_module_here.launch"]}}})
+    assert any("config eagle3-prefill" in w and "cannot import 'no_such_module_here'" in w for w in launch_warnings(dep))
