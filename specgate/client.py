@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from specgate.errors import ClientError, RequestTimeout
+from specgate.secrets import redact
 
 # Each counter under every name SGLang has used, newest first.
 SPEC_FIELD_NAMES: dict[str, tuple[str, ...]] = {
@@ -132,10 +133,13 @@ class _StreamState:
     first_tokens: int = 0
 
 
-def curl_command(base_url: str, request: GenerateRequest) -> str:
-    """A copy-paste reproducer for one request."""
+def curl_command(base_url: str, request: GenerateRequest, api_key_env: str | None = None) -> str:
+    """A copy-paste reproducer for one request: the key by its variable, never its value, and
+    no password from the URL."""
     body = json.dumps(request.payload(), ensure_ascii=False)
-    return f"curl -s {shlex.quote(base_url.rstrip('/') + '/generate')} -H 'Content-Type: application/json' -d {shlex.quote(body)}"
+    auth = f' -H "Authorization: Bearer ${api_key_env}"' if api_key_env else ""
+    url = redact(base_url.rstrip("/") + "/generate")
+    return f"curl -s {shlex.quote(url)}{auth} -H 'Content-Type: application/json' -d {shlex.quote(body)}"
 
 
 class SglangClient:
@@ -143,10 +147,18 @@ class SglangClient:
     that trickles bytes or keep-alives without finishing is cut off at that deadline, not only
     one that goes silent (httpx's own timeout is per read)."""
 
-    def __init__(self, base_url: str, timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        timeout_s: float = 300.0,
+        transport: httpx.BaseTransport | None = None,
+        api_key: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self._http = httpx.Client(
+            # SGLang started with --api-key answers 401 to requests without the key as a bearer token.
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
             timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
             # No pool cap: the workload's concurrency is what the server must see at once, and a
             # cap would queue requests here while the report still called it that concurrency.

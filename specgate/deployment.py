@@ -17,6 +17,7 @@ from pathlib import Path
 from specgate.equivalence.known import TOLERABLE
 from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompts
+from specgate.secrets import env_name_problem
 from specgate.tomlcheck import Table, safe_name_problem
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,8 @@ LAUNCHERS = ("local", "url")
 MAX_BOOTS = 32
 # Flags the launcher owns: a deployment that sets them would fight the port picker.
 LAUNCHER_OWNED_FLAGS = ("--port", "--nccl-port", "--host")
+# Flags whose value is a secret: given in a file that is committed and printed, they would leak.
+SECRET_FLAGS = ("--api-key",)
 # Placeholders the local launcher fills in commands and args. Only `{word}` is one: any other
 # brace is the argument's own text, so JSON-valued SGLang flags need no escaping.
 PLACEHOLDERS = ("python", "repo", "model")
@@ -65,6 +68,9 @@ class LaunchSpec:
     # Servers per config (replicate boots): performance differs between server processes more
     # than between requests of one, and only several boots show by how much.
     boots: int = 1
+    # The environment variable that holds the servers' API key: the local launcher passes it as
+    # --api-key, the client sends it as a bearer token; it is never written anywhere.
+    api_key_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -485,6 +491,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
     if not command:
         raise t.error("command", 'expected a non-empty command, e.g. ["{python}", "-m", "sglang.launch_server"]')
     _reject_unknown_placeholders(t, "command", command)
+    _reject_owned_flags(t, "command", command)
     args = tuple(t.str_list("args", []))
     _reject_owned_flags(t, "args", args)
     _reject_unknown_placeholders(t, "args", args)
@@ -499,7 +506,10 @@ def _parse_launch(t: Table) -> LaunchSpec:
         gpu_release_timeout_s=t.float("gpu_release_timeout_s", 120.0, minimum=0.0),
         boot_stagger_s=t.float("boot_stagger_s", 0.0, minimum=0.0),
         boots=t.int("boots", 1, minimum=1),
+        api_key_env=t.str("api_key_env", None),
     )
+    if spec.api_key_env is not None and (problem := env_name_problem(spec.api_key_env)):
+        raise t.error("api_key_env", f"{spec.api_key_env!r} {problem}")
     if spec.boots > MAX_BOOTS:
         raise t.error("boots", f"expected at most {MAX_BOOTS} servers per config, got {spec.boots}")
     t.reject_unknown()
@@ -518,6 +528,11 @@ def _reject_owned_flags(t: Table, key: str, args: tuple[str, ...]) -> None:
         flag = arg.split("=", 1)[0]
         if flag in LAUNCHER_OWNED_FLAGS:
             raise t.error(key, f"must not set {flag}: specgate picks host and free ports itself")
+        if flag in SECRET_FLAGS:
+            raise t.error(
+                key, f"must not hold {flag}: a key in a deployment file is committed and printed; export it and "
+                "name the variable in launch.api_key_env"
+            )
 
 
 def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
@@ -543,6 +558,7 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
             if not command:
                 raise c.error("command", 'expected a non-empty command, e.g. ["/opt/sglang-next/bin/python", "-m", "sglang.launch_server"]')
             _reject_unknown_placeholders(c, "command", tuple(command))
+            _reject_owned_flags(c, "command", tuple(command))
         tolerate = tuple(c.str_list("tolerate", []))
         for known in tolerate:
             if known not in TOLERABLE:

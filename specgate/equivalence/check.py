@@ -151,14 +151,15 @@ def compare(
     baseline_url: str,
     spec_url: str,
     tolerate: tuple[str, ...] = (),
+    api_key_env: str | None = None,
 ) -> Outcome:
     header = (
         f"prompt {case.label!r}, max_new_tokens={case.max_new_tokens}, stop={list(case.stop)}, "
         f"concurrency={case.concurrency}"
     )
     repro = (
-        f"reproduce:\n  baseline:    {curl_command(baseline_url, baseline.request)}\n"
-        f"  speculative: {curl_command(spec_url, spec.request)}"
+        f"reproduce:\n  baseline:    {curl_command(baseline_url, baseline.request, api_key_env)}\n"
+        f"  speculative: {curl_command(spec_url, spec.request, api_key_env)}"
     )
     # An invariant the baseline breaks in the same way on the same request is the server's
     # behaviour (e.g. a stop string inside the token that also hits max_new_tokens), not

@@ -209,6 +209,7 @@ class EquivalenceOracle:
                 reference_url,
                 server.handle.base_url,
                 self.deployment.configs[config].tolerate,
+                self.deployment.launch.api_key_env,
             )
             stats.add(outcome)
             outcomes.append(outcome)

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from specgate.client import SglangClient
 from specgate.deployment import Deployment, ServerConfig
+from specgate.secrets import redact
 
 
 class BootProgress(Protocol):
@@ -37,7 +38,7 @@ class ServerHandle:
 
     def describe(self) -> str:
         where = f"pid {self.pid}, " if self.pid else ""
-        return f"server for config {self.config!r} ({where}{self.base_url})"
+        return f"server for config {self.config!r} ({where}{redact(self.base_url)})"
 
 
 class Launcher(Protocol):

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from specgate.deployment import REPO_ROOT, Deployment, ServerConfig, expand_placeholders
-from specgate.errors import ServerBootError
+from specgate.errors import ServerBootError, SpecgateError
+from specgate.secrets import api_key, redact, redact_file
 from specgate.server.gpu import memory_used_mib, wait_gpu_released
 from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
 from specgate.server.orphans import RunRecord, reap_orphans
@@ -110,13 +111,20 @@ class LocalLauncher:
         launch = self.deployment.launch
         values = {"python": sys.executable, "repo": str(REPO_ROOT), "model": self.deployment.model}
         parts = [expand_placeholders(p, values) for p in (*config.launch_command(launch), *launch.args, *config.args)]
-        return parts + ["--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port)]
+        key = api_key(launch.api_key_env)
+        secret = ["--api-key", key] if key else []
+        return parts + secret + ["--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port)]
 
     def start(self, config: ServerConfig) -> ServerHandle:
         if self.unreleased:
             raise ServerBootError(f"not booting {config.name!r}: {self.unreleased}")
         port, nccl_port = free_port(), free_port()
-        command = self.command_for(config, port, nccl_port)
+        try:
+            command = self.command_for(config, port, nccl_port)
+        except SpecgateError as exc:  # the key's variable is unset
+            raise ServerBootError(f"config {config.name!r}: {exc}") from None
+        # What is written and shown: the command without its key.
+        shown = [redact(part, self._key) for part in command]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{config.name}.log"
         env = self._record.mark({**os.environ, **self.deployment.launch.env, **config.env})
@@ -127,7 +135,7 @@ class LocalLauncher:
         mode = "ab" if config.name in self._logged else "wb"
         self._logged.add(config.name)
         with log_path.open(mode) as log:
-            log.write(f"\n=== specgate: starting {config.name}: {' '.join(command)}\n".encode())
+            log.write(f"\n=== specgate: starting {config.name}: {' '.join(shown)}\n".encode())
             log.flush()
             try:
                 # pdeathsig is tied to the thread that forks: only safe from the main thread.
@@ -144,12 +152,19 @@ class LocalLauncher:
                 )
             except OSError as exc:
                 raise ServerBootError(
-                    f"config {config.name!r}: cannot start {command[0]!r} ({exc.strerror}); "
-                    f"command: {' '.join(command)}"
+                    f"config {config.name!r}: cannot start {shown[0]!r} ({exc.strerror}); "
+                    f"command: {' '.join(shown)}"
                 ) from None
         with self._lock:
             self._procs[proc.pid] = proc
-        return ServerHandle(config.name, f"http://127.0.0.1:{port}", log_path, command, proc.pid)
+        return ServerHandle(config.name, f"http://127.0.0.1:{port}", log_path, shown, proc.pid)
+
+    @property
+    def _key(self) -> str | None:
+        try:
+            return api_key(self.deployment.launch.api_key_env)
+        except SpecgateError:
+            return None
 
     def _proc(self, handle: ServerHandle) -> subprocess.Popen | None:
         return self._procs.get(handle.pid or -1)
@@ -172,7 +187,7 @@ class LocalLauncher:
                 how = f"exited with code {code}"
         return (
             f"{handle.describe()} {how}.\ncommand: {' '.join(handle.command)}\nlog: {handle.log_path}\n"
-            f"--- last lines of the log ---\n{tail(handle.log_path)}"
+            f"--- last lines of the log ---\n{redact(tail(handle.log_path), self._key)}"
         )
 
     def wait_ready(self, handle: ServerHandle, progress: BootProgress | None) -> None:
@@ -184,7 +199,7 @@ class LocalLauncher:
                     f"{handle.config!r} never became ready: {self.exit_description(handle)}", died=True
                 )
 
-        if poll_until_ready(handle, timeout, progress, lambda: tail(handle.log_path, 1), check_alive):
+        if poll_until_ready(handle, timeout, progress, lambda: redact(tail(handle.log_path, 1), self._key), check_alive):
             return
         description = self.exit_description(handle)
         self.stop(handle)
@@ -211,6 +226,8 @@ class LocalLauncher:
         with self._lock:
             self._procs.pop(pgid, None)
             others_running = bool(self._procs)
+        if handle.log_path is not None:
+            redact_file(handle.log_path, self._key)  # SGLang logs its server_args, key included
         # Only when none of ours runs can memory in use be compared with the idle level.
         idle = self._idle_used_mib if not others_running else None
         left = wait_gpu_released(members, launch.gpu_release_timeout_s, idle)
@@ -252,3 +269,6 @@ class LocalLauncher:
             except subprocess.TimeoutExpired:
                 pass
         self._record.remove()
+        if self._key:
+            for log in self.log_dir.glob("*.log"):
+                redact_file(log, self._key)

@@ -19,7 +19,8 @@ from typing import Any
 
 from specgate.client import ClientError, GenerateRequest, GenerateResult, SglangClient
 from specgate.deployment import Deployment, ServerConfig
-from specgate.errors import RequestTimeout, ServerBootError, ServerDiedError
+from specgate.errors import RequestTimeout, ServerBootError, ServerDiedError, SpecgateError
+from specgate.secrets import api_key
 from specgate.server.launcher import BootProgress, ServerHandle, make_launcher
 
 # A port picked free can be taken before the server binds it (SGLang binds only after loading
@@ -239,8 +240,16 @@ class ServerPool:
             self.live[handle.config] = self._describe(handle)
         return retry
 
+    def _api_key(self) -> str | None:
+        try:
+            return api_key(self.deployment.launch.api_key_env)
+        except SpecgateError as exc:
+            raise ServerBootError(str(exc)) from None
+
     def _describe(self, handle: ServerHandle) -> LiveServer:
-        client = SglangClient(handle.base_url, timeout_s=self.deployment.workload.request_timeout_s)
+        client = SglangClient(
+            handle.base_url, timeout_s=self.deployment.workload.request_timeout_s, api_key=self._api_key()
+        )
         server = LiveServer(handle, client, self)
         # Best effort: old SGLang releases lack one or the other endpoint.
         for attr, fetch in (("server_info", client.server_info), ("model_info", client.model_info)):

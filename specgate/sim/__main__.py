@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-metrics", action="store_true")
     # Simulator-only flags
     p.add_argument("--sim-fault", action="append", default=[], help="inject a fault (see specgate/sim/faults.py)")
+    p.add_argument("--api-key", default=None, help="as SGLang: every endpoint but /health* wants it as a bearer token")
     p.add_argument(
         "--sim-release", default=None, help="the SGLang release this server claims to be (another install, side by side)"
     )
@@ -174,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         incremental_stream=args.incremental_stream,
         enable_metrics=args.enable_metrics,
         release=args.sim_release or SIM_VERSION,
+        api_key=args.api_key,
         weights="" if args.model_path == DEFAULT_MODEL else args.model_path,
     )
     if faults.boot_crash_once and not Path(faults.boot_crash_once).exists():

@@ -36,6 +36,7 @@ class SimServerState:
     incremental_stream: bool  # --incremental-streaming-output: chunks carry deltas
     enable_metrics: bool = False  # --enable-metrics: the final chunk carries decode_throughput, as SGLang's does
     release: str = SIM_VERSION  # --sim-release: the SGLang release this server claims to be
+    api_key: str | None = None  # --api-key: as SGLang, 401 without it (health endpoints excepted)
     weights: str = ""  # another --model-path than the default toy: another model
     requests_seen: int = 0
     tokens_total: int = 0
@@ -91,8 +92,18 @@ class Handler(BaseHTTPRequestHandler):
         return not self.state.faults.never_ready
 
     # --- endpoints ------------------------------------------------------------
+    def _refused(self, path: str) -> bool:
+        """SGLang with --api-key: 401 unless the bearer token matches; /health* is always open."""
+        key = self.state.api_key
+        if key is None or path.startswith("/health") or self.headers.get("Authorization") == f"Bearer {key}":
+            return False
+        self._send_json(401, {"error": "Unauthorized"})
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?")[0]
+        if self._refused(path):
+            return
         if path in ("/health", "/health_generate"):
             if self._ready():
                 self._send_json(200, {})
@@ -122,6 +133,8 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b"{}"
+        if self._refused(path):
+            return
         if path == "/flush_cache":
             self._send_json(200, {})
             return
