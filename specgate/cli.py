@@ -15,6 +15,7 @@ the deployment first, so a bad file is reported before anything boots.
 from __future__ import annotations
 
 import argparse
+import os
 import dataclasses
 import sys
 import time
@@ -356,6 +357,29 @@ def main(argv: list[str] | None = None) -> int:
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_PARTIAL, EXIT_INTERRUPTED, EXIT_ERROR = 0, 1, 2, 4, 5, 6
 
 
+def _workflow_text(text: str) -> str:
+    """A value for a GitHub workflow command: %, CR and LF escaped as the runner expects."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def github_annotations(report: dict) -> list[str]:
+    """`::error::` for every failed or unjudged gate and every failed test, `::warning::` for a
+    PARTIAL run: GitHub shows them on the pull request without opening the logs."""
+    out = []
+    for gate in report.get("gates") or []:
+        status = gate.get("status")
+        if status in ("fail", "not compared", "vacuous"):
+            kind = "error" if status == "fail" else "warning"
+            title = _workflow_text(f"specgate {status.upper()}: {gate.get('gate')}").replace(",", ";").replace("::", ":")
+            out.append(f"::{kind} title={title}::{_workflow_text(str(gate.get('summary', '')))}")
+    overall = report.get("overall")
+    if overall and overall != "PASS":
+        reasons = "; ".join(report.get("overall_reasons") or [])[:2000]
+        kind = "warning" if overall == "PARTIAL" else "error"
+        out.append(f"::{kind} title=specgate {overall}::{_workflow_text(reasons or overall)}")
+    return out
+
+
 def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed: bool) -> int:
     """Say the report's verdict and exit by it: a run whose report says PARTIAL or INTERRUPTED
     must not end on a line saying PASS, nor exit 0 unless partial runs were allowed."""
@@ -377,6 +401,9 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         return EXIT_PARTIAL if pytest_code in (0, 5) and not partial_allowed else (EXIT_ERROR if pytest_code else 0)
     why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
     print(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}")
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(data):
+            print(line)
     if overall == "PASS":
         return EXIT_PASS
     if overall == "FAIL":

@@ -45,3 +45,23 @@ def test_reproducers_name_the_variable_and_hide_url_passwords():
     line = curl_command("http://user:hunter2@gpu-box:30000", GenerateRequest(max_new_tokens=4, text="p"), "SGLANG_KEY")
     assert "hunter2" not in line and "user:***@gpu-box" in line and '"Authorization: Bearer $SGLANG_KEY"' in line
     assert redact(f"server_args api_key='{KEY}'", KEY) == "server_args api_key='***'"
+
+
+def test_failed_gates_become_github_annotations_on_a_pull_request(tmp_path):
+    import subprocess
+    import sys
+
+    from specgate.deployment import REPO_ROOT
+
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "SPECGATE_SIM_FAULTS": "eagle3-decode:accept-collapse"}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "run", "sim", "--report-dir", str(tmp_path / "r"),
+         "--baselines-dir", str(tmp_path / "b"), "--allow-uncompared", "--", "-k", "accept_length_floor"],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 1
+    errors = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    assert any(line.startswith("::error title=specgate FAIL: accept:eagle3-decode-accepts-1.8::") for line in errors)
+    assert all("\n" not in line for line in errors)
+    assert any(line.startswith("::error title=specgate FAIL::") for line in errors)
