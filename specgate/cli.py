@@ -174,7 +174,8 @@ def describe(dep: Deployment) -> str:
         if cfg.tolerate:
             lines.append(f"    declared known differences (counted, not failed): {', '.join(cfg.tolerate)}")
     for gate in dep.gates.beats:
-        lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over} (concurrency {gate.concurrency})")
+        stored = " as stored in the baseline" if gate.against == "stored" else ""
+        lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over}{stored} (concurrency {gate.concurrency})")
     for floor in dep.gates.accept_length:
         lines.append(
             f"  gate: {floor.config} must accept >= {floor.at_least:g} tokens per verify step (concurrency {floor.concurrency})"

@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sim-draft-agreement", type=float, default=0.7, help="P(draft top-1 == target top-1)")
     p.add_argument("--sim-step-ms", type=float, default=2.0, help="cost of one plain decode step")
+    p.add_argument("--sim-draft-step-ms", type=float, default=0.3, help="cost of one draft step")
     p.add_argument("--sim-prefill-verify-factor", type=float, default=2.4)
     p.add_argument("--sim-boot-s", type=float, default=0.0, help="pretend boot time before serving")
     p.add_argument("--incremental-streaming-output", "--stream-output", dest="incremental_stream", action="store_true")
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         boot_factor=_boot_factor(faults.boot_offset),
         drift_per_min=faults.drift,
         decode_step_ms=args.sim_step_ms,
+        draft_step_ms=args.sim_draft_step_ms,
         prefill_verify_factor=args.sim_prefill_verify_factor,
         slowdown=faults.slowdown,
         cuda_graph=not args.disable_cuda_graph,

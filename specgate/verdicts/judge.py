@@ -178,6 +178,8 @@ class Judge:
 
     # --- the beats gate ---------------------------------------------------------------
     def beats(self, gate: BeatsGate) -> Verdict:
+        if gate.against == "stored":
+            return self._record(self._beats_stored(gate))
         conf = self.deployment.gates.confidence
         wl = self.deployment.workload
         c = gate.concurrency
@@ -239,6 +241,58 @@ class Judge:
                 noise[0],
             )
         return self._record(verdict)
+
+    def _beats_stored(self, gate: BeatsGate) -> Verdict:
+        """`gate.config` now against `gate.over` as stored, request by request over the same pinned
+        requests: an absolute floor from a measured baseline, with its between-boot noise."""
+        name = f"beats:{gate.name}"
+        c = gate.concurrency
+        stored, why_not = self.stored_for_comparison()
+        if stored is None:
+            return Verdict(name, gate.config, NOT_COMPARED, why_not)
+        figs = stored.figures.get((gate.over, c))
+        over_digest = self.deployment.configs[gate.over].args_digest(self.deployment.launch)
+        if figs is None or figs.args_digest != over_digest:
+            why = "holds no figures for it" if figs is None else "was recorded with other launch flags"
+            return Verdict(name, gate.config, NOT_COMPARED, f"{stored.path.name} {why} ({gate.over} at concurrency {c})")
+        if stored.workload_digest != self.meter.workload_digest:
+            return Verdict(name, gate.config, NOT_COMPARED, f"{stored.path.name} was measured on another workload")
+        conf = self.deployment.gates.confidence
+        wl = self.deployment.workload
+        stored_series = figs.series()
+        cap = min(wl.max_repeats, min(len(v) for v in stored_series.values()))
+        self._gather([gate.config], c, min(wl.repeats, cap))
+        record = self._record_of(gate.config, c)
+        spread = self.spread(gate.config, "decode_tps")
+        noise = [""]
+
+        def series() -> Series:
+            return ratio_series(truncated(record.decode_tps_by_boot(), cap), stored_series)
+
+        def interval_at(level: float) -> Interval:
+            iv, noise[0] = ratio_interval(series(), level, spread, boots_other=figs.boot_count)
+            return iv
+
+        looks = planned_looks(self.plan.per_boot([gate.config], c), cap, self._batch())
+        status, ratio, taken = decide_sequentially(
+            interval_at,
+            lambda iv: at_least(iv, gate.ratio),
+            lambda: self.plan.more([gate.config], c, cap, self._batch()),
+            conf,
+            looks,
+        )
+        now = median_interval(record.decode_tps, conf)
+        head = (
+            f"{gate.config} decodes at {now.estimate:.1f} tok/s, {ratio.estimate:.3f}x the stored {gate.over} "
+            f"({figs.decode_tps:.1f} tok/s in {stored.path.name}) [{ratio.low:.3f}, {ratio.high:.3f}] "
+            f"({_level(ratio, conf, looks)}, {len(pooled(series()))} paired requests); required >= {gate.ratio:g}x"
+        )
+        figures = {"ratio": ratio.as_dict(), "required": gate.ratio, "now": now.as_dict(), "stored": figs.decode_tps}
+        notes = [f"{gate.over}'s figures are the stored baseline's ({stored.path.name}), not this run's"]
+        if status == PASS:
+            return Verdict(name, gate.config, PASS, head, notes, figures, noise[0])
+        suffix = " — FAILS" if status == FAIL else f" — still INCONCLUSIVE at {cap} requests per boot: no pass can be shown"
+        return Verdict(name, gate.config, FAIL, head + suffix, notes, figures, noise[0])
 
     # --- the accept-length floor ----------------------------------------------------------
     def accept_floor(self, gate: AcceptFloorGate) -> Verdict:

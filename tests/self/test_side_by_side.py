@@ -173,3 +173,46 @@ def test_check_warns_when_this_host_cannot_start_a_configs_server():
     assert any("configs plain-0511, eagle3-0511: program '/tmp/sglang-0.5.11/python' not found" in w for w in upgrade)
     dep = _dep({"configs": {"eagle3-prefill": {"command": ["{python}", "-m", "no_such_module_here.launch"]}}})
     assert any("config eagle3-prefill" in w and "cannot import 'no_such_module_here'" in w for w in launch_warnings(dep))
+
+
+def test_the_users_kimi_deployment_checks_and_its_twin_gives_their_verdict(tmp_path):
+    """Prefill-mode EAGLE-3 near 0.7x fails, decode mode passes, the attention mode is the first
+    lever; then decode mode beats the plain decoding stored in the baseline, without booting it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from specgate.deployment import REPO_ROOT, load_deployment
+
+    real = load_deployment("kimi-k2.5-rtxpro6000-tp8")
+    assert [g.against for g in real.gates.beats] == ["run", "stored"] and not real.launch.coexist
+    env = {**os.environ, "SPECGATE_ALLOW_DIRTY": "1"}
+    common = ["--baselines-dir", str(tmp_path / "b"), "--allow-uncompared"]
+    first = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "baseline", "update", "kimi-k2.5-rtxpro6000-tp8-sim",
+         "--report-dir", str(tmp_path / "r1"), *common],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=300,
+    )  # fmt: skip
+    report = json.loads((tmp_path / "r1" / "report.json").read_text())
+    gates = {g["gate"]: g for g in report["gates"]}
+    prefill = gates["beats:eagle3-prefill-beats-baseline"]
+    assert prefill["status"] == "fail" and 0.6 < prefill["figures"]["ratio"]["estimate"] < 0.8, first.stdout[-2000:]
+    assert gates["beats:eagle3-decode-beats-baseline"]["status"] == "pass"
+    diagnosis = {d["config"]: d for d in report["diagnosis"]}
+    assert "--speculative-attention-mode decode" in json.dumps(diagnosis["eagle3-prefill"]["levers"][0])
+    later = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "run", "kimi-k2.5-rtxpro6000-tp8-sim",
+         "--report-dir", str(tmp_path / "r2"), *common, "--", "-k", "beats and stored"],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=300,
+    )  # fmt: skip
+    stored = next(g for g in json.loads((tmp_path / "r2" / "report.json").read_text())["gates"])
+    assert stored["gate"] == "beats:eagle3-decode-beats-stored-baseline" and stored["status"] == "pass", later.stdout
+    assert "figures are the stored baseline's" in " ".join(stored["notes"])
+
+
+def test_a_beats_gate_against_the_stored_baseline_is_named_and_parsed():
+    dep = _dep({"gates": {"beats": [{"config": "eagle3-decode", "over": "baseline", "ratio": 1.0, "against": "stored"}]}})
+    assert dep.gates.beats[0].name == "eagle3-decode-beats-stored-baseline"
+    with pytest.raises(DeploymentError, match="against"):
+        _dep({"gates": {"beats": [{"config": "eagle3-decode", "over": "baseline", "against": "yesterday"}]}})
