@@ -15,14 +15,15 @@ the deployment first, so a bad file is reported before anything boots.
 from __future__ import annotations
 
 import argparse
-import os
 import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
 
 from specgate.deployment import REPO_ROOT, Deployment, load_deployment
 from specgate.errors import SpecgateError
+from specgate.secrets import api_key
 
 GATE_TESTS = REPO_ROOT / "tests" / "gate"
 
@@ -138,12 +139,17 @@ def launch_warnings(dep: Deployment) -> list[str]:
     import importlib.util
     import shutil
 
+    out = []
+    if dep.launch.api_key_env is not None:
+        try:
+            api_key(dep.launch.api_key_env)
+        except SpecgateError as exc:
+            out.append(str(exc))
     if dep.launch.launcher != "local":
-        return []
+        return out
     by_command: dict[tuple[str, ...], list[str]] = {}
     for name, cfg in dep.configs.items():
         by_command.setdefault(cfg.launch_command(dep.launch), []).append(name)
-    out = []
     for command, names in by_command.items():
         program, who = command[0], f"config{'s' if len(names) > 1 else ''} {', '.join(names)}"
         if program == "{python}":
@@ -363,21 +369,31 @@ def _workflow_text(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _workflow_title(text: str) -> str:
+    """A property value of a workflow command: also ':' and ',' escaped."""
+    return _workflow_text(text).replace(":", "%3A").replace(",", "%2C")
+
+
 def github_annotations(report: dict) -> list[str]:
-    """`::error::` for every failed or unjudged gate and every failed test, `::warning::` for a
-    PARTIAL run: GitHub shows them on the pull request without opening the logs."""
+    """The verdict first (GitHub shows ten annotations of a kind per step), then `::error::` for
+    every failed gate and failed test (an equivalence failure is a test, not a gate) and
+    `::warning::` for every gate that could not compare: on the pull request, without the logs."""
     out = []
+    overall = report.get("overall")
+    reasons = report.get("overall_reasons") or []
+    if overall and overall != "PASS":
+        kind = "warning" if overall == "PARTIAL" else "error"
+        out.append(f"::{kind} title={_workflow_title(f'specgate {overall}')}::{_workflow_text('; '.join(reasons)[:2000] or overall)}")
+    for reason in reasons:
+        if reason.startswith("failed: "):
+            test, _, cause = reason[len("failed: ") :].partition(": ")
+            out.append(f"::error title={_workflow_title(f'specgate test failed: {test}')}::{_workflow_text(cause or test)}")
     for gate in report.get("gates") or []:
         status = gate.get("status")
         if status in ("fail", "not compared", "vacuous"):
             kind = "error" if status == "fail" else "warning"
-            title = _workflow_text(f"specgate {status.upper()}: {gate.get('gate')}").replace(",", ";").replace("::", ":")
+            title = _workflow_title(f"specgate {status.upper()}: {gate.get('gate')}")
             out.append(f"::{kind} title={title}::{_workflow_text(str(gate.get('summary', '')))}")
-    overall = report.get("overall")
-    if overall and overall != "PASS":
-        reasons = "; ".join(report.get("overall_reasons") or [])[:2000]
-        kind = "warning" if overall == "PARTIAL" else "error"
-        out.append(f"::{kind} title=specgate {overall}::{_workflow_text(reasons or overall)}")
     return out
 
 

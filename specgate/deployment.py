@@ -345,6 +345,8 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         if workload:
             gates = attempt(lambda: _parse_gates(top.table("gates"), configs, workload))
             sweep = attempt(lambda: _parse_sweep(top.table("sweep"), configs, workload)) if "sweep" in data else None
+    if configs is None:
+        top.skip("configs")  # not checked: the launch section it needs is broken
     if reference is None:
         top.skip("reference", "gates", "sweep")  # not checked: the configs (or launch, workload) are broken
     elif gates is None:

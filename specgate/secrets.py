@@ -12,7 +12,11 @@ from pathlib import Path
 from specgate.errors import SpecgateError
 
 MASK = "***"
-_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]+):[^@\s/]+@")
+# A password in a URL: everything between "user:" and the last "@" of the authority.
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]+):[^/\s]*@")
+# Whatever a log or a command gives as the key, however it is quoted or escaped.
+_KEY_FIELD = re.compile(r"""(api[_-]key['"]?\s*[=:]\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,)]+)""", re.IGNORECASE)
+MIN_KEY_LENGTH = 12
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -30,14 +34,34 @@ def api_key(env_name: str | None) -> str | None:
             f"launch.api_key_env names {env_name}, which is not set (or empty) in this environment: "
             f"export the servers' API key as {env_name}"
         )
+    if len(value) < MIN_KEY_LENGTH:
+        # Masking a short key masks every place its letters occur, and the masks spell it out.
+        raise SpecgateError(f"the key in {env_name} is shorter than {MIN_KEY_LENGTH} characters: too short to mask safely")
     return value
+
+
+def _forms(secret: str) -> list[str]:
+    """The key as written, and as Python's repr and JSON escape it (SGLang logs both)."""
+    import json
+
+    return list(dict.fromkeys([secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]]))
 
 
 def redact(text: str, *secrets: str | None) -> str:
     for secret in secrets:
         if secret:
-            text = text.replace(secret, MASK)
+            for form in _forms(secret):
+                text = text.replace(form, MASK)
+    if any(secrets):
+        text = _KEY_FIELD.sub(rf"\1{MASK}", text)
     return _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
+
+
+def copy_masked(stream, log_path: Path, secret: str) -> None:  # noqa: ANN001 - a binary pipe
+    """The server's output, line by line, into its log without the key (runs until EOF)."""
+    with stream, log_path.open("ab", buffering=0) as log:
+        for raw in iter(stream.readline, b""):
+            log.write(redact(raw.decode("utf-8", "replace"), secret).encode())
 
 
 def redact_file(path: Path, *secrets: str | None) -> None:
@@ -48,9 +72,6 @@ def redact_file(path: Path, *secrets: str | None) -> None:
         data = path.read_bytes()
     except OSError:
         return
-    cleaned = data
-    for secret in secrets:
-        if secret:
-            cleaned = cleaned.replace(secret.encode(), MASK.encode())
+    cleaned = redact(data.decode("utf-8", "replace"), *secrets).encode()
     if cleaned != data:
         path.write_bytes(cleaned)

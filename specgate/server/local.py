@@ -21,7 +21,7 @@ from pathlib import Path
 
 from specgate.deployment import REPO_ROOT, Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
-from specgate.secrets import api_key, redact, redact_file
+from specgate.secrets import api_key, copy_masked, redact, redact_file
 from specgate.server.gpu import memory_used_mib, wait_gpu_released
 from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
 from specgate.server.orphans import RunRecord, reap_orphans
@@ -134,6 +134,7 @@ class LocalLauncher:
         # coexist) appends, so the whole session's story stays in one file.
         mode = "ab" if config.name in self._logged else "wb"
         self._logged.add(config.name)
+        key = self._key
         with log_path.open(mode) as log:
             log.write(f"\n=== specgate: starting {config.name}: {' '.join(shown)}\n".encode())
             log.flush()
@@ -142,7 +143,9 @@ class LocalLauncher:
                 on_main = threading.current_thread() is threading.main_thread()
                 proc = subprocess.Popen(
                     command,
-                    stdout=log,
+                    # With a key, the server's output reaches the log only through the masker: SGLang
+                    # prints its server_args, key included, and a killed run leaves its logs as they are.
+                    stdout=subprocess.PIPE if key else log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     env=env,
@@ -155,6 +158,8 @@ class LocalLauncher:
                     f"config {config.name!r}: cannot start {shown[0]!r} ({exc.strerror}); "
                     f"command: {' '.join(shown)}"
                 ) from None
+        if key and proc.stdout is not None:
+            threading.Thread(target=copy_masked, args=(proc.stdout, log_path, key), daemon=True).start()
         with self._lock:
             self._procs[proc.pid] = proc
         return ServerHandle(config.name, f"http://127.0.0.1:{port}", log_path, shown, proc.pid)

@@ -44,7 +44,7 @@ def test_a_key_in_the_deployment_file_is_refused():
 def test_reproducers_name_the_variable_and_hide_url_passwords():
     line = curl_command("http://user:hunter2@gpu-box:30000", GenerateRequest(max_new_tokens=4, text="p"), "SGLANG_KEY")
     assert "hunter2" not in line and "user:***@gpu-box" in line and '"Authorization: Bearer $SGLANG_KEY"' in line
-    assert redact(f"server_args api_key='{KEY}'", KEY) == "server_args api_key='***'"
+    assert redact(f"server_args api_key='{KEY}'", KEY) == "server_args api_key=***"
 
 
 def test_failed_gates_become_github_annotations_on_a_pull_request(tmp_path):
@@ -62,6 +62,21 @@ def test_failed_gates_become_github_annotations_on_a_pull_request(tmp_path):
     )  # fmt: skip
     assert run.returncode == 1
     errors = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
-    assert any(line.startswith("::error title=specgate FAIL: accept:eagle3-decode-accepts-1.8::") for line in errors)
+    assert any(line.startswith("::error title=specgate FAIL%3A accept%3Aeagle3-decode-accepts-1.8::") for line in errors)
+    assert errors[0].startswith("::error title=specgate FAIL::")
     assert all("\n" not in line for line in errors)
     assert any(line.startswith("::error title=specgate FAIL::") for line in errors)
+
+
+def test_escaped_and_quoted_forms_of_the_key_are_masked_and_short_keys_refused(monkeypatch):
+    from specgate.errors import SpecgateError
+    from specgate.secrets import api_key
+
+    odd = 'sk\\REV"IEW-123456789'
+    line = "server_args=ServerArgs(api_key=" + repr(odd) + ", port=1) " + __import__("json").dumps({"api_key": odd})
+    masked = redact(line, odd)
+    assert "REV" not in masked and "IEW-123456789" not in masked, masked
+    monkeypatch.setenv("SHORT_KEY", "a")
+    with pytest.raises(SpecgateError, match="too short to mask safely"):
+        api_key("SHORT_KEY")
+    assert redact("http://u:p@ss@host:1/x") == "http://u:***@host:1/x"
