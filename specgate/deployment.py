@@ -545,42 +545,54 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
     if not t.keys():
         raise t.error(None, "expected at least one config, e.g. [configs.baseline]")
     configs: dict[str, ServerConfig] = {}
+    errors: list[DeploymentError] = []
     for name in t.keys():
-        if problem := safe_name_problem(name):
-            raise t.error(name, f"config name {problem}")
-        c = t.table(name)
-        args = tuple(c.str_list("args", []))
-        _reject_owned_flags(c, "args", args)
-        _reject_unknown_placeholders(c, "args", args)
-        url = c.str("url", None)
-        if launch.launcher == "url" and not url:
-            raise c.error("url", 'is required when launch.launcher = "url" (the address of a running server)')
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise c.error("url", f"expected an http:// or https:// address, got {url!r}")
-        command = c.str_list("command", None)
-        if command is not None:
-            if launch.launcher == "url":
-                raise c.error("command", 'applies to launch.launcher = "local" only; a url config is not launched')
-            if not command:
-                raise c.error("command", 'expected a non-empty command, e.g. ["/opt/sglang-next/bin/python", "-m", "sglang.launch_server"]')
-            _reject_unknown_placeholders(c, "command", tuple(command))
-            _reject_owned_flags(c, "command", tuple(command))
-        tolerate = tuple(c.str_list("tolerate", []))
-        for known in tolerate:
-            if known not in TOLERABLE:
-                raise c.error("tolerate", f"unknown difference {known!r}; known: {', '.join(TOLERABLE)}")
-        configs[name] = ServerConfig(
-            name=name,
-            args=args,
-            env=c.str_map("env"),
-            url=url,
-            description=c.str("description", ""),
-            tolerate=tolerate,
-            command=tuple(command) if command is not None else None,
-            reference=c.str("reference", None),
-        )
-        c.reject_unknown()
+        # Each config is checked on its own, so that `specgate check` lists every broken one.
+        try:
+            configs[name] = _parse_config(t, name, launch)
+        except DeploymentError as exc:
+            errors.append(exc)
+    if errors:
+        raise DeploymentErrors(errors)
     return configs
+
+
+def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
+    if problem := safe_name_problem(name):
+        raise t.error(name, f"config name {problem}")
+    c = t.table(name)
+    args = tuple(c.str_list("args", []))
+    _reject_owned_flags(c, "args", args)
+    _reject_unknown_placeholders(c, "args", args)
+    url = c.str("url", None)
+    if launch.launcher == "url" and not url:
+        raise c.error("url", 'is required when launch.launcher = "url" (the address of a running server)')
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise c.error("url", f"expected an http:// or https:// address, got {url!r}")
+    command = c.str_list("command", None)
+    if command is not None:
+        if launch.launcher == "url":
+            raise c.error("command", 'applies to launch.launcher = "local" only; a url config is not launched')
+        if not command:
+            raise c.error("command", 'expected a non-empty command, e.g. ["/opt/sglang-next/bin/python", "-m", "sglang.launch_server"]')
+        _reject_unknown_placeholders(c, "command", tuple(command))
+        _reject_owned_flags(c, "command", tuple(command))
+    tolerate = tuple(c.str_list("tolerate", []))
+    for known in tolerate:
+        if known not in TOLERABLE:
+            raise c.error("tolerate", f"unknown difference {known!r}; known: {', '.join(TOLERABLE)}")
+    config = ServerConfig(
+        name=name,
+        args=args,
+        env=c.str_map("env"),
+        url=url,
+        description=c.str("description", ""),
+        tolerate=tolerate,
+        command=tuple(command) if command is not None else None,
+        reference=c.str("reference", None),
+    )
+    c.reject_unknown()
+    return config
 
 
 def _parse_workload(t: Table, folder: Path) -> Workload:
@@ -653,58 +665,81 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
 
 def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload) -> Gates:
     beats = []
+    errors: list[DeploymentError] = []  # every broken gate is listed, not only the first
     for g in t.table_list("beats"):
-        gate = BeatsGate(
-            config=g.str("config"),
-            over=g.str("over", "baseline"),
-            ratio=g.float("ratio", 1.0, minimum=0.0),
-            concurrency=g.int("concurrency", 1, minimum=1),
-            against=g.str("against", "run", choices=("run", "stored")),
-        )
-        for key in ("config", "over"):
-            if getattr(gate, key) not in configs:
-                raise g.error(
-                    key, f"names config {getattr(gate, key)!r}, which is not under [configs]; have {sorted(configs)}"
-                )
-        # Gates that cannot fail are refused here, before anything boots (VACUOUS).
-        if gate.config == gate.over:
-            raise g.error("over", f"is {gate.over!r}, the gate's own config: a config compared with itself cannot fail")
-        if gate.ratio <= 0:
-            raise g.error("ratio", f"is {gate.ratio:g}: every speed ratio is above 0, so this gate cannot fail")
-        if gate.concurrency not in workload.concurrency:
-            raise g.error(
-                "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
-            )
-        g.reject_unknown()
-        beats.append(gate)
+        try:
+            beats.append(_parse_beats(g, configs, workload))
+        except DeploymentError as exc:
+            errors.append(exc)
     floors = []
     for g in t.table_list("accept_length"):
-        gate = AcceptFloorGate(
-            config=g.str("config"),
-            at_least=g.float("at_least", minimum=0.0),
-            concurrency=g.int("concurrency", 1, minimum=1),
+        try:
+            floors.append(_parse_floor(g, configs, workload))
+        except DeploymentError as exc:
+            errors.append(exc)
+    if errors:
+        raise DeploymentErrors(errors)
+    return _parse_gate_settings(t, configs, tuple(beats), tuple(floors))
+
+
+def _parse_beats(g: Table, configs: dict[str, ServerConfig], workload: Workload) -> BeatsGate:
+    gate = BeatsGate(
+        config=g.str("config"),
+        over=g.str("over", "baseline"),
+        ratio=g.float("ratio", 1.0, minimum=0.0),
+        concurrency=g.int("concurrency", 1, minimum=1),
+        against=g.str("against", "run", choices=("run", "stored")),
+    )
+    for key in ("config", "over"):
+        if getattr(gate, key) not in configs:
+            raise g.error(
+                key, f"names config {getattr(gate, key)!r}, which is not under [configs]; have {sorted(configs)}"
+            )
+    # Gates that cannot fail are refused here, before anything boots (VACUOUS).
+    if gate.config == gate.over:
+        raise g.error("over", f"is {gate.over!r}, the gate's own config: a config compared with itself cannot fail")
+    if gate.ratio <= 0:
+        raise g.error("ratio", f"is {gate.ratio:g}: every speed ratio is above 0, so this gate cannot fail")
+    if gate.concurrency not in workload.concurrency:
+        raise g.error(
+            "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
         )
-        if gate.config not in configs:
-            raise g.error("config", f"names config {gate.config!r}, which is not under [configs]; have {sorted(configs)}")
-        if not configs[gate.config].speculative:
-            raise g.error("config", f"{gate.config!r} does not speculate: it has no accept length")
-        if gate.at_least <= 1.0:
-            raise g.error(
-                "at_least", f"is {gate.at_least:g}: every accept length is at least 1 (the verified token), so this gate cannot fail"
-            )
-        steps = _flag_int(configs[gate.config].args, "--speculative-num-steps")
-        if steps is not None and gate.at_least > steps + 1:
-            raise g.error(
-                "at_least",
-                f"is {gate.at_least:g}, above {steps + 1} (--speculative-num-steps {steps} + the verified token), "
-                "the most one verify step can accept: this gate cannot pass",
-            )
-        if gate.concurrency not in workload.concurrency:
-            raise g.error(
-                "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
-            )
-        g.reject_unknown()
-        floors.append(gate)
+    g.reject_unknown()
+    return gate
+
+
+def _parse_floor(g: Table, configs: dict[str, ServerConfig], workload: Workload) -> AcceptFloorGate:
+    gate = AcceptFloorGate(
+        config=g.str("config"),
+        at_least=g.float("at_least", minimum=0.0),
+        concurrency=g.int("concurrency", 1, minimum=1),
+    )
+    if gate.config not in configs:
+        raise g.error("config", f"names config {gate.config!r}, which is not under [configs]; have {sorted(configs)}")
+    if not configs[gate.config].speculative:
+        raise g.error("config", f"{gate.config!r} does not speculate: it has no accept length")
+    if gate.at_least <= 1.0:
+        raise g.error(
+            "at_least", f"is {gate.at_least:g}: every accept length is at least 1 (the verified token), so this gate cannot fail"
+        )
+    steps = _flag_int(configs[gate.config].args, "--speculative-num-steps")
+    if steps is not None and gate.at_least > steps + 1:
+        raise g.error(
+            "at_least",
+            f"is {gate.at_least:g}, above {steps + 1} (--speculative-num-steps {steps} + the verified token), "
+            "the most one verify step can accept: this gate cannot pass",
+        )
+    if gate.concurrency not in workload.concurrency:
+        raise g.error(
+            "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
+        )
+    g.reject_unknown()
+    return gate
+
+
+def _parse_gate_settings(
+    t: Table, configs: dict[str, ServerConfig], beats: tuple[BeatsGate, ...], floors: tuple[AcceptFloorGate, ...]
+) -> Gates:
     tol = t.table("tolerance")
     by_config_table = tol.table("decode_tps_by_config")
     by_config = {}
@@ -732,13 +767,13 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
             raise spread.error("source", "say where the spread was measured (e.g. the specgate spread of results/…)")
         spread.reject_unknown()
     gates = Gates(
-        beats=tuple(beats),
+        beats=beats,
         tolerance=tolerance,
         confidence=t.float("confidence", 0.95, minimum=0.5, maximum=0.999),
         sample_batch=t.int("sample_batch", 6, minimum=1),
         uncompared=t.str("uncompared", "fail", choices=("fail", "warn")),
         between_boot=between_boot,
-        accept_length=tuple(floors),
+        accept_length=floors,
     )
     t.reject_unknown()
     return gates

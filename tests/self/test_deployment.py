@@ -125,3 +125,16 @@ def test_check_lists_every_problem_of_a_file_not_only_the_first(tmp_path):
     for field in ("'name'", "'launch.boots'", "'workload.prompt_sets'", "'equivalence.tie_margin'"):
         assert f"field {field}" in run.stderr
     assert "field 'refrence': unknown field (did you mean 'reference'?)" in run.stderr
+
+
+def test_check_lists_every_broken_config_and_every_broken_gate(tmp_path):
+    from specgate.errors import DeploymentErrors
+    from tests.self.test_side_by_side import _dep
+
+    with pytest.raises(DeploymentErrors) as err:
+        _dep({"configs": {"baseline": {"args": ["--port", "1"]}, "eagle3-prefill": {"typo": 1}}})
+    assert len(err.value.errors) == 2
+    with pytest.raises(DeploymentErrors) as err:
+        _dep({"gates": {"beats": [{"config": "ghost"}, {"config": "eagle3-decode", "ratio": 0}],
+                        "accept_length": [{"config": "baseline", "at_least": 2}]}})  # fmt: skip
+    assert [e.field for e in err.value.errors] == ["gates.beats[0].config", "gates.beats[1].ratio", "gates.accept_length[0].config"]
