@@ -13,6 +13,7 @@ are said, never passed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -242,6 +243,36 @@ class Judge:
             )
         return self._record(verdict)
 
+    def _now_over_stored(
+        self, config: str, concurrency: int, figs: StoredFigures, decide: Callable[[Interval], Status]
+    ) -> tuple[Status, Interval, int, int, int, str, ConfigSpeed]:
+        """`config` now over the stored figures `figs`, request by request over the same pinned
+        requests, measured until `decide` settles: (status, ratio, cap, stored requests per boot,
+        looks, which noise the interval holds, the record)."""
+        conf = self.deployment.gates.confidence
+        wl = self.deployment.workload
+        stored_series = figs.series()
+        stored_n = min(len(v) for v in stored_series.values())
+        cap = min(wl.max_repeats, stored_n)  # beyond the stored requests there is nothing to pair with
+        self._gather([config], concurrency, min(wl.repeats, cap))
+        record = self._record_of(config, concurrency)
+        spread = self.spread(config, "decode_tps")
+        noise = [""]
+
+        def interval_at(level: float) -> Interval:
+            series = ratio_series(truncated(record.decode_tps_by_boot(), cap), stored_series)
+            iv, noise[0] = ratio_interval(series, level, spread, boots_other=figs.boot_count)
+            return iv
+
+        looks = planned_looks(self.plan.per_boot([config], concurrency), cap, self._batch())
+        status, ratio, _ = decide_sequentially(
+            interval_at, decide, lambda: self.plan.more([config], concurrency, cap, self._batch()), conf, looks
+        )
+        return status, ratio, cap, stored_n, looks, noise[0], record
+
+    def _paired_with_stored(self, record: ConfigSpeed, figs: StoredFigures, cap: int) -> int:
+        return len(pooled(ratio_series(truncated(record.decode_tps_by_boot(), cap), figs.series())))
+
     def _beats_stored(self, gate: BeatsGate) -> Verdict:
         """`gate.config` now against `gate.over` as stored, request by request over the same pinned
         requests: an absolute floor from a measured baseline, with its between-boot noise."""
@@ -258,41 +289,22 @@ class Judge:
         if stored.workload_digest != self.meter.workload_digest:
             return Verdict(name, gate.config, NOT_COMPARED, f"{stored.path.name} was measured on another workload")
         conf = self.deployment.gates.confidence
-        wl = self.deployment.workload
-        stored_series = figs.series()
-        cap = min(wl.max_repeats, min(len(v) for v in stored_series.values()))
-        self._gather([gate.config], c, min(wl.repeats, cap))
-        record = self._record_of(gate.config, c)
-        spread = self.spread(gate.config, "decode_tps")
-        noise = [""]
-
-        def series() -> Series:
-            return ratio_series(truncated(record.decode_tps_by_boot(), cap), stored_series)
-
-        def interval_at(level: float) -> Interval:
-            iv, noise[0] = ratio_interval(series(), level, spread, boots_other=figs.boot_count)
-            return iv
-
-        looks = planned_looks(self.plan.per_boot([gate.config], c), cap, self._batch())
-        status, ratio, taken = decide_sequentially(
-            interval_at,
-            lambda iv: at_least(iv, gate.ratio),
-            lambda: self.plan.more([gate.config], c, cap, self._batch()),
-            conf,
-            looks,
+        status, ratio, cap, _, looks, noise, record = self._now_over_stored(
+            gate.config, c, figs, lambda iv: at_least(iv, gate.ratio)
         )
         now = median_interval(record.decode_tps, conf)
         head = (
             f"{gate.config} decodes at {now.estimate:.1f} tok/s, {ratio.estimate:.3f}x the stored {gate.over} "
             f"({figs.decode_tps:.1f} tok/s in {stored.path.name}) [{ratio.low:.3f}, {ratio.high:.3f}] "
-            f"({_level(ratio, conf, looks)}, {len(pooled(series()))} paired requests); required >= {gate.ratio:g}x"
+            f"({_level(ratio, conf, looks)}, {self._paired_with_stored(record, figs, cap)} paired requests); "
+            f"required >= {gate.ratio:g}x"
         )
         figures = {"ratio": ratio.as_dict(), "required": gate.ratio, "now": now.as_dict(), "stored": figs.decode_tps}
         notes = [f"{gate.over}'s figures are the stored baseline's ({stored.path.name}), not this run's"]
         if status == PASS:
-            return Verdict(name, gate.config, PASS, head, notes, figures, noise[0])
+            return Verdict(name, gate.config, PASS, head, notes, figures, noise)
         suffix = " — FAILS" if status == FAIL else f" — still INCONCLUSIVE at {cap} requests per boot: no pass can be shown"
-        return Verdict(name, gate.config, FAIL, head + suffix, notes, figures, noise[0])
+        return Verdict(name, gate.config, FAIL, head + suffix, notes, figures, noise)
 
     # --- the accept-length floor ----------------------------------------------------------
     def accept_floor(self, gate: AcceptFloorGate) -> Verdict:
@@ -489,33 +501,14 @@ class Judge:
     ) -> Verdict:
         """Now vs stored as the median of per-request ratios over the same pinned requests."""
         conf = self.deployment.gates.confidence
-        tol = self.deployment.gates.tolerance
-        allowed = tol.decode_tps_for(config)
-        wl = self.deployment.workload
+        allowed = self.deployment.gates.tolerance.decode_tps_for(config)
         two_sided = config in self.deployment.references
-        stored_series = figs.series()
-        stored_n = min(len(v) for v in stored_series.values())
-        cap = min(wl.max_repeats, stored_n)  # beyond the stored requests there is nothing to pair with
-        self._gather([config], concurrency, min(wl.repeats, cap))
-        record = self._record_of(config, concurrency)
-        spread = self.spread(config, "decode_tps")
-        noise = [""]
-
-        def series() -> Series:
-            return ratio_series(truncated(record.decode_tps_by_boot(), cap), stored_series)
-
-        def interval_at(level: float) -> Interval:
-            iv, noise[0] = ratio_interval(series(), level, spread, boots_other=figs.boot_count)
-            return iv
 
         def decide(iv: Interval) -> Status:
             return within(iv, 1 - allowed, 1 + allowed) if two_sided else at_least(iv, 1 - allowed)
 
-        looks = planned_looks(self.plan.per_boot([config], concurrency), cap, self._batch())
-        status, ratio, taken = decide_sequentially(
-            interval_at, decide, lambda: self.plan.more([config], concurrency, cap, self._batch()), conf, looks
-        )
-        pairs = len(pooled(series()))
+        status, ratio, cap, stored_n, looks, noise, record = self._now_over_stored(config, concurrency, figs, decide)
+        pairs = self._paired_with_stored(record, figs, cap)
         now = median_interval(record.decode_tps, conf)
         head = (
             f"{config} decode {now.estimate:.1f} tok/s vs stored {figs.decode_tps:.1f}: per-request ratio "
@@ -535,11 +528,11 @@ class Judge:
                 "speculative configs are judged on their speedup over it, which such drift leaves alone"
             )
             verdict = self._regression_verdict(
-                name, config, status, head, ratio, cap, stored_n, notes, figures, noise[0]
+                name, config, status, head, ratio, cap, stored_n, notes, figures, noise
             )
             verdict.summary = f"{head} — plain decode drifted ({direction})"
             return verdict
-        return self._regression_verdict(name, config, status, head, ratio, cap, stored_n, notes, figures, noise[0])
+        return self._regression_verdict(name, config, status, head, ratio, cap, stored_n, notes, figures, noise)
 
     def _speedup_regression(
         self,
