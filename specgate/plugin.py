@@ -498,3 +498,13 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         "python": sys.version.split()[0],
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_commit_info(config: pytest.Config, commit_info: dict) -> None:
+    """The commit the figures are from, as every specgate record names it: on the GPU host the
+    tree is a copy whose git metadata, if any, is not the commit that ran (SPECGATE_COMMIT is)."""
+    commit = git_commit()
+    commit_info["id"] = commit.removesuffix("+dirty")
+    commit_info["dirty"] = commit.endswith("+dirty")
+    commit_info["source"] = "SPECGATE_COMMIT" if os.environ.get("SPECGATE_COMMIT") else "git"
