@@ -32,7 +32,7 @@ from specgate.server.local import free_port
 class DistilSettings:
     max_new_tokens: int = 256
     batch: int = 256  # prompts per /generate call; SGLang batches them itself
-    parallel_calls: int = 4
+    parallel_calls: int = 8  # 8 x 256 in flight fills the server's 2048 running requests
     boot_timeout_s: float = 600.0
     prompt_format: str = "chatml"
     # Prompts the target writes itself first (sampled from specgate.drafter.prompts seeds), then
