@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from specgate.client import GenerateResult, curl_command
 from specgate.equivalence.cases import GenerationCase
-from specgate.equivalence.known import PAST_STOP, STOP_OVERSHOOT
+from specgate.equivalence.known import PAST_STOP, PAST_STOP_AT_LENGTH, STOP_OVERSHOOT
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,10 @@ def compare(
     shared = {key for key, _ in _violations(case, baseline)}
     problems = [f"speculative server {m}" for key, m in _violations(case, spec) if key not in shared]
     if problems:
-        shape = PAST_STOP if any("text runs past stop string" in p for p in problems) else None
+        shape = None
+        if any("text runs past stop string" in p for p in problems):
+            at_limit = spec.finish_reason.kind == "length" and spec.completion_tokens >= case.max_new_tokens
+            shape = PAST_STOP_AT_LENGTH if at_limit else PAST_STOP
         return Outcome(
             "invariant", f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}", shape=shape
         )

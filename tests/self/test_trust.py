@@ -253,6 +253,21 @@ def test_stop_shapes_are_named_for_the_known_defects():
     assert not outcome.ok and outcome.shape == "past-stop"
 
 
+def test_a_stop_string_missed_in_the_step_that_reaches_max_new_tokens_is_named():
+    """SGLang checks max_new_tokens before the stop strings: a verify step that accepts the stop
+    string and reaches the limit ends on length with the stop in the text (seen on 0.5.14)."""
+    from specgate.equivalence.known import PAST_STOP_AT_LENGTH, known_defects_for
+
+    case = GenerationCase("chat/0", "hi", 4, (".",), 1)
+    base = _answer([1, 2, 3], "ab cd")  # the plain server stopped on '.' (its text cut before it)
+    at_limit = _answer([1, 2, 3, 4], "ab cd. Pl")  # 4 = max_new_tokens, finish_reason length
+    outcome = compare(case, base, at_limit, 0.05, "http://b", "http://s")
+    assert not outcome.ok and outcome.shape == PAST_STOP_AT_LENGTH
+    (defect,) = known_defects_for(PAST_STOP_AT_LENGTH)
+    assert "check_finished" in defect.reference and "no release is known to fix it" in defect.explain("0.5.14")
+    assert "#23802" not in defect.explain("0.5.14")  # not called a regression of the tail-window fix
+
+
 def test_a_fault_aimed_at_no_config_is_an_error_not_a_silent_green():
     from specgate.sim.faults import unknown_fault_targets
 
