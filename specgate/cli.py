@@ -5,11 +5,14 @@
     specgate check [DEPLOYMENT]
     specgate sweep [DEPLOYMENT] [--report-dir DIR] [--state FILE] [--max-seconds S]
     specgate calibrate [DEPLOYMENT] [--boots N] [--requests N] [--max-seconds S]
+    specgate init [DIR] [--launch COMMAND [--draft PATH] | --url URL --reference-url URL --model M]
     specgate assets smollm2|llama8b-dummy|smollm2-eagle3 DIR [--gguf PATH] [--prompts N] [--train-seconds S]
 
-DEPLOYMENT is a name under fixtures/deployments (default: sim, the SIMULATOR) or a
-path to a .toml file. The gate is pytest over tests/gate; this wrapper validates
-the deployment first, so a bad file is reported before anything boots.
+DEPLOYMENT is a name (the project's deployments folder first, then the built-ins: sim, the
+SIMULATOR, is the default) or a path to a .toml file; specgate.toml or [tool.specgate]
+(specgate.project) sets the project's defaults. The gate is pytest over the gate tests
+(tests/gate, shipped in the package); this wrapper validates the deployment first, so a bad
+file is reported before anything boots.
 """
 
 from __future__ import annotations
@@ -21,11 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-from specgate.deployment import REPO_ROOT, Deployment, load_deployment
+from specgate import project
+from specgate.deployment import Deployment, load_deployment
 from specgate.errors import SpecgateError
 from specgate.secrets import api_key
-
-GATE_TESTS = REPO_ROOT / "tests" / "gate"
 
 
 def _positive_int(text: str) -> int:
@@ -40,10 +42,17 @@ def _positive_int(text: str) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "deployment", nargs="?", default=None, help="name in fixtures/deployments or a .toml path (default: sim)"
+        "deployment", nargs="?", default=None,
+        help="a deployment name or .toml path (default: the project's, else sim)",
     )
-    p.add_argument("--report-dir", default="specgate-report", help="where the report, logs and benchmark JSON go")
-    p.add_argument("--baselines-dir", default=None, help="root of stored baselines (default: the repo's baselines/)")
+    p.add_argument(
+        "--report-dir", default=None,
+        help="where the report, logs and benchmark JSON go (default: the project's report_dir, specgate-report)",
+    )
+    p.add_argument(
+        "--baselines-dir", default=None,
+        help="root of stored baselines (default: the project's; baselines/ in specgate's checkout)",
+    )
     p.add_argument(
         "--allow-fingerprint-mismatch", action="store_true", help="compare with a baseline from other hardware/software"
     )
@@ -73,6 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
     _common(bsub.add_parser("update", help="run the gate and store its figures as the baseline for this machine"))
     check = sub.add_parser("check", help="validate a deployment file and print what it would run")
     check.add_argument("deployment", nargs="?", default=None)
+    init = sub.add_parser(
+        "init",
+        help="write specgate.toml and a starting deployment into a repository (default: the SIMULATOR's)",
+    )
+    init.add_argument("folder", nargs="?", default=".", help="the repository's folder (default: here)")
+    init.add_argument("--launch", default=None, help="an SGLang launch command: its flags become the plain baseline")
+    init.add_argument("--draft", default=None, help="with --launch: the EAGLE-3 draft model, where the command has none")
+    init.add_argument("--url", default=None, help="a running speculative server (with --reference-url and --model)")
+    init.add_argument("--reference-url", default=None, help="the running plain server it is compared with")
+    init.add_argument("--model", default=None, help="with --url: the model both servers serve")
+    init.add_argument("--name", default=None, help="the deployment's name (default: sim, or mine)")
+    init.add_argument("--force", action="store_true", help="overwrite specgate.toml and the deployment file")
     assets = sub.add_parser("assets", help="make model assets for real-SGLang runs (on the GPU host)")
     assets.add_argument(
         "model",
@@ -220,11 +241,14 @@ def describe(dep: Deployment) -> str:
 
 
 def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool, extra: list[str]) -> list[str]:
+    from specgate.resources import gate_tests_dir
+
     report_dir = Path(args.report_dir).resolve()
     report_dir.mkdir(parents=True, exist_ok=True)  # pytest-benchmark opens its JSON file while parsing args
     out = [
-        str(GATE_TESTS),
+        str(gate_tests_dir()),
         f"--specgate-deployment={dep.path}",
+        f"--rootdir={project.current().root}",
         f"--specgate-report-dir={report_dir}",
         f"--benchmark-json={report_dir / 'benchmark.json'}",
         "-rfEs",
@@ -323,7 +347,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
         return 0
+    if args.command == "init":
+        return _init(args)
     try:
+        if getattr(args, "report_dir", "") is None:
+            args.report_dir = str(project.current().report_dir)
         dep = load_deployment(args.deployment)
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
@@ -432,6 +460,32 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     return EXIT_ERROR
 
 
+def _init(args: argparse.Namespace) -> int:
+    from specgate.starter import write_project
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        print(f"specgate: error: init: {folder} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        written = write_project(
+            folder, launch=args.launch, url=args.url, reference_url=args.reference_url, draft=args.draft,
+            model=args.model, name=args.name, force=args.force,
+        )
+    except SpecgateError as exc:
+        print(f"specgate: error: init: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"specgate: error: init: cannot write into {folder}: {exc}", file=sys.stderr)
+        return 2
+    for path in written.files:
+        print(f"wrote {path}")
+    for note in written.notes:
+        print(f"  note: {note}")
+    print("next: `specgate check` to see what would run, `pytest` (or `specgate run`) to run the gate")
+    return 0
+
+
 def _dirty_tree_refusal(what: str) -> str | None:
     """Stored figures name the commit that made them; a dirty tree has no such commit."""
     import os
@@ -453,7 +507,6 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
     from specgate.calibrate.analyse import analyse, render
     from specgate.calibrate.run import run_rounds
     from specgate.provenance import provenance
-    from specgate.verdicts.baselines import BASELINES_DIR
     from specgate.verdicts.calibration import write_calibration
 
     if args.boots < 2:
@@ -520,7 +573,7 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
             {c: [round(s.decode_tps, 3) for s in r[c].samples] for c in dep.configs} for r in complete
         ],
     }
-    root = Path(args.baselines_dir).resolve() if args.baselines_dir else BASELINES_DIR
+    root = Path(args.baselines_dir).resolve() if args.baselines_dir else project.current().baselines_dir
     path = write_calibration(root, dep.name, rounds.fingerprint, document)
     print(f"specgate: calibration recorded in {path}; later gate runs on this machine widen one-boot intervals by it")
     return 0

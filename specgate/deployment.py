@@ -14,14 +14,14 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specgate import project as _project
 from specgate.equivalence.known import TOLERABLE
 from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompts
+from specgate.resources import builtin_deployments_dir
 from specgate.secrets import env_name_problem
 from specgate.tomlcheck import Table, safe_name_problem
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEPLOYMENTS_DIR = REPO_ROOT / "fixtures" / "deployments"
 DEFAULT_DEPLOYMENT = "sim"
 DEFAULT_COMMAND = ("{python}", "-m", "sglang.launch_server")
 LAUNCHERS = ("local", "url")
@@ -92,6 +92,13 @@ class ServerConfig:
 
     def launch_command(self, launch: LaunchSpec) -> tuple[str, ...]:
         return self.command if self.command is not None else launch.command
+
+    @property
+    def max_tokens_per_step(self) -> int | None:
+        """The most tokens one verify step can accept (--speculative-num-steps + the verified
+        token); None where the args do not say."""
+        steps = _flag_int(self.args, "--speculative-num-steps")
+        return steps + 1 if steps is not None and steps >= 0 else None
 
     @property
     def speculative(self) -> bool:
@@ -282,21 +289,27 @@ class Deployment:
 
 
 def resolve_deployment_path(name_or_path: str | None) -> Path:
-    """`sim` → fixtures/deployments/sim.toml; a path is taken as it is."""
+    """A path is taken as it is; a name is looked up in the project's deployments folder, then
+    among the built-ins (`sim`). None: the project's default deployment, else `sim`."""
     if name_or_path is not None and not name_or_path.strip():
         # An unset CI variable ("$DEPLOYMENT") must not silently gate the simulator.
-        raise DeploymentError(Path("<empty>"), None, "the deployment name is empty; give a name under fixtures/deployments or a .toml path")
-    target = name_or_path or DEFAULT_DEPLOYMENT
+        raise DeploymentError(Path("<empty>"), None, "the deployment name is empty; give a deployment name or a .toml path")
+    project = _project.current()
+    target = name_or_path or project.deployment or DEFAULT_DEPLOYMENT
     candidate = Path(target)
     if candidate.suffix == ".toml" or candidate.exists() or "/" in target:
         if not candidate.is_file():
             raise DeploymentError(candidate, None, "no such deployment file")
         return candidate
-    named = DEPLOYMENTS_DIR / f"{target}.toml"
-    if not named.is_file():
-        known = sorted(p.stem for p in DEPLOYMENTS_DIR.glob("*.toml"))
-        raise DeploymentError(named, None, f"no deployment named {target!r}; known: {', '.join(known)}")
-    return named
+    folders = list(dict.fromkeys([project.deployments_dir, builtin_deployments_dir()]))
+    for folder in folders:
+        if (folder / f"{target}.toml").is_file():
+            return folder / f"{target}.toml"
+    known = sorted({p.stem for folder in folders for p in folder.glob("*.toml")})
+    raise DeploymentError(
+        folders[0] / f"{target}.toml", None,
+        f"no deployment named {target!r}; known: {', '.join(known)} (looked in {', '.join(map(str, folders))})",
+    )
 
 
 def load_deployment(name_or_path: str | None = None) -> Deployment:

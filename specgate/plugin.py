@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from specgate import project
 from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.errors import SpecgateError
@@ -25,8 +26,9 @@ from specgate.report.build import build_report
 from specgate.report.chart import render_chart
 from specgate.report.markdown import render_markdown
 from specgate.report.progress import BootDisplay
+from specgate.resources import gate_tests_dir
 from specgate.session import GateSession, RunOptions
-from specgate.verdicts.baselines import BASELINES_DIR, write_baseline
+from specgate.verdicts.baselines import write_baseline
 from specgate.verdicts.judge import baseline_document
 
 _DEPLOYMENT = pytest.StashKey[Deployment]()
@@ -34,6 +36,7 @@ _SESSION = pytest.StashKey[GateSession]()
 _PHASES = pytest.StashKey[dict[str, tuple[str, str]]]()
 _REPORT = pytest.StashKey[dict]()
 _MESSAGES = pytest.StashKey[list[str]]()
+_PREVIOUS_PROJECT = pytest.StashKey[project.Project | None]()
 
 PHASE_ORDER = {"golden": 0, "equivalence": 1, "speed": 2, "gates": 3}
 
@@ -46,12 +49,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="deployment name in fixtures/deployments or a .toml path (default: sim, the SIMULATOR)",
     )
     g.addoption(
-        "--specgate-report-dir", default="specgate-report", help="where report.md/json/png, logs and golden files go"
+        "--specgate-report-dir",
+        default=None,
+        help="where report.md/json/png, logs and golden files go (default: the project's report_dir, specgate-report)",
     )
     g.addoption(
         "--specgate-baselines-dir",
-        default=str(BASELINES_DIR),
-        help="root of stored baselines (default: the repo's baselines/)",
+        default=None,
+        help="root of stored baselines (default: the project's, see specgate.toml; in specgate's checkout baselines/)",
     )
     g.addoption(
         "--specgate-update-baselines", action="store_true", help="write this run's figures as the stored baseline"
@@ -85,9 +90,43 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, speed, gates)")
     config.stash[_PHASES] = {}
     config.stash[_MESSAGES] = []
-    if config.getoption("specgate_deployment") is not None:
+    config.stash[_PREVIOUS_PROJECT] = project._current  # restored at unconfigure (pytester runs nest)
+    try:
+        # pytest's rootdir first; the folder pytest was started in where the rootdir has no
+        # settings (`specgate run` collects the gate tests from the package, whose folder can
+        # become the rootdir).
+        found = project.find_project(config.rootpath, config.invocation_params.dir)
+    except SpecgateError as exc:
+        raise pytest.UsageError(f"specgate: {exc}") from None
+    project.use(found)
+    gate_too = _collects_gate(config, found)
+    if gate_too:
+        config.args.append(str(gate_tests_dir()))
+    if config.getoption("specgate_deployment") is not None or gate_too:
         dep = deployment(config)  # a bad file named on the command line fails before collection
-        _clear_previous_report(Path(config.getoption("specgate_report_dir")).resolve(), dep)
+        _clear_previous_report(report_dir(config), dep)
+
+
+def _collects_gate(config: pytest.Config, found: project.Project) -> bool:
+    """A plain `pytest` in a project whose specgate.toml (or [tool.specgate]) asks for it runs
+    the gate too; paths named on the command line are run as named, and nothing else."""
+    gate_dir = str(gate_tests_dir())
+    return (
+        found.settings_file is not None
+        and found.gate
+        and config.args_source != pytest.Config.ArgsSource.ARGS
+        and gate_dir not in config.args
+    )
+
+
+def report_dir(config: pytest.Config) -> Path:
+    chosen = config.getoption("specgate_report_dir")
+    return Path(chosen).resolve() if chosen else project.current().report_dir
+
+
+def baselines_dir(config: pytest.Config) -> Path:
+    chosen = config.getoption("specgate_baselines_dir")
+    return Path(chosen).resolve() if chosen else project.current().baselines_dir
 
 
 def _clear_previous_report(out: Path, dep: Deployment) -> None:
@@ -213,8 +252,8 @@ def specgate(request: pytest.FixtureRequest) -> Any:
     _load_hypothesis_profile(config, dep)
     examples = config.getoption("specgate_examples") or dep.equivalence.examples or _profile_examples()
     options = RunOptions(
-        report_dir=Path(config.getoption("specgate_report_dir")).resolve(),
-        baselines_dir=Path(config.getoption("specgate_baselines_dir")).resolve(),
+        report_dir=report_dir(config),
+        baselines_dir=baselines_dir(config),
         update_baselines=config.getoption("specgate_update_baselines"),
         allow_fingerprint_mismatch=config.getoption("specgate_allow_fingerprint_mismatch"),
         examples=examples,
@@ -473,7 +512,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if report is not None:
         terminalreporter.write_sep("=", "specgate report")
         terminalreporter.write(render_markdown(report))
-        out = Path(config.getoption("specgate_report_dir")).resolve()
+        out = report_dir(config)
         terminalreporter.write_line(f"report: {out / 'report.md'} (also report.json, report.png, logs/)")
     for message in config.stash.get(_MESSAGES, []):
         terminalreporter.write_line(f"specgate: {message}", bold=True, red="NOT" in message)
@@ -482,6 +521,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _SESSION in config.stash:
         config.stash[_SESSION].close()
+    if _PREVIOUS_PROJECT in config.stash:
+        project.use(config.stash[_PREVIOUS_PROJECT])
 
 
 # --- pytest-benchmark: what machine the figures are from -----------------------------------

@@ -1,4 +1,4 @@
-"""Prompt sets (fixtures/prompts/*.jsonl) and the chat formats that turn them into text.
+"""Prompt sets (fixtures/prompts/*.jsonl, shipped in the package) and the chat formats that turn them into text.
 
 SGLang's native /generate takes raw text, so the chat template is applied here. The
 formats are written out rather than loaded from a tokenizer so that the CPU-only suite
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "prompts"
 KNOWN_SETS = ("chat", "code", "math", "summarisation", "translation", "long_context")
 KNOWN_FORMATS = ("raw", "chatml", "llama3")
 
@@ -36,7 +35,9 @@ class Prompt:
 
 @cache
 def load_prompt_set(set_name: str) -> tuple[Prompt, ...]:
-    return load_prompt_file(PROMPTS_DIR / f"{set_name}.jsonl", set_name)
+    from specgate.resources import prompts_dir
+
+    return load_prompt_file(prompts_dir() / f"{set_name}.jsonl", set_name)
 
 
 @cache

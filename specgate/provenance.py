@@ -9,22 +9,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specgate import __version__
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from specgate import __version__, project
 
 
 def git_commit() -> str:
-    """HEAD (+dirty), or SPECGATE_COMMIT where the tree is a copy without .git (the GPU host)."""
+    """The project's HEAD (+dirty), or SPECGATE_COMMIT where the tree is a copy without .git
+    (the GPU host). The project is what the figures judge: this checkout, or the user's repository."""
     if os.environ.get("SPECGATE_COMMIT"):
         return os.environ["SPECGATE_COMMIT"]
+    root = project.current().root
     try:
         head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT,
+            cwd=root,
             capture_output=True,
             text=True,
             timeout=10,

@@ -12,7 +12,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from specgate.deployment import REPO_ROOT, Deployment, expand_placeholders
+from specgate import project
+from specgate.deployment import Deployment, expand_placeholders
 
 DRAFT_PATH_FLAG = "--speculative-draft-model-path"
 DUMMY_FLAG = "--speculative-draft-load-format"
@@ -48,7 +49,7 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
     raw = _flag(args, DRAFT_PATH_FLAG)
     if raw is None:
         return None
-    path = expand_placeholders(raw, {"repo": str(REPO_ROOT), "model": deployment.model})
+    path = expand_placeholders(raw, {"repo": str(project.current().root), "model": deployment.model})
     out: dict = {"path": path}
     if _flag(args, DUMMY_FLAG) == "dummy":
         out["weights"] = "random (--speculative-draft-load-format dummy): no trained weights"

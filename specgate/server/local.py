@@ -19,7 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-from specgate.deployment import REPO_ROOT, Deployment, ServerConfig, expand_placeholders
+from specgate import project
+from specgate.deployment import Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
 from specgate.secrets import api_key, copy_masked, redact, redact_file
 from specgate.server.gpu import memory_used_mib, wait_gpu_released
@@ -109,7 +110,7 @@ class LocalLauncher:
 
     def command_for(self, config: ServerConfig, port: int, nccl_port: int) -> list[str]:
         launch = self.deployment.launch
-        values = {"python": sys.executable, "repo": str(REPO_ROOT), "model": self.deployment.model}
+        values = {"python": sys.executable, "repo": str(project.current().root), "model": self.deployment.model}
         parts = [expand_placeholders(p, values) for p in (*config.launch_command(launch), *launch.args, *config.args)]
         key = api_key(launch.api_key_env)
         secret = ["--api-key", key] if key else []
@@ -149,7 +150,7 @@ class LocalLauncher:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     env=env,
-                    cwd=str(REPO_ROOT),
+                    cwd=str(project.current().root),
                     start_new_session=True,
                     preexec_fn=_die_with_parent if on_main else None,
                 )

@@ -19,7 +19,6 @@ from specgate.errors import BaselineError
 from specgate.verdicts.fingerprint import Fingerprint
 
 FORMAT = "specgate-baseline/1"
-BASELINES_DIR = Path(__file__).resolve().parent.parent.parent / "baselines"
 
 
 @dataclass(frozen=True)
@@ -240,7 +239,7 @@ class BaselineLookup:
     others: list[StoredBaseline]
 
 
-def find_baselines(deployment: str, fingerprint: Fingerprint, root: Path = BASELINES_DIR) -> BaselineLookup:
+def find_baselines(deployment: str, fingerprint: Fingerprint, root: Path) -> BaselineLookup:
     folder = root / deployment
     exact, others = None, []
     for path in sorted(folder.glob("*.json")):
@@ -253,7 +252,7 @@ def find_baselines(deployment: str, fingerprint: Fingerprint, root: Path = BASEL
     return BaselineLookup(exact, others)
 
 
-def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, root: Path = BASELINES_DIR) -> Path:
+def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, root: Path) -> Path:
     folder = root / deployment
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{fingerprint.slug}.json"

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import tomli_w
 
-from specgate.deployment import DEPLOYMENTS_DIR, REPO_ROOT
+from specgate.resources import SOURCE_ROOT as REPO_ROOT
+from specgate.resources import builtin_deployments_dir
 
 GATE_TESTS = REPO_ROOT / "tests" / "gate"
 
@@ -37,7 +38,7 @@ def default_sigint() -> None:
 
 
 def sim_deployment_dict() -> dict[str, Any]:
-    return tomllib.loads((DEPLOYMENTS_DIR / "sim.toml").read_text())
+    return tomllib.loads((builtin_deployments_dir() / "sim.toml").read_text())
 
 
 def merge(base: dict, overrides: dict) -> dict:
@@ -95,6 +96,8 @@ class SimDeployment:
         allow = [] if strict or self.baselines_dir.exists() else ["--specgate-allow-uncompared"]
         return [
             str(GATE_TESTS),
+            "-p",
+            "specgate.plugin",
             f"--specgate-deployment={self.path}",
             f"--specgate-report-dir={self.report_dir}",
             f"--specgate-baselines-dir={self.baselines_dir}",

@@ -111,7 +111,7 @@ def test_check_lists_every_problem_of_a_file_not_only_the_first(tmp_path):
     import subprocess
     import sys
 
-    from specgate.deployment import REPO_ROOT
+    from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
     bad = tmp_path / "bad.toml"
     bad.write_text(

@@ -16,7 +16,7 @@ import sys
 import pytest
 from helpers import SimDeployment, default_sigint, sim_deployment_dict
 
-from specgate.deployment import REPO_ROOT
+from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
 # The simulator paces its steps with sleep() against wall-clock deadlines, and the client times
 # the stream on the same clock: on a busy 2-core CI machine, scheduling delays move the figures

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from specgate.deployment import REPO_ROOT
+from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
 
 def _calibrate(d, *extra, faults=""):

@@ -12,8 +12,8 @@ import stat
 
 import pytest
 
-from specgate.deployment import REPO_ROOT
 from specgate.errors import BaselineError
+from specgate.resources import SOURCE_ROOT as REPO_ROOT
 from specgate.verdicts.baselines import load_baseline, write_baseline
 from specgate.verdicts.calibration import load_calibration
 from specgate.verdicts.fingerprint import Fingerprint

@@ -17,7 +17,7 @@ import time
 import pytest
 from helpers import default_sigint
 
-from specgate.deployment import REPO_ROOT
+from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
 
 def digest_tree(root):

@@ -51,7 +51,7 @@ def test_failed_gates_become_github_annotations_on_a_pull_request(tmp_path):
     import subprocess
     import sys
 
-    from specgate.deployment import REPO_ROOT
+    from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
     env = {**os.environ, "GITHUB_ACTIONS": "true", "SPECGATE_SIM_FAULTS": "eagle3-decode:accept-collapse"}
     env.pop("GITHUB_STEP_SUMMARY", None)

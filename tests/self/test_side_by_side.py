@@ -151,7 +151,7 @@ def test_an_empty_deployment_name_is_refused_not_the_simulator():
     import subprocess
     import sys
 
-    from specgate.deployment import REPO_ROOT
+    from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
     run = subprocess.run(
         [sys.executable, "-m", "specgate.cli", "check", ""], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60
@@ -183,7 +183,8 @@ def test_the_users_kimi_deployment_checks_and_its_twin_gives_their_verdict(tmp_p
     import subprocess
     import sys
 
-    from specgate.deployment import REPO_ROOT, load_deployment
+    from specgate.deployment import load_deployment
+    from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
     real = load_deployment("kimi-k2.5-rtxpro6000-tp8")
     assert [g.against for g in real.gates.beats] == ["run", "stored"] and not real.launch.coexist

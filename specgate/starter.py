@@ -1,0 +1,286 @@
+"""`specgate init`: a starting project in the user's repository.
+
+Writes `specgate.toml` (where the deployments, baselines and reports live) and one deployment:
+the SIMULATOR's (a copy of the built-in `sim`, with the simulator's stored baseline, so the
+first `pytest` there runs the whole gate and compares), a deployment for an SGLang launch
+command, or one for two running servers (a plain one and a speculative one). Every file
+written passes `specgate check`; nothing existing is overwritten without `--force`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specgate.deployment import LAUNCHER_OWNED_FLAGS, SECRET_FLAGS, parse_deployment
+from specgate.errors import SpecgateError
+from specgate.project import SETTINGS_FILE
+from specgate.resources import builtin_baselines_dir, builtin_deployments_dir
+from specgate.tomlcheck import safe_name_problem
+
+SETTINGS_TEXT = """\
+# specgate's settings for this repository (paths are relative to this file).
+deployment = "{deployment}"   # what `pytest` and `specgate run` gate by default
+deployments = "deployments"   # `specgate run NAME` looks here first, then among the built-ins
+baselines = "baselines"       # stored baselines: commit them
+report_dir = "specgate-report" # report.md/json/png, server logs, benchmark.json: keep out of git
+gate = true                   # a plain `pytest` here runs the gate as well as your own tests
+"""
+
+# The speculative flags `--launch` may carry: they make the speculative configs; the rest of
+# the command is the plain baseline.
+SPEC_PREFIX = "--speculative-"
+EAGLE3_DEFAULTS = (
+    "--speculative-num-steps",
+    "2",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "3",
+)
+
+
+class InitError(SpecgateError):
+    """What `specgate init` was asked to do cannot be done (the message names the option)."""
+
+
+@dataclass
+class Written:
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _toml_list(items: list[str] | tuple[str, ...]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def _split_flags(tokens: list[str]) -> list[list[str]]:
+    """`--flag value`, `--flag=value` and bare `--switch` as groups, in order."""
+    groups: list[list[str]] = []
+    for tok in tokens:
+        if tok.startswith("--") or not groups:
+            groups.append([tok])
+        else:
+            groups[-1].append(tok)
+    return groups
+
+
+def launch_deployment(name: str, command_line: str, draft: str | None) -> tuple[str, list[str]]:
+    """A deployment's text for an SGLang launch command: the command's own flags are the plain
+    baseline; its --speculative-* flags (or --draft) make EAGLE-3 in prefill and in decode
+    attention mode. Returns (text, notes)."""
+    try:
+        tokens = shlex.split(command_line)
+    except ValueError as exc:
+        raise InitError(f"--launch: cannot split {command_line!r} as a shell command: {exc}") from None
+    if not tokens:
+        raise InitError(
+            "--launch: the command is empty; give the SGLang command, e.g. 'python -m sglang.launch_server --model-path M'"
+        )
+    at = next((i for i, t in enumerate(tokens) if t.startswith("--")), len(tokens))
+    program, groups = tokens[:at], _split_flags(tokens[at:])
+    if not program:
+        raise InitError(
+            "--launch: the command starts with a flag; give the program first (python -m sglang.launch_server ...)"
+        )
+    notes: list[str] = []
+    base: list[str] = []
+    spec: list[str] = []
+    model = None
+    for group in groups:
+        flag = group[0].split("=", 1)[0]
+        value = group[0].split("=", 1)[1] if "=" in group[0] else (group[1] if len(group) > 1 else None)
+        if flag in LAUNCHER_OWNED_FLAGS:
+            notes.append(f"dropped {' '.join(group)}: specgate picks the host and free ports itself")
+            continue
+        if flag in SECRET_FLAGS:
+            notes.append(
+                f"dropped {flag}: a key never goes into a file; set launch.api_key_env to the variable that holds it"
+            )
+            continue
+        if flag in ("--model-path", "--model"):
+            model = value
+        (spec if flag.startswith(SPEC_PREFIX) else base).extend(group)
+    if model is None:
+        raise InitError("--launch: the command has no --model-path; specgate needs to know the model it gates")
+    spec = [t for g in _split_flags(spec) if not g[0].startswith("--speculative-attention-mode") for t in g]
+    if not spec:
+        if draft is None:
+            raise InitError(
+                "--launch: the command has no --speculative-* flags; add them, or give --draft PATH (the EAGLE-3 draft "
+                "model) and specgate writes EAGLE-3 with 2 steps, topk 1, 3 draft tokens"
+            )
+        spec = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft, *EAGLE3_DEFAULTS]
+    elif draft is not None:
+        notes.append("--draft ignored: the command already names its --speculative-* flags")
+    text = f"""\
+# Written by `specgate init --launch`: your command's flags are the plain baseline, its
+# speculative flags run in both attention modes. Check it with `specgate check {name}`.
+name = {json.dumps(name)}
+description = "plain vs EAGLE-3 in prefill and decode attention mode"
+model = {json.dumps(model)}
+reference = "baseline"
+
+[launch]
+launcher = "local"
+command = {_toml_list(program)}
+args = {_toml_list(base)}
+boot_timeout_s = 900
+coexist = false            # one server at a time: safe on one GPU; true boots them side by side
+# api_key_env = "SGLANG_API_KEY"   # servers with a key: the variable that holds it
+
+[configs.baseline]
+description = "plain greedy decoding"
+args = []
+
+[configs.eagle3-prefill]
+description = "the speculative flags, verify in prefill attention mode (SGLang's default)"
+args = {_toml_list([*spec, "--speculative-attention-mode", "prefill"])}
+
+[configs.eagle3-decode]
+description = "the same, verify in decode attention mode"
+args = {_toml_list([*spec, "--speculative-attention-mode", "decode"])}
+
+[workload]
+prompt_format = "chatml"   # raw | chatml | llama3: the template your model was trained with
+max_new_tokens = 256
+repeats = 9
+
+[equivalence]
+tie_margin = 0.05
+hypothesis_profile = "gpu"
+
+[[gates.beats]]
+config = "eagle3-decode"
+over = "baseline"
+ratio = 1.10               # EAGLE-3 must be at least 10% faster than plain decoding
+
+[gates.tolerance]
+decode_tps = 0.10
+accept_length = 0.05
+"""
+    return text, notes
+
+
+def url_deployment(name: str, url: str, reference_url: str, model: str) -> str:
+    for option, value in (("--url", url), ("--reference-url", reference_url)):
+        if not value.startswith(("http://", "https://")):
+            raise InitError(f"{option}: expected an http:// or https:// address, got {value!r}")
+    return f"""\
+# Written by `specgate init --url`: two servers someone else runs, a plain one and a
+# speculative one, on the same model. Check it with `specgate check {name}`.
+name = {json.dumps(name)}
+description = "plain vs speculative, running servers"
+model = {json.dumps(model)}
+reference = "baseline"
+
+[launch]
+launcher = "url"
+# api_key_env = "SGLANG_API_KEY"   # servers behind a key: the variable that holds it
+
+[configs.baseline]
+description = "the plain server"
+url = {json.dumps(reference_url)}
+
+[configs.speculative]
+description = "the speculative server"
+url = {json.dumps(url)}
+
+[workload]
+prompt_format = "chatml"   # raw | chatml | llama3: the template your model was trained with
+max_new_tokens = 256
+repeats = 9
+
+[equivalence]
+tie_margin = 0.05
+hypothesis_profile = "gpu"
+
+[[gates.beats]]
+config = "speculative"
+over = "baseline"
+ratio = 1.10
+
+[gates.tolerance]
+decode_tps = 0.10
+accept_length = 0.05
+"""
+
+
+def write_project(
+    folder: Path,
+    *,
+    launch: str | None = None,
+    url: str | None = None,
+    reference_url: str | None = None,
+    draft: str | None = None,
+    model: str | None = None,
+    name: str | None = None,
+    force: bool = False,
+) -> Written:
+    """Write the settings and one deployment into `folder`; InitError says what is wrong."""
+    import tomllib
+
+    if launch is not None and (url or reference_url):
+        raise InitError("--launch and --url: give one (a command specgate starts, or servers someone else runs)")
+    if (url is None) != (reference_url is None):
+        raise InitError(
+            "--url and --reference-url go together: the speculative server and the plain one it is compared with"
+        )
+    if url is None and model is not None:
+        raise InitError("--model applies to --url only (with --launch it is the command's --model-path)")
+    name = name or ("sim" if launch is None and url is None else "mine")
+    if problem := safe_name_problem(name):
+        raise InitError(f"--name: {problem}")
+    out = Written()
+    deployment_path = folder / "deployments" / f"{name}.toml"
+    targets = [folder / SETTINGS_FILE, deployment_path]
+    if not force and (existing := [str(p) for p in targets if p.exists()]):
+        raise InitError(f"{', '.join(existing)} already exist(s); --force overwrites")
+    pyproject = folder / "pyproject.toml"
+    if pyproject.is_file() and "[tool.specgate]" in pyproject.read_text(encoding="utf-8", errors="replace"):
+        raise InitError(
+            f"{pyproject} already has [tool.specgate]; edit it there (a specgate.toml would take precedence)"
+        )
+    if launch is None and url is None:
+        text = (builtin_deployments_dir() / "sim.toml").read_text(encoding="utf-8")
+        if name != "sim":
+            text = text.replace('name = "sim"', f"name = {json.dumps(name)}", 1)
+        out.notes.append(
+            "the SIMULATOR: runs anywhere, figures are not SGLang's; `specgate init --launch CMD` for yours"
+        )
+    elif launch is not None:
+        text, notes = launch_deployment(name, launch, draft)
+        out.notes.extend(notes)
+    else:
+        if model is None:
+            raise InitError("--url: give --model too (the model both servers serve, as it names it)")
+        text = url_deployment(name, url, reference_url, model)  # type: ignore[arg-type]
+    # What is written must load: the same checks `specgate check` runs.
+    parse_deployment(tomllib.loads(text), deployment_path)
+    deployment_path.parent.mkdir(parents=True, exist_ok=True)
+    deployment_path.write_text(text, encoding="utf-8")
+    out.files.append(deployment_path)
+    settings = folder / SETTINGS_FILE
+    settings.write_text(SETTINGS_TEXT.format(deployment=f"deployments/{name}.toml"), encoding="utf-8")
+    out.files.append(settings)
+    if launch is None and url is None and name == "sim":
+        out.files.extend(_copy_sim_baseline(folder / "baselines" / "sim"))
+    return out
+
+
+def _copy_sim_baseline(dest: Path) -> list[Path]:
+    """The simulator's stored baseline as specgate records it: the same on every host (the
+    simulator's fingerprint names no hardware), so the first run compares against it."""
+    source = builtin_baselines_dir() / "sim"
+    copied = []
+    for path in sorted(source.rglob("*.json")):
+        target = dest / path.relative_to(source)
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        copied.append(target)
+    return copied

@@ -1,0 +1,227 @@
+"""specgate in a user's repository: the installed plugin, specgate.toml, `specgate init`.
+
+The first test is the newcomer's path end to end, on the wheel this checkout builds, in a
+folder that has nothing of this repository's layout: pip install, `specgate init`, `pytest`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from specgate.deployment import load_deployment
+from specgate.errors import DeploymentError, SpecgateError
+from specgate.resources import SOURCE_ROOT
+
+SIM_TOML = 'deployment = "deployments/sim.toml"\n'
+
+
+def _run(args: list[str], cwd: Path, env: dict | None = None, timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_the_wheel_in_a_fresh_folder_runs_the_gate_with_plain_pytest(tmp_path):
+    """pip install the wheel, `specgate init`, `pytest`: the gate runs on the simulator and
+    compares against the stored baseline init copied; nothing comes from this checkout."""
+    wheels = tmp_path / "wheels"
+    built = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            str(SOURCE_ROOT),
+        ],
+        tmp_path,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    venv = tmp_path / "venv"
+    # The dependencies come from this interpreter's site-packages; specgate itself only from the wheel.
+    assert _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path).returncode == 0
+    python, specgate = venv / "bin" / "python", venv / "bin" / "specgate"
+    (wheel,) = wheels.glob("specgate-*.whl")
+    installed = _run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], tmp_path)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    repo = tmp_path / "their-repo"
+    repo.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECGATE_", "PYTEST_"))}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    where = _run(
+        [str(python), "-c", "import specgate, specgate.resources as r; print(specgate.__file__, r.SOURCE_ROOT)"],
+        repo,
+        env,
+    )
+    assert str(venv) in where.stdout and where.stdout.split()[-1] == "None", where.stdout + where.stderr
+
+    init = _run([str(specgate), "init"], repo, env)
+    assert init.returncode == 0, init.stderr
+    assert (repo / "specgate.toml").is_file() and (repo / "deployments" / "sim.toml").is_file()
+    assert list((repo / "baselines" / "sim").glob("*.json")), "the simulator's stored baseline was not copied"
+    check = _run([str(specgate), "check"], repo, env)
+    assert check.returncode == 0 and "SIMULATOR" in check.stdout, check.stdout + check.stderr
+
+    gate = _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], repo, env, timeout=300)
+    assert gate.returncode == 0, gate.stdout[-3000:] + gate.stderr[-2000:]
+    report = json.loads((repo / "specgate-report" / "report.json").read_text())
+    assert report["overall"] == "PASS" and report["simulator"]
+    compared = [g for g in report["gates"] if g["gate"].startswith("regression:")]
+    assert compared and all(g["status"].lower() == "pass" and "stored" in str(g["figures"]) for g in compared), compared
+
+    # `specgate run` there reads the project's baselines (none now: it cannot compare, and says so).
+    for stored in (repo / "baselines" / "sim").glob("*.json"):
+        stored.unlink()
+    run = _run([str(specgate), "run"], repo, env, timeout=300)
+    assert run.returncode == 4, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "PARTIAL" in run.stdout and str(repo / "specgate-report") in run.stdout
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A user's folder as `specgate init` leaves it (from this checkout's sources)."""
+    from specgate.starter import write_project
+
+    write_project(tmp_path)
+    (tmp_path / "test_theirs.py").write_text("def test_their_own():\n    assert True\n")
+    return tmp_path
+
+
+def _collect(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    return _run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args], folder, env)
+
+
+def test_a_settings_file_adds_the_gate_to_a_plain_pytest_and_only_then(project):
+    collected = _collect(project)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert "test_their_own" in collected.stdout and "test_speculative_output_is_greedy_baseline" in collected.stdout
+    named = _collect(project, "test_theirs.py")  # paths on the command line: run as named
+    assert "test_their_own" in named.stdout and "greedy_baseline" not in named.stdout
+    settings = project / "specgate.toml"
+    settings.write_text(settings.read_text().replace("gate = true", "gate = false"))
+    off = _collect(project)
+    assert "test_their_own" in off.stdout and "greedy_baseline" not in off.stdout
+
+
+def test_tool_specgate_in_pyproject_is_read_like_specgate_toml(project):
+    (project / "specgate.toml").unlink()
+    (project / "pyproject.toml").write_text('[project]\nname = "theirs"\n\n[tool.specgate]\n' + SIM_TOML)
+    collected = _collect(project)
+    assert collected.returncode == 0 and "greedy_baseline" in collected.stdout, collected.stdout + collected.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('deployment = "deployments/sim.toml"\nbaseline = "b"\n', "baseline"),  # a typo of `baselines`
+        ('gate = "yes"\n', "gate"),
+        ('deployment = ""\n', "deployment"),
+        ("deployment = [\n", "not valid TOML"),
+    ],
+)
+def test_a_broken_settings_file_is_an_error_naming_file_and_field(project, text, named):
+    (project / "specgate.toml").write_text(text)
+    collected = _collect(project)
+    assert collected.returncode != 0
+    assert "specgate.toml" in collected.stderr and named in collected.stderr, collected.stderr
+    check = _run([sys.executable, "-m", "specgate.cli", "check"], project)
+    assert check.returncode == 2 and "specgate.toml" in check.stderr and named in check.stderr, check.stderr
+
+
+def test_names_resolve_in_the_projects_deployments_first_then_the_builtins(project, monkeypatch):
+    from specgate import project as projects
+
+    mine = project / "deployments" / "sim.toml"
+    mine.write_text(mine.read_text().replace('name = "sim"', 'name = "sim-theirs"', 1))
+    monkeypatch.chdir(project)
+    projects.use(None)
+    try:
+        assert load_deployment("sim").name == "sim-theirs"  # theirs shadows the built-in
+        assert load_deployment("kimi-k2.5-rtxpro6000-tp8-sim").path.parent.name == "deployments"  # a built-in
+        assert load_deployment(None).path == mine.resolve()  # the settings' default
+        with pytest.raises(DeploymentError, match="no deployment named 'nope'; known: .*kimi"):
+            load_deployment("nope")
+        found = projects.current()
+        assert found.baselines_dir == project / "baselines" and found.report_dir == project / "specgate-report"
+    finally:
+        projects.use(None)
+
+
+def test_init_writes_a_deployment_for_a_launch_command_that_loads(tmp_path):
+    from specgate.starter import write_project
+
+    written = write_project(
+        tmp_path,
+        launch="python -m sglang.launch_server --model-path /m/llama --tp 2 --port 30000 --api-key sk-abcdef123456 "
+        "--speculative-algorithm EAGLE3 --speculative-draft-model-path /m/eagle3 --speculative-num-steps 3 "
+        "--speculative-attention-mode prefill",
+    )
+    path = tmp_path / "deployments" / "mine.toml"
+    assert path in written.files
+    data = tomllib.loads(path.read_text())
+    assert data["launch"]["command"] == ["python", "-m", "sglang.launch_server"]
+    assert data["launch"]["args"] == ["--model-path", "/m/llama", "--tp", "2"]
+    assert "sk-abcdef123456" not in path.read_text()
+    decode = data["configs"]["eagle3-decode"]["args"]
+    assert decode[-2:] == ["--speculative-attention-mode", "decode"] and "--speculative-num-steps" in decode
+    assert decode.count("--speculative-attention-mode") == 1
+    assert any("--port" in n for n in written.notes) and any("api_key_env" in n for n in written.notes)
+    from specgate.deployment import parse_deployment
+
+    assert parse_deployment(data, path).speculative_configs == ["eagle3-prefill", "eagle3-decode"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"launch": "python -m sglang.launch_server --model-path /m"}, "--draft"),
+        ({"launch": "python -m sglang.launch_server --tp 2", "draft": "/d"}, "--model-path"),
+        ({"launch": "--model-path /m", "draft": "/d"}, "program first"),
+        ({"launch": "python 'unclosed", "draft": "/d"}, "cannot split"),
+        ({"url": "http://a:1"}, "--reference-url"),
+        ({"url": "http://a:1", "reference_url": "http://b:2"}, "--model"),
+        ({"url": "a:1", "reference_url": "http://b:2", "model": "m"}, "http://"),
+        ({"launch": "python -m x --model-path m", "url": "http://a"}, "give one"),
+        ({"name": "../escape"}, "--name"),
+    ],
+)
+def test_init_refuses_what_it_cannot_write_naming_the_option(tmp_path, kwargs, named):
+    from specgate.starter import write_project
+
+    with pytest.raises(SpecgateError, match=named.replace("(", r"\(")):
+        write_project(tmp_path, **kwargs)
+    assert not (tmp_path / "specgate.toml").exists()
+
+
+def test_init_for_running_servers_and_never_overwrites_without_force(tmp_path):
+    from specgate.starter import write_project
+
+    write_project(tmp_path, url="http://gpu:30001", reference_url="http://gpu:30000", model="/m/llama")
+    data = tomllib.loads((tmp_path / "deployments" / "mine.toml").read_text())
+    assert data["launch"]["launcher"] == "url" and data["configs"]["baseline"]["url"] == "http://gpu:30000"
+    with pytest.raises(SpecgateError, match="already exist.*--force"):
+        write_project(tmp_path, url="http://gpu:30001", reference_url="http://gpu:30000", model="/m/llama")
+    write_project(tmp_path, url="http://gpu:30002", reference_url="http://gpu:30000", model="/m/llama", force=True)
+    assert "30002" in (tmp_path / "deployments" / "mine.toml").read_text()
+    (tmp_path / "pyproject.toml").write_text("[tool.specgate]\n" + SIM_TOML)
+    with pytest.raises(SpecgateError, match=r"already has \[tool.specgate\]"):
+        write_project(tmp_path, force=True)
+
+
+def test_the_cli_init_says_what_it_wrote_and_fails_with_exit_2(tmp_path):
+    ok = _run([sys.executable, "-m", "specgate.cli", "init", str(tmp_path)], tmp_path)
+    assert ok.returncode == 0 and "specgate.toml" in ok.stdout and "SIMULATOR" in ok.stdout
+    again = _run([sys.executable, "-m", "specgate.cli", "init", str(tmp_path)], tmp_path)
+    assert again.returncode == 2 and "--force" in again.stderr
+    missing = _run([sys.executable, "-m", "specgate.cli", "init", str(tmp_path / "nope")], tmp_path)
+    assert missing.returncode == 2 and "not a folder" in missing.stderr
