@@ -143,6 +143,25 @@ def _is_stop_overshoot(case: GenerationCase, baseline: GenerateResult, spec: Gen
     )
 
 
+def _stop_in_the_step_that_hit_the_limit(
+    case: GenerationCase, baseline: GenerateResult, spec: GenerateResult, max_tokens_per_step: int | None
+) -> bool:
+    """The baseline stopped on a stop string at token k; the speculative answer has the same
+    tokens up to k and ended on max_new_tokens fewer than one verify step's worth of tokens
+    later: the stop token was accepted in the step that reached the limit. (A stop string missed
+    earlier, as PR #23802's, lets the answer run on for many steps.)"""
+    k = len(baseline.output_ids)
+    return (
+        max_tokens_per_step is not None
+        and baseline.finish_reason.kind == "stop"
+        and spec.finish_reason.kind == "length"
+        and spec.completion_tokens >= case.max_new_tokens
+        and k > 0
+        and tuple(spec.output_ids[:k]) == tuple(baseline.output_ids)
+        and 0 <= spec.completion_tokens - k < max_tokens_per_step
+    )
+
+
 def compare(
     case: GenerationCase,
     baseline: GenerateResult,
@@ -152,6 +171,7 @@ def compare(
     spec_url: str,
     tolerate: tuple[str, ...] = (),
     api_key_env: str | None = None,
+    max_tokens_per_step: int | None = None,
 ) -> Outcome:
     header = (
         f"prompt {case.label!r}, max_new_tokens={case.max_new_tokens}, stop={list(case.stop)}, "
@@ -170,7 +190,7 @@ def compare(
     if problems:
         shape = None
         if any("text runs past stop string" in p for p in problems):
-            at_limit = spec.finish_reason.kind == "length" and spec.completion_tokens >= case.max_new_tokens
+            at_limit = _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step)
             shape = PAST_STOP_AT_LENGTH if at_limit else PAST_STOP
         return Outcome(
             "invariant", f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}", shape=shape

@@ -210,6 +210,7 @@ class EquivalenceOracle:
                 server.handle.base_url,
                 self.deployment.configs[config].tolerate,
                 self.deployment.launch.api_key_env,
+                self.deployment.configs[config].max_tokens_per_step,
             )
             stats.add(outcome)
             outcomes.append(outcome)

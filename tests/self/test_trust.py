@@ -5,6 +5,7 @@ for a run that did not judge everything, and a sampling plan that interleaves.""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -258,11 +259,15 @@ def test_a_stop_string_missed_in_the_step_that_reaches_max_new_tokens_is_named()
     string and reaches the limit ends on length with the stop in the text (seen on 0.5.14)."""
     from specgate.equivalence.known import PAST_STOP_AT_LENGTH, known_defects_for
 
-    case = GenerationCase("chat/0", "hi", 4, (".",), 1)
-    base = _answer([1, 2, 3], "ab cd")  # the plain server stopped on '.' (its text cut before it)
-    at_limit = _answer([1, 2, 3, 4], "ab cd. Pl")  # 4 = max_new_tokens, finish_reason length
-    outcome = compare(case, base, at_limit, 0.05, "http://b", "http://s")
+    case = GenerationCase("chat/0", "hi", 8, (".",), 1)
+    base = replace(_answer([1, 2, 3, 4, 5, 6, 7], "ab cd"), finish_reason=FinishReason("stop", "."))
+    at_limit = _answer([1, 2, 3, 4, 5, 6, 7, 8], "ab cd. Pl")  # 8 = max_new_tokens, finish_reason length
+    outcome = compare(case, base, at_limit, 0.05, "http://b", "http://s", max_tokens_per_step=3)
     assert not outcome.ok and outcome.shape == PAST_STOP_AT_LENGTH
+    # The stop missed several steps before the limit, or the step size unknown: the older shape.
+    early = replace(base, output_ids=(1, 2, 3), completion_tokens=3)
+    assert compare(case, early, at_limit, 0.05, "http://b", "http://s", max_tokens_per_step=3).shape == "past-stop"
+    assert compare(case, base, at_limit, 0.05, "http://b", "http://s").shape == "past-stop"
     (defect,) = known_defects_for(PAST_STOP_AT_LENGTH)
     assert "check_finished" in defect.reference and "no release is known to fix it" in defect.explain("0.5.14")
     assert "#23802" not in defect.explain("0.5.14")  # not called a regression of the tail-window fix
