@@ -146,7 +146,7 @@ def launch_warnings(dep: Deployment) -> list[str]:
         except SpecgateError as exc:
             out.append(str(exc))
     if dep.launch.launcher == "ssh" and shutil.which("ssh") is None:
-        out.append("launch.launcher = \"ssh\", but no ssh client is on this host's PATH: no server boots from here")
+        out.append('launch.launcher = "ssh", but no ssh client is on this host\'s PATH: no server boots from here')
     if dep.launch.launcher != "local":
         return out
     by_command: dict[tuple[str, ...], list[str]] = {}
@@ -183,7 +183,7 @@ def describe_ssh(ssh: SshSpec) -> list[str]:
         if ssh.reach == "forward"
         else "reached directly at host:port (the server listens on every interface)"
     )
-    out = [f"  launcher ssh: {hosts}{' (' + login + ')' if login else ''}; {reach}"]
+    out = [f"  ssh: {hosts}{' (' + login + ')' if login else ''}; {reach}"]
     out.append(f"    remote python {ssh.python!r}, directory {ssh.directory or '(the login directory)'}")
     if ssh.nodes > 1:
         out.append(

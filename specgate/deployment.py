@@ -611,11 +611,14 @@ def _parse_ssh(t: Table) -> SshSpec:
             raise t.error(f"hosts[{i}]", f"{host!r} is not a host name (no blanks, not starting with '-')")
     if len(set(hosts)) != len(hosts):
         raise t.error(
-            "hosts", f"names a host twice ({list(hosts)}); give another name for the same machine (e.g. 127.0.0.1 and localhost)"
+            "hosts",
+            f"names a host twice ({list(hosts)}); give another name for the same machine (e.g. 127.0.0.1 and localhost)",
         )
     nodes = t.int("nodes", len(hosts), minimum=1)
     if nodes != len(hosts):
-        raise t.error("nodes", f"is {nodes}, but launch.ssh.hosts names {len(hosts)} host(s): expected one host per node")
+        raise t.error(
+            "nodes", f"is {nodes}, but launch.ssh.hosts names {len(hosts)} host(s): expected one host per node"
+        )
     identity = t.str("identity_file", None)
     identity_path = Path(identity).expanduser() if identity is not None else None
     if identity_path is not None and not identity_path.is_file():
@@ -641,7 +644,9 @@ def _parse_ssh(t: Table) -> SshSpec:
         value = getattr(spec, key)
         unknown = [m.group(0) for m in _PLACEHOLDER.finditer(value or "") if m.group(1) not in ("repo", "python")]
         if unknown:
-            raise t.error(key, f"unknown placeholder {unknown[0]} in {value!r}; known here: {{repo}}, {{python}} (this machine's)")
+            raise t.error(
+                key, f"unknown placeholder {unknown[0]} in {value!r}; known here: {{repo}}, {{python}} (this machine's)"
+            )
     if not spec.python.strip():
         raise t.error("python", 'expected the remote interpreter, e.g. "python3" or "/opt/sglang/bin/python"')
     for name in spec.forward_env:

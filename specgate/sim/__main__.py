@@ -201,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(args.sim_boot_s)
     if args.nnodes > 1:
         if faults.node_crash == args.node_rank:
-            log(f"SIMULATOR fault node-crash={args.node_rank}: RuntimeError: CUDA error: no CUDA-capable device is detected")
+            log(
+                f"SIMULATOR fault node-crash={args.node_rank}: RuntimeError: CUDA error: no CUDA-capable device is detected"
+            )
             return 1
         timeout = float(args.dist_timeout or DEFAULT_DIST_TIMEOUT_S)
         try:
