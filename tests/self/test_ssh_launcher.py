@@ -23,7 +23,7 @@ from helpers import FAST, merge, processes_with, sim_deployment_dict
 from sshd import LocalSshd, keygen
 
 from specgate.client import GenerateRequest
-from specgate.deployment import ServerConfig, parse_deployment
+from specgate.deployment import ServerConfig, load_deployment, parse_deployment
 from specgate.errors import DeploymentError, ServerBootError, ServerDiedError
 from specgate.server.local import group_pids
 from specgate.server.pool import ServerPool
@@ -109,8 +109,12 @@ def test_check_describes_an_ssh_deployment(tmp_path, sshd):
 
     dep = parse_deployment(ssh_data(sshd, "t", TWO_HOSTS), tmp_path / "dep.toml")
     text = describe(dep)
-    assert "launcher ssh: 2 nodes (SGLang multi-node), rank 0 on 127.0.0.1, then localhost" in text
+    assert "ssh: 2 nodes (SGLang multi-node), rank 0 on 127.0.0.1, then localhost" in text
     assert f"port {sshd.port}" in text and "reached through ssh -L" in text
+    assert "--nnodes 2 --node-rank I --dist-init-addr 127.0.0.1:PORT" in text
+    fixture = load_deployment("sim-ssh")  # the committed example: SIMULATOR, over ssh to localhost
+    assert fixture.simulator and fixture.launch.ssh.hosts == ("localhost",)
+    assert "SIMULATOR" in describe(fixture)
 
 
 # --- one node -----------------------------------------------------------------------------
