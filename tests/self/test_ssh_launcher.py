@@ -296,3 +296,16 @@ def test_specgate_stopped_by_a_signal_leaves_nothing_on_any_host(tmp_path, sshd,
         proc.kill()
         proc.wait()
     assert not wait_gone(tag, 15.0)
+
+
+def test_missing_sshd_fails_the_tests_unless_declared_absent(monkeypatch, tmp_path):
+    """Without OpenSSH the ssh tests must go red, not quietly skip, unless SPECGATE_NO_SSHD=1 says so."""
+    import sshd as sshd_module
+
+    monkeypatch.setattr(sshd_module, "SSHD", tmp_path / "no-sshd")
+    monkeypatch.delenv(sshd_module.NO_SSHD_ENV, raising=False)
+    with pytest.raises(pytest.fail.Exception, match="install openssh-server"):
+        sshd_module.require_sshd()
+    monkeypatch.setenv(sshd_module.NO_SSHD_ENV, "1")
+    with pytest.raises(pytest.skip.Exception, match="known to be absent"):
+        sshd_module.require_sshd()
