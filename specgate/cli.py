@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from specgate import project
-from specgate.deployment import Deployment, load_deployment
+from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import SpecgateError
 from specgate.secrets import api_key
 
@@ -166,6 +166,8 @@ def launch_warnings(dep: Deployment) -> list[str]:
             api_key(dep.launch.api_key_env)
         except SpecgateError as exc:
             out.append(str(exc))
+    if dep.launch.launcher == "ssh" and shutil.which("ssh") is None:
+        out.append('launch.launcher = "ssh", but no ssh client is on this host\'s PATH: no server boots from here')
     if dep.launch.launcher != "local":
         return out
     by_command: dict[tuple[str, ...], list[str]] = {}
@@ -183,6 +185,37 @@ def launch_warnings(dep: Deployment) -> list[str]:
     return out
 
 
+def describe_ssh(ssh: SshSpec) -> list[str]:
+    if ssh.nodes > 1:
+        hosts = f"{ssh.nodes} nodes (SGLang multi-node), rank 0 on {ssh.hosts[0]}, then {', '.join(ssh.hosts[1:])}"
+    else:
+        hosts = f"on {ssh.hosts[0]}"
+    login = ", ".join(
+        part
+        for part in (
+            f"as {ssh.user}" if ssh.user else "",
+            f"port {ssh.port}" if ssh.port else "",
+            f"key {ssh.identity_file}" if ssh.identity_file else "",
+        )
+        if part
+    )
+    reach = (
+        "reached through ssh -L (the server listens on the remote loopback)"
+        if ssh.reach == "forward"
+        else "reached directly at host:port (the server listens on every interface)"
+    )
+    out = [f"  ssh: {hosts}{' (' + login + ')' if login else ''}; {reach}"]
+    out.append(f"    remote python {ssh.python!r}, directory {ssh.directory or '(the login directory)'}")
+    if ssh.nodes > 1:
+        out.append(
+            f"    each node gets --nnodes {ssh.nodes} --node-rank I --dist-init-addr "
+            f"{ssh.dist_init_host or ssh.hosts[0]}:PORT (PORT picked per boot)"
+        )
+    if ssh.forward_env:
+        out.append(f"    passed from this environment: {', '.join(ssh.forward_env)}")
+    return out
+
+
 def describe(dep: Deployment) -> str:
     lines = [f"deployment {dep.name!r} ({dep.path})" + ("  [SIMULATOR]" if dep.simulator else "")]
     if dep.description:
@@ -190,6 +223,8 @@ def describe(dep: Deployment) -> str:
     lines.append(
         f"  launcher {dep.launch.launcher}, servers {'side by side' if dep.launch.coexist else 'one at a time'}"
     )
+    if dep.launch.ssh is not None:
+        lines.extend(describe_ssh(dep.launch.ssh))
     for name, cfg in dep.configs.items():
         if name in dep.references:
             mark = " (reference)"

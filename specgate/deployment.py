@@ -24,12 +24,18 @@ from specgate.tomlcheck import Table, safe_name_problem
 
 DEFAULT_DEPLOYMENT = "sim"
 DEFAULT_COMMAND = ("{python}", "-m", "sglang.launch_server")
-LAUNCHERS = ("local", "url")
+LAUNCHERS = ("local", "url", "ssh")
 # Replicate boots per config: beyond a few dozen the between-boot spread is known well enough,
 # and every one is a server held at once.
 MAX_BOOTS = 32
 # Flags the launcher owns: a deployment that sets them would fight the port picker.
 LAUNCHER_OWNED_FLAGS = ("--port", "--nccl-port", "--host")
+# With the ssh launcher, SGLang's multi-node flags too: it gives every node its rank and the
+# address where rank 0 gathers them, and a deployment that set them would contradict launch.ssh.nodes.
+MULTI_NODE_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
+# How the ssh launcher's client reaches a remote server: through `ssh -L` (the server listens on
+# the remote loopback only), or straight at host:port (the server listens on every interface).
+SSH_REACH = ("forward", "direct")
 # Flags whose value is a secret: given in a file that is committed and printed, they would leak.
 SECRET_FLAGS = ("--api-key",)
 # Placeholders the local launcher fills in commands and args. Only `{word}` is one: any other
@@ -52,6 +58,31 @@ def unknown_placeholders(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class SshSpec:
+    """`[launch.ssh]`: where the ssh launcher boots each node of a server, and how it gets there."""
+
+    hosts: tuple[str, ...]  # one per node; hosts[0] is rank 0 (and serves HTTP)
+    user: str | None = None
+    port: int | None = None
+    identity_file: Path | None = None
+    options: tuple[str, ...] = ()  # more ssh arguments, e.g. ["-o", "ProxyJump=bastion"]
+    # The remote working directory (None: the login directory); also what `{repo}` becomes there.
+    directory: str | None = None
+    python: str = "python3"  # what `{python}` becomes on the remote side
+    reach: str = "forward"  # SSH_REACH
+    # Where the other nodes find rank 0 (--dist-init-addr HOST:PORT); None: hosts[0]. Set it when
+    # hosts[0] is an ssh alias the nodes cannot resolve, or rank 0 has a faster cluster network.
+    dist_init_host: str | None = None
+    # Names of variables of specgate's own environment to hand to the remote servers (over the ssh
+    # session's input, never on a command line): a remote shell does not inherit this one's.
+    forward_env: tuple[str, ...] = ()
+
+    @property
+    def nodes(self) -> int:
+        return len(self.hosts)
+
+
+@dataclass(frozen=True)
 class LaunchSpec:
     launcher: str
     command: tuple[str, ...]
@@ -71,6 +102,11 @@ class LaunchSpec:
     # The environment variable that holds the servers' API key: the local launcher passes it as
     # --api-key, the client sends it as a bearer token; it is never written anywhere.
     api_key_env: str | None = None
+    ssh: SshSpec | None = None  # with launcher = "ssh" only
+
+    @property
+    def owned_flags(self) -> tuple[str, ...]:
+        return LAUNCHER_OWNED_FLAGS + (MULTI_NODE_FLAGS if self.launcher == "ssh" else ())
 
 
 @dataclass(frozen=True)
@@ -509,11 +545,20 @@ def _parse_launch(t: Table) -> LaunchSpec:
     command = tuple(t.str_list("command", list(DEFAULT_COMMAND)))
     if not command:
         raise t.error("command", 'expected a non-empty command, e.g. ["{python}", "-m", "sglang.launch_server"]')
+    owned = LAUNCHER_OWNED_FLAGS + (MULTI_NODE_FLAGS if launcher == "ssh" else ())
     _reject_unknown_placeholders(t, "command", command)
-    _reject_owned_flags(t, "command", command)
+    _reject_owned_flags(t, "command", command, owned)
     args = tuple(t.str_list("args", []))
-    _reject_owned_flags(t, "args", args)
+    _reject_owned_flags(t, "args", args, owned)
     _reject_unknown_placeholders(t, "args", args)
+    if launcher == "ssh":
+        ssh = _parse_ssh(t.table("ssh", required=True))
+        _reject_remote_repo(t, "command", command, ssh)
+        _reject_remote_repo(t, "args", args, ssh)
+    elif "ssh" in t.keys():
+        raise t.error("ssh", f'applies to launch.launcher = "ssh" only; this deployment\'s launcher is {launcher!r}')
+    else:
+        ssh = None
     spec = LaunchSpec(
         launcher=launcher,
         command=command,
@@ -526,6 +571,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
         boot_stagger_s=t.float("boot_stagger_s", 0.0, minimum=0.0),
         boots=t.int("boots", 1, minimum=1),
         api_key_env=t.str("api_key_env", None),
+        ssh=ssh,
     )
     if spec.api_key_env is not None and (problem := env_name_problem(spec.api_key_env)):
         raise t.error("api_key_env", f"{spec.api_key_env!r} {problem}")
@@ -542,16 +588,90 @@ def _reject_unknown_placeholders(t: Table, key: str, args: tuple[str, ...]) -> N
             raise t.error(key, f"unknown placeholder {unknown[0]} in {arg!r}; known: {known}")
 
 
-def _reject_owned_flags(t: Table, key: str, args: tuple[str, ...]) -> None:
+def _reject_owned_flags(
+    t: Table, key: str, args: tuple[str, ...], owned: tuple[str, ...] = LAUNCHER_OWNED_FLAGS
+) -> None:
     for arg in args:
         flag = arg.split("=", 1)[0]
-        if flag in LAUNCHER_OWNED_FLAGS:
+        if flag in MULTI_NODE_FLAGS and flag in owned:
+            raise t.error(
+                key,
+                f"must not set {flag}: the ssh launcher gives every node --nnodes, --node-rank and "
+                "--dist-init-addr itself (set launch.ssh.hosts, one host per node)",
+            )
+        if flag in owned:
             raise t.error(key, f"must not set {flag}: specgate picks host and free ports itself")
         if flag in SECRET_FLAGS:
             raise t.error(
                 key, f"must not hold {flag}: a key in a deployment file is committed and printed; export it and "
                 "name the variable in launch.api_key_env"
             )
+
+
+def _reject_remote_repo(t: Table, key: str, args: tuple[str, ...], ssh: SshSpec | None) -> None:
+    """On a remote host `{repo}` is launch.ssh.directory: without one it would mean nothing there."""
+    if ssh is not None and ssh.directory is None and any("{repo}" in a for a in args):
+        raise t.error(key, "uses {repo}, which on the remote side is launch.ssh.directory: set launch.ssh.directory")
+
+
+def _parse_ssh(t: Table) -> SshSpec:
+    hosts = tuple(t.str_list("hosts"))
+    if not hosts:
+        raise t.error("hosts", 'expected at least one host, e.g. ["gpu-node-1"] (one per node; the first is rank 0)')
+    for i, host in enumerate(hosts):
+        # A leading "-" would reach ssh as an option; blanks would split into several arguments.
+        if not host or host.startswith("-") or any(ch.isspace() for ch in host):
+            raise t.error(f"hosts[{i}]", f"{host!r} is not a host name (no blanks, not starting with '-')")
+    if len(set(hosts)) != len(hosts):
+        raise t.error(
+            "hosts",
+            f"names a host twice ({list(hosts)}); give another name for the same machine (e.g. 127.0.0.1 and localhost)",
+        )
+    nodes = t.int("nodes", len(hosts), minimum=1)
+    if nodes != len(hosts):
+        raise t.error(
+            "nodes", f"is {nodes}, but launch.ssh.hosts names {len(hosts)} host(s): expected one host per node"
+        )
+    identity = t.str("identity_file", None)
+    identity_path = Path(identity).expanduser() if identity is not None else None
+    if identity_path is not None and not identity_path.is_file():
+        raise t.error("identity_file", f"{identity!r}: no such file on this machine (the private key ssh -i reads)")
+    user = t.str("user", None)
+    if user is not None and (not user or user.startswith("-") or any(ch.isspace() or ch == "@" for ch in user)):
+        raise t.error("user", f"{user!r} is not a user name")
+    spec = SshSpec(
+        hosts=hosts,
+        user=user,
+        port=t.int("port", None, minimum=1, maximum=65535),
+        identity_file=identity_path,
+        options=tuple(t.str_list("options", [])),
+        directory=t.str("directory", None),
+        python=t.str("python", "python3"),
+        reach=t.str("reach", "forward", choices=SSH_REACH),
+        dist_init_host=t.str("dist_init_host", None),
+        forward_env=tuple(t.str_list("forward_env", [])),
+    )
+    for key in ("directory", "python"):
+        # Here {repo} and {python} are this machine's checkout and interpreter: for a "remote"
+        # host that shares this file system (localhost, a shared home).
+        value = getattr(spec, key)
+        unknown = [m.group(0) for m in _PLACEHOLDER.finditer(value or "") if m.group(1) not in ("repo", "python")]
+        if unknown:
+            raise t.error(
+                key, f"unknown placeholder {unknown[0]} in {value!r}; known here: {{repo}}, {{python}} (this machine's)"
+            )
+    if not spec.python.strip():
+        raise t.error("python", 'expected the remote interpreter, e.g. "python3" or "/opt/sglang/bin/python"')
+    for name in spec.forward_env:
+        if problem := env_name_problem(name):
+            raise t.error("forward_env", f"{name!r} {problem}")
+    for option in spec.options:
+        if option in ("-N", "-f", "-T", "-t", "-tt", "-L", "-R", "-W", "-M", "-S"):
+            raise t.error("options", f"must not hold {option}: the launcher decides how each ssh session runs")
+    if spec.dist_init_host is not None and (not spec.dist_init_host or any(ch.isspace() for ch in spec.dist_init_host)):
+        raise t.error("dist_init_host", f"{spec.dist_init_host!r} is not a host name or address")
+    t.reject_unknown()
+    return spec
 
 
 def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
@@ -575,8 +695,9 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
         raise t.error(name, f"config name {problem}")
     c = t.table(name)
     args = tuple(c.str_list("args", []))
-    _reject_owned_flags(c, "args", args)
+    _reject_owned_flags(c, "args", args, launch.owned_flags)
     _reject_unknown_placeholders(c, "args", args)
+    _reject_remote_repo(c, "args", args, launch.ssh)
     url = c.str("url", None)
     if launch.launcher == "url" and not url:
         raise c.error("url", 'is required when launch.launcher = "url" (the address of a running server)')
@@ -585,11 +706,12 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
     command = c.str_list("command", None)
     if command is not None:
         if launch.launcher == "url":
-            raise c.error("command", 'applies to launch.launcher = "local" only; a url config is not launched')
+            raise c.error("command", 'applies to launch.launcher = "local" or "ssh" only; a url config is not launched')
         if not command:
             raise c.error("command", 'expected a non-empty command, e.g. ["/opt/sglang-next/bin/python", "-m", "sglang.launch_server"]')
         _reject_unknown_placeholders(c, "command", tuple(command))
-        _reject_owned_flags(c, "command", tuple(command))
+        _reject_owned_flags(c, "command", tuple(command), launch.owned_flags)
+        _reject_remote_repo(c, "command", tuple(command), launch.ssh)
     tolerate = tuple(c.str_list("tolerate", []))
     for known in tolerate:
         if known not in TOLERABLE:

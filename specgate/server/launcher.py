@@ -1,7 +1,13 @@
 """The launcher interface: how a config's server comes to exist and goes away.
 
 `local` starts SGLang as a child process group on this machine; `url` attaches to a
-server someone else runs. An `ssh` launcher would implement the same two calls.
+server someone else runs; `ssh` starts it on remote hosts, one ssh session per node
+(SGLang's multi-node mode where launch.ssh.hosts names several), each in a remote
+process group of its own, and reaches its port through `ssh -L` or directly.
+
+Every launcher answers the same calls (Launcher below): start returns at once, so boots
+overlap; wait_ready fails with the log's tail; stop leaves nothing running, and is safe to
+call twice; stop_all is the fast last resort of a run that is interrupted or dies.
 """
 
 from __future__ import annotations
@@ -66,6 +72,10 @@ def make_launcher(deployment: Deployment, log_dir: Path) -> Launcher:
         from specgate.server.url import UrlLauncher
 
         return UrlLauncher(deployment)
+    if deployment.launch.launcher == "ssh":
+        from specgate.server.ssh import SshLauncher
+
+        return SshLauncher(deployment, log_dir)
     from specgate.server.local import LocalLauncher
 
     return LocalLauncher(deployment, log_dir)

@@ -20,6 +20,7 @@ from specgate.sim import SIM_LABEL, SIM_VERSION
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import SpecSettings
 from specgate.sim.faults import faults_from_env, parse_faults
+from specgate.sim.nodes import DEFAULT_DIST_TIMEOUT_S, follow_leader, gather_followers, split_addr
 from specgate.sim.server import SimServerState, log, serve
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NEXTN")
@@ -36,6 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--nccl-port", type=int, default=None)
     p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
+    # Multi-node, as SGLang: every node runs the same command with its own rank (specgate/sim/nodes.py)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--dist-init-addr", default=None)
+    p.add_argument("--dist-timeout", type=int, default=None)
     p.add_argument("--speculative-algorithm", choices=SPEC_ALGORITHMS, default=None)
     p.add_argument("--speculative-draft-model-path", default=None)
     p.add_argument("--speculative-num-steps", type=int, default=None)
@@ -116,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if problem := _multi_node_problem(args):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     # SGLang stops on SIGTERM; do the same through the normal shutdown path.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     log(f"{SIM_LABEL} starting; args: {' '.join(sys.argv[1:] if argv is None else argv)}")
@@ -155,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         "port": args.port,
         "nccl_port": args.nccl_port,
         "tp_size": args.tp_size,
+        "nnodes": args.nnodes,
+        "node_rank": args.node_rank,
+        "dist_init_addr": args.dist_init_addr,
         "speculative_algorithm": args.speculative_algorithm,
         "speculative_draft_model_path": args.speculative_draft_model_path,
         "speculative_num_steps": spec.steps if spec else None,
@@ -187,8 +199,37 @@ def main(argv: list[str] | None = None) -> int:
     if args.sim_boot_s:
         log(f"SIMULATOR pretending to load weights and capture CUDA graphs for {args.sim_boot_s:.1f} s")
         time.sleep(args.sim_boot_s)
+    if args.nnodes > 1:
+        if faults.node_crash == args.node_rank:
+            log(
+                f"SIMULATOR fault node-crash={args.node_rank}: RuntimeError: CUDA error: no CUDA-capable device is detected"
+            )
+            return 1
+        timeout = float(args.dist_timeout or DEFAULT_DIST_TIMEOUT_S)
+        try:
+            if args.node_rank > 0:
+                follow_leader(args.dist_init_addr, args.node_rank, args.nnodes, timeout)  # returns only by exiting
+                return 0
+            gather_followers(args.dist_init_addr, args.nnodes, timeout)
+        except KeyboardInterrupt:
+            return 0
     serve(args.host, args.port, state)
     return 0
+
+
+def _multi_node_problem(args: argparse.Namespace) -> str | None:
+    if args.nnodes < 1:
+        return f"--nnodes {args.nnodes}: expected at least 1"
+    if not 0 <= args.node_rank < args.nnodes:
+        return f"--node-rank {args.node_rank}: expected 0 to {args.nnodes - 1} (--nnodes {args.nnodes})"
+    if args.nnodes > 1:
+        if not args.dist_init_addr:
+            return f"--nnodes {args.nnodes} needs --dist-init-addr HOST:PORT (where node 0 gathers the others)"
+        try:
+            split_addr(args.dist_init_addr)
+        except ValueError as exc:
+            return str(exc)
+    return None
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ in `SPECGATE_CONFIG`.
 | drift=F          | steps cost (1 + F x minutes since boot) times as much              | interleaving must cancel it  |
 | trickle-after=N  | from request N+1 on, answers 200 and then only keep-alives, forever| the per-request deadline     |
 | server-info-list | /get_server_info answers a JSON list instead of an object          | a report despite odd info    |
+| node-crash=R     | with --nnodes > 1, the node of rank R dies at boot                  | multi-node teardown (ssh)    |
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ KNOWN = (
     "drift",
     "trickle-after",
     "server-info-list",
+    "node-crash",
 )
 
 
@@ -61,6 +63,7 @@ class Faults:
     drift: float = 0.0  # relative slowdown per minute since boot
     trickle_after: int | None = None
     server_info_list: bool = False
+    node_crash: int | None = None  # the rank of the node that dies at boot
 
     @property
     def active(self) -> list[str]:
@@ -74,7 +77,7 @@ def parse_faults(specs: list[str]) -> Faults:
         if name not in KNOWN:
             raise ValueError(f"--sim-fault {spec!r}: unknown fault; known: {', '.join(KNOWN)}")
         key = name.replace("-", "_")
-        if name in ("diverge-at", "crash-after", "trickle-after"):
+        if name in ("diverge-at", "crash-after", "trickle-after", "node-crash"):
             if not value.isdigit():
                 raise ValueError(f"--sim-fault {spec!r}: expected {name}=<non-negative integer>")
             values[key] = int(value)
