@@ -4,7 +4,10 @@ gates that could not have failed reported VACUOUS and failing the run."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import statistics
 import subprocess
 import sys
 
@@ -44,8 +47,17 @@ def test_calibrate_measures_between_boot_noise_and_later_runs_use_it(sim_deploym
     assert doc["boots"] == 3 and doc["provenance"]["commit"]
     baseline = doc["configs"]["baseline"]
     assert len(baseline["decode_tps"]["boot_medians"]) == 3
-    # 8% per-boot offsets show between boots, not within one
-    assert baseline["decode_tps"]["between_boot_log_sd"] > 3 * baseline["decode_tps"]["within_log_sd"]
+    # The simulator drew one speed factor per boot (exp(N(0, 0.08)), logged by each server): the
+    # between-boot spread measured is the spread of those draws, whatever the load does to the
+    # spread within a boot (a fixed ratio of the two failed on a loaded machine: 3 draws can be close).
+    factors = [
+        float(re.search(r"runs every step ([0-9.]+)x as long", log.read_text()).group(1))
+        for log in sorted((d.report_dir.parent / "calibrate" / "logs").glob("round*/baseline.log"))
+    ]
+    assert len(factors) == 3
+    drawn = statistics.stdev(math.log(f) for f in factors)
+    measured = baseline["decode_tps"]["between_boot_log_sd"]
+    assert abs(measured - drawn) <= 0.25 * drawn + 2 * baseline["decode_tps"]["within_log_sd"], (measured, drawn)
     assert doc["configs"]["eagle3-decode"]["gate"]["aa_pairs"] == 6
     assert "suggested tolerance" in (d.report_dir.parent / "calibrate" / "calibration.md").read_text()
     # a gate run on this machine now widens its one-boot intervals by that spread, and says so
