@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     assets.add_argument(
         "--weak-steps", type=_positive_int, default=15, help="smollm2-eagle3: the weak checkpoint's training steps"
     )
+    assets.add_argument(
+        "--stage",
+        choices=["all", "distil", "train"],
+        default="all",
+        help="smollm2-eagle3: distil (make the training data), train (from data already in DIR), or all",
+    )
     sweep = sub.add_parser("sweep", help="boot and rank every combination the deployment's [sweep] table lists")
     sweep.add_argument("deployment", nargs="?", default=None)
     sweep.add_argument("--report-dir", default="specgate-sweep", help="where sweep.md, server logs and the state go")
@@ -348,10 +354,13 @@ def _make_drafter(args: argparse.Namespace) -> int:
             args.answer_tokens,
             lambda m: print(m, flush=True),
             self_prompts=args.self_prompts,
+            stage=args.stage,
         )
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
+    if args.stage == "distil":
+        print(f"distilled data: {made['data']} ({made['distillation']['samples']} samples); train with --stage train")
     for role, ckpt in made["checkpoints"].items():
         print(f"EAGLE-3 drafter ({role}, step {ckpt['step']}): {ckpt['dir']} sha256 {ckpt['sha256'][:16]}")
     return 0

@@ -2,7 +2,7 @@
 # One device call, one or more whole GPU jobs: unpack real SGLang from the carried bundle (once
 # per machine), make the model assets, run each job, and leave the results under $OUT.
 #
-#   bash tools/gpu_run.sh JOB [JOB ...]        JOB = drafter | DEPLOYMENT[:check|update|calibrate|sweep][+weak]
+#   bash tools/gpu_run.sh JOB [JOB ...]        JOB = drafter[:distil|train] | DEPLOYMENT[:check|update|calibrate|sweep][+weak]
 #
 #   drafter `specgate assets smollm2-eagle3 /tmp/assets`: a trained EAGLE-3 drafter for SmolLM2
 #           (self-distilled data through SGLang, SpecForge training; needs a tools/bundle.sh bundle
@@ -10,6 +10,9 @@
 #           and sent back as drafters.tar.zst.partNN (carry it again as DRAFTERS_IN to restore).
 #           DRAFTER_PROMPTS (templated, default 4000), DRAFTER_SELF_PROMPTS (written by the target
 #           itself first, default 4000), DRAFTER_EPOCHS (12), DRAFTER_TRAIN_S (240; never past the deadline).
+#           drafter:distil makes only the training data (sent back as distilled.tar.zst; a fresh
+#           machine's first SGLang boot took 259 s, so data and training may need a call each);
+#           drafter:train trains from the data on this machine, or from DISTILLED_IN (a carried copy).
 #   +weak   run the job with /tmp/assets/smollm2-eagle3 pointing at the weak checkpoint (a
 #           worse drafter pushed under the same path), then point it back
 #   check   the gate, compared against the repo's stored baselines (the default)
@@ -36,8 +39,8 @@
 set -uo pipefail
 (($#)) || { echo "usage: tools/gpu_run.sh DEPLOYMENT[:check|update|sweep] ..." >&2; exit 2; }
 for job in "$@"; do
-  [[ $job == drafter ]] && continue
-  [[ $job == drafter[:+]* ]] && { echo "gpu_run.sh: bad job '$job' (drafter takes no mode and no suffix)" >&2; exit 2; }
+  [[ $job == drafter || $job == drafter:distil || $job == drafter:train ]] && continue
+  [[ $job == drafter[:+]* ]] && { echo "gpu_run.sh: bad job '$job' (drafter, drafter:distil or drafter:train; no suffix)" >&2; exit 2; }
   [[ -n ${job%%[:+]*} ]] || { echo "gpu_run.sh: bad job '$job' (no deployment name)" >&2; exit 2; }
   mode=${job#*:}; mode=${mode%+weak}
   case $mode in "${job%+weak}" | check | update | sweep | calibrate) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update, calibrate or sweep; suffix +weak)" >&2; exit 2 ;; esac
@@ -82,6 +85,10 @@ if [[ -n ${DRAFTERS_IN:-} && -f $DRAFTERS_IN && ! -f /tmp/assets/smollm2-eagle3/
   mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$DRAFTERS_IN" | tar -C /tmp/assets -xf - \
     && echo "drafters restored from $DRAFTERS_IN"
 fi
+if [[ -n ${DISTILLED_IN:-} && -f $DISTILLED_IN && ! -f /tmp/assets/smollm2-eagle3-work/distilled.json ]]; then
+  mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$DISTILLED_IN" | tar -C /tmp/assets -xf - \
+    && echo "distilled data restored from $DISTILLED_IN"
+fi
 for job in "$@"; do
   case ${job%%:*} in
     llama8b*) python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
@@ -108,26 +115,31 @@ for job in "$@"; do
     if [[ ! -d /tmp/assets/smollm2-eagle3-weak ]]; then summary+=("$job+weak: NOT STARTED (no weak checkpoint: run the drafter job first)"); status=4; continue; fi
     ln -sfn smollm2-eagle3-weak /tmp/assets/smollm2-eagle3
   fi
-  if [[ $job == drafter ]]; then
-    if [[ -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
+  if [[ $job == drafter* ]]; then
+    stage=${job#drafter}; stage=${stage#:}; stage=${stage:-all}
+    if [[ $stage != distil && -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
       summary+=("drafter: already on this machine ($(python3 -c "import json; print(json.load(open('/tmp/assets/smollm2-eagle3/drafter.json'))['checkpoint']['sha256'][:16])"))")
       continue
     fi
     if ((remaining < 300)); then summary+=("drafter: NOT STARTED (only $remaining s left)"); status=4; continue; fi
-    timeout $((remaining - 10)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" \
+    timeout $((remaining - 10)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" --stage "$stage" \
       --prompts "${DRAFTER_PROMPTS:-4000}" --self-prompts "${DRAFTER_SELF_PROMPTS:-4000}" --epochs "${DRAFTER_EPOCHS:-12}" \
       --train-seconds "${DRAFTER_TRAIN_S:-240}" \
       --train-until $(($(date +%s) + remaining - 45)) 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8
     code=${PIPESTATUS[0]}
     ((code == 0)) || status=$code
-    cp /tmp/assets/smollm2-eagle3.json /tmp/assets/smollm2-eagle3-work/*.server.log "$dir/" 2>/dev/null
-    if ((code == 0)); then
+    cp /tmp/assets/smollm2-eagle3.json /tmp/assets/smollm2-eagle3-work/*.server.log /tmp/assets/smollm2-eagle3-work/distilled.json "$dir/" 2>/dev/null
+    if ((code == 0)) && [[ $stage == distil ]]; then
+      tar -C /tmp/assets -cf - smollm2-eagle3-work/distilled.jsonl smollm2-eagle3-work/distilled.json \
+        | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$OUT/distilled.tar.zst"
+      sha256sum "$OUT/distilled.tar.zst" | tee -a "$dir/distilled.sha256"
+    elif ((code == 0)); then
       tar -C /tmp/assets -cf - smollm2-eagle3 smollm2-eagle3-trained smollm2-eagle3-weak \
         | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/drafters.tar.zst"
       (cd "$work" && split -b 15m -d -a 2 drafters.tar.zst "$OUT/drafters.tar.zst.part")
       sha256sum "$work/drafters.tar.zst" | tee -a "$dir/drafters.sha256"
     fi
-    summary+=("drafter: exit $code after $(elapsed) s")
+    summary+=("$job: exit $code after $(elapsed) s")
     continue
   fi
   if [[ $mode == calibrate ]]; then

@@ -53,6 +53,11 @@ def _gpu() -> str:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
 
 
+STAGES = ("all", "distil", "train")
+DATA_FILE = "distilled.jsonl"
+DATA_RECORD = "distilled.json"  # how the data was made: read back by a later `train` stage
+
+
 def make_smollm2_eagle3(
     out_dir: Path,
     gguf: str | None,
@@ -61,22 +66,26 @@ def make_smollm2_eagle3(
     max_new_tokens: int,
     log,
     self_prompts: int = 0,
+    stage: str = "all",
 ) -> dict:
+    """`distil` makes the training data, `train` trains from data already in DIR (a device call
+    is 10 minutes: a fresh machine's first SGLang boot alone took 259 s), `all` does both."""
     from specgate.assets import make_smollm2
 
+    if stage not in STAGES:
+        raise SpecgateError(f"--stage {stage!r}: expected one of {', '.join(STAGES)}")
     started = time.monotonic()
     target, _ = make_smollm2(out_dir, gguf)
-    prompts = training_prompts.generate(n_prompts)
-    leaked = training_prompts.leaks(prompts)
-    if leaked:
-        raise SpecgateError(f"{len(leaked)} training prompt(s) share text with fixtures/prompts, e.g. {leaked[0]!r}")
     work = out_dir / "smollm2-eagle3-work"
     work.mkdir(parents=True, exist_ok=True)
-    data = work / "distilled.jsonl"
-    log(f"distilling {len(prompts)} prompts through SGLang ...")
-    settings = replace(DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts)
-    distilled = distil(target, prompts, data, settings, SERVER_ARGS)
-    log(f"distilled: {distilled}")
+    data = work / DATA_FILE
+    if stage in ("all", "distil"):
+        record = _distil_stage(target, data, n_prompts, max_new_tokens, self_prompts, log)
+        (work / DATA_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        if stage == "distil":
+            return {**record, "data": str(data), "total_s": round(time.monotonic() - started, 1), "checkpoints": {}}
+    else:
+        record = _recorded_data(work)
     figures = train(target, data, {"final": out_dir / FINAL_DIR, "weak": out_dir / WEAK_DIR}, train_settings, log)
     made = {
         "made_by": "specgate assets smollm2-eagle3",
@@ -85,15 +94,7 @@ def make_smollm2_eagle3(
         "gpu": _gpu(),
         "software": _versions(),
         "target": str(target),
-        "prompts": {
-            "n": len(prompts),
-            "seed": training_prompts.SEED,
-            "digest": training_prompts.digest(prompts),
-            "source": "specgate.drafter.prompts (templates and Python's module docs; no 8-word run shared with "
-            "fixtures/prompts)",
-            "self_written_asked": self_prompts,
-        },
-        "distillation": distilled,
+        **record,
         "training": {k: v for k, v in figures.items() if k != "checkpoints"},
         "total_s": round(time.monotonic() - started, 1),
     }
@@ -107,3 +108,40 @@ def make_smollm2_eagle3(
     summary = {**made, "checkpoints": figures["checkpoints"]}
     (out_dir / "smollm2-eagle3.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _distil_stage(target: Path, data: Path, n_prompts: int, max_new_tokens: int, self_prompts: int, log) -> dict:
+    prompts = training_prompts.generate(n_prompts)
+    leaked = training_prompts.leaks(prompts)
+    if leaked:
+        raise SpecgateError(f"{len(leaked)} training prompt(s) share text with fixtures/prompts, e.g. {leaked[0]!r}")
+    log(f"distilling {len(prompts)} prompts through SGLang ...")
+    settings = replace(DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts)
+    distilled = distil(target, prompts, data, settings, SERVER_ARGS)
+    log(f"distilled: {distilled}")
+    return {
+        "prompts": {
+            "n": len(prompts),
+            "seed": training_prompts.SEED,
+            "digest": training_prompts.digest(prompts),
+            "source": "specgate.drafter.prompts (templates and Python's module docs; no 8-word run shared with "
+            "fixtures/prompts)",
+            "self_written_asked": self_prompts,
+        },
+        "distillation": distilled,
+    }
+
+
+def _recorded_data(work: Path) -> dict:
+    """What a `distil` stage (this machine's, or a carried copy) left for training."""
+    data, record = work / DATA_FILE, work / DATA_RECORD
+    missing = [str(p) for p in (data, record) if not p.is_file()]
+    if missing:
+        raise SpecgateError(f"--stage train: {', '.join(missing)} not found; run --stage distil first (or restore its data)")
+    try:
+        doc = json.loads(record.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecgateError(f"{record}: not the record a distil stage writes: {exc}") from None
+    if not isinstance(doc, dict) or not {"prompts", "distillation"} <= set(doc):
+        raise SpecgateError(f"{record}: expected the keys 'prompts' and 'distillation' a distil stage writes")
+    return {"prompts": doc["prompts"], "distillation": doc["distillation"]}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specgate.drafter import prompts as training_prompts
 from specgate.drafter.identity import describe, drafter_identity
 from tests.self.test_side_by_side import _dep
@@ -92,3 +94,22 @@ def test_prompts_the_target_writes_are_cleaned_deduplicated_and_kept_off_the_hel
     )  # fmt: skip
     assert [p.text for p in kept] == ["How do tides work near the equator?", "Explain photosynthesis simply for kids."]
     assert dropped == {"length": 1, "duplicate": 1, "held-out": 1}
+
+
+def test_the_train_stage_needs_what_a_distil_stage_left_and_names_it(tmp_path):
+    """A device call is 10 minutes: data made in one call, training in the next, from what the
+    distil stage wrote (or a carried copy); anything missing or garbled is named."""
+    from specgate.drafter.make import DATA_FILE, DATA_RECORD, _recorded_data
+    from specgate.errors import SpecgateError
+
+    with pytest.raises(SpecgateError, match="run --stage distil first"):
+        _recorded_data(tmp_path)
+    (tmp_path / DATA_FILE).write_text('{"kind": "chat", "prompt_ids": [1], "output_ids": [2, 3]}\n')
+    (tmp_path / DATA_RECORD).write_text("{not json")
+    with pytest.raises(SpecgateError, match=f"{DATA_RECORD}: not the record"):
+        _recorded_data(tmp_path)
+    (tmp_path / DATA_RECORD).write_text('{"prompts": {}}')
+    with pytest.raises(SpecgateError, match="'distillation'"):
+        _recorded_data(tmp_path)
+    (tmp_path / DATA_RECORD).write_text('{"prompts": {"n": 1}, "distillation": {"samples": 1}}')
+    assert _recorded_data(tmp_path)["distillation"] == {"samples": 1}
