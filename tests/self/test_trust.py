@@ -325,3 +325,14 @@ def test_two_or_three_boots_still_cover_their_level():
             covered += iv.low <= 1 <= iv.high
         assert covered >= 88, (boots, covered)  # a two-level bootstrap alone covered 58-75%
         assert "t-interval on the" in text
+
+
+def test_the_projects_hypothesis_profiles_extend_hypothesis_own_ci_profile():
+    """A failure on CI must print the blob that reproduces it, as Hypothesis' own `ci` does."""
+    from hypothesis import settings
+
+    import specgate.equivalence.profiles  # noqa: F401 - registers the profiles
+
+    for name in ("ci", "gpu"):
+        profile = settings.get_profile(name)
+        assert profile.print_blob and profile.derandomize and profile.database is None and profile.deadline is None
