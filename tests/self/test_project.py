@@ -46,23 +46,21 @@ def test_the_wheel_in_a_fresh_folder_runs_the_gate_with_plain_pytest(tmp_path):
         tmp_path,
     )
     assert built.returncode == 0, built.stderr[-2000:]
-    venv = tmp_path / "venv"
-    # The dependencies come from this interpreter's site-packages; specgate itself only from the wheel.
-    assert _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path).returncode == 0
-    python, specgate = venv / "bin" / "python", venv / "bin" / "specgate"
+    # Installed into a folder of its own, first on the path: the dependencies come from this
+    # interpreter (a venv here or not), specgate only from the wheel (checked below).
+    site = tmp_path / "site"
     (wheel,) = wheels.glob("specgate-*.whl")
-    installed = _run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], tmp_path)
+    installed = _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)], tmp_path)
     assert installed.returncode == 0, installed.stderr[-2000:]
+    python, specgate = Path(sys.executable), site / "bin" / "specgate"
     repo = tmp_path / "their-repo"
     repo.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECGATE_", "PYTEST_"))}
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
-    where = _run(
-        [str(python), "-c", "import specgate, specgate.resources as r; print(specgate.__file__, r.SOURCE_ROOT)"],
-        repo,
-        env,
-    )
-    assert str(venv) in where.stdout and where.stdout.split()[-1] == "None", where.stdout + where.stderr
+    env["PYTHONPATH"] = str(site)
+    env["PATH"] = f"{site / 'bin'}{os.pathsep}{env['PATH']}"
+    where = _run([str(python), "-c", "import specgate, specgate.resources as r; print(specgate.__file__, r.SOURCE_ROOT)"],
+                 repo, env)
+    assert str(site) in where.stdout and where.stdout.split()[-1] == "None", where.stdout + where.stderr
 
     init = _run([str(specgate), "init"], repo, env)
     assert init.returncode == 0, init.stderr
