@@ -394,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "init":
         return _init(args)
     try:
+        args.report_dir_given = getattr(args, "report_dir", None) is not None
         if getattr(args, "report_dir", "") is None:
             args.report_dir = str(project.current().report_dir)
         dep = load_deployment(args.deployment)
@@ -423,12 +424,30 @@ def main(argv: list[str] | None = None) -> int:
         pytest_args = pytest_args_for(args, dep, update, extra)
     except OSError as exc:
         print(
-            f"specgate: error: --report-dir {args.report_dir}: cannot be used as the report folder: {exc}",
+            f"specgate: error: {_report_dir_source(args)} ({args.report_dir}): cannot be used as the report folder: {exc}",
             file=sys.stderr,
         )
         return 2
+    from specgate.plugin import clear_previous_report
+
+    report_dir = Path(args.report_dir).resolve()
+    baselines = Path(args.baselines_dir) if args.baselines_dir else project.current().baselines_dir
+    if baselines.exists() and not baselines.is_dir():
+        where = "--baselines-dir" if args.baselines_dir else f"baselines in {project.current().settings_file}"
+        print(f"specgate: error: {where}: {baselines} is a file, not a folder of stored baselines", file=sys.stderr)
+        return 2
     started = time.time()
-    code = int(pytest.main(pytest_args))
+    try:
+        # Before pytest starts (seconds of imports): an interrupt then must not leave the
+        # previous run's report standing as if it were this run's.
+        clear_previous_report(report_dir, dep, _report_dir_source(args))
+        code = int(pytest.main(pytest_args))
+    except pytest.UsageError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("specgate: INTERRUPTED before the gate started: no verdict, no report", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return _closing(Path(args.report_dir).resolve(), code, started, args.allow_uncompared or update)
 
 
@@ -502,6 +521,11 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     if overall == "PARTIAL":
         return EXIT_PASS if partial_allowed and pytest_code == 0 else EXIT_PARTIAL
     return EXIT_ERROR
+
+
+def _report_dir_source(args: argparse.Namespace) -> str:
+    settings = project.current().settings_file
+    return "--report-dir" if args.report_dir_given or not settings else f"report_dir in {settings}"
 
 
 def _init(args: argparse.Namespace) -> int:

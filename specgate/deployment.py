@@ -333,7 +333,7 @@ def resolve_deployment_path(name_or_path: str | None) -> Path:
     project = _project.current()
     target = name_or_path or project.deployment or DEFAULT_DEPLOYMENT
     candidate = Path(target)
-    if candidate.suffix == ".toml" or candidate.exists() or "/" in target:
+    if candidate.suffix == ".toml" or candidate.is_file() or "/" in target:
         if not candidate.is_file():
             raise DeploymentError(candidate, None, "no such deployment file")
         return candidate

@@ -104,7 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args.append(str(gate_tests_dir()))
     if config.getoption("specgate_deployment") is not None or gate_too:
         dep = deployment(config)  # a bad file named on the command line fails before collection
-        _clear_previous_report(report_dir(config), dep)
+        clear_previous_report(report_dir(config), dep, _report_dir_source(config))
 
 
 def _collects_gate(config: pytest.Config, found: project.Project) -> bool:
@@ -119,6 +119,14 @@ def _collects_gate(config: pytest.Config, found: project.Project) -> bool:
     )
 
 
+def _report_dir_source(config: pytest.Config) -> str:
+    """Where the report folder was named, for errors about it."""
+    if config.getoption("specgate_report_dir"):
+        return "--specgate-report-dir"
+    settings = project.current().settings_file
+    return f"report_dir in {settings}" if settings else "the default report folder"
+
+
 def report_dir(config: pytest.Config) -> Path:
     chosen = config.getoption("specgate_report_dir")
     return Path(chosen).resolve() if chosen else project.current().report_dir
@@ -129,7 +137,7 @@ def baselines_dir(config: pytest.Config) -> Path:
     return Path(chosen).resolve() if chosen else project.current().baselines_dir
 
 
-def _clear_previous_report(out: Path, dep: Deployment) -> None:
+def clear_previous_report(out: Path, dep: Deployment, source: str = "--report-dir") -> None:
     """A report left from the previous run must never stand beside this run's logs: if this
     run dies before writing its own, no old PASS may be read as its verdict. Only specgate's
     own files go; the folder may hold anything else."""
@@ -140,9 +148,7 @@ def _clear_previous_report(out: Path, dep: Deployment) -> None:
         for path in stale:
             path.unlink(missing_ok=True)
     except OSError as exc:
-        raise pytest.UsageError(
-            f"specgate: --specgate-report-dir {out}: cannot be used as the report folder: {exc}"
-        ) from None
+        raise pytest.UsageError(f"specgate: {source} ({out}): cannot be used as the report folder: {exc}") from None
 
 
 def deployment(config: pytest.Config) -> Deployment:

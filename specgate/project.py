@@ -84,6 +84,8 @@ def find_project(start: Path, *more: Path) -> Project:
             found = _settings_in(folder)
             if found is not None:
                 return _from_settings(folder, *found)
+            if (folder / ".git").exists():
+                break  # a repository's settings are inside it: never a parent folder's, another project's
     if SOURCE_ROOT is not None:
         # specgate's own checkout (or code run from it): its layout, wherever the caller stands.
         return Project(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +20,13 @@ def git_commit() -> str:
         return os.environ["SPECGATE_COMMIT"]
     root = project.current().root
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        )
+        # A repository without commits prints nothing useful (or "HEAD") and fails: no commit names it.
+        head = (
+            rev.stdout.strip() if rev.returncode == 0 and re.fullmatch(r"[0-9a-f]{40,64}", rev.stdout.strip()) else ""
+        )
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
             cwd=root,

@@ -10,10 +10,12 @@ written passes `specgate check`; nothing existing is overwritten without `--forc
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from specgate.deployment import LAUNCHER_OWNED_FLAGS, SECRET_FLAGS, parse_deployment
 from specgate.errors import SpecgateError
@@ -33,6 +35,9 @@ gate = true                   # a plain `pytest` here runs the gate as well as y
 # The speculative flags `--launch` may carry: they make the speculative configs; the rest of
 # the command is the plain baseline.
 SPEC_PREFIX = "--speculative-"
+# SGLang's multi-node flags: one local process cannot be several nodes (launcher = "ssh" starts them).
+MULTI_NODE_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
+_ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 EAGLE3_DEFAULTS = (
     "--speculative-num-steps",
     "2",
@@ -73,26 +78,36 @@ def launch_deployment(name: str, command_line: str, draft: str | None) -> tuple[
     baseline; its --speculative-* flags (or --draft) make EAGLE-3 in prefill and in decode
     attention mode. Returns (text, notes)."""
     try:
-        tokens = shlex.split(command_line)
+        # A command copied from a shell script keeps its line continuations.
+        tokens = shlex.split(command_line.replace("\\\r\n", " ").replace("\\\n", " "))
     except ValueError as exc:
         raise InitError(f"--launch: cannot split {command_line!r} as a shell command: {exc}") from None
     if not tokens:
         raise InitError(
             "--launch: the command is empty; give the SGLang command, e.g. 'python -m sglang.launch_server --model-path M'"
         )
+    env: dict[str, str] = {}
+    while tokens and _ENV_WORD.fullmatch(tokens[0]):  # `CUDA_VISIBLE_DEVICES=0,1 python ...`
+        name, value = tokens.pop(0).split("=", 1)
+        env[name] = value
     at = next((i for i, t in enumerate(tokens) if t.startswith("--")), len(tokens))
     program, groups = tokens[:at], _split_flags(tokens[at:])
     if not program:
         raise InitError(
             "--launch: the command starts with a flag; give the program first (python -m sglang.launch_server ...)"
         )
-    notes: list[str] = []
+    notes: list[str] = [f"{', '.join(env)} moved to launch.env"] if env else []
     base: list[str] = []
     spec: list[str] = []
     model = None
     for group in groups:
         flag = group[0].split("=", 1)[0]
         value = group[0].split("=", 1)[1] if "=" in group[0] else (group[1] if len(group) > 1 else None)
+        if flag in MULTI_NODE_FLAGS:
+            raise InitError(
+                f"--launch: {flag} starts one node of several; a local launch is one process. Write a deployment "
+                'with launch.launcher = "ssh" and one host per node (README, "Remote hosts (ssh) and multi-node")'
+            )
         if flag in LAUNCHER_OWNED_FLAGS:
             notes.append(f"dropped {' '.join(group)}: specgate picks the host and free ports itself")
             continue
@@ -127,7 +142,7 @@ reference = "baseline"
 [launch]
 launcher = "local"
 command = {_toml_list(program)}
-args = {_toml_list(base)}
+args = {_toml_list(base)}{_env_line(env)}
 boot_timeout_s = 900
 coexist = false            # one server at a time: safe on one GPU; true boots them side by side
 # api_key_env = "SGLANG_API_KEY"   # servers with a key: the variable that holds it
@@ -165,10 +180,21 @@ accept_length = 0.05
     return text, notes
 
 
+def _env_line(env: dict[str, str]) -> str:
+    if not env:
+        return ""
+    pairs = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in env.items())
+    return f"\nenv = {{ {pairs} }}"
+
+
 def url_deployment(name: str, url: str, reference_url: str, model: str) -> str:
     for option, value in (("--url", url), ("--reference-url", reference_url)):
-        if not value.startswith(("http://", "https://")):
-            raise InitError(f"{option}: expected an http:// or https:// address, got {value!r}")
+        if not value.startswith(("http://", "https://")) or not urlsplit(value).hostname:
+            raise InitError(f"{option}: expected an http:// or https:// address with a host, got {value!r}")
+    if url.rstrip("/") == reference_url.rstrip("/"):
+        raise InitError(
+            "--url and --reference-url name the same server; the speculative one is compared with another, plain one"
+        )
     return f"""\
 # Written by `specgate init --url`: two servers someone else runs, a plain one and a
 # speculative one, on the same model. Check it with `specgate check {name}`.
@@ -179,6 +205,7 @@ reference = "baseline"
 
 [launch]
 launcher = "url"
+boot_timeout_s = 120       # the servers already run: waiting long only hides a wrong address
 # api_key_env = "SGLANG_API_KEY"   # servers behind a key: the variable that holds it
 
 [configs.baseline]
@@ -231,6 +258,8 @@ def write_project(
         )
     if url is None and model is not None:
         raise InitError("--model applies to --url only (with --launch it is the command's --model-path)")
+    if launch is None and draft is not None:
+        raise InitError("--draft applies to --launch only (the EAGLE-3 draft model for that command)")
     name = name or ("sim" if launch is None and url is None else "mine")
     if problem := safe_name_problem(name):
         raise InitError(f"--name: {problem}")
@@ -268,6 +297,11 @@ def write_project(
     out.files.append(settings)
     if launch is None and url is None and name == "sim":
         out.files.extend(_copy_sim_baseline(folder / "baselines" / "sim"))
+    elif launch is None and url is None:
+        out.notes.append(
+            f"no stored baseline copied (the simulator's is stored under the name sim): the first run cannot "
+            f"compare; `specgate baseline update` records one for {name!r}"
+        )
     return out
 
 

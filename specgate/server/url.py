@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from urllib.parse import urlsplit
+
 from specgate.deployment import Deployment, ServerConfig
 from specgate.errors import ServerBootError
 from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
@@ -17,11 +20,29 @@ class UrlLauncher:
 
     def wait_ready(self, handle: ServerHandle, progress: BootProgress | None) -> None:
         timeout = self.deployment.launch.boot_timeout_s
+        self._resolvable(handle)
         if not poll_until_ready(handle, timeout, progress, lambda: f"waiting for {handle.base_url}"):
             raise ServerBootError(
                 f"config {handle.config!r}: {handle.base_url}/health_generate did not answer 200 within "
                 f"launch.boot_timeout_s = {timeout:g} s (configs.{handle.config}.url in {self.deployment.path})"
             )
+
+    def _resolvable(self, handle: ServerHandle) -> None:
+        """A host name that does not resolve will not start resolving while we wait: say so
+        now, not after boot_timeout_s of "waiting for" (a refused connection is waited out: the
+        server may still be starting)."""
+        parts = urlsplit(handle.base_url)
+        if not parts.hostname:
+            raise ServerBootError(
+                f"config {handle.config!r}: {handle.base_url} names no host (configs.{handle.config}.url in {self.deployment.path})"
+            )
+        try:
+            socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+        except (socket.gaierror, UnicodeError) as exc:
+            raise ServerBootError(
+                f"config {handle.config!r}: the host of {handle.base_url} does not resolve ({exc}); "
+                f"check configs.{handle.config}.url in {self.deployment.path}"
+            ) from None
 
     def alive(self, handle: ServerHandle) -> bool:
         return True

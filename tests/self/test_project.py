@@ -223,3 +223,81 @@ def test_the_cli_init_says_what_it_wrote_and_fails_with_exit_2(tmp_path):
     assert again.returncode == 2 and "--force" in again.stderr
     missing = _run([sys.executable, "-m", "specgate.cli", "init", str(tmp_path / "nope")], tmp_path)
     assert missing.returncode == 2 and "not a folder" in missing.stderr
+
+
+# --- what a hostile first try found ------------------------------------------------------------
+def test_the_settings_search_stops_at_a_repository_boundary(project):
+    """A specgate.toml above a nested repository is not that repository's."""
+    nested = project / "other"
+    nested.mkdir()
+    (nested / ".git").mkdir()
+    (nested / "test_other.py").write_text("def test_other():\n    assert True\n")
+    collected = _collect(nested)
+    assert "test_other" in collected.stdout and "greedy_baseline" not in collected.stdout, collected.stdout
+
+
+def test_init_launch_takes_shell_continuations_and_env_words_and_refuses_multi_node(tmp_path):
+    from specgate.starter import launch_deployment
+
+    text, notes = launch_deployment(
+        "x", "CUDA_VISIBLE_DEVICES=0,1 python -m sglang.launch_server \\\n  --model-path M \\\n  --tp 2", "D"
+    )
+    data = tomllib.loads(text)
+    assert data["launch"]["command"] == ["python", "-m", "sglang.launch_server"]
+    assert data["launch"]["args"] == ["--model-path", "M", "--tp", "2"]
+    assert data["launch"]["env"] == {"CUDA_VISIBLE_DEVICES": "0,1"} and any("launch.env" in n for n in notes)
+    with pytest.raises(SpecgateError, match='--nnodes.*launcher = "ssh"'):
+        launch_deployment("x", "python -m sglang.launch_server --model-path M --nnodes 2 --node-rank 0", "D")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"draft": "/d"}, "--draft applies to --launch only"),
+        ({"url": "http://", "reference_url": "http://b:2", "model": "m"}, "with a host"),
+        ({"url": "http://a:1/", "reference_url": "http://a:1", "model": "m"}, "same server"),
+    ],
+)
+def test_init_refuses_more_of_what_cannot_work(tmp_path, kwargs, named):
+    from specgate.starter import write_project
+
+    with pytest.raises(SpecgateError, match=named):
+        write_project(tmp_path, **kwargs)
+
+
+def test_a_folder_named_like_a_deployment_does_not_hide_the_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sim").mkdir()
+    assert load_deployment("sim").name == "sim"
+
+
+def test_a_repository_without_commits_cannot_store_a_baseline(project):
+    assert _run(["git", "init", "-q"], project).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    refused = _run([sys.executable, "-m", "specgate.cli", "baseline", "update"], project, env)
+    assert refused.returncode == 2 and "not a git checkout" in refused.stderr, refused.stderr
+
+
+def test_specgate_run_removes_the_previous_report_before_pytest_starts(project):
+    (project / "specgate-report").mkdir()
+    stale = project / "specgate-report" / "report.json"
+    stale.write_text('{"overall": "PASS"}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    broken = _run([sys.executable, "-m", "specgate.cli", "run", "--", "--no-such-pytest-option"], project, env)
+    assert broken.returncode != 0 and not stale.exists(), broken.stdout + broken.stderr
+    (project / "afile").write_text("")
+    refused = _run([sys.executable, "-m", "specgate.cli", "run", "--baselines-dir", "afile"], project, env)
+    assert refused.returncode == 2 and "is a file" in refused.stderr, refused.stderr
+
+
+def test_a_url_whose_host_does_not_resolve_fails_at_once_naming_the_field(tmp_path):
+    from specgate.errors import ServerBootError
+    from specgate.server.launcher import ServerHandle
+    from specgate.server.url import UrlLauncher
+    from specgate.starter import write_project
+
+    write_project(tmp_path, url="http://no-such-host.invalid:30001", reference_url="http://b.invalid:1", model="m")
+    dep = load_deployment(str(tmp_path / "deployments" / "mine.toml"))
+    launcher = UrlLauncher(dep)
+    with pytest.raises(ServerBootError, match="does not resolve.*configs.speculative.url"):
+        launcher.wait_ready(ServerHandle("speculative", "http://no-such-host.invalid:30001", None), None)
