@@ -19,6 +19,7 @@ from specgate.client import GenerateResult
 from specgate.deployment import Deployment
 from specgate.equivalence.cases import GenerationCase, draw_cases, edge_cases
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
+from specgate.equivalence.golden import result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError
 from specgate.server.pool import ServerPool
@@ -49,18 +50,6 @@ def load_replay(path: Path) -> list[dict]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BaselineError(path, f"equivalence replay file malformed ({type(exc).__name__}: {exc})") from None
     return list(entries)
-
-
-def result_to_dict(result: GenerateResult) -> dict:
-    return {
-        "request": result.request.payload(),
-        "text": result.text,
-        "output_ids": list(result.output_ids),
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "finish_reason": {"type": result.finish_reason.kind, "matched": result.finish_reason.matched},
-        "top_logprobs": [[list(p) for p in pos] for pos in result.top_logprobs or ()],
-    }
 
 
 class EquivalenceOracle:
