@@ -124,6 +124,12 @@ def test_a_baseline_of_another_sglang_fails_closed_naming_it(sim_deployment, pyt
     assert result.ret == 0
     assert d.report()["overall"] == "PARTIAL" and "NOT BOOTED" in (d.report_dir / "report.md").read_text()
     never_booted(d, result)
+    # knowingly compared with another machine's baseline: used, and the report says so at the top
+    result = d.run(pytester, "--specgate-allow-fingerprint-mismatch")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert "fingerprint differs (sglang: stored '0.5.99'" in d.report()["reference_from_stored"]["note"]
+    assert "allowed by the user" in (d.report_dir / "report.md").read_text().split("\n## ")[0]
+    never_booted(d, result)
 
 
 def test_changed_reference_flags_fail_closed(sim_deployment, pytester, stored_baselines):
@@ -179,6 +185,19 @@ def test_a_slower_speculative_config_fails_beats_and_regression(sim_deployment, 
     )
     failed = [line for line in result.stdout.str().splitlines() if line.startswith("FAILED")]
     assert len(failed) == 2, failed
+    never_booted(d, result)
+
+
+def test_a_drafter_gone_bad_fails_the_accept_length_gates(sim_deployment, pytester, stored_baselines):
+    d = with_baselines(sim_deployment(merge(STORED, LOAD_TOLERANT)), stored_baselines)
+    result = d.run(pytester, "-k", "accept", faults="eagle3-decode:accept-collapse")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED *test_accept_length_floor[[]eagle3-decode-accepts-1.8[]]*",
+            "FAILED *test_no_regression_against_stored_baseline[[]eagle3-decode-c1-accept_length[]]*",
+        ]
+    )
     never_booted(d, result)
 
 
