@@ -442,7 +442,7 @@ def _parse_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerCo
         raise top.error("reference", f"config {reference!r} is speculative; the reference must be the plain baseline")
     _check_config_references(top.table("configs"), configs, reference)
     if launch.reference_stored:
-        _check_stored_reference(top, launch, configs, reference)
+        _check_stored_reference(top, configs, reference)
     if not launch.coexist and any(c.reference not in (None, reference) for c in configs.values()):
         bad = next(n for n, c in configs.items() if c.reference not in (None, reference))
         raise top.table("configs").table(bad).error(
@@ -453,7 +453,7 @@ def _parse_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerCo
     return reference
 
 
-def _check_stored_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerConfig], reference: str) -> None:
+def _check_stored_reference(top: Table, configs: dict[str, ServerConfig], reference: str) -> None:
     """`launch.reference_from = "stored"` works only where the stored baseline can stand in for the
     reference: one reference (the stored golden answers and figures are the deployment's reference's),
     one install (the fingerprint's SGLang is read from a booted speculative config instead of the

@@ -30,6 +30,7 @@ from specgate.resources import gate_tests_dir
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
 from specgate.verdicts.judge import baseline_document
+from specgate.verdicts.stored_reference import MeasuredView, StoredReference
 
 _DEPLOYMENT = pytest.StashKey[Deployment]()
 _SESSION = pytest.StashKey[GateSession]()
@@ -475,7 +476,7 @@ def _calibration_name(gate: GateSession) -> str | None:
     return str(found.path.name) if found else None
 
 
-def _stored_reference(gate: GateSession) -> Any:
+def _stored_reference(gate: GateSession) -> StoredReference | None:
     """The stored stand-in for the unbooted reference, where it was usable (never boots for it)."""
     if not gate.reference_stored or gate.judge.fingerprint(boot=False) is None:
         return None
@@ -490,8 +491,6 @@ def _measured(gate: GateSession) -> Any:
     stand_in = _stored_reference(gate)
     if stand_in is None:
         return gate.meter
-    from specgate.verdicts.stored_reference import MeasuredView
-
     return MeasuredView({**stand_in.records(), **gate.meter.results})
 
 

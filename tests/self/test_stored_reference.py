@@ -108,6 +108,17 @@ def test_a_run_with_the_stored_reference_passes_without_booting_it(sim_deploymen
     assert "baseline (STORED, not booted)" in text and "Boots saved: baseline ×1" in text
 
 
+def test_servers_one_at_a_time_boot_only_the_speculative_configs(sim_deployment, pytester, stored_baselines):
+    """Where servers cannot coexist (the case this is for: one big model per GPU set), each
+    speculative config boots once, in turn, and the reference not at all."""
+    one_at_a_time = {"launch": {"coexist": False}}
+    d = with_baselines(sim_deployment(merge(merge(STORED, LOAD_TOLERANT), one_at_a_time)), stored_baselines)
+    result = d.run(pytester, "-k", "equivalence or speed")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert [b["config"] for b in d.report()["boots"]] == ["eagle3-prefill", "eagle3-decode"]
+    never_booted(d, result)
+
+
 def test_a_baseline_of_another_sglang_fails_closed_naming_it(sim_deployment, pytester, stored_baselines):
     d = with_baselines(sim_deployment(merge(STORED, LOAD_TOLERANT)), stored_baselines)
     rewrite(stored_file(d), lambda doc: doc["fingerprint"].update(sglang="0.5.99"))
