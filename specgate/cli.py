@@ -222,6 +222,24 @@ def describe_ssh(ssh: SshSpec) -> list[str]:
     return out
 
 
+def describe_stored_reference(dep: Deployment) -> list[str]:
+    if not dep.launch.reference_stored:
+        return []
+    out = [
+        f"  reference {dep.reference!r} NOT BOOTED by a gate run (launch.reference_from = \"stored\"): its figures and "
+        "golden answers come from this machine's stored baseline (same fingerprint, read from a booted speculative "
+        "config; same launch digest); `specgate baseline update` boots it and stores them",
+        "    not seen: how the reference drifted since the baseline was recorded; a baseline from another machine or "
+        "SGLang, or of other reference flags, fails the run closed",
+    ]
+    if dep.gates.between_boot is None:
+        out.append(
+            "    timing gates against it need this machine's `specgate calibrate` record or [gates.between_boot]: "
+            "without one they are NOT COMPARED"
+        )
+    return out
+
+
 def describe(dep: Deployment) -> str:
     lines = [f"deployment {dep.name!r} ({dep.path})" + ("  [SIMULATOR]" if dep.simulator else "")]
     if dep.description:
@@ -231,6 +249,7 @@ def describe(dep: Deployment) -> str:
     )
     if dep.launch.ssh is not None:
         lines.extend(describe_ssh(dep.launch.ssh))
+    lines.extend(describe_stored_reference(dep))
     for name, cfg in dep.configs.items():
         if name in dep.references:
             mark = " (reference)"
@@ -242,7 +261,8 @@ def describe(dep: Deployment) -> str:
         if cfg.tolerate:
             lines.append(f"    declared known differences (counted, not failed): {', '.join(cfg.tolerate)}")
     for gate in dep.gates.beats:
-        stored = " as stored in the baseline" if gate.against == "stored" else ""
+        as_stored = gate.against == "stored" or (dep.launch.reference_stored and gate.over == dep.reference)
+        stored = " as stored in the baseline" if as_stored else ""
         lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over}{stored} (concurrency {gate.concurrency})")
     for floor in dep.gates.accept_length:
         lines.append(

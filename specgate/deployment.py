@@ -33,6 +33,10 @@ LAUNCHER_OWNED_FLAGS = ("--port", "--nccl-port", "--host")
 # With the ssh launcher, SGLang's multi-node flags too: it gives every node its rank and the
 # address where rank 0 gathers them, and a deployment that set them would contradict launch.ssh.nodes.
 MULTI_NODE_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
+# Where the reference's figures and golden answers come from: "boot" (booted and measured in every
+# run) or "stored" (the stored baseline of this machine's fingerprint: for a model whose boot takes
+# many minutes, a run then boots only the speculative configs; see specgate/verdicts/stored_reference.py).
+REFERENCE_SOURCES = ("boot", "stored")
 # How the ssh launcher's client reaches a remote server: through `ssh -L` (the server listens on
 # the remote loopback only), or straight at host:port (the server listens on every interface).
 SSH_REACH = ("forward", "direct")
@@ -103,6 +107,13 @@ class LaunchSpec:
     # --api-key, the client sends it as a bearer token; it is never written anywhere.
     api_key_env: str | None = None
     ssh: SshSpec | None = None  # with launcher = "ssh" only
+    reference_from: str = "boot"  # REFERENCE_SOURCES
+
+    @property
+    def reference_stored(self) -> bool:
+        """The deployment opts in to taking the reference from the stored baseline (a baseline
+        update still boots it: that is where the stored figures and answers come from)."""
+        return self.reference_from == "stored"
 
     @property
     def owned_flags(self) -> tuple[str, ...]:
@@ -430,6 +441,8 @@ def _parse_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerCo
     if configs[reference].speculative:
         raise top.error("reference", f"config {reference!r} is speculative; the reference must be the plain baseline")
     _check_config_references(top.table("configs"), configs, reference)
+    if launch.reference_stored:
+        _check_stored_reference(top, configs, reference)
     if not launch.coexist and any(c.reference not in (None, reference) for c in configs.values()):
         bad = next(n for n, c in configs.items() if c.reference not in (None, reference))
         raise top.table("configs").table(bad).error(
@@ -438,6 +451,34 @@ def _parse_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerCo
             "(the golden file that stands in for a stopped reference holds the deployment's reference only)",
         )
     return reference
+
+
+def _check_stored_reference(top: Table, configs: dict[str, ServerConfig], reference: str) -> None:
+    """`launch.reference_from = "stored"` works only where the stored baseline can stand in for the
+    reference: one reference (the stored golden answers and figures are the deployment's reference's),
+    one install (the fingerprint's SGLang is read from a booted speculative config instead of the
+    reference), and something to compare with it."""
+    table = top.table("configs")
+    for name, config in configs.items():
+        if config.reference is not None:
+            raise table.table(name).error(
+                "reference",
+                'is not allowed with launch.reference_from = "stored": the stored baseline holds the figures and '
+                f"golden answers of the deployment's reference {reference!r} only",
+            )
+        if config.command is not None:
+            raise table.table(name).error(
+                "command",
+                'is not allowed with launch.reference_from = "stored": the reference is not booted, so the '
+                "fingerprint's SGLang release is read from a booted speculative config, which must be the "
+                "reference's install (launch.command)",
+            )
+    if not any(c.speculative for c in configs.values()):
+        raise top.table("launch").error(
+            "reference_from",
+            'is "stored", but no config under [configs] speculates: nothing would be compared with the stored '
+            "reference, and no booted server would show this machine's fingerprint",
+        )
 
 
 def _flag_int(args: tuple[str, ...], flag: str) -> int | None:
@@ -572,7 +613,14 @@ def _parse_launch(t: Table) -> LaunchSpec:
         boots=t.int("boots", 1, minimum=1),
         api_key_env=t.str("api_key_env", None),
         ssh=ssh,
+        reference_from=t.str("reference_from", "boot", choices=REFERENCE_SOURCES),
     )
+    if spec.reference_stored and launcher == "url":
+        raise t.error(
+            "reference_from",
+            'applies to launch.launcher = "local" or "ssh": with "url" the reference is already running and '
+            "costs no boot; ask it (remove reference_from)",
+        )
     if spec.api_key_env is not None and (problem := env_name_problem(spec.api_key_env)):
         raise t.error("api_key_env", f"{spec.api_key_env!r} {problem}")
     if spec.boots > MAX_BOOTS:

@@ -27,9 +27,10 @@ from specgate.report.chart import render_chart
 from specgate.report.markdown import render_markdown
 from specgate.report.progress import BootDisplay
 from specgate.resources import gate_tests_dir
-from specgate.session import GateSession, RunOptions
+from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
 from specgate.verdicts.judge import baseline_document
+from specgate.verdicts.stored_reference import MeasuredView, StoredReference
 
 _DEPLOYMENT = pytest.StashKey[Deployment]()
 _SESSION = pytest.StashKey[GateSession]()
@@ -178,10 +179,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not names & {"spec_config", "speed_target", "beats_gate", "accept_gate", "regression_target"}:
         return
     dep = deployment(metafunc.config)
+    # A reference taken from the stored baseline is not measured: no speed test, no regression gate of its own.
+    unbooted = (
+        {dep.reference} if reference_stored(dep, metafunc.config.getoption("specgate_update_baselines")) else set()
+    )
     if "spec_config" in names:
         metafunc.parametrize("spec_config", dep.speculative_configs, ids=dep.speculative_configs)
     if "speed_target" in names:
-        targets = [(c, n) for n in dep.workload.concurrency for c in dep.configs]
+        targets = [(c, n) for n in dep.workload.concurrency for c in dep.configs if c not in unbooted]
         metafunc.parametrize("speed_target", targets, ids=[f"{c}-c{n}" for c, n in targets])
     if "beats_gate" in names:
         metafunc.parametrize("beats_gate", list(dep.gates.beats), ids=[g.name for g in dep.gates.beats])
@@ -193,6 +198,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             (c, n, metric)
             for n in dep.workload.concurrency
             for c in dep.configs
+            if c not in unbooted
             for metric in (("decode_tps", "accept_length") if dep.configs[c].speculative else ("decode_tps",))
         ]
         metafunc.parametrize("regression_target", targets, ids=[f"{c}-c{n}-{m}" for c, n, m in targets])
@@ -236,8 +242,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             deselected.append(item)  # e.g. no [[gates.accept_length]]: nothing to judge, nothing to skip
             continue
         phase, cfg = _item_phase_and_config(item, dep)  # type: ignore[misc]
-        if phase == "golden" and dep.launch.coexist:
-            deselected.append(item)  # the baseline is asked live instead
+        stored = reference_stored(dep, config.getoption("specgate_update_baselines"))
+        if phase == "golden" and ((dep.launch.coexist and not dep.launch.reference_stored) or stored):
+            # The baseline is asked live instead, or its answers are the stored baseline's.
+            deselected.append(item)
             continue
         config.stash[_PHASES][item.nodeid] = (phase, cfg)
         keys[item.nodeid] = (1, 0, 0) if phase == "gates" else (0, rank.get(cfg, 99), PHASE_ORDER[phase])
@@ -287,6 +295,8 @@ def _configs_in_run(session: pytest.Session, dep: Deployment) -> list[str]:
             used.update({found[1], dep.reference_of(found[1])})
             if found[0] == "gates":
                 used.update(dep.configs)
+    if reference_stored(dep, session.config.getoption("specgate_update_baselines")):
+        used.discard(dep.reference)  # never booted: the stored baseline stands in for it
     return [c for c in dep.configs if c in used]
 
 
@@ -374,9 +384,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, dict]:
     fingerprint = gate.judge.fingerprint(boot=False)  # the run is over: never boot for it
+    stand_in = _stand_in(gate)
     report = build_report(
         gate.deployment,
-        gate.meter,
+        _measured(gate),
         gate.judge.verdicts,
         gate.oracle.stats,
         gate.pool.boots,
@@ -394,6 +405,7 @@ def _write_report(gate: GateSession, messages: list[str], interrupted: str | Non
         plan=gate.plan.log.as_dict(),
         calibration=_calibration_name(gate),
         failed_tests=gate.failed_tests,
+        stand_in=stand_in,
     )
     report["interrupted"] = interrupted  # what ran may all have passed; the run as a whole did not
     report["drafters"] = gate.judge.drafters()
@@ -432,12 +444,13 @@ def _completeness(gate: GateSession, interrupted: str | None) -> dict:
     """What ran of what the deployment asks for: the report's overall verdict reads this,
     so a run that was cut short, or selected only some tests, never says PASS."""
     dep = gate.deployment
+    measured = [c for c in dep.configs if not (gate.reference_stored and c == dep.reference)]
     expected = {
         "equivalence": len(dep.speculative_configs) if dep.equivalence.enabled else 0,
-        "speed": len(dep.configs) * len(dep.workload.concurrency),
+        "speed": len(measured) * len(dep.workload.concurrency),
         "gates": len(dep.gates.beats)
         + len(dep.gates.accept_length)
-        + sum(len(dep.workload.concurrency) * (2 if dep.configs[c].speculative else 1) for c in dep.configs),
+        + sum(len(dep.workload.concurrency) * (2 if dep.configs[c].speculative else 1) for c in measured),
     }
     ran = {
         phase: sum(
@@ -454,6 +467,10 @@ def _completeness(gate: GateSession, interrupted: str | None) -> dict:
         "ran": ran,
         "equivalence_declared_off": not dep.equivalence.enabled,
         "uncompared_allowed": gate.uncompared_allowed,
+        # A reference not booted whose stored stand-in could not be used, and equivalence cases that
+        # had no stored answer: never a PASS, whatever else passed.
+        "stand_in_problem": gate.judge.stand_in_problem() if gate.reference_stored else None,
+        "equivalence_not_checked": {c: len(s.not_checked) for c, s in gate.oracle.stats.items() if s.not_checked},
     }
 
 
@@ -465,10 +482,62 @@ def _calibration_name(gate: GateSession) -> str | None:
     return str(found.path.name) if found else None
 
 
+def _stored_reference(gate: GateSession) -> StoredReference | None:
+    """The stored stand-in for the unbooted reference, where it was usable (never boots for it)."""
+    if not gate.reference_stored or gate.judge.fingerprint(boot=False) is None:
+        return None
+    try:
+        return gate.judge.stored_reference()
+    except SpecgateError:
+        return None
+
+
+def _measured(gate: GateSession) -> Any:
+    """What the report and diagnosis read: this run's records, plus the stored reference's."""
+    stand_in = _stored_reference(gate)
+    if stand_in is None:
+        return gate.meter
+    return MeasuredView({**stand_in.records(), **gate.meter.results})
+
+
+def _stand_in(gate: GateSession) -> dict | None:
+    """What the report says, at its top, about a reference that was not booted."""
+    if not gate.reference_stored:
+        return None
+    dep = gate.deployment
+    stand_in = _stored_reference(gate)
+    problem = gate.judge.stand_in_problem()
+    if stand_in is None and problem is None:
+        problem = "no speculative server answered, so this machine's fingerprint and the stored baseline were never matched"
+    # Which noise the intervals of the timing gates that crossed boots hold (beats, decode regression).
+    timing = [v for v in gate.judge.verdicts if v.gate.startswith("beats:") or v.gate.endswith(":decode_tps")]
+    noise = {v.gate: v.noise for v in timing if v.noise}
+    stored_boot = None
+    if stand_in is not None:
+        stored_boot = next((f.boot_seconds for f in stand_in.figures.values() if f.boot_seconds is not None), None)
+    golden = stand_in.baseline.golden if stand_in is not None else None
+    return {
+        "reference": dep.reference,
+        "baseline_file": str(stand_in.path) if stand_in else None,
+        "commit": stand_in.commit if stand_in else None,
+        "recorded": str(stand_in.baseline.provenance.get("date", "?")) if stand_in else None,
+        "host": str(stand_in.baseline.provenance.get("host", "?")) if stand_in else None,
+        "fingerprint_from": gate.judge.fingerprint_source(),
+        "args_digest": dep.configs[dep.reference].args_digest(dep.launch),
+        "golden_cases": len(golden.entries) if golden else None,
+        "note": stand_in.note if stand_in else "",
+        "problem": problem,
+        "noise": noise,
+        "boots_saved": dep.launch.boots,
+        "stored_boot_seconds": stored_boot,
+        "not_checked": {c: s.not_checked for c, s in gate.oracle.stats.items() if s.not_checked},
+    }
+
+
 def _diagnoses(gate: GateSession, messages: list[str]) -> list[dict]:
     """Why each speculative config is as fast as it is (specgate.diagnosis)."""
     try:
-        found = diagnose(gate.deployment, gate.meter, gate.pool.server_infos, gate.pool.log_dir)
+        found = diagnose(gate.deployment, _measured(gate), gate.pool.server_infos, gate.pool.log_dir)
     except Exception as exc:  # say so loudly, but never lose the verdicts and figures with it
         messages.append(f"diagnosis FAILED, report written without it: {type(exc).__name__}: {exc}")
         return []
@@ -493,7 +562,8 @@ def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: A
         reason = "no fingerprint (no server answered /get_server_info)"
     if reason is None:
         excluded = gate.excluded_from_baseline()
-        document = baseline_document(gate.judge, provenance(), excluded)
+        golden = gate.oracle.golden_answers() if gate.deployment.launch.reference_stored else None
+        document = baseline_document(gate.judge, provenance(), excluded, golden)
         if gate.pool.cancelled:  # a signal that came while the document was being built
             reason = "the run was interrupted"
     if reason is None:

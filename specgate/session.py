@@ -19,6 +19,12 @@ from specgate.server.pool import ServerPool
 from specgate.verdicts.judge import Judge
 
 
+def reference_stored(deployment: Deployment, update_baselines: bool) -> bool:
+    """Whether this run takes the reference from the stored baseline instead of booting it: where
+    the deployment opts in, except in a baseline update, which is what records those figures."""
+    return deployment.launch.reference_stored and not update_baselines
+
+
 @dataclass(frozen=True)
 class RunOptions:
     report_dir: Path
@@ -78,6 +84,13 @@ class GateSession:
         dep = self.deployment
         if self.count("golden", "failed") + self.count("golden", "error"):
             return "the baseline's golden answers could not be recorded"
+        if dep.launch.reference_stored and dep.equivalence.enabled and self.oracle.golden_answers() is None:
+            # Later runs check equivalence against these answers alone: a baseline without them
+            # would make every one of those runs fail closed.
+            return (
+                'launch.reference_from = "stored" needs the reference\'s golden answers in the baseline, and this run '
+                "recorded none (test_record_baseline_golden did not run, or not every case was answered)"
+            )
         excluded = self.excluded_from_baseline()
         if dep.speculative_configs and len(excluded) == len(dep.speculative_configs):
             return "no speculative config passed greedy equivalence in this run: " + "; ".join(
@@ -112,6 +125,11 @@ class GateSession:
         return None
 
     @property
+    def reference_stored(self) -> bool:
+        """The reference is not booted in this run (a baseline update always boots it)."""
+        return reference_stored(self.deployment, self.options.update_baselines)
+
+    @property
     def uncompared_allowed(self) -> bool:
         # A baseline update records, it does not compare: its regression gates have nothing to
         # compare with by design (the report still says NOT COMPARED, and PARTIAL).
@@ -130,8 +148,17 @@ class GateSession:
         configs: list[str] | None = None,
     ) -> GateSession:
         pool = ServerPool(deployment, options.report_dir / "logs", progress)
+        stored = reference_stored(deployment, options.update_baselines)
+        if stored:
+            pool.never_boot(
+                deployment.reference,
+                'launch.reference_from = "stored": its figures and golden answers come from the stored baseline',
+            )
         meter = SpeedMeter(deployment)
         plan = SamplingPlan(deployment, pool, meter, configs, options.seed)
+        judge = Judge(
+            deployment, plan, options.baselines_dir, options.allow_fingerprint_mismatch, reference_stored=stored
+        )
         oracle = EquivalenceOracle(
             deployment,
             pool,
@@ -140,8 +167,8 @@ class GateSession:
             commit=options.commit,
             case_seed=options.case_seed,
             replay_path=options.baselines_dir / deployment.name / REPLAY_FILE,
+            stored_answers=(lambda: judge.stored_reference().answers()) if stored else None,
         )
-        judge = Judge(deployment, plan, options.baselines_dir, options.allow_fingerprint_mismatch)
         return cls(deployment, options, pool, meter, plan, oracle, judge)
 
     def close(self) -> None:

@@ -59,6 +59,8 @@ class EquivalenceStats:
     # The first failures in full (prompt, position, tokens, margin, curl per server) for the report.
     failure_details: list[str] = field(default_factory=list)
     shapes: dict[str, int] = field(default_factory=dict)  # named shapes of failures and tolerated answers
+    # Cases with no known answer of the baseline (a stored reference without them): NOT CHECKED.
+    not_checked: list[str] = field(default_factory=list)
 
     def add(self, outcome: Outcome) -> None:
         self.requests += 1

@@ -1,9 +1,12 @@
-"""The baseline's answers, live or from a golden file, and the equivalence verdicts.
+"""The baseline's answers, live, from a golden file, or stored; and the equivalence verdicts.
 
 Where servers coexist, the baseline is asked live (and remembered, since Hypothesis
 asks the same case again while shrinking). Where they cannot, the baseline's answers
 for a fixed list of cases are recorded to a golden file while it runs, and the
-speculative servers are checked against that file afterwards.
+speculative servers are checked against that file afterwards. A deployment that takes
+its reference from the stored baseline (`launch.reference_from = "stored"`) records such
+a fixed list when its baseline is updated, stored in the baseline; its gate runs then
+check the speculative servers against those stored answers, without booting the reference.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from specgate.client import GenerateResult
 from specgate.deployment import Deployment
 from specgate.equivalence.cases import GenerationCase, draw_cases, edge_cases
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
+from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError
 from specgate.server.pool import ServerPool
@@ -51,18 +56,6 @@ def load_replay(path: Path) -> list[dict]:
     return list(entries)
 
 
-def result_to_dict(result: GenerateResult) -> dict:
-    return {
-        "request": result.request.payload(),
-        "text": result.text,
-        "output_ids": list(result.output_ids),
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "finish_reason": {"type": result.finish_reason.kind, "matched": result.finish_reason.matched},
-        "top_logprobs": [[list(p) for p in pos] for pos in result.top_logprobs or ()],
-    }
-
-
 class EquivalenceOracle:
     def __init__(
         self,
@@ -73,6 +66,7 @@ class EquivalenceOracle:
         commit: str = "",
         replay_path: Path | None = None,
         case_seed: int | None = None,
+        stored_answers: Callable[[], GoldenAnswers] | None = None,
     ) -> None:
         self.deployment = deployment
         self.pool = pool
@@ -88,11 +82,21 @@ class EquivalenceOracle:
         self.baseline_problems: list[str] = []
         self.baseline_margins: list[float] = []
         self._golden_cases: list[GenerationCase] | None = None  # top-1 minus top-2 at every baseline position
+        # The reference's stored answers, where it is not booted (raises where there are none).
+        self.stored_answers = stored_answers
+        self._stored: GoldenAnswers | None = None
+
+    @property
+    def stored(self) -> bool:
+        """True where the reference is not booted: its answers come from the stored baseline."""
+        return self.stored_answers is not None
 
     @property
     def live(self) -> bool:
-        """True where the baseline can be asked while a speculative server runs."""
-        return self.deployment.launch.coexist
+        """True where the baseline can be asked while a speculative server runs. A deployment that
+        takes its reference from the stored baseline never is: its baseline update records the
+        fixed case list that later runs check against (and checks exactly those cases itself)."""
+        return self.deployment.launch.coexist and not self.deployment.launch.reference_stored
 
     def explicit_cases(self) -> list[GenerationCase]:
         """Checked on every run before anything drawn: cases that failed on an earlier run, then
@@ -136,9 +140,26 @@ class EquivalenceOracle:
         except OSError:
             pass  # the failure itself is reported either way; only its replay is lost
 
+    def _load_stored(self) -> GoldenAnswers:
+        """The stored answers, read once, held as the baseline's (with its margins and problems)."""
+        if self._stored is None:
+            assert self.stored_answers is not None
+            stored = self.stored_answers()  # StoredReferenceError where none can be used
+            for entry in stored.entries:
+                self.baselines[entry.case.key] = entry.answer
+                self.baseline_problems.extend(invariant_violations(entry.case, entry.answer, "baseline server (stored)"))
+                self.baseline_margins.extend(margins_of(entry.answer))
+            self._stored = stored
+        return self._stored
+
     def golden_cases(self) -> list[GenerationCase]:
         """Drawn once: recorded against the baseline, then replayed on each speculative config.
-        Cases that failed on earlier runs and the edge cases come first."""
+        Cases that failed on earlier runs and the edge cases come first. With the reference from
+        the stored baseline: exactly the stored cases, then replay cases stored since."""
+        if self._golden_cases is None and self.stored:
+            stored = [e.case for e in self._load_stored().entries]
+            keys = {c.key + str(c.concurrency) for c in stored}
+            self._golden_cases = stored + [c for c in self.replay_cases() if c.key + str(c.concurrency) not in keys]
         if self._golden_cases is None:
             explicit = self.explicit_cases()
             drawn = draw_cases(self.deployment, self.examples, self.seed)
@@ -174,6 +195,33 @@ class EquivalenceOracle:
             self.baselines[case.key] = self._ask_baseline(case)
         return self.baselines[case.key]
 
+    def cases_with_answers(self, config: str) -> tuple[list[GenerationCase], list[GenerationCase]]:
+        """(cases the baseline's answer is known for, cases without one). Only the stored reference
+        can lack one: a replay case added since the baseline was recorded. Those are counted as not
+        checked for `config`, never as passed."""
+        cases = self.golden_cases()
+        if not self.stored:
+            return cases, []  # recorded in this run: a missing answer is an error (baseline_for says why)
+        answered = [c for c in cases if c.key in self.baselines]
+        missing = [c for c in cases if c.key not in self.baselines]
+        stats = self.stats.setdefault(config, EquivalenceStats())
+        stats.not_checked = [c.label for c in missing]
+        return answered, missing
+
+    def golden_answers(self) -> GoldenAnswers | None:
+        """This run's recorded answers of the reference for the fixed case list, for the stored
+        baseline; None where not every case was recorded."""
+        cases = self._golden_cases or []
+        if self.stored or not cases or any(c.key not in self.baselines for c in cases):
+            return None
+        dep = self.deployment
+        return GoldenAnswers(
+            reference=dep.reference,
+            args_digest=dep.configs[dep.reference].args_digest(dep.launch),
+            top_logprobs=dep.equivalence.top_logprobs,
+            entries=tuple(GoldenAnswer(c, self.baselines[c.key]) for c in cases),
+        )
+
     def record_golden(self) -> int:
         """Ask the baseline for every golden case and write the file; returns how many."""
         cases = self.golden_cases()
@@ -196,7 +244,10 @@ class EquivalenceOracle:
         else:
             with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
                 answers = list(ex.map(server.generate, [request] * case.concurrency))
-        reference_url = self.pool.live[reference].handle.base_url if self.live else "<baseline-url>"
+        if self.live:
+            reference_url = self.pool.live[reference].handle.base_url
+        else:
+            reference_url = "<stored-reference-not-booted>" if self.stored else "<baseline-url>"
         stats = self.stats.setdefault(config, EquivalenceStats())
         stats.cases += 1
         outcomes = []

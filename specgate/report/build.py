@@ -28,7 +28,11 @@ class TestTally:
     errors: int = 0
 
 
-def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdict]) -> list[dict]:
+def _speed_rows(
+    deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdict], stored_from: str | None = None
+) -> list[dict]:
+    """One row per measured config and concurrency; `stored_from` names the baseline file whose
+    figures stand in for the unbooted reference (its rows are marked, and every × reference is over them)."""
     conf = deployment.gates.confidence
     rows = []
     order = list(deployment.configs)
@@ -59,6 +63,7 @@ def _speed_rows(deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdic
                 "cv": round(_cv(record.decode_tps), 4),
                 "boots": len(record.by_boot()),
                 "verdict": "FAIL" if any(v.failed for v in judged) else ("pass" if judged else "—"),
+                "stored": stored_from if stored_from and config == deployment.reference else None,
             }
         )
     return rows
@@ -102,6 +107,10 @@ def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dic
             reasons.append(f"{phase}: {got} of {want} test(s) ran (a selection, a skip or a failed boot)")
     if c.get("equivalence_declared_off"):
         reasons.append("greedy equivalence NOT CHECKED (declared by the deployment)")
+    if c.get("stand_in_problem"):
+        reasons.append(f"the reference was NOT BOOTED and the stored baseline cannot stand in for it: {c['stand_in_problem']}")
+    for config, n in (c.get("equivalence_not_checked") or {}).items():
+        reasons.append(f"equivalence: {n} case(s) of {config} NOT CHECKED (no stored answer of the reference)")
     if c.get("interrupted"):
         return "INTERRUPTED", reasons
     if failed_tests > 0 or tally.errors or failed_gates:
@@ -139,6 +148,7 @@ def _equivalence_rows(
             "cases": s.cases,
             "requests": s.requests,
             "exact_matches": s.matches,
+            "not_checked": list(s.not_checked),
             "near_tie_flips": len(s.flips),
             "decisive_failures": len(s.failures),
             "tolerated": s.tolerated[:20],
@@ -181,6 +191,7 @@ def build_report(
     plan: dict | None = None,
     calibration: str | None = None,
     failed_tests: list[str] | None = None,
+    stand_in: dict | None = None,
 ) -> dict:
     overall, reasons = overall_verdict(tally, verdicts, completeness)
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
@@ -197,9 +208,12 @@ def build_report(
         "plan": plan or {},
         "calibration": calibration,
         "fingerprint": fingerprint.as_dict() if fingerprint else None,
+        # Set where the reference was not booted (launch.reference_from = "stored"): which stored
+        # baseline stood in for it, what that saved, and what it could not show.
+        "reference_from_stored": stand_in,
         "provenance": provenance,
         "tie_margin": deployment.equivalence.tie_margin,
-        "speed": _speed_rows(deployment, meter, verdicts),
+        "speed": _speed_rows(deployment, meter, verdicts, (stand_in or {}).get("baseline_file")),
         "unmeasured": _unmeasured_rows(deployment, meter, failed_servers or {}),
         "gates": [
             {

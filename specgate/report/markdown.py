@@ -21,6 +21,7 @@ def render_markdown(report: dict) -> str:
         out.extend(f"- {r}" for r in reasons[:15])
         if len(reasons) > 15:
             out.append(f"- … and {len(reasons) - 15} more in report.json")
+    out.extend(_stand_in_banner(report))
     if report["simulator"]:
         out.append(
             "\n> **SIMULATOR run.** These figures come from specgate's simulated engine, not SGLang; "
@@ -59,9 +60,16 @@ def render_markdown(report: dict) -> str:
         out.append("|---|---|---|---|---|---|---|---|---|")
         for r in report["speed"]:
             warm = f"{r['warmup_requests']}" + ("" if r["warmup_settled"] in (True, None) else " (unsettled)")
+            name = f"{r['config']} (STORED, not booted)" if r.get("stored") else r["config"]
             out.append(
-                f"| {r['config']} | {r['concurrency']} | {_iv(r['decode_tps'])} | {_iv(r['ratio_to_reference'], '{:.3f}')} "
+                f"| {name} | {r['concurrency']} | {_iv(r['decode_tps'])} | {_iv(r['ratio_to_reference'], '{:.3f}')} "
                 f"| {_iv(r['accept_length'], '{:.2f}')} | {_iv(r['ttft_ms'], '{:.1f}')} | {r['n']} | {warm} | {r['verdict']} |"
+            )
+        stored = next((r["stored"] for r in report["speed"] if r.get("stored")), None)
+        if stored:
+            out.append(
+                f"\nThe reference's row is the stored baseline's (`{stored}`), and every × reference above is over "
+                "those stored figures: it also holds whatever differs between that run's boot and this one."
             )
         for r in report.get("unmeasured") or []:
             out.append(
@@ -140,6 +148,13 @@ def render_markdown(report: dict) -> str:
             for known in e.get("known_defects") or []:
                 out.append(f"\n*{e['config']}*: its {', '.join(e.get('shapes') or {})} answers {known}.")
         for e in report["equivalence"]:
+            if e.get("not_checked"):
+                out.append(
+                    f"\n**{e['config']}: {len(e['not_checked'])} case(s) NOT CHECKED**: the stored reference has no "
+                    "answer for them (cases that failed since the baseline was recorded; a baseline update stores "
+                    "them): " + "; ".join(f"`{label}`" for label in e["not_checked"][:5])
+                )
+        for e in report["equivalence"]:
             details = e.get("failure_details") or []
             if not e["failures"]:
                 continue
@@ -178,11 +193,51 @@ def render_markdown(report: dict) -> str:
         for b in report["boots"]
     )
     out.append(f"Boots: {boots or 'none'}.")
+    stand_in = report.get("reference_from_stored")
+    if stand_in:
+        then = stand_in.get("stored_boot_seconds")
+        took = f"; it booted in {then:.1f} s when the baseline was recorded" if then is not None else ""
+        out.append(
+            f"Boots saved: {stand_in['reference']} ×{stand_in['boots_saved']} (not booted: reference from the stored "
+            f"baseline{took})."
+        )
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in report["phase_seconds"].items())
     out.append(f"Phases: {phases or 'none'}.")
     p = report["provenance"]
     out.append(f"\n<sub>{p['date']} · commit {p['commit']} · host {p['host']} · `{p['command']}`</sub>")
     return "\n".join(out) + "\n"
+
+
+def _stand_in_banner(report: dict) -> list[str]:
+    """Said at the top, before any figure: the reference was not booted, where its figures and
+    answers come from, and which noise the intervals against it hold."""
+    s = report.get("reference_from_stored")
+    if not s:
+        return []
+    if s.get("problem"):
+        return [
+            f"\n> **REFERENCE NOT BOOTED** (`launch.reference_from = \"stored\"`), and the stored baseline could "
+            f"NOT stand in for `{s['reference']}`: {s['problem']}. Nothing was compared with the reference."
+        ]
+    golden = (
+        f"its golden answers for {s['golden_cases']} fixed cases"
+        if s.get("golden_cases")
+        else "no golden answers (equivalence could not be checked against it)"
+    )
+    out = [
+        f"\n> **REFERENCE NOT BOOTED** (`launch.reference_from = \"stored\"`). `{s['reference']}`'s figures and "
+        f"{golden} come from the stored baseline `{s['baseline_file']}` (commit {s['commit']}, recorded "
+        f"{s['recorded']} on {s['host']}), not from this run. The fingerprint was matched through the booted "
+        f"`{s['fingerprint_from']}` (same install), and the reference's launch digest {s['args_digest']} through "
+        "the deployment. Not seen: how the reference drifted between that run and now; every speed ratio "
+        "against it crosses boots."
+    ]
+    if s.get("note"):
+        out.append(f">\n> **{s['note']}.**")
+    if s.get("noise"):
+        out.append(">\n> Which noise each interval against it holds:\n>")
+        out.extend(f"> - *{gate}*: {noise}" for gate, noise in s["noise"].items())
+    return out
 
 
 def _settings_line(st: dict) -> str:

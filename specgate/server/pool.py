@@ -107,6 +107,9 @@ class ServerPool:
         self._closed = False  # closed or cancelled: no server may boot any more
         self._death_lock = threading.Lock()
         self.cancelled = False  # a signal (SIGINT, SIGTERM, SIGHUP) asked the run to stop: its figures are partial
+        # Configs this run must never boot, with why (a reference taken from the stored baseline):
+        # asking for one is a bug, and it fails loudly instead of quietly paying the boot.
+        self.never: dict[str, str] = {}
         atexit.register(self.launcher.stop_all)
         self._install_signal_handlers()
 
@@ -140,7 +143,16 @@ class ServerPool:
 
         signal.signal(signal.SIGINT, on_interrupt)
 
+    def never_boot(self, config: str, why: str) -> None:
+        self.never[config] = why
+
+    def _refuse_never(self, name: str) -> None:
+        config = split_server_name(name)[0]
+        if config in self.never:
+            raise ServerBootError(f"not booting {name!r}: {self.never[config]}")
+
     def acquire(self, config: str) -> LiveServer:
+        self._refuse_never(config)
         if self._closed:
             raise ServerBootError(f"not booting {config!r}: the run is over or was cancelled")
         if config in self.failed:
@@ -162,6 +174,8 @@ class ServerPool:
         died while others booted beside it gets one more boot, alone, before it counts as
         failed. One that timed out is not retried: waiting again would double the timeout.
         """
+        for name in configs:
+            self._refuse_never(name)
         started: list[ServerHandle] = []
         last_start: dict[frozenset[str] | None, float] = {}  # GPUs -> when a server last started there
         for name in configs:

@@ -4,6 +4,13 @@ Human-readable JSON with provenance and the raw samples, so any verdict can be
 re-derived. Written only on request (`--specgate-update-baselines` or
 `specgate baseline update`), atomically (temp file, then rename). A file that cannot
 be read is an error naming it, never silently replaced.
+
+Format versions: `specgate-baseline/1` holds figures and samples; `/2` adds, optionally, the
+reference's golden answers (`golden`, written for deployments with `launch.reference_from =
+"stored"`, which check equivalence against them without booting the reference) and each
+config's boot time (`boot_seconds`, so a run that skips a boot can say what it saved). Both
+load; a `/1` file simply has neither, and a run that needs them says so and fails closed.
+Every write is `/2`.
 """
 
 from __future__ import annotations
@@ -15,10 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate.atomic import write_json_atomic
+from specgate.equivalence.golden import GoldenAnswers, GoldenFieldError, parse_golden
 from specgate.errors import BaselineError
 from specgate.verdicts.fingerprint import Fingerprint
 
-FORMAT = "specgate-baseline/1"
+FORMAT = "specgate-baseline/2"
+# Every format this version reads (oldest first); see the module docstring for what each holds.
+READABLE_FORMATS = ("specgate-baseline/1", FORMAT)
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,10 @@ class StoredFigures:
     drafter_sha256: str | None = None
     # The release the config's own server reported (per config: a run may hold two installs).
     server_version: str | None = None
+    # Per-request TTFT in the same order (absent in files written before it was read back).
+    ttft_samples: tuple[float, ...] = ()
+    # Seconds its server took to boot in the recording run (format /2; None where unknown).
+    boot_seconds: float | None = None
 
     def series(self) -> dict[int, list[float]]:
         """Stored decode tok/s per boot, in pinned-sequence order (see specgate.measure.pairing)."""
@@ -65,6 +79,9 @@ class StoredBaseline:
     provenance: dict
     figures: dict[tuple[str, int], StoredFigures]
     excluded: dict[str, str] = field(default_factory=dict)  # config -> why it was not stored
+    format: str = FORMAT
+    # The reference's answers for a fixed case list (format /2, stored-reference deployments only).
+    golden: GoldenAnswers | None = None
 
 
 def _require(cond: bool, path: Path, problem: str) -> None:
@@ -91,7 +108,11 @@ def load_baseline(path: Path) -> StoredBaseline:
     except OSError as exc:
         raise BaselineError(path, f"cannot be read: {exc}") from None
     _require(isinstance(data, dict), path, "expected a JSON object at the top")
-    _require(data.get("format") == FORMAT, path, f"field 'format': expected {FORMAT!r}, got {data.get('format')!r}")
+    _require(
+        data.get("format") in READABLE_FORMATS,
+        path,
+        f"field 'format': expected one of {', '.join(map(repr, READABLE_FORMATS))}, got {data.get('format')!r}",
+    )
     try:
         fingerprint = Fingerprint.from_dict(data["fingerprint"])
     except (KeyError, TypeError, ValueError) as exc:
@@ -106,6 +127,13 @@ def load_baseline(path: Path) -> StoredBaseline:
             raise BaselineError(
                 path, f"field '{bad.field}': {bad.problem}; the file is wrong, not the machine: fix it or record it anew"
             ) from None
+    golden = None
+    if data.get("golden") is not None:
+        _require(data["format"] != READABLE_FORMATS[0], path, "field 'golden': format specgate-baseline/1 holds none")
+        try:
+            golden = parse_golden(data["golden"])
+        except GoldenFieldError as exc:
+            raise BaselineError(path, f"{exc}; the file is wrong, not the machine: fix it or record it anew") from None
     return StoredBaseline(
         path,
         str(data.get("deployment", "")),
@@ -114,6 +142,8 @@ def load_baseline(path: Path) -> StoredBaseline:
         dict(data.get("provenance", {})),
         figures,
         _excluded(path, data.get("excluded", {})),
+        format=data["format"],
+        golden=golden,
     )
 
 
@@ -182,6 +212,9 @@ def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFig
     version = entry.get("server_version")
     if version is not None and (not isinstance(version, str) or not version.strip()):
         raise _Bad(f"{where}.server_version", f"expected the release the server reported (a string) or null, got {version!r}")
+    boot_seconds = None
+    if entry.get("boot_seconds") is not None:
+        boot_seconds = _num(f"{where}.boot_seconds", entry["boot_seconds"], strict=False, maximum=1e6)
     out = {}
     for conc, raw in _obj(f"{where}.concurrency", entry.get("concurrency")).items():
         at = f"{where}.concurrency.{conc}"
@@ -209,6 +242,12 @@ def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFig
         for i, v in enumerate(_list(f"{at}.samples.verify_ct", samples.get("verify_ct"), n)):
             # Each verify step yields at least one token: more steps than tokens is no record of a run.
             verify.append(None if v is None else _whole(f"{at}.samples.verify_ct[{i}]", v, 1, tokens[i]))
+        ttft: tuple[float, ...] = ()
+        if samples.get("ttft_s") is not None:
+            ttft = tuple(
+                _num(f"{at}.samples.ttft_s[{i}]", v, strict=False, maximum=1e6)
+                for i, v in enumerate(_list(f"{at}.samples.ttft_s", samples["ttft_s"], n))
+            )
         boots: tuple[int, ...] = ()
         if samples.get("boot") is not None:  # recorded with launch.boots > 1 (absent in older files)
             boots = tuple(
@@ -229,6 +268,8 @@ def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFig
             boots=boots,
             drafter_sha256=drafter,
             server_version=version,
+            ttft_samples=ttft,
+            boot_seconds=boot_seconds,
         )
     return out
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment
 from specgate.drafter.identity import drafters
+from specgate.equivalence.golden import GoldenAnswers
 from specgate.measure.pairing import Series, pooled, ratio_series, truncated
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import ConfigSpeed
@@ -42,6 +43,12 @@ from specgate.verdicts.gates import (
     within,
 )
 from specgate.verdicts.noise import BootSpread, detection, ratio_interval
+from specgate.verdicts.stored_reference import (
+    NOT_BOOTED,
+    StoredReference,
+    StoredReferenceError,
+    resolve_stored_reference,
+)
 
 # Accept length counts tokens per verify step: it can never fall below one.
 TAU_FLOOR = 1.0
@@ -66,12 +73,15 @@ class Judge:
     plan: SamplingPlan
     baselines_root: Path
     allow_fingerprint_mismatch: bool = False
+    # The reference is not booted in this run: its figures come from the stored baseline.
+    reference_stored: bool = False
     verdicts: list[Verdict] = field(default_factory=list)
     _fingerprint: Fingerprint | None = None
     _lookup: BaselineLookup | None = None
     _calibration: Calibration | None = None
     _calibration_read: bool = False
     _drafters: dict[str, dict] | None = None
+    _stand_in: StoredReference | StoredReferenceError | None = None
 
     @property
     def meter(self):  # noqa: ANN201 - the plan's meter, read-only here
@@ -117,11 +127,21 @@ class Judge:
         return f"{config}'s draft weights are the ones the baseline was stored with (sha256 {now[:16]}): look at the verify path, tokenizer or inputs"
 
     # --- fingerprint, stored baselines, calibration ------------------------------------
+    def fingerprint_source(self) -> str:
+        """The config whose server says what this machine and install are: the reference, or where
+        it is not booted, a speculative config of the run (the same install: the deployment
+        refuses per-config commands there)."""
+        dep = self.deployment
+        if not self.reference_stored:
+            return dep.reference
+        booted = [c for c in self.plan.configs if c in dep.speculative_configs]
+        return (booted or dep.speculative_configs)[0]
+
     def fingerprint(self, boot: bool = True) -> Fingerprint | None:
         """This run's fingerprint; None where no server has answered and `boot` is False."""
         if self._fingerprint is None:
             pool = self.plan.pool
-            ref = self.deployment.reference
+            ref = self.fingerprint_source()
             if ref not in pool.server_infos:
                 if not boot:
                     return None
@@ -154,6 +174,42 @@ class Judge:
             return BootSpread(sd, f"declared in the deployment ([gates.between_boot]: {declared.source})")
         return None
 
+    def stored_reference(self) -> StoredReference:
+        """The stored baseline standing in for the unbooted reference, checked once; raises
+        StoredReferenceError (the same one every time) where it cannot stand in."""
+        if self._stand_in is None:
+            try:
+                self._stand_in = resolve_stored_reference(
+                    self.deployment,
+                    self.fingerprint(),
+                    self.fingerprint_source(),
+                    self.lookup(),
+                    self.baselines_root,
+                    self.allow_fingerprint_mismatch,
+                )
+            except StoredReferenceError as exc:
+                self._stand_in = exc
+        if isinstance(self._stand_in, StoredReferenceError):
+            raise self._stand_in
+        return self._stand_in
+
+    def stand_in_problem(self) -> str | None:
+        """Why the stored reference cannot be used, where that is already known (never boots)."""
+        return str(self._stand_in) if isinstance(self._stand_in, StoredReferenceError) else None
+
+    def _no_boot_spread(self, config: str) -> str | None:
+        """With the reference not booted every timing comparison crosses boots: an interval
+        without the between-boot spread would call a difference of boots a change. Where none is
+        known for this machine, the gate cannot compare (fails closed)."""
+        if not self.reference_stored or self.spread(config, "decode_tps") is not None:
+            return None
+        return (
+            f"{NOT_BOOTED}: {config} now is compared with stored figures of another boot, and no between-boot "
+            f"spread is known for this machine (no calibration record under {self.baselines_root / self.deployment.name}"
+            " / calibration, no [gates.between_boot]), so no interval can hold that noise. Run `specgate calibrate` "
+            "on this machine or declare [gates.between_boot] with its source"
+        )
+
     def stored_for_comparison(self) -> tuple[StoredBaseline | None, str]:
         """The baseline to compare with, or None and the reason it is not compared."""
         lookup = self.lookup()
@@ -179,7 +235,8 @@ class Judge:
 
     # --- the beats gate ---------------------------------------------------------------
     def beats(self, gate: BeatsGate) -> Verdict:
-        if gate.against == "stored":
+        if gate.against == "stored" or (self.reference_stored and gate.over == self.deployment.reference):
+            # Over the unbooted reference a gate can only be "now vs stored", whatever it says.
             return self._record(self._beats_stored(gate))
         conf = self.deployment.gates.confidence
         wl = self.deployment.workload
@@ -278,7 +335,17 @@ class Judge:
         requests: an absolute floor from a measured baseline, with its between-boot noise."""
         name = f"beats:{gate.name}"
         c = gate.concurrency
-        stored, why_not = self.stored_for_comparison()
+        unbooted = self.reference_stored and gate.over == self.deployment.reference
+        if unbooted:
+            try:
+                stand_in = self.stored_reference()
+            except StoredReferenceError as exc:
+                return Verdict(name, gate.config, NOT_COMPARED, str(exc))
+            stored, why_not = stand_in.baseline, stand_in.note
+            if (blind := self._no_boot_spread(gate.config)) is not None:
+                return Verdict(name, gate.config, NOT_COMPARED, blind)
+        else:
+            stored, why_not = self.stored_for_comparison()
         if stored is None:
             return Verdict(name, gate.config, NOT_COMPARED, why_not)
         figs = stored.figures.get((gate.over, c))
@@ -301,6 +368,13 @@ class Judge:
         )
         figures = {"ratio": ratio.as_dict(), "required": gate.ratio, "now": now.as_dict(), "stored": figs.decode_tps}
         notes = [f"{gate.over}'s figures are the stored baseline's ({stored.path.name}), not this run's"]
+        if unbooted:
+            notes.append(
+                f"{NOT_BOOTED}: its figures are from {stored.path.name} (commit "
+                f"{stored.provenance.get('commit', '?')}); how it drifted since is not seen"
+            )
+        if why_not:
+            notes.append(why_not)
         if status == PASS:
             return Verdict(name, gate.config, PASS, head, notes, figures, noise)
         suffix = " — FAILS" if status == FAIL else f" — still INCONCLUSIVE at {cap} requests per boot: no pass can be shown"
@@ -433,7 +507,26 @@ class Judge:
         notes = [why_not] if why_not else []
         if metric == "accept_length":
             return self._record(self._accept_regression(name, config, concurrency, figs, stored, notes))
+        if self.reference_stored:
+            return self._record(self._regression_without_reference(name, config, concurrency, figs, stored, notes))
         return self._record(self._speed_regression(name, config, concurrency, figs, stored, notes))
+
+    def _regression_without_reference(
+        self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
+    ) -> Verdict:
+        """With the reference not booted, its speedup now would be over the stored reference, and
+        (config now / stored ref) / (config stored / stored ref) is config now / config stored: the
+        gate is on the config's own decode tok/s, and says that a change of the machine shows in it."""
+        if config == self.deployment.reference:
+            return Verdict(name, config, NOT_COMPARED, f"{NOT_BOOTED}: there is nothing of it measured now", notes)
+        if (blind := self._no_boot_spread(config)) is not None:
+            return Verdict(name, config, NOT_COMPARED, blind, notes)
+        notes.append(
+            f"{NOT_BOOTED}: judged on {config}'s own decode tok/s now vs stored, which is what its speedup over the "
+            "stored reference reduces to; a change of the machine since the baseline shows here too and cannot be "
+            "told apart from a change of speculation"
+        )
+        return self._absolute_regression(name, config, concurrency, figs, stored, notes)
 
     def _speed_regression(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
@@ -723,8 +816,12 @@ def _inconclusive_at(cap: int, stored_n: int, max_repeats: int) -> str:
     )
 
 
-def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] | None = None) -> dict:
-    """The stored form of this run's measurements: estimates, intervals and raw samples."""
+def baseline_document(
+    judge: Judge, provenance: dict, excluded: dict[str, str] | None = None, golden: GoldenAnswers | None = None
+) -> dict:
+    """The stored form of this run's measurements: estimates, intervals and raw samples; and
+    where the deployment takes its reference from the stored baseline, the reference's golden
+    answers (specgate.equivalence.golden)."""
     dep = judge.deployment
     conf = dep.gates.confidence
     configs: dict[str, dict] = {}
@@ -741,6 +838,9 @@ def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] |
             entry["drafter_sha256"] = sha
         if version := judge.server_version(config):
             entry["server_version"] = version
+        booted = [b.seconds for b in judge.plan.pool.boots if b.config == config and b.ok]
+        if booted:
+            entry["boot_seconds"] = round(booted[0], 2)
         entry["concurrency"][str(concurrency)] = {
             "n": len(record.samples),
             "decode_tps": summary.decode_tps.as_dict(),
@@ -755,7 +855,7 @@ def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] |
                 "boot": [s.boot for s in ordered],
             },
         }
-    return {
+    document = {
         "provenance": provenance,
         "workload_digest": judge.meter.workload_digest,
         "configs": configs,
@@ -764,3 +864,6 @@ def baseline_document(judge: Judge, provenance: dict, excluded: dict[str, str] |
         if dep.equivalence.enabled
         else f"NOT CHECKED (the deployment says: {dep.equivalence.skip_reason})",
     }
+    if golden is not None:
+        document["golden"] = golden.as_dict()
+    return document

@@ -12,6 +12,7 @@ from hypothesis import example, given, seed, settings
 
 from specgate.equivalence.cases import generation_cases
 from specgate.errors import SpecgateError
+from specgate.verdicts.stored_reference import StoredReferenceError
 
 pytestmark = pytest.mark.specgate("equivalence")
 
@@ -25,6 +26,15 @@ def _skip_unless_checkable(specgate):
     eq = specgate.deployment.equivalence
     if not eq.enabled:
         pytest.skip(f"greedy equivalence NOT CHECKED (the deployment says: {eq.skip_reason})")
+
+
+def _not_checked(specgate, why):
+    """Cases that could not be checked are never a pass: the test fails, or where the user allows
+    uncompared gates, is skipped saying so (and the report says PARTIAL)."""
+    what = f"greedy equivalence NOT CHECKED: {why}"
+    if specgate.uncompared_allowed:
+        pytest.skip(what)
+    pytest.fail(what + "\n(allow with --specgate-allow-uncompared or [gates] uncompared = \"warn\")", pytrace=False)
 
 
 @pytest.mark.specgate("golden")
@@ -67,11 +77,27 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
                 raise server_errors[0] from None
             raise
     else:
-        # The baseline ran earlier and left its answers: check every recorded case.
+        # The baseline ran earlier and left its answers, or (the reference taken from the stored
+        # baseline) they were stored with it: check every case that has one.
+        try:
+            cases, unanswered = oracle.cases_with_answers(spec_config)
+        except StoredReferenceError as exc:
+            cases, unanswered, unusable = [], [], str(exc)
+        else:
+            unusable = None
+        if unusable is not None:
+            _not_checked(specgate, unusable)  # outside the except: the reason alone, not a chained traceback
         failures = [
             outcome.message
-            for case in oracle.golden_cases()
+            for case in cases
             for outcome in oracle.check_and_remember(spec_config, case)
             if not outcome.ok
         ]
         assert not failures, f"[{spec_config}] {len(failures)} decisive failure(s); first:\n{failures[0]}"
+        if unanswered:
+            labels = "; ".join(c.label for c in unanswered[:5])
+            _not_checked(
+                specgate,
+                f"[{spec_config}] {len(unanswered)} case(s) have no stored answer of the reference (they failed "
+                f"since the baseline was recorded; a baseline update stores their answers): {labels}",
+            )
