@@ -167,7 +167,7 @@ class GateSession:
             commit=options.commit,
             case_seed=options.case_seed,
             replay_path=options.baselines_dir / deployment.name / REPLAY_FILE,
-            stored_answers=(lambda: judge.stored_reference().answers()) if stored else None,
+            stored_answers=(lambda: judge.stored_reference().answers(deployment, options.examples)) if stored else None,
         )
         return cls(deployment, options, pool, meter, plan, oracle, judge)
 

@@ -42,6 +42,9 @@ class GoldenAnswers:
     args_digest: str  # its launch digest then: answers of other flags are another server's
     top_logprobs: int
     entries: tuple[GoldenAnswer, ...]
+    # What the cases were drawn from (specgate.equivalence.golden.case_settings_digest): answers
+    # to other stop strings, lengths or prompts check nothing this deployment asks. None: unknown.
+    case_settings: str | None = None
 
     def by_key(self) -> dict[str, GenerateResult]:
         return {e.case.key: e.answer for e in self.entries}
@@ -51,6 +54,7 @@ class GoldenAnswers:
             "reference": self.reference,
             "args_digest": self.args_digest,
             "top_logprobs": self.top_logprobs,
+            "case_settings": self.case_settings,
             "cases": [{"case": e.case.as_dict(), "answer": result_to_dict(e.answer)} for e in self.entries],
         }
 
@@ -139,6 +143,24 @@ def _answer(field: str, raw: object, case: GenerationCase, top_logprobs: int) ->
     )
 
 
+def case_settings_digest(deployment) -> str:  # noqa: ANN001 - a Deployment (deployment imports this package)
+    """The settings equivalence cases are drawn from: their lengths, stop strings, batching,
+    logprobs, the prompts and their chat format."""
+    import hashlib
+    import json
+
+    eq, wl = deployment.equivalence, deployment.workload
+    doc = {
+        "max_new_tokens": eq.max_new_tokens,
+        "stop_strings": list(eq.stop_strings),
+        "concurrency": list(eq.concurrency),
+        "top_logprobs": eq.top_logprobs,
+        "prompt_format": wl.prompt_format,
+        "prompts": [[p.label, [[m.role, m.content] for m in p.messages]] for p in wl.prompts],
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def parse_golden(raw: object, field: str = "golden") -> GoldenAnswers:
     """Checked for meaning, each problem naming its field (GoldenFieldError)."""
     if not isinstance(raw, dict):
@@ -152,11 +174,26 @@ def parse_golden(raw: object, field: str = "golden") -> GoldenAnswers:
     cases = raw.get("cases")
     if not isinstance(cases, list) or not cases:
         raise GoldenFieldError(f"{field}.cases", "expected a non-empty list of {case, answer}")
+    settings = raw.get("case_settings")
+    if settings is not None and (not isinstance(settings, str) or not settings):
+        raise GoldenFieldError(f"{field}.case_settings", f"expected the digest of the case settings, got {settings!r}")
     entries = []
+    first_at: dict[str, int] = {}
     for i, entry in enumerate(cases):
         at = f"{field}.cases[{i}]"
         if not isinstance(entry, dict):
             raise GoldenFieldError(at, f"expected an object, got {str(entry)[:80]}")
         case = _case(f"{at}.case", entry.get("case"))
-        entries.append(GoldenAnswer(case, _answer(f"{at}.answer", entry.get("answer"), case, top)))
-    return GoldenAnswers(reference, digest, top, tuple(entries))
+        answer = _answer(f"{at}.answer", entry.get("answer"), case, top)
+        # One request, one answer (a batched copy of a case asks the same): two that differ
+        # cannot both be the reference's, and neither may be dropped in silence.
+        if case.key in first_at:
+            earlier = entries[first_at[case.key]].answer
+            if (earlier.output_ids, earlier.text) != (answer.output_ids, answer.text):
+                raise GoldenFieldError(
+                    f"{at}.answer", f"differs from {field}.cases[{first_at[case.key]}]'s answer to the same request"
+                )
+        else:
+            first_at[case.key] = i
+        entries.append(GoldenAnswer(case, answer))
+    return GoldenAnswers(reference, digest, top, tuple(entries), settings)

@@ -23,7 +23,7 @@ from specgate.client import GenerateResult
 from specgate.deployment import Deployment
 from specgate.equivalence.cases import GenerationCase, draw_cases, edge_cases
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
-from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, result_to_dict
+from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError
 from specgate.server.pool import ServerPool
@@ -220,6 +220,7 @@ class EquivalenceOracle:
             args_digest=dep.configs[dep.reference].args_digest(dep.launch),
             top_logprobs=dep.equivalence.top_logprobs,
             entries=tuple(GoldenAnswer(c, self.baselines[c.key]) for c in cases),
+            case_settings=case_settings_digest(dep),
         )
 
     def record_golden(self) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specgate.deployment import Deployment
-from specgate.equivalence.golden import GoldenAnswers
+from specgate.equivalence.golden import GoldenAnswers, case_settings_digest
 from specgate.errors import SpecgateError
 from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures
@@ -50,8 +50,29 @@ class StoredReference:
     def commit(self) -> str:
         return str(self.baseline.provenance.get("commit", "?"))
 
-    def answers(self) -> GoldenAnswers:
-        """The reference's golden answers, or why there are none (equivalence then cannot run)."""
+    def answers(self, deployment: Deployment, min_cases: int = 0) -> GoldenAnswers:
+        """The reference's golden answers, or why they cannot stand in (equivalence then cannot
+        run): none stored, drawn from other settings than this deployment's, or fewer cases
+        than this run asks for (a recording with --examples 1 checks one prompt)."""
+        golden = self._stored_answers()
+        now = case_settings_digest(deployment)
+        if golden.case_settings != now:
+            raise StoredReferenceError(
+                f"{self.path}'s golden answers were drawn from other equivalence settings or prompts "
+                f"({golden.case_settings or 'not recorded'} then, {now} now: [equivalence] max_new_tokens, stop_strings, "
+                "concurrency, top_logprobs, or the workload's prompts and format changed): they check nothing this "
+                "deployment asks. Record them again: specgate baseline update <deployment> on this machine"
+            )
+        distinct = len({(e.case.key, e.case.concurrency) for e in golden.entries})
+        if distinct < min_cases:
+            raise StoredReferenceError(
+                f"{self.path} holds golden answers for {distinct} distinct case(s); this run asks for {min_cases} "
+                "(--specgate-examples / [equivalence] examples / the Hypothesis profile): record the baseline with at "
+                "least that many"
+            )
+        return golden
+
+    def _stored_answers(self) -> GoldenAnswers:
         golden = self.baseline.golden
         if golden is None:
             raise StoredReferenceError(
