@@ -156,7 +156,7 @@ def case_settings_digest(deployment) -> str:  # noqa: ANN001 - a Deployment (dep
         "concurrency": list(eq.concurrency),
         "top_logprobs": eq.top_logprobs,
         "prompt_format": wl.prompt_format,
-        "prompts": [[p.label, [[m.role, m.content] for m in p.messages]] for p in wl.prompts],
+        "prompts": [[p.label, [[m.role, m.content] for m in p.messages]] for p in wl.prompts()],
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
