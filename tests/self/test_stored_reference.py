@@ -169,6 +169,45 @@ def test_a_baseline_without_golden_answers_fails_closed(sim_deployment, pytester
     never_booted(d, result)
 
 
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        # a truncated list (or a recording with --examples 1) checks next to nothing
+        (lambda doc: doc["golden"].update(cases=doc["golden"]["cases"][:1]), "*golden answers for 1 distinct case(s)*"),
+        # answers drawn under other stop strings / lengths check nothing this deployment asks
+        (lambda doc: doc["golden"].update(case_settings="0123456789abcdef"), "*drawn from other equivalence settings*"),
+        (lambda doc: doc["golden"].pop("case_settings"), "*not recorded then*"),
+    ],
+)
+def test_stored_answers_that_cannot_check_this_deployment_fail_closed(
+    sim_deployment, pytester, stored_baselines, change, expected
+):
+    """Found by a hostile review: with these a diverging config passed on the stored reference."""
+    d = with_baselines(sim_deployment(merge(STORED, LOAD_TOLERANT)), stored_baselines)
+    rewrite(stored_file(d), change)
+    result = d.run(pytester, "-rs", "-k", "equivalence", "--strict-uncompared", faults="*:diverge-at=5")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([expected])
+    assert d.report()["overall"] == "FAIL"
+    never_booted(d, result)
+
+
+def test_two_different_stored_answers_to_one_request_are_refused(tmp_path, stored_baselines):
+    (source,) = (stored_baselines / "sim").glob("*.json")
+    doc = json.loads(source.read_text())
+    cases = doc["golden"]["cases"]
+    first = next(i for i, c in enumerate(cases) if int(c["case"]["concurrency"]) > 1)
+    twin = next(i for i, c in enumerate(cases) if i != first and c["case"]["text"] == cases[first]["case"]["text"]
+                and c["case"]["max_new_tokens"] == cases[first]["case"]["max_new_tokens"]
+                and c["case"]["stop"] == cases[first]["case"]["stop"])
+    later = max(first, twin)
+    cases[later]["answer"]["output_ids"][0] += 1
+    path = tmp_path / source.name
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineError, match=rf"golden.cases\[{later}\].answer.*differs from"):
+        load_baseline(path)
+
+
 def test_a_diverging_config_fails_equivalence_against_the_stored_answers(sim_deployment, pytester, stored_baselines):
     d = with_baselines(sim_deployment(merge(STORED, LOAD_TOLERANT)), stored_baselines)
     result = d.run(pytester, "-k", "equivalence", faults="eagle3-decode:diverge-at=3")
