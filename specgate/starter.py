@@ -159,7 +159,13 @@ args = {_toml_list([*spec, "--speculative-attention-mode", "prefill"])}
 description = "the same, verify in decode attention mode"
 args = {_toml_list([*spec, "--speculative-attention-mode", "decode"])}
 
-[workload]
+{_gates_tail("eagle3-decode")}"""
+    return text, notes
+
+
+def _gates_tail(speculative: str) -> str:
+    """What every starting deployment measures and demands of `speculative` (one place for the defaults)."""
+    return f"""[workload]
 prompt_format = "chatml"   # raw | chatml | llama3: the template your model was trained with
 max_new_tokens = 256
 repeats = 9
@@ -169,15 +175,14 @@ tie_margin = 0.05
 hypothesis_profile = "gpu"
 
 [[gates.beats]]
-config = "eagle3-decode"
+config = {json.dumps(speculative)}
 over = "baseline"
-ratio = 1.10               # EAGLE-3 must be at least 10% faster than plain decoding
+ratio = 1.10               # speculation must be at least 10% faster than plain decoding
 
 [gates.tolerance]
 decode_tps = 0.10
 accept_length = 0.05
 """
-    return text, notes
 
 
 def _env_line(env: dict[str, str]) -> str:
@@ -216,24 +221,7 @@ url = {json.dumps(reference_url)}
 description = "the speculative server"
 url = {json.dumps(url)}
 
-[workload]
-prompt_format = "chatml"   # raw | chatml | llama3: the template your model was trained with
-max_new_tokens = 256
-repeats = 9
-
-[equivalence]
-tie_margin = 0.05
-hypothesis_profile = "gpu"
-
-[[gates.beats]]
-config = "speculative"
-over = "baseline"
-ratio = 1.10
-
-[gates.tolerance]
-decode_tps = 0.10
-accept_length = 0.05
-"""
+{_gates_tail("speculative")}"""
 
 
 def write_project(
