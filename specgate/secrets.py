@@ -40,6 +40,15 @@ def api_key(env_name: str | None) -> str | None:
     return value
 
 
+def key_to_mask(env_name: str | None) -> str | None:
+    """The key where it can be read, else None: what a launcher masks in what it shows. An unset
+    or unusable key is reported where the key is used (api_key), not by every display of a log."""
+    try:
+        return api_key(env_name)
+    except SpecgateError:
+        return None
+
+
 def _forms(secret: str) -> list[str]:
     """The key as written, and as Python's repr and JSON escape it (SGLang logs both)."""
     import json

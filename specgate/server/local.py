@@ -22,7 +22,7 @@ from pathlib import Path
 from specgate import project
 from specgate.deployment import Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
-from specgate.secrets import api_key, copy_masked, redact, redact_file
+from specgate.secrets import api_key, copy_masked, key_to_mask, redact, redact_file
 from specgate.server.gpu import memory_used_mib, wait_gpu_released
 from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
 from specgate.server.orphans import RunRecord, reap_orphans
@@ -167,10 +167,7 @@ class LocalLauncher:
 
     @property
     def _key(self) -> str | None:
-        try:
-            return api_key(self.deployment.launch.api_key_env)
-        except SpecgateError:
-            return None
+        return key_to_mask(self.deployment.launch.api_key_env)
 
     def _proc(self, handle: ServerHandle) -> subprocess.Popen | None:
         return self._procs.get(handle.pid or -1)

@@ -28,7 +28,7 @@ from pathlib import Path
 from specgate import project
 from specgate.deployment import Deployment, ServerConfig, SshSpec, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
-from specgate.secrets import api_key, copy_masked, redact, redact_file
+from specgate.secrets import api_key, copy_masked, key_to_mask, redact, redact_file
 from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
 from specgate.server.local import _die_with_parent, free_port, tail
 from specgate.server.ssh_command import (
@@ -85,10 +85,7 @@ class SshLauncher:
     # --- starting ---------------------------------------------------------------------------
     @property
     def _key(self) -> str | None:
-        try:
-            return api_key(self.deployment.launch.api_key_env)
-        except SpecgateError:
-            return None
+        return key_to_mask(self.deployment.launch.api_key_env)
 
     def _local_values(self) -> dict[str, str]:
         return {"python": sys.executable, "repo": str(project.current().root)}
