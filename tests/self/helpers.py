@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -139,3 +140,18 @@ class SimDeployment:
 
     def leftovers(self) -> list[str]:
         return processes_with(self.tag)
+
+
+def recorded_baselines(folder: Path, overrides: dict) -> Path:
+    """The baselines folder of a baseline update of the simulator (with `overrides`), for tests
+    to copy into their own deployments (with_baselines)."""
+    d = SimDeployment(folder, overrides)
+    result = d.run(None, "--specgate-update-baselines")
+    assert result.ret == 0, "\n".join(result.outlines[-60:])
+    assert not d.leftovers()
+    return d.baselines_dir
+
+
+def with_baselines(d: SimDeployment, source: Path) -> SimDeployment:
+    shutil.copytree(source, d.baselines_dir)
+    return d

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
-from helpers import SimDeployment, default_sigint, sim_deployment_dict
+from helpers import default_sigint, recorded_baselines, sim_deployment_dict, with_baselines
 
 from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
@@ -32,16 +31,7 @@ LOAD_TOLERANT = {"gates": {"tolerance": {"decode_tps": 0.5}}}
 @pytest.fixture(scope="module")
 def healthy_baselines(tmp_path_factory):
     """A stored baseline from a healthy run, copied into each test that needs one."""
-    d = SimDeployment(tmp_path_factory.mktemp("healthy"), {})
-    result = d.run(None, "--specgate-update-baselines")
-    assert result.ret == 0, "\n".join(result.outlines[-60:])
-    assert not d.leftovers()
-    return d.baselines_dir
-
-
-def with_baselines(d, source):
-    shutil.copytree(source, d.baselines_dir)
-    return d
+    return recorded_baselines(tmp_path_factory.mktemp("healthy"), {})
 
 
 def outcomes(result):

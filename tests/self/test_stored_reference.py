@@ -10,13 +10,12 @@ never boots the reference to make up for it; each gate still fails for its own r
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
 import pytest
 import tomli_w
-from helpers import SimDeployment, merge, sim_deployment_dict
+from helpers import SimDeployment, merge, recorded_baselines, sim_deployment_dict, with_baselines
 
 from specgate.deployment import parse_deployment
 from specgate.errors import BaselineError, DeploymentError, ServerBootError
@@ -35,16 +34,7 @@ LOAD_TOLERANT = {"gates": {"tolerance": {"decode_tps": 0.5}}}
 @pytest.fixture(scope="module")
 def stored_baselines(tmp_path_factory):
     """A baseline update of a stored-reference deployment: it boots the reference and stores its answers."""
-    d = SimDeployment(tmp_path_factory.mktemp("stored"), STORED)
-    result = d.run(None, "--specgate-update-baselines")
-    assert result.ret == 0, "\n".join(result.outlines[-60:])
-    assert not d.leftovers()
-    return d.baselines_dir
-
-
-def with_baselines(d, source):
-    shutil.copytree(source, d.baselines_dir)
-    return d
+    return recorded_baselines(tmp_path_factory.mktemp("stored"), STORED)
 
 
 def stored_file(d):
