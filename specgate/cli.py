@@ -414,9 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "init":
         return _init(args)
     try:
-        args.report_dir_given = getattr(args, "report_dir", None) is not None
-        if getattr(args, "report_dir", "") is None:
-            args.report_dir = str(project.current().report_dir)
+        if hasattr(args, "report_dir"):
+            args.report_dir_given = args.report_dir is not None
+            args.report_dir = args.report_dir or str(project.current().report_dir)
         dep = load_deployment(args.deployment)
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
@@ -451,20 +451,12 @@ def main(argv: list[str] | None = None) -> int:
     from specgate.plugin import clear_previous_report
 
     report_dir = Path(args.report_dir).resolve()
-    baselines = Path(args.baselines_dir) if args.baselines_dir else project.current().baselines_dir
-    if baselines.exists() and not baselines.is_dir():
-        where = "--baselines-dir" if args.baselines_dir else f"baselines in {project.current().settings_file}"
-        print(f"specgate: error: {where}: {baselines} is a file, not a folder of stored baselines", file=sys.stderr)
-        return 2
     started = time.time()
     try:
         # Before pytest starts (seconds of imports): an interrupt then must not leave the
         # previous run's report standing as if it were this run's.
         clear_previous_report(report_dir, dep, _report_dir_source(args))
-        code = int(pytest.main(pytest_args))
-    except pytest.UsageError as exc:
-        print(f"specgate: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        code = int(pytest.main(pytest_args))  # a usage error comes back as pytest's exit 4 (bad input)
     except KeyboardInterrupt:
         print("specgate: INTERRUPTED before the gate started: no verdict, no report", file=sys.stderr)
         return EXIT_INTERRUPTED

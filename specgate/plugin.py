@@ -105,7 +105,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args.append(str(gate_tests_dir()))
     if config.getoption("specgate_deployment") is not None or gate_too:
         dep = deployment(config)  # a bad file named on the command line fails before collection
-        clear_previous_report(report_dir(config), dep, _report_dir_source(config))
+        clear_previous_report(report_dir(config), dep, _named_by(config, "report_dir"))
+        baselines = baselines_dir(config)
+        if baselines.exists() and not baselines.is_dir():
+            raise pytest.UsageError(
+                f"specgate: {_named_by(config, 'baselines_dir')} ({baselines}): is a file, not a folder of stored baselines"
+            )
 
 
 def _collects_gate(config: pytest.Config, found: project.Project) -> bool:
@@ -120,12 +125,14 @@ def _collects_gate(config: pytest.Config, found: project.Project) -> bool:
     )
 
 
-def _report_dir_source(config: pytest.Config) -> str:
-    """Where the report folder was named, for errors about it."""
-    if config.getoption("specgate_report_dir"):
-        return "--specgate-report-dir"
+def _named_by(config: pytest.Config, what: str) -> str:
+    """Where a folder (`report_dir`, `baselines_dir`) was named, for errors about it: the option,
+    the project's settings (whose key drops the `_dir` of `baselines_dir`), or the default."""
+    if config.getoption(f"specgate_{what}"):
+        return f"--specgate-{what.replace('_', '-')}"
     settings = project.current().settings_file
-    return f"report_dir in {settings}" if settings else "the default report folder"
+    key = what.removesuffix("_dir") if what == "baselines_dir" else what
+    return f"{key} in {settings}" if settings else f"the default {what.replace('_', ' ')}"
 
 
 def report_dir(config: pytest.Config) -> Path:
