@@ -20,6 +20,7 @@ from typing import Protocol
 
 from specgate.client import SglangClient
 from specgate.deployment import Deployment, ServerConfig
+from specgate.errors import ServerBootError
 from specgate.secrets import redact
 
 
@@ -79,6 +80,27 @@ def make_launcher(deployment: Deployment, log_dir: Path) -> Launcher:
     from specgate.server.local import LocalLauncher
 
     return LocalLauncher(deployment, log_dir)
+
+
+def ready_or_stopped(
+    launcher: Launcher,
+    handle: ServerHandle,
+    timeout_s: float,
+    progress: BootProgress | None,
+    status_line: Callable[[], str],
+    check_alive: Callable[[], None],
+    stopped: str,
+) -> None:
+    """Wait for the server; one that is not ready in time is described (log tail while it is
+    still there), stopped, and raised as ServerBootError saying what was `stopped`."""
+    if poll_until_ready(handle, timeout_s, progress, status_line, check_alive):
+        return
+    description = launcher.exit_description(handle)
+    launcher.stop(handle)
+    raise ServerBootError(
+        f"{handle.config!r} was not ready after launch.boot_timeout_s = {timeout_s:g} s "
+        f"(/health_generate never answered 200; {stopped}).\n{description}"
+    )
 
 
 def poll_until_ready(

@@ -24,7 +24,7 @@ from specgate.deployment import Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
 from specgate.secrets import api_key, copy_masked, key_to_mask, redact, redact_file
 from specgate.server.gpu import memory_used_mib, wait_gpu_released
-from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
+from specgate.server.launcher import BootProgress, ServerHandle, ready_or_stopped
 from specgate.server.orphans import RunRecord, reap_orphans
 
 _PR_SET_PDEATHSIG = 1
@@ -202,14 +202,8 @@ class LocalLauncher:
                     f"{handle.config!r} never became ready: {self.exit_description(handle)}", died=True
                 )
 
-        if poll_until_ready(handle, timeout, progress, lambda: redact(tail(handle.log_path, 1), self._key), check_alive):
-            return
-        description = self.exit_description(handle)
-        self.stop(handle)
-        raise ServerBootError(
-            f"{handle.config!r} was not ready after launch.boot_timeout_s = {timeout:g} s "
-            f"(/health_generate never answered 200; the server was stopped).\n{description}"
-        )
+        status = lambda: redact(tail(handle.log_path, 1), self._key)  # noqa: E731
+        ready_or_stopped(self, handle, timeout, progress, status, check_alive, "the server was stopped")
 
     def stop(self, handle: ServerHandle) -> None:
         # The process stays in the table until its group is gone, so an interrupt in

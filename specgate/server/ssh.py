@@ -29,7 +29,7 @@ from specgate import project
 from specgate.deployment import Deployment, ServerConfig, SshSpec, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
 from specgate.secrets import api_key, copy_masked, key_to_mask, redact, redact_file
-from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
+from specgate.server.launcher import BootProgress, ServerHandle, ready_or_stopped
 from specgate.server.local import _die_with_parent, free_port, tail
 from specgate.server.ssh_command import (
     CD_FAILED_EXIT,
@@ -324,14 +324,7 @@ class SshLauncher:
                 )
 
         status = lambda: redact(tail(handle.log_path, 1), self._key)  # noqa: E731
-        if poll_until_ready(handle, timeout, progress, status, check_alive):
-            return
-        description = self.exit_description(handle)
-        self.stop(handle)
-        raise ServerBootError(
-            f"{handle.config!r} was not ready after launch.boot_timeout_s = {timeout:g} s "
-            f"(/health_generate never answered 200; every node was stopped).\n{description}"
-        )
+        ready_or_stopped(self, handle, timeout, progress, status, check_alive, "every node was stopped")
 
     # --- stopping ---------------------------------------------------------------------------
     def stop(self, handle: ServerHandle) -> None:
