@@ -9,7 +9,8 @@
 #           whose main release has SpecForge). Kept in /tmp/assets while the machine stays warm,
 #           and sent back as drafters.tar.zst.partNN (carry it again as DRAFTERS_IN to restore).
 #           DRAFTER_PROMPTS (templated, default 4000), DRAFTER_SELF_PROMPTS (written by the target
-#           itself first, default 4000), DRAFTER_EPOCHS (12), DRAFTER_TRAIN_S (240; never past the deadline).
+#           itself first, default 4000), DRAFTER_EPOCHS (12), DRAFTER_TRAIN_S (240; never past the deadline),
+#           DRAFTER_BATCH_TOKENS (padded tokens per training step, 16384).
 #           drafter:distil makes only the training data (sent back as distilled.tar.zst; a fresh
 #           machine's first SGLang boot took 259 s, so data and training may need a call each);
 #           drafter:train trains from the data on this machine, or from DISTILLED_IN (a carried copy).
@@ -30,7 +31,10 @@
 # cannot finish in what is left are not started, and say so), RUN_EXAMPLES (equivalence cases per
 # speculative config; default 8), JIT_CACHE (a .tar.gz of Triton/FlashInfer kernel caches to start
 # from), SAVE_JIT_CACHE=1 (send this run's caches back), RUN_SELECT (pytest -k expression for gate
-# jobs), SWEEP_GPUS (e.g. 0,1: spread a sweep's servers over these GPUs).
+# jobs), SWEEP_GPUS (e.g. 0,1: spread a sweep's servers over these GPUs), WARM_KERNELS (a
+# deployment: tools/warm_kernels.py boots each of its configs once, niced, in the background from
+# the start of the call, so that its JIT kernels compile while a drafter job works; a gate job
+# waits for it first; its log comes back in results.tar.gz under warm-kernels/).
 #
 # Comes back (8 files at most): summary.txt, run.log (every job's output), results.tar.gz (per job:
 # report or sweep table and state, benchmark.json, server logs, golden file, baselines written;
@@ -89,7 +93,7 @@ if [[ -n ${DISTILLED_IN:-} && -f $DISTILLED_IN && ! -f /tmp/assets/smollm2-eagle
   mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$DISTILLED_IN" | tar -C /tmp/assets -xf - \
     && echo "distilled data restored from $DISTILLED_IN"
 fi
-for job in "$@"; do
+for job in "$@" ${WARM_KERNELS:-}; do
   case ${job%%:*} in
     llama8b*) python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
     smollm2*) python3 -m specgate.cli assets smollm2 /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
@@ -97,6 +101,30 @@ for job in "$@"; do
 done
 echo "unpack and assets done after $(elapsed) s"
 
+warmer=""
+if [[ -n ${WARM_KERNELS:-} ]]; then
+  mkdir -p "$work/pack/warm-kernels"
+  # A distillation server sizes its memory from what is free when it boots: the warmer's servers
+  # start only once it is up (its log says so), never while it measures.
+  distil_log=""
+  for job in "$@"; do [[ $job == drafter || $job == drafter:distil ]] && distil_log=/tmp/assets/smollm2-eagle3-work/distilled.server.log; done
+  [[ -n $distil_log ]] && rm -f "$distil_log"
+  setsid bash -c 'log=$1; shift; if [[ -n $log ]]; then for _ in $(seq 150); do grep -qs "fired up" "$log" && break; sleep 2; done; fi
+    exec nice -n 10 python3 tools/warm_kernels.py "$@"' _ "$distil_log" "$WARM_KERNELS" \
+    --draft-stand-in /tmp/assets/smollm2-eagle3-random --log-dir "$work/pack/warm-kernels" \
+    --deadline $((started + deadline - 90)) > "$work/pack/warm-kernels/warm.log" 2>&1 &
+  warmer=$!
+  echo "warming $WARM_KERNELS's kernels in the background (pid $warmer${distil_log:+, once the distillation server is up})"
+fi
+# The gate must not share the GPU or the CPU with the warmer: wait for it, stop it at the deadline.
+wait_warmer() {
+  [[ -n $warmer ]] || return 0
+  while kill -0 "$warmer" 2>/dev/null && (($(left) > ${1:-30})); do sleep 2; done
+  kill -0 "$warmer" 2>/dev/null && { echo "warm_kernels still running: stopped"; kill -TERM -- "-$warmer" 2>/dev/null; sleep 5; kill -KILL -- "-$warmer" 2>/dev/null; }
+  wait "$warmer" 2>/dev/null; echo "warm_kernels: exit $? after $(elapsed) s" | tee -a "$OUT/run.log"
+  cat "$work/pack/warm-kernels/warm.log" >> "$OUT/run.log"
+  warmer=""
+}
 # What nvidia-smi sees while the jobs run (memory per server process, release after teardown).
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -l 5 > "$work/pack/compute-apps.log" 2>&1 &
 sampler=$!
@@ -124,7 +152,7 @@ for job in "$@"; do
     if ((remaining < 300)); then summary+=("drafter: NOT STARTED (only $remaining s left)"); status=4; continue; fi
     timeout $((remaining - 10)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" --stage "$stage" \
       --prompts "${DRAFTER_PROMPTS:-4000}" --self-prompts "${DRAFTER_SELF_PROMPTS:-4000}" --epochs "${DRAFTER_EPOCHS:-12}" \
-      --train-seconds "${DRAFTER_TRAIN_S:-240}" \
+      --train-seconds "${DRAFTER_TRAIN_S:-240}" --batch-tokens "${DRAFTER_BATCH_TOKENS:-16384}" \
       --train-until $(($(date +%s) + remaining - 45)) 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8
     code=${PIPESTATUS[0]}
     ((code == 0)) || status=$code
@@ -142,6 +170,7 @@ for job in "$@"; do
     summary+=("$job: exit $code after $(elapsed) s")
     continue
   fi
+  wait_warmer 240 && remaining=$(left)
   if [[ $mode == calibrate ]]; then
     if ((remaining < 200)); then summary+=("$job: NOT STARTED (only $remaining s left)"); continue; fi
     timeout $((remaining - 15)) python3 -m specgate.cli calibrate "$deployment" --boots "${CAL_BOOTS:-3}" \
@@ -177,6 +206,7 @@ for job in "$@"; do
   summary+=("$job${weak:++weak}: exit $code after $(elapsed) s")
   echo "=== job $job${weak:++weak}: exit $code after $(elapsed) s" | tee -a "$OUT/run.log"
 done
+wait_warmer 20
 kill $sampler 2>/dev/null
 # Whatever was skipped or failed, the deployments' path ends on the trained drafter.
 [[ -d /tmp/assets/smollm2-eagle3-trained ]] && ln -sfn smollm2-eagle3-trained /tmp/assets/smollm2-eagle3

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from specgate.drafter.prompts import TrainingPrompt, from_self_written, self_prompt_seeds
+from specgate.drafter.prompts import TrainingPrompt, from_self_written, self_prompt_seeds, vocabulary_words
 from specgate.errors import SpecgateError
 from specgate.prompts import render
 from specgate.server.local import free_port
@@ -111,14 +111,15 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
                     return [a for part in ex.map(ask, chunks) for a in part]
 
             if settings.self_prompts:
-                seeds = self_prompt_seeds(settings.self_prompts)
+                words = vocabulary_words(tokenizer.get_vocab())
+                seeds = self_prompt_seeds(settings.self_prompts, words)
                 sampled = ask_all(
                     [render(p.messages, settings.prompt_format) for p in seeds],
                     {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": settings.self_max_tokens},
                 )
                 own, dropped = from_self_written([str(a.get("text", "")) for a in sampled])
                 written = {"asked": len(seeds), "kept": len(own), "dropped": dropped,
-                           "temperature": settings.self_temperature}
+                           "temperature": settings.self_temperature, "vocabulary_words": len(words)}
                 prompts = [*prompts, *own]
             texts = [render(p.messages, settings.prompt_format) for p in prompts]
             answers = ask_all(texts, {"temperature": 0.0, "max_new_tokens": settings.max_new_tokens})

@@ -27,11 +27,13 @@ from specgate.errors import SpecgateError
 LINK = "smollm2-eagle3"
 FINAL_DIR = "smollm2-eagle3-trained"
 WEAK_DIR = "smollm2-eagle3-weak"
-# The distillation server: the gate's attention backends (their JIT kernels are then compiled
-# before the gate boots), no CUDA graphs (capturing many batch sizes costs more than it saves here),
-# and wide batches: a 135M model decodes launch-bound, so 2048 sequences cost little more per step
-# than 512 (4000 answers took 51 s at 512 on the H200).
-SERVER_ARGS = ["--prefill-attention-backend", "flashinfer", "--decode-attention-backend", "triton",
+# The distillation server: Triton attention for prefill and decode (its kernels compile in
+# seconds; FlashInfer's JIT took 259 s of boot plus 113 s at the first request on a fresh H200,
+# half a device call: tools/gpu_run.sh compiles the gate's FlashInfer kernels beside it instead,
+# with tools/warm_kernels.py), no CUDA graphs (capturing many batch sizes costs more than it
+# saves here), and wide batches: a 135M model decodes launch-bound, so 2048 sequences cost little
+# more per step than 512 (4000 answers took 51 s at 512 on the H200).
+SERVER_ARGS = ["--attention-backend", "triton",
                "--disable-cuda-graph", "--mem-fraction-static", "0.5", "--max-running-requests", "2048"]
 
 

@@ -10,6 +10,7 @@ specgate.drafter.distil), so the prompts only need to steer it into varied, real
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import random
@@ -185,12 +186,18 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + SHINGLE]) for i in range(len(words) - SHINGLE + 1)}
 
 
-def leaks(prompts: list[TrainingPrompt]) -> list[str]:
-    """Training prompts that share an 8-word run with a held-out (fixtures/prompts) prompt."""
-    held = set()
+@functools.cache
+def _held_out_shingles() -> frozenset[tuple[str, ...]]:
+    held: set[tuple[str, ...]] = set()
     for p in load_prompts(KNOWN_SETS):
         for m in p.messages:
             held |= _shingles(m.content)
+    return frozenset(held)
+
+
+def leaks(prompts: list[TrainingPrompt]) -> list[str]:
+    """Training prompts that share an 8-word run with a held-out (fixtures/prompts) prompt."""
+    held = _held_out_shingles()
     return [p.text[:80] for p in prompts if _shingles(p.text) & held]
 
 
@@ -204,13 +211,20 @@ def digest(prompts: list[TrainingPrompt]) -> str:
 
 # Templated prompts alone proved too narrow (results/2026-11-30-h200-eagle3: held-out top-1
 # accuracy 0.37 against 0.72 on prompts like the training ones). The target also writes
-# prompts of its own, sampled, from these seeds: its own idea of what users ask.
+# prompts of its own, sampled, from these seeds: its own idea of what users ask. The subjects
+# are the curated topics and, far more of them, English words from the target's own vocabulary
+# (`vocabulary_words`), so that the answers cover what users might ask about, not 80 topics.
 SELF_STYLES = (
     "Write one question that a curious person might ask an AI assistant about {t}.",
     "Write a short request that someone might send to a helpful assistant about {t}.",
     "Write one practical everyday question about {t}, as a user would type it.",
     "Write a question a student could ask a tutor about {t}.",
     "Write a short instruction asking an assistant to explain, list or compare something about {t}.",
+    "Write a short programming task involving {t} that a developer might ask an assistant to code.",
+    "Write a short math word problem about {t}.",
+    "Write one sentence about {t} and ask for it to be translated into another language.",
+    "Write a request asking an assistant to summarise or rewrite a short text about {t}.",
+    "Write a message asking an assistant for advice about a problem with {t}.",
 )
 SELF_TOPICS = (
     *TOPICS, "cooking pasta", "saving money", "learning a language", "writing an email", "job interviews",
@@ -219,19 +233,30 @@ SELF_TOPICS = (
     "public speaking", "climate", "nutrition", "board games", "friendship", "music theory", "astronomy",
     "first aid", "car maintenance", "negotiation", "note taking", "movies", "philosophy", "economics",
 )
+SELF_VOCABULARY_SHARE = 0.7  # of the seeds, the rest use SELF_TOPICS
+_WORD = re.compile(r"[a-z]{5,14}")
+
+
+def vocabulary_words(tokens: list[str] | dict[str, int]) -> list[str]:
+    """Whole lowercase English-looking words of a byte-level BPE vocabulary (tokens that start a
+    word, marked with 'Ġ'), sorted: the same list for the same tokenizer."""
+    return sorted({t[1:] for t in tokens if t.startswith("\u0120") and _WORD.fullmatch(t[1:])})
+
+
 SELF_MIN_WORDS, SELF_MAX_WORDS = 4, 60
 
 
-def self_prompt_seeds(n: int, seed: int = SEED) -> list[TrainingPrompt]:
-    """What the target is asked in order to write `n` prompts (sampled answers become prompts)."""
+def self_prompt_seeds(n: int, words: list[str] | tuple[str, ...] = (), seed: int = SEED) -> list[TrainingPrompt]:
+    """What the target is asked in order to write `n` prompts (sampled answers become prompts):
+    a style and a subject each, the subject a vocabulary word (`words`) for
+    SELF_VOCABULARY_SHARE of them where words are given."""
     rng = random.Random(f"self:{seed}")
-    return [
-        TrainingPrompt(
-            "self-seed",
-            (Message("user", rng.choice(SELF_STYLES).format(t=rng.choice(SELF_TOPICS)) + " Only write the question."),),
-        )
-        for _ in range(n)
-    ]
+    out = []
+    for _ in range(n):
+        style = rng.choice(SELF_STYLES)
+        subject = rng.choice(words) if words and rng.random() < SELF_VOCABULARY_SHARE else rng.choice(SELF_TOPICS)
+        out.append(TrainingPrompt("self-seed", (Message("user", style.format(t=subject) + " Only write the question."),)))
+    return out
 
 
 def from_self_written(texts: list[str]) -> tuple[list[TrainingPrompt], dict[str, int]]:

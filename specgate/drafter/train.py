@@ -29,7 +29,7 @@ class TrainSettings:
     draft_vocab_size: int = 16000
     ttt_length: int = 4  # unrolled draft steps trained; the gate's configs draft at most 3 deep
     lr: float = 3e-4
-    batch_tokens: int = 8192  # padded tokens per step (samples of like length batched together)
+    batch_tokens: int = 16384  # padded tokens per step (samples of like length batched together)
     max_length: int = 640
     epochs: int = 12
     time_budget_s: float = 240.0  # training stops here even mid-epoch (the device call is 10 min)

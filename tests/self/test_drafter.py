@@ -87,6 +87,13 @@ def test_prompts_the_target_writes_are_cleaned_deduplicated_and_kept_off_the_hel
 
     seeds = training_prompts.self_prompt_seeds(50)
     assert len(seeds) == 50 and all("Only write the question." in s.text for s in seeds)
+    # Subjects come mostly from the target's vocabulary: whole lowercase words of 5-14 letters.
+    vocab = {"\u0120harbour": 1, "\u0120lantern": 2, "harbour": 3, "\u0120Paris": 4, "\u0120abc": 5, "\u0120x1234": 6}
+    words = training_prompts.vocabulary_words(vocab)
+    assert words == ["harbour", "lantern"]
+    worded = training_prompts.self_prompt_seeds(200, words)
+    assert worded == training_prompts.self_prompt_seeds(200, words)
+    assert 100 < sum(("harbour" in s.text or "lantern" in s.text) for s in worded) < 200
     held = load_prompts(KNOWN_SETS)[0].messages[-1].content
     kept, dropped = training_prompts.from_self_written(
         ['"Question: How do tides work near the equator?"', "ok", "How do tides work near the equator?", held,
