@@ -254,6 +254,19 @@ def test_stop_shapes_are_named_for_the_known_defects():
     assert not outcome.ok and outcome.shape == "past-stop"
 
 
+def test_a_stop_string_the_last_allowed_token_completes_is_the_servers_behaviour_not_a_run_on():
+    """Plain SGLang keeps a stop string that its last allowed token completes (length is checked
+    first): after a near-tie flip the speculative answer may end so where the baseline did not."""
+    case = GenerationCase("chat/0", "hi", 4, (".",), 1)
+    base = _answer([1, 2, 3, 4], "ab cd ef")
+    ends_on_stop = _answer([1, 2, 3, 5], "ab cd e.")
+    assert compare(case, base, ends_on_stop, 0.05, "http://b", "http://s").kind == "divergence"  # tokens judged
+    runs_on = _answer([1, 2, 3, 5], "ab. cd e")
+    assert compare(case, base, runs_on, 0.05, "http://b", "http://s").kind == "invariant"
+    short = GenerationCase("chat/0", "hi", 8, (".",), 1)
+    assert compare(short, base, ends_on_stop, 0.05, "http://b", "http://s").kind == "invariant"  # not at the limit
+
+
 def test_a_stop_string_missed_in_the_step_that_reaches_max_new_tokens_is_named():
     """SGLang checks max_new_tokens before the stop strings: a verify step that accepts the stop
     string and reaches the limit ends on length with the stop in the text (seen on 0.5.14)."""
