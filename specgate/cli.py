@@ -515,7 +515,8 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     import json
 
     report_file = report_dir / "report.json"
-    overall, reasons = None, []
+    overall: str | None = None
+    reasons: list[str] = []
     if report_file.is_file() and report_file.stat().st_mtime >= started - 1:
         try:
             data = json.loads(report_file.read_text())
@@ -643,7 +644,8 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "calibration.md").write_text(table)
     print(table, end="")
-    if not recorded:
+    fingerprint = rounds.fingerprint
+    if not recorded or fingerprint is None:
         print(
             f"specgate: calibration NOT recorded: {len(complete)} complete round(s) of {args.boots}"
             + (f", {len(rounds.failures)} failure(s)" if rounds.failures else ""),
@@ -663,7 +665,7 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         ],
     }
     root = Path(args.baselines_dir).resolve() if args.baselines_dir else project.current().baselines_dir
-    path = write_calibration(root, dep.name, rounds.fingerprint, document)
+    path = write_calibration(root, dep.name, fingerprint, document)
     print(f"specgate: calibration recorded in {path}; later gate runs on this machine widen one-boot intervals by it")
     return 0
 

@@ -390,9 +390,9 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
 
     top = Table(data, path)
     name = attempt(top.name, "name")
-    description = attempt(top.str, "description", "")
-    simulator = attempt(top.bool, "simulator", False)
-    model = attempt(top.str, "model", "")
+    description = attempt(top.text, "description", "")
+    simulator = attempt(top.flag, "simulator", False)
+    model = attempt(top.text, "model", "")
     launch = attempt(lambda: _parse_launch(top.table("launch")))
     configs = attempt(lambda: _parse_configs(top.table("configs", required=True), launch)) if launch else None
     workload = attempt(lambda: _parse_workload(top.table("workload"), path.parent))
@@ -412,7 +412,8 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     elif gates is None:
         top.skip("gates", "sweep")
     attempt(top.reject_unknown)
-    if errors:
+    # Every section that failed left an error; the None checks only tell the type checker so.
+    if errors or configs is None or reference is None or gates is None:
         raise DeploymentErrors(errors)
     return Deployment(
         path=path,
@@ -433,7 +434,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
 
 
 def _parse_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerConfig]) -> str:
-    reference = top.str("reference", "baseline")
+    reference = top.text("reference", "baseline")
     if reference not in configs:
         raise top.error(
             "reference", f"names config {reference!r}, which is not under [configs]; have {sorted(configs)}"
@@ -529,7 +530,7 @@ def _parse_hardware(top: Table) -> dict[str, str]:
 
 
 def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload) -> SweepSpec:
-    base = t.str("base")
+    base = t.text("base")
     if base not in configs:
         raise t.error("base", f"names config {base!r}, which is not under [configs]; have {sorted(configs)}")
     if not configs[base].speculative:
@@ -558,10 +559,10 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         topk=tuple(t.int_list("topk", [1])),
         draft_tokens=tuple(t.int_list("draft_tokens", [2]) if "draft_tokens" in t.keys() else ()),
         env=env,
-        parallel=t.int("parallel", 4, minimum=1),
+        parallel=t.integer("parallel", 4, minimum=1),
         gpus=tuple(t.str_list("gpus", [])),
-        repeats=t.int("repeats", workload.repeats, minimum=3),
-        max_new_tokens=t.int("max_new_tokens", workload.max_new_tokens, minimum=2, maximum=MAX_NEW_TOKENS),
+        repeats=t.integer("repeats", workload.repeats, minimum=3),
+        max_new_tokens=t.integer("max_new_tokens", workload.max_new_tokens, minimum=2, maximum=MAX_NEW_TOKENS),
     )
     if not modes:
         raise t.error("attention_mode", "expected at least one mode")
@@ -573,16 +574,16 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
 
 def _parse_diagnosis(t: Table) -> DiagnosisSpec:
     spec = DiagnosisSpec(
-        efficiency_floor=t.float("efficiency_floor", 0.5, minimum=0.0, maximum=1.0),
-        last_step_floor=t.float("last_step_floor", 0.2, minimum=0.0, maximum=1.0),
-        drafter_floor=t.float("drafter_floor", 1.1, minimum=1.0),
+        efficiency_floor=t.number("efficiency_floor", 0.5, minimum=0.0, maximum=1.0),
+        last_step_floor=t.number("last_step_floor", 0.2, minimum=0.0, maximum=1.0),
+        drafter_floor=t.number("drafter_floor", 1.1, minimum=1.0),
     )
     t.reject_unknown()
     return spec
 
 
 def _parse_launch(t: Table) -> LaunchSpec:
-    launcher = t.str("launcher", "local", choices=LAUNCHERS)
+    launcher = t.text("launcher", "local", choices=LAUNCHERS)
     command = tuple(t.str_list("command", list(DEFAULT_COMMAND)))
     if not command:
         raise t.error("command", 'expected a non-empty command, e.g. ["{python}", "-m", "sglang.launch_server"]')
@@ -605,15 +606,15 @@ def _parse_launch(t: Table) -> LaunchSpec:
         command=command,
         args=args,
         env=t.str_map("env"),
-        boot_timeout_s=t.float("boot_timeout_s", 900.0, minimum=0.1),
-        coexist=t.bool("coexist", False),
-        shutdown_timeout_s=t.float("shutdown_timeout_s", 30.0, minimum=0.1),
-        gpu_release_timeout_s=t.float("gpu_release_timeout_s", 120.0, minimum=0.0),
-        boot_stagger_s=t.float("boot_stagger_s", 0.0, minimum=0.0),
-        boots=t.int("boots", 1, minimum=1),
-        api_key_env=t.str("api_key_env", None),
+        boot_timeout_s=t.number("boot_timeout_s", 900.0, minimum=0.1),
+        coexist=t.flag("coexist", False),
+        shutdown_timeout_s=t.number("shutdown_timeout_s", 30.0, minimum=0.1),
+        gpu_release_timeout_s=t.number("gpu_release_timeout_s", 120.0, minimum=0.0),
+        boot_stagger_s=t.number("boot_stagger_s", 0.0, minimum=0.0),
+        boots=t.integer("boots", 1, minimum=1),
+        api_key_env=t.text("api_key_env", None),
         ssh=ssh,
-        reference_from=t.str("reference_from", "boot", choices=REFERENCE_SOURCES),
+        reference_from=t.text("reference_from", "boot", choices=REFERENCE_SOURCES),
     )
     if spec.reference_stored and launcher == "url":
         raise t.error(
@@ -675,28 +676,28 @@ def _parse_ssh(t: Table) -> SshSpec:
             "hosts",
             f"names a host twice ({list(hosts)}); give another name for the same machine (e.g. 127.0.0.1 and localhost)",
         )
-    nodes = t.int("nodes", len(hosts), minimum=1)
+    nodes = t.integer("nodes", len(hosts), minimum=1)
     if nodes != len(hosts):
         raise t.error(
             "nodes", f"is {nodes}, but launch.ssh.hosts names {len(hosts)} host(s): expected one host per node"
         )
-    identity = t.str("identity_file", None)
+    identity = t.text("identity_file", None)
     identity_path = Path(identity).expanduser() if identity is not None else None
     if identity_path is not None and not identity_path.is_file():
         raise t.error("identity_file", f"{identity!r}: no such file on this machine (the private key ssh -i reads)")
-    user = t.str("user", None)
+    user = t.text("user", None)
     if user is not None and (not user or user.startswith("-") or any(ch.isspace() or ch == "@" for ch in user)):
         raise t.error("user", f"{user!r} is not a user name")
     spec = SshSpec(
         hosts=hosts,
         user=user,
-        port=t.int("port", None, minimum=1, maximum=65535),
+        port=t.integer("port", None, minimum=1, maximum=65535),
         identity_file=identity_path,
         options=tuple(t.str_list("options", [])),
-        directory=t.str("directory", None),
-        python=t.str("python", "python3"),
-        reach=t.str("reach", "forward", choices=SSH_REACH),
-        dist_init_host=t.str("dist_init_host", None),
+        directory=t.text("directory", None),
+        python=t.text("python", "python3"),
+        reach=t.text("reach", "forward", choices=SSH_REACH),
+        dist_init_host=t.text("dist_init_host", None),
         forward_env=tuple(t.str_list("forward_env", [])),
     )
     for key in ("directory", "python"):
@@ -746,7 +747,7 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
     _reject_owned_flags(c, "args", args, launch.owned_flags)
     _reject_unknown_placeholders(c, "args", args)
     _reject_remote_repo(c, "args", args, launch.ssh)
-    url = c.str("url", None)
+    url = c.text("url", None)
     if launch.launcher == "url" and not url:
         raise c.error("url", 'is required when launch.launcher = "url" (the address of a running server)')
     if url is not None and not url.startswith(("http://", "https://")):
@@ -769,10 +770,10 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
         args=args,
         env=c.str_map("env"),
         url=url,
-        description=c.str("description", ""),
+        description=c.text("description", ""),
         tolerate=tolerate,
         command=tuple(command) if command is not None else None,
-        reference=c.str("reference", None),
+        reference=c.text("reference", None),
     )
     c.reject_unknown()
     return config
@@ -787,7 +788,7 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
     for s in sets:
         if s not in KNOWN_SETS:
             raise t.error("prompt_sets", f"unknown prompt set {s!r}; known: {', '.join(KNOWN_SETS)}")
-    paths = []
+    paths: list[Path] = []
     for raw in files:
         path = (folder / raw).resolve() if not Path(raw).is_absolute() else Path(raw)
         if path.stem in sets or path.stem in {p.stem for p in paths}:
@@ -797,27 +798,27 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
         except ValueError as exc:
             raise t.error("prompt_files", str(exc)) from None
         paths.append(path)
-    fmt = t.str("prompt_format", "raw", choices=KNOWN_FORMATS)
+    fmt = t.text("prompt_format", "raw", choices=KNOWN_FORMATS)
     w = t.table("warmup")
     warmup = WarmupSpec(
-        min_requests=w.int("min_requests", 2, minimum=0),
-        max_requests=w.int("max_requests", 30, minimum=1),
-        settle_window=w.int("settle_window", 3, minimum=2),
-        settle_tolerance=w.float("settle_tolerance", 0.05, minimum=0.0, maximum=1.0),
+        min_requests=w.integer("min_requests", 2, minimum=0),
+        max_requests=w.integer("max_requests", 30, minimum=1),
+        settle_window=w.integer("settle_window", 3, minimum=2),
+        settle_tolerance=w.number("settle_tolerance", 0.05, minimum=0.0, maximum=1.0),
     )
     if warmup.max_requests < warmup.min_requests:
         raise w.error("max_requests", f"expected >= min_requests ({warmup.min_requests})")
     w.reject_unknown()
-    repeats = t.int("repeats", 9, minimum=3)
+    repeats = t.integer("repeats", 9, minimum=3)
     workload = Workload(
         prompt_sets=sets,
         prompt_format=fmt,
-        max_new_tokens=t.int("max_new_tokens", 256, minimum=2, maximum=MAX_NEW_TOKENS),
+        max_new_tokens=t.integer("max_new_tokens", 256, minimum=2, maximum=MAX_NEW_TOKENS),
         concurrency=tuple(t.int_list("concurrency", [1], maximum=MAX_CONCURRENCY)),
         repeats=repeats,
-        max_repeats=t.int("max_repeats", max(repeats, 45), minimum=repeats),
+        max_repeats=t.integer("max_repeats", max(repeats, 45), minimum=repeats),
         warmup=warmup,
-        request_timeout_s=t.float("request_timeout_s", 300.0, minimum=0.1),
+        request_timeout_s=t.number("request_timeout_s", 300.0, minimum=0.1),
         prompt_files=tuple(paths),
     )
     t.reject_unknown()
@@ -825,22 +826,22 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
 
 
 def _parse_equivalence(t: Table) -> EquivalenceSpec:
-    enabled = t.bool("enabled", True)
-    skip_reason = t.str("skip_reason", "")
+    enabled = t.flag("enabled", True)
+    skip_reason = t.text("skip_reason", "")
     if not enabled and not skip_reason.strip():
         raise t.error("skip_reason", "is required when enabled = false: say why outputs cannot be compared here")
     spec = EquivalenceSpec(
         enabled=enabled,
         skip_reason=skip_reason,
-        tie_margin=t.float("tie_margin", 0.05, minimum=0.0),
+        tie_margin=t.number("tie_margin", 0.05, minimum=0.0),
         # More than the top-2 the rule needs: a three-way bf16 tie is seen on real models,
         # and only tokens within tie_margin of top-1 are ever excused, however many come back.
-        top_logprobs=t.int("top_logprobs", 5, minimum=2),
-        max_new_tokens=t.int("max_new_tokens", 64, minimum=1, maximum=MAX_NEW_TOKENS),
+        top_logprobs=t.integer("top_logprobs", 5, minimum=2),
+        max_new_tokens=t.integer("max_new_tokens", 64, minimum=1, maximum=MAX_NEW_TOKENS),
         stop_strings=tuple(t.str_list("stop_strings", ["\n\n", "."])),
         concurrency=tuple(t.int_list("concurrency", [1, 4], maximum=MAX_CONCURRENCY)),
-        hypothesis_profile=t.str("hypothesis_profile", "gpu", choices=("ci", "gpu", "dev")),
-        examples=t.int("examples", None, minimum=1),
+        hypothesis_profile=t.text("hypothesis_profile", "gpu", choices=("ci", "gpu", "dev")),
+        examples=t.integer("examples", None, minimum=1),
     )
     t.reject_unknown()
     return spec
@@ -867,11 +868,11 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
 
 def _parse_beats(g: Table, configs: dict[str, ServerConfig], workload: Workload) -> BeatsGate:
     gate = BeatsGate(
-        config=g.str("config"),
-        over=g.str("over", "baseline"),
-        ratio=g.float("ratio", 1.0, minimum=0.0),
-        concurrency=g.int("concurrency", 1, minimum=1),
-        against=g.str("against", "run", choices=("run", "stored")),
+        config=g.text("config"),
+        over=g.text("over", "baseline"),
+        ratio=g.number("ratio", 1.0, minimum=0.0),
+        concurrency=g.integer("concurrency", 1, minimum=1),
+        against=g.text("against", "run", choices=("run", "stored")),
     )
     for key in ("config", "over"):
         if getattr(gate, key) not in configs:
@@ -893,9 +894,9 @@ def _parse_beats(g: Table, configs: dict[str, ServerConfig], workload: Workload)
 
 def _parse_floor(g: Table, configs: dict[str, ServerConfig], workload: Workload) -> AcceptFloorGate:
     gate = AcceptFloorGate(
-        config=g.str("config"),
-        at_least=g.float("at_least", minimum=0.0),
-        concurrency=g.int("concurrency", 1, minimum=1),
+        config=g.text("config"),
+        at_least=g.number("at_least", minimum=0.0),
+        concurrency=g.integer("concurrency", 1, minimum=1),
     )
     if gate.config not in configs:
         raise g.error("config", f"names config {gate.config!r}, which is not under [configs]; have {sorted(configs)}")
@@ -929,12 +930,12 @@ def _parse_gate_settings(
     for name in by_config_table.keys():
         if name not in configs:
             raise by_config_table.error(name, f"is not a config under [configs]; have {sorted(configs)}")
-        by_config[name] = by_config_table.float(name, minimum=0.0, maximum=0.999)
+        by_config[name] = by_config_table.number(name, minimum=0.0, maximum=0.999)
     by_config_table.reject_unknown()
     tolerance = Tolerances(
-        decode_tps=tol.float("decode_tps", 0.10, minimum=0.0, maximum=1.0),
-        accept_length=tol.float("accept_length", 0.05, minimum=0.0, maximum=1.0),
-        faster_note=tol.float("faster_note", 0.15, minimum=0.0),
+        decode_tps=tol.number("decode_tps", 0.10, minimum=0.0, maximum=1.0),
+        accept_length=tol.number("accept_length", 0.05, minimum=0.0, maximum=1.0),
+        faster_note=tol.number("faster_note", 0.15, minimum=0.0),
         decode_tps_by_config=by_config,
     )
     tol.reject_unknown()
@@ -942,9 +943,9 @@ def _parse_gate_settings(
     between_boot = None
     if spread.keys():
         between_boot = BetweenBootSpread(
-            decode_tps=spread.float("decode_tps", minimum=0.0, maximum=1.0),
-            speedup=spread.float("speedup", minimum=0.0, maximum=1.0),
-            source=spread.str("source"),
+            decode_tps=spread.number("decode_tps", minimum=0.0, maximum=1.0),
+            speedup=spread.number("speedup", minimum=0.0, maximum=1.0),
+            source=spread.text("source"),
         )
         if not between_boot.source.strip():
             raise spread.error("source", "say where the spread was measured (e.g. the specgate spread of results/…)")
@@ -952,9 +953,9 @@ def _parse_gate_settings(
     gates = Gates(
         beats=beats,
         tolerance=tolerance,
-        confidence=t.float("confidence", 0.95, minimum=0.5, maximum=0.999),
-        sample_batch=t.int("sample_batch", 6, minimum=1),
-        uncompared=t.str("uncompared", "fail", choices=("fail", "warn")),
+        confidence=t.number("confidence", 0.95, minimum=0.5, maximum=0.999),
+        sample_batch=t.integer("sample_batch", 6, minimum=1),
+        uncompared=t.text("uncompared", "fail", choices=("fail", "warn")),
         between_boot=between_boot,
         accept_length=floors,
     )

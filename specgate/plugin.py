@@ -201,14 +201,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         floors = list(dep.gates.accept_length)
         metafunc.parametrize("accept_gate", floors, ids=[g.name for g in floors])
     if "regression_target" in names:
-        targets = [
+        regression_targets = [
             (c, n, metric)
             for n in dep.workload.concurrency
             for c in dep.configs
             if c not in unbooted
             for metric in (("decode_tps", "accept_length") if dep.configs[c].speculative else ("decode_tps",))
         ]
-        metafunc.parametrize("regression_target", targets, ids=[f"{c}-c{n}-{m}" for c, n, m in targets])
+        metafunc.parametrize(
+            "regression_target", regression_targets, ids=[f"{c}-c{n}-{m}" for c, n, m in regression_targets]
+        )
 
 
 def _item_phase_and_config(item: pytest.Item, dep: Deployment) -> tuple[str, str] | None:
@@ -390,7 +392,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, dict]:
-    fingerprint = gate.judge.fingerprint(boot=False)  # the run is over: never boot for it
+    fingerprint = gate.judge.fingerprint_if_known()  # the run is over: never boot for it
     stand_in = _stand_in(gate)
     report = build_report(
         gate.deployment,
@@ -483,7 +485,7 @@ def _completeness(gate: GateSession, interrupted: str | None) -> dict:
 
 def _calibration_name(gate: GateSession) -> str | None:
     try:
-        found = gate.judge.calibration() if gate.judge.fingerprint(boot=False) else None
+        found = gate.judge.calibration() if gate.judge.fingerprint_if_known() else None
     except SpecgateError:
         return None
     return str(found.path.name) if found else None
@@ -491,7 +493,7 @@ def _calibration_name(gate: GateSession) -> str | None:
 
 def _stored_reference(gate: GateSession) -> StoredReference | None:
     """The stored stand-in for the unbooted reference, where it was usable (never boots for it)."""
-    if not gate.reference_stored or gate.judge.fingerprint(boot=False) is None:
+    if not gate.reference_stored or gate.judge.fingerprint_if_known() is None:
         return None
     try:
         return gate.judge.stored_reference()
@@ -614,7 +616,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     if _SESSION not in config.stash:
         return
     gate = config.stash[_SESSION]
-    fp = gate.judge.fingerprint(boot=False)
+    fp = gate.judge.fingerprint_if_known()
     machine_info["specgate"] = {
         "deployment": gate.deployment.name,
         "simulator": gate.deployment.simulator,

@@ -103,7 +103,7 @@ def find_project(start: Path, *more: Path) -> Project:
 def _from_settings(folder: Path, path: Path, data: dict) -> Project:
     prefix = "tool.specgate." if path.name == "pyproject.toml" else ""
     t = Table(data, path, prefix)
-    deployment = t.str("deployment", None)
+    deployment = t.text("deployment", None)
     if deployment is not None and not deployment.strip():
         raise t.error("deployment", "is empty: give a built-in name (sim) or a .toml path")
     if deployment is not None and (deployment.endswith(".toml") or "/" in deployment):
@@ -112,10 +112,10 @@ def _from_settings(folder: Path, path: Path, data: dict) -> Project:
         root=folder,
         settings_file=path,
         deployment=deployment,
-        deployments_dir=(folder / t.str("deployments", "deployments")).resolve(),
-        baselines_dir=(folder / t.str("baselines", "baselines")).resolve(),
-        report_dir=(folder / t.str("report_dir", DEFAULT_REPORT_DIR)).resolve(),
-        gate=t.bool("gate", True),
+        deployments_dir=(folder / t.text("deployments", "deployments")).resolve(),
+        baselines_dir=(folder / t.text("baselines", "baselines")).resolve(),
+        report_dir=(folder / t.text("report_dir", DEFAULT_REPORT_DIR)).resolve(),
+        gate=t.flag("gate", True),
     )
     t.reject_unknown()
     return project

@@ -88,8 +88,8 @@ def launch_deployment(name: str, command_line: str, draft: str | None) -> tuple[
         )
     env: dict[str, str] = {}
     while tokens and _ENV_WORD.fullmatch(tokens[0]):  # `CUDA_VISIBLE_DEVICES=0,1 python ...`
-        name, value = tokens.pop(0).split("=", 1)
-        env[name] = value
+        name, setting = tokens.pop(0).split("=", 1)
+        env[name] = setting
     at = next((i for i, t in enumerate(tokens) if t.startswith("--")), len(tokens))
     program, groups = tokens[:at], _split_flags(tokens[at:])
     if not program:
@@ -99,7 +99,7 @@ def launch_deployment(name: str, command_line: str, draft: str | None) -> tuple[
     notes: list[str] = [f"{', '.join(env)} moved to launch.env"] if env else []
     base: list[str] = []
     spec: list[str] = []
-    model = None
+    model: str | None = None
     for group in groups:
         flag = group[0].split("=", 1)[0]
         value = group[0].split("=", 1)[1] if "=" in group[0] else (group[1] if len(group) > 1 else None)

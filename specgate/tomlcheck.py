@@ -11,11 +11,13 @@ import difflib
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from specgate.errors import DeploymentError
 
-_MISSING = object()
+_MISSING: Any = object()
+# A read's default is returned as given where the key is absent (None, a tuple, a number...).
+D = TypeVar("D")
 # Names become file names (baselines, golden files, server logs): one path component,
 # no separators, no `..`, nothing a shell or a file system treats specially.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -55,7 +57,11 @@ class Table:
             raise self.error(key, "is required but missing")
         return default
 
-    def str(self, key: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None) -> Any:
+    @overload
+    def text(self, key: str, *, choices: tuple[str, ...] | None = None) -> str: ...
+    @overload
+    def text(self, key: str, default: D, choices: tuple[str, ...] | None = None) -> str | D: ...
+    def text(self, key: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None) -> Any:
         value = self._get(key, default)
         if value is default and key not in self._data:
             return value
@@ -65,20 +71,32 @@ class Table:
             raise self.error(key, f"expected one of {', '.join(choices)}; got {value!r}")
         return value
 
-    def bool(self, key: str, default: Any = _MISSING) -> Any:
+    @overload
+    def flag(self, key: str) -> bool: ...
+    @overload
+    def flag(self, key: str, default: D) -> bool | D: ...
+    def flag(self, key: str, default: Any = _MISSING) -> Any:
         value = self._get(key, default)
         if key in self._data and not isinstance(value, bool):
             raise self.error(key, f"expected true or false, got {value!r}")
         return value
 
+    @overload
+    def name(self, key: str) -> str: ...
+    @overload
+    def name(self, key: str, default: D) -> str | D: ...
     def name(self, key: str, default: Any = _MISSING) -> Any:
         """A string that becomes part of a file name."""
-        value = self.str(key, default)
+        value = self.text(key, default)
         if key in self._data and (problem := safe_name_problem(value)):
             raise self.error(key, problem)
         return value
 
-    def int(
+    @overload
+    def integer(self, key: str, *, minimum: int | None = None, maximum: int | None = None) -> int: ...
+    @overload
+    def integer(self, key: str, default: D, minimum: int | None = None, maximum: int | None = None) -> int | D: ...
+    def integer(
         self, key: str, default: Any = _MISSING, minimum: int | None = None, maximum: int | None = None
     ) -> Any:
         value = self._get(key, default)
@@ -92,7 +110,13 @@ class Table:
             raise self.error(key, f"expected an integer <= {maximum}, got {value}")
         return value
 
-    def float(
+    @overload
+    def number(self, key: str, *, minimum: float | None = None, maximum: float | None = None) -> float: ...
+    @overload
+    def number(
+        self, key: str, default: D, minimum: float | None = None, maximum: float | None = None
+    ) -> float | D: ...
+    def number(
         self, key: str, default: Any = _MISSING, minimum: float | None = None, maximum: float | None = None
     ) -> Any:
         value = self._get(key, default)
@@ -110,6 +134,10 @@ class Table:
             raise self.error(key, f"expected a number <= {maximum}, got {value}")
         return float(value)
 
+    @overload
+    def str_list(self, key: str) -> list[str]: ...
+    @overload
+    def str_list(self, key: str, default: D) -> list[str] | D: ...
     def str_list(self, key: str, default: Any = _MISSING) -> Any:
         value = self._get(key, default)
         if key not in self._data:
@@ -118,6 +146,10 @@ class Table:
             raise self.error(key, f"expected a list of strings, got {value!r}")
         return list(value)
 
+    @overload
+    def int_list(self, key: str, *, minimum: int = 1, maximum: int | None = None) -> list[int]: ...
+    @overload
+    def int_list(self, key: str, default: D, minimum: int = 1, maximum: int | None = None) -> list[int] | D: ...
     def int_list(self, key: str, default: Any = _MISSING, minimum: int = 1, maximum: int | None = None) -> Any:
         value = self._get(key, default)
         if key not in self._data:

@@ -16,7 +16,8 @@ from typing import Any
 
 def lookup(info: dict[str, Any], *names: str) -> Any:
     """The first of `names` present, at the top level or under a nested `server_args`."""
-    nested = info.get("server_args") if isinstance(info.get("server_args"), dict) else {}
+    raw = info.get("server_args")
+    nested: dict[str, Any] = raw if isinstance(raw, dict) else {}
     for name in names:
         for source in (info, nested):
             if source.get(name) is not None:

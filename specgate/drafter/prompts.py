@@ -165,7 +165,8 @@ def generate(n: int, seed: int = SEED) -> list[TrainingPrompt]:
         ),
     }
     kinds = list(makers)
-    out, seen = [], set()
+    out: list[TrainingPrompt] = []
+    seen: set[str] = set()
     misses = 0
     while len(out) < n:
         kind = kinds[len(out) % len(kinds)]

@@ -72,7 +72,8 @@ def load_samples(path: Path, max_length: int) -> list[tuple[list[int], list[int]
 def batches(samples: list, batch_tokens: int, rng: random.Random) -> list[list[int]]:
     """Indices grouped by length so that padding stays small, in random order."""
     order = sorted(range(len(samples)), key=lambda i: len(samples[i][0]))
-    groups, current = [], []
+    groups: list[list[int]] = []
+    current: list[int] = []
     for i in order:
         if current and (len(current) + 1) * len(samples[i][0]) > batch_tokens:
             groups.append(current)

@@ -93,7 +93,7 @@ def _cases(draw: st.DrawFn, deployment: Deployment, prompts: tuple[Prompt, ...])
     eq = deployment.equivalence
     label, messages = draw(mutated_messages(prompts))
     stop: tuple[str, ...] = ()
-    if eq.stop_strings and draw(st.booleans()):
+    if eq.stop_strings and bool(draw(st.booleans())):
         stop = tuple(draw(st.lists(st.sampled_from(eq.stop_strings), min_size=1, max_size=2, unique=True)))
     return GenerationCase(
         label=label,

@@ -177,7 +177,7 @@ def parse_golden(raw: object, field: str = "golden") -> GoldenAnswers:
     settings = raw.get("case_settings")
     if settings is not None and (not isinstance(settings, str) or not settings):
         raise GoldenFieldError(f"{field}.case_settings", f"expected the digest of the case settings, got {settings!r}")
-    entries = []
+    entries: list[GoldenAnswer] = []
     first_at: dict[str, int] = {}
     for i, entry in enumerate(cases):
         at = f"{field}.cases[{i}]"

@@ -57,7 +57,7 @@ def _bootstrap(data: tuple, statistic, confidence: float, paired: bool = False) 
     return low, high
 
 
-def median_interval(values: Sequence[float], confidence: float) -> Interval:
+def median_interval(values: Sequence[float] | np.ndarray, confidence: float) -> Interval:
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         v = float(x[0]) if len(x) else float("nan")

@@ -16,7 +16,7 @@ def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
     spec = [s for s in speed.samples if s.verify_ct]
     if not spec:
         return None
-    return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct for s in spec], confidence)
+    return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct or 0 for s in spec], confidence)
 
 
 @dataclass(frozen=True)

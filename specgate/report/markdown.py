@@ -251,8 +251,11 @@ def _settings_line(st: dict) -> str:
         if st.get("cuda_graph_disabled") is False
         else "CUDA graphs ?"
     )
-    overlap = {True: "overlap scheduler off", False: "overlap scheduler on"}.get(
-        st.get("overlap_disabled"), "overlap ?"
+    overlap_disabled = st.get("overlap_disabled")
+    overlap = (
+        "overlap scheduler off" if overlap_disabled is True
+        else "overlap scheduler on" if overlap_disabled is False
+        else "overlap ?"
     )
     return (
         f"{v('algorithm')}, {v('num_steps')} steps, topk {v('topk')}, {v('draft_tokens')} draft tokens; "

@@ -23,7 +23,7 @@ class BootDisplay:
         self._capman = capture_manager
         self._every = every_s
         self._last: dict[str, float] = {}
-        self._console = Console(file=sys.__stderr__, highlight=False) if Console else None
+        self._console = Console(file=sys.__stderr__, highlight=False) if Console is not None else None
 
     def _print(self, text: str, style: str = "") -> None:
         ctx = self._capman.global_and_fixture_disabled() if self._capman else nullcontext()

@@ -138,7 +138,7 @@ def render_spread(deployment: str, spreads: list[ConfigSpread], warnings: list[s
             f"passes every other only with a tolerance of at least {need:.1%} (≈ {_ceil_to(need):.2f})."
         )
     if speculative:
-        need = max(s.ratio_worst_drop for s in speculative)  # type: ignore[type-var]
+        need = max(s.ratio_worst_drop or 0.0 for s in speculative)  # none is None (filtered above)
         out.append(
             f"- Speculative configs, judged on their speedup (one-sided): at least {need:.1%} (≈ {_ceil_to(need):.2f})."
         )

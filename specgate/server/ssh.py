@@ -155,7 +155,7 @@ class SshLauncher:
                 shown = f"ssh {host}: {' '.join(redact(a, key) for a in argv)}"
                 if rank == 0:
                     handle.command = [shown]
-                log_path = handle.log_path if rank == 0 else self.log_dir / f"{config.name}.node{rank}.log"
+                log_path = self.log_dir / (f"{config.name}.log" if rank == 0 else f"{config.name}.node{rank}.log")
                 server.nodes.append(self._start_node(config, rank, host, argv, shown, log_path, mode, preamble, env))
             if self.spec.reach == "forward":
                 server.forward = self._start_forward(server, int(base_url.rsplit(":", 1)[1]), port)

@@ -41,7 +41,7 @@ def encode(text: str) -> list[int]:
 
 
 def decode(ids: list[int]) -> str:
-    out = []
+    out: list[str] = []
     for i in ids:
         if i == EOS_ID:
             continue

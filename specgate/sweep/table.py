@@ -110,8 +110,11 @@ def _replicates(state: SweepState) -> list[str]:
         "which cover one server's requests, do not include: read differences smaller than this as ties.\n",
     ]
     for g in pairs:
-        ratios = [r.ratio["estimate"] for r in g if r.ratio]
-        where = ", ".join(f"{r.name} {r.ratio['estimate']:.3f}x{' (GPU ' + r.gpu + ')' if r.gpu else ''}" for r in g)
+        measured = [(r, r.ratio["estimate"]) for r in g if r.ratio]
+        if not measured:
+            continue
+        ratios = [ratio for _, ratio in measured]
+        where = ", ".join(f"{r.name} {ratio:.3f}x{' (GPU ' + r.gpu + ')' if r.gpu else ''}" for r, ratio in measured)
         out.append(f"- {where}: highest / lowest {max(ratios) / min(ratios):.3f}")
     return out
 

@@ -20,6 +20,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from specgate.atomic import write_json_atomic
 from specgate.equivalence.golden import GoldenAnswers, GoldenFieldError, parse_golden
@@ -95,7 +96,7 @@ def _excluded(path: Path, raw: object) -> dict[str, str]:
         path,
         "field 'excluded': expected a table of config name to reason",
     )
-    return {str(k): v for k, v in raw.items()}  # type: ignore[union-attr]
+    return {str(k): v for k, v in cast(dict, raw).items()}  # _require checked it is one
 
 
 def load_baseline(path: Path) -> StoredBaseline:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from specgate.deployment import Deployment
 from specgate.diagnosis.settings import lookup
@@ -35,7 +36,8 @@ class Fingerprint:
         missing = [n for n in names if n not in d]
         if missing:
             raise KeyError(f"fingerprint lacks {', '.join(missing)}")
-        return cls(**{n: (int(d[n]) if n == "gpu_count" else str(d[n])) for n in names})
+        values: dict[str, Any] = {n: (int(d[n]) if n == "gpu_count" else str(d[n])) for n in names}
+        return cls(**values)
 
     @property
     def digest(self) -> str:

@@ -137,18 +137,22 @@ class Judge:
         booted = [c for c in self.plan.configs if c in dep.speculative_configs]
         return (booted or dep.speculative_configs)[0]
 
-    def fingerprint(self, boot: bool = True) -> Fingerprint | None:
-        """This run's fingerprint; None where no server has answered and `boot` is False."""
+    def fingerprint(self) -> Fingerprint:
+        """This run's fingerprint, booting the server that tells it where none has answered yet."""
         if self._fingerprint is None:
             pool = self.plan.pool
             ref = self.fingerprint_source()
             if ref not in pool.server_infos:
-                if not boot:
-                    return None
                 pool.acquire(ref)
             self._fingerprint = collect_fingerprint(
                 self.deployment, pool.server_infos.get(ref, {}), pool.model_infos.get(ref, {})
             )
+        return self._fingerprint
+
+    def fingerprint_if_known(self) -> Fingerprint | None:
+        """This run's fingerprint where a server has answered; None otherwise (never boots)."""
+        if self._fingerprint is None and self.fingerprint_source() in self.plan.pool.server_infos:
+            return self.fingerprint()
         return self._fingerprint
 
     def lookup(self) -> BaselineLookup:
@@ -336,6 +340,7 @@ class Judge:
         name = f"beats:{gate.name}"
         c = gate.concurrency
         unbooted = self.reference_stored and gate.over == self.deployment.reference
+        stored: StoredBaseline | None
         if unbooted:
             try:
                 stand_in = self.stored_reference()
@@ -405,7 +410,7 @@ class Judge:
             spec = [s for s in record.samples if s.verify_ct]
             if not spec:
                 return Interval(math.nan, math.nan, math.nan, level)
-            return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct for s in spec], level)
+            return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct or 0 for s in spec], level)
 
         if not any(s.verify_ct for s in record.samples):
             return self._record(
@@ -428,7 +433,7 @@ class Judge:
         spec = [s for s in record.samples if s.verify_ct]
         head = (
             f"{gate.config} accepts {tau.estimate:.3f} tokens per verify step [{tau.low:.3f}, {tau.high:.3f}] "
-            f"({_level(tau, conf, looks)}, {len(spec)} requests, {sum(s.verify_ct for s in spec)} verify steps); "
+            f"({_level(tau, conf, looks)}, {len(spec)} requests, {sum(s.verify_ct or 0 for s in spec)} verify steps); "
             f"required >= {gate.at_least:g}"
         )
         figures = {"accept_length": tau.as_dict(), "required": gate.at_least, "n": len(spec)}
@@ -758,11 +763,11 @@ class Judge:
             )
         # Request i now against stored request i (accept length is a property of the request).
         stored_tokens = list(figs.completion_tokens)
-        stored_counts = list(figs.verify_ct)
+        stored_counts = [v or 0 for v in figs.verify_ct]  # none is None (checked above)
         pairs = [(s, s.index) for s in now if s.index < len(stored_tokens)]
         ratio = paired_pooled_ratio(
             [s.completion_tokens for s, _ in pairs],
-            [s.verify_ct for s, _ in pairs],
+            [s.verify_ct or 0 for s, _ in pairs],  # `now` holds requests with verify counts only
             [stored_tokens[i] for _, i in pairs],
             [stored_counts[i] for _, i in pairs],
             conf,
