@@ -13,16 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-
-def lookup(info: dict[str, Any], *names: str) -> Any:
-    """The first of `names` present, at the top level or under a nested `server_args`."""
-    raw = info.get("server_args")
-    nested: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    for name in names:
-        for source in (info, nested):
-            if source.get(name) is not None:
-                return source[name]
-    return None
+from specgate.server_info import lookup
 
 
 def _int(value: Any) -> int | None:

@@ -1,1 +1,1 @@
-"""EAGLE-3 drafters: which weights a config runs (identity), and making one for SmolLM2 (prompts → distil → train)."""
+"""Making an EAGLE-3 drafter for SmolLM2 on a GPU host: prompts → distil → train (make.py drives them)."""

@@ -1,6 +1,7 @@
 """What equivalence failures are already known: declared differences and upstream defects.
 
-A deployment may declare a difference known for one config (`tolerate`): it is counted
+A deployment may declare a difference known for one config (`tolerate`, one of
+specgate.deployment.TOLERABLE, each the name of a shape below): it is counted
 and listed, never failed, and a declaration that matched nothing in a run is itself
 reported (the defect it covered may be fixed). Independently, every failure whose shape
 matches a known SGLang defect is named next to it, with the issue or PR and the release
@@ -12,18 +13,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-TOLERABLE = {
-    # Seen on the H200 with SGLang 0.5.11's STANDALONE speculation (results/2026-11-29-h200-smollm2):
-    # the server generated on past the stop string that ended the baseline's answer; the text was cut
-    # at the same place, but output_ids and completion_tokens held 1 to 17 extra tokens.
-    "stop-overshoot": "the speculative answer has the baseline's text and tokens, then more token ids past the "
-    "stop string that ended the baseline (its text cut at the same place)",
-    # Seen on the H200 with SGLang 0.5.14 and a trained EAGLE-3 drafter
-    # (results/2026-11-30-h200-drafter-retry): SGLang's max_new_tokens check runs before its stop checks.
-    "past-stop-at-length": "the speculative answer has the baseline's tokens up to the stop string that ended the "
-    "baseline, then ran on to max_new_tokens within the same verify step, the stop string left in its text",
-}
 
 # Failure shapes the equivalence check names (specgate.equivalence.check.Outcome.shape).
 PAST_STOP = "past-stop"  # the speculative text runs on past a stop string

@@ -179,7 +179,7 @@ def render_markdown(report: dict) -> str:
             out.append(f"| {key} | " + " | ".join(str(settings[n].get(key, "—")) for n in names) + " |")
 
     if report.get("drafters"):
-        from specgate.drafter.identity import describe
+        from specgate.measure.drafters import describe
 
         out.append("\n## Drafters (the weights each speculative config ran, checksummed at this run)\n")
         out.extend(f"- {config}: {describe(identity)}" for config, identity in report["drafters"].items())

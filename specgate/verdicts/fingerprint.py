@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from specgate.deployment import Deployment
-from specgate.diagnosis.settings import lookup
 from specgate.server.gpu import gpu_info
+from specgate.server_info import lookup
 
 
 @dataclass(frozen=True)

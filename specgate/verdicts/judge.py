@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment
-from specgate.drafter.identity import drafters
 from specgate.equivalence.golden import GoldenAnswers
+from specgate.measure.drafters import drafters
 from specgate.measure.pairing import Series, pooled, ratio_series, truncated
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import ConfigSpeed
@@ -447,7 +447,7 @@ class Judge:
             )
             identity = self.drafters().get(gate.config)
             if identity is not None:
-                from specgate.drafter.identity import describe
+                from specgate.measure.drafters import describe
 
                 notes.append(f"drafter: {describe(identity)}")
         if status == PASS:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specgate.drafter import prompts as training_prompts
-from specgate.drafter.identity import describe, drafter_identity
+from specgate.measure.drafters import describe, drafter_identity
 from tests.self.test_side_by_side import _dep
 
 

@@ -356,3 +356,13 @@ def test_the_projects_hypothesis_profiles_extend_hypothesis_own_ci_profile():
     for name in ("ci", "gpu"):
         profile = settings.get_profile(name)
         assert profile.print_blob and profile.derandomize and profile.database is None and profile.deadline is None
+
+
+def test_every_difference_a_deployment_may_declare_is_a_shape_the_check_names():
+    """TOLERABLE lives with the deployment (which validates `tolerate`), the shapes with the check:
+    a declarable name the check never produces would be a declaration that can never match."""
+    from specgate.deployment import TOLERABLE
+    from specgate.equivalence import known
+
+    shapes = {v for k, v in vars(known).items() if k.isupper() and isinstance(v, str)}
+    assert set(TOLERABLE) <= shapes
