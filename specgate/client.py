@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from specgate.errors import ClientError, RequestTimeout
+from specgate.errors import ClientError, HTTPStatusError, MalformedAnswer, RequestTimeout, TransportError
 from specgate.secrets import redact
 
 # Each counter under every name SGLang has used, newest first.
@@ -196,7 +196,7 @@ class SglangClient:
                 errors.append(f"{path}: expected a JSON object, got {type(body).__name__} {str(body)[:100]}")
             else:
                 errors.append(f"{path}: HTTP {resp.status_code}")
-        raise ClientError(f"{self.base_url}: none of {', '.join(paths)} answered: {'; '.join(errors)}")
+        raise ClientError(f"{self.base_url}: none of {', '.join(paths)} answered: {'; '.join(errors)}", url=self.base_url)
 
     def server_info(self) -> dict[str, Any]:
         # /server_info is the newer name (0.5.6+); /get_server_info the older one.
@@ -216,21 +216,25 @@ class SglangClient:
                 if resp.status_code != 200:
                     body = self._read_until(resp, deadline, url)
                     text = body.decode("utf-8", errors="replace")
-                    raise ClientError(f"POST {url} answered HTTP {resp.status_code}: {text[:500]}")
+                    raise HTTPStatusError(
+                        f"POST {url} answered HTTP {resp.status_code}: {text[:500]}", url=url, status=resp.status_code
+                    )
                 if st is not None:
                     return self._generate_stream(url, request, started, deadline, resp, st)
                 body = self._read_until(resp, deadline, url)
         except httpx.TimeoutException as exc:
             raise self._timeout(url, f"{type(exc).__name__}: no byte came for that long") from None
         except httpx.HTTPError as exc:
-            raise ClientError(f"POST {url} failed: {type(exc).__name__}: {exc}") from None
+            raise TransportError(f"POST {url} failed: {type(exc).__name__}: {exc}", url=url) from None
         ended = time.perf_counter()
         try:
             parsed = json.loads(body)
         except ValueError:
-            raise ClientError(f"POST {url} answered non-JSON: {body[:200]!r}") from None
+            raise MalformedAnswer(f"POST {url} answered non-JSON: {body[:200]!r}", url=url) from None
         if not isinstance(parsed, dict) or not isinstance(parsed.get("meta_info"), dict):
-            raise ClientError(f"POST {url}: expected an object with a meta_info object, got {str(parsed)[:200]}")
+            raise MalformedAnswer(
+                f"POST {url}: expected an object with a meta_info object, got {str(parsed)[:200]}", url=url
+            )
         return self._result(
             request, parsed.get("text", ""), parsed.get("output_ids"), parsed["meta_info"], started, ended
         )
@@ -238,7 +242,8 @@ class SglangClient:
     def _timeout(self, url: str, how: str) -> RequestTimeout:
         return RequestTimeout(
             f"POST {url}: no complete answer within workload.request_timeout_s = {self.timeout_s:g} s "
-            f"({how}); the server hangs"
+            f"({how}); the server hangs",
+            url=url,
         )
 
     def _read_until(self, resp: httpx.Response, deadline: float, url: str) -> bytes:
@@ -272,7 +277,7 @@ class SglangClient:
         if buffer.strip():  # a last event without its blank line
             self._on_event(url, buffer, ended, st)
         if not st.meta:
-            raise ClientError(f"POST {url} (stream) ended without a single data chunk")
+            raise MalformedAnswer(f"POST {url} (stream) ended without a single data chunk", url=url)
         return self._result(request, st.text, st.ids, st.meta, started, ended, st)
 
     @staticmethod
@@ -286,14 +291,14 @@ class SglangClient:
         try:
             chunk = json.loads(data)
         except ValueError:
-            raise ClientError(f"POST {url} (stream): chunk is not JSON: {data[:200]!r}") from None
+            raise MalformedAnswer(f"POST {url} (stream): chunk is not JSON: {data[:200]!r}", url=url) from None
         if not isinstance(chunk, dict):
-            raise ClientError(f"POST {url} (stream): expected each chunk to be a JSON object, got {data[:200]!r}")
+            raise MalformedAnswer(f"POST {url} (stream): expected each chunk to be a JSON object, got {data[:200]!r}", url=url)
         if "error" in chunk:
-            raise ClientError(f"POST {url} (stream): server sent an error: {chunk['error']}")
+            raise ClientError(f"POST {url} (stream): server sent an error: {chunk['error']}", url=url)
         meta = chunk.get("meta_info") or {}
         if not isinstance(meta, dict):
-            raise ClientError(f"POST {url} (stream): meta_info: expected an object, got {str(meta)[:200]}")
+            raise MalformedAnswer(f"POST {url} (stream): meta_info: expected an object, got {str(meta)[:200]}", url=url)
         tokens = _count(url, meta, "completion_tokens", 0)
         before = int(st.meta.get("completion_tokens", 0))
         # Cumulative or delta? Decided from the ids, whose count meta_info gives us:
@@ -301,7 +306,7 @@ class SglangClient:
         ids = chunk.get("output_ids")
         text = chunk.get("text", "")
         if not isinstance(text, str):
-            raise ClientError(f"POST {url} (stream): text: expected a string, got {str(text)[:100]}")
+            raise MalformedAnswer(f"POST {url} (stream): text: expected a string, got {str(text)[:100]}", url=url)
         if isinstance(ids, list):
             cumulative = len(ids) >= tokens and (len(ids) > 0 or tokens == 0)
             st.ids = list(ids) if cumulative else st.ids + list(ids)
@@ -328,14 +333,14 @@ class SglangClient:
         where = f"{self.base_url}/generate"
         if meta.get("completion_tokens") is None:
             # Without it nothing can be counted; an empty answer would pass as "equal".
-            raise ClientError(f"{where}: meta_info has no completion_tokens: {str(meta)[:300]}")
+            raise MalformedAnswer(f"{where}: meta_info has no completion_tokens: {str(meta)[:300]}")
         completion = _count(where, meta, "completion_tokens")
         if output_ids is not None and (
             not isinstance(output_ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in output_ids)
         ):
-            raise ClientError(f"{where}: output_ids: expected a list of token ids, got {str(output_ids)[:200]}")
+            raise MalformedAnswer(f"{where}: output_ids: expected a list of token ids, got {str(output_ids)[:200]}")
         if not isinstance(text, str):
-            raise ClientError(f"{where}: text: expected a string, got {str(text)[:100]}")
+            raise MalformedAnswer(f"{where}: text: expected a string, got {str(text)[:100]}")
         ids = tuple(output_ids or ())
         if completion and len(ids) > completion:
             ids = ids[len(ids) - completion :]  # 0.5.1–0.5.4 put prompt tokens in front
@@ -365,7 +370,7 @@ def _count(where: str, meta: dict[str, Any], key: str, default: int | None = Non
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ClientError(f"{where}: meta_info.{key}: expected a whole number >= 0, got {value!r}")
+        raise MalformedAnswer(f"{where}: meta_info.{key}: expected a whole number >= 0, got {value!r}")
     return value
 
 
@@ -380,7 +385,7 @@ def _parse_top_logprobs(where: str, raw: Any) -> tuple[tuple[tuple[int, float], 
     """[[(logprob, id, text), ...] per position] → ((id, logprob), ...) per position, best first."""
     if raw is None:
         return None
-    bad = ClientError(
+    bad = MalformedAnswer(
         f"{where}: meta_info.output_top_logprobs: expected a list per position of [logprob, token_id, text] "
         f"entries, got {str(raw)[:200]}"
     )
@@ -424,7 +429,7 @@ def _parse_spec(where: str, meta: dict[str, Any]) -> SpecCounters | None:
     try:
         return _spec_counters(meta)
     except (TypeError, ValueError) as exc:
-        raise ClientError(
+        raise MalformedAnswer(
             f"{where}: meta_info spec_* counters: expected whole numbers ({exc}): {str(meta)[:300]}"
         ) from None
 

@@ -60,12 +60,55 @@ class ServerDiedError(SpecgateError):
 
 
 class ClientError(SpecgateError):
-    """A request to a server failed or its answer was not what SGLang sends."""
+    """A request to a server failed or its answer was not what SGLang sends. Callers that must
+    tell the causes apart catch the subclasses (as httpx's exceptions are caught by category);
+    `url` is the request's where known, `status` the HTTP status where the server sent one."""
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
 
 
 class RequestTimeout(ClientError):
     """A request got no complete answer within its wall-clock deadline: the server hangs
     (frozen, or trickling bytes without finishing). Its config is unusable from then on."""
+
+
+class TransportError(ClientError):
+    """No answer at all: the connection was refused, reset or broke mid-answer (a server that
+    died, or another process on the port)."""
+
+
+class HTTPStatusError(ClientError):
+    """The server answered with an error status (`status`): 503 while it loads, 400 for a
+    request it rejects, 401 without its API key."""
+
+
+class MalformedAnswer(ClientError):
+    """The server answered, but not as SGLang does: not JSON, or a field missing or of the wrong
+    type (a proxy, another server on the port, or a release that renamed a field)."""
+
+
+class EquivalenceFailure(SpecgateError, AssertionError):
+    """A speculative answer is not the greedy baseline's: a gate test's failure (an
+    AssertionError, so pytest reports it as a failed test, not an error)."""
+
+
+class GoldenFileError(SpecgateError, ValueError):
+    """One field of a stored reference's golden answers is wrong; `field` is its dotted path."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"field '{field}': {problem}")
+        self.field, self.problem = field, problem
+
+
+class NotRecordedYet(SpecgateError, LookupError):
+    """An answer the run was to record first is not there (an ordering of gate tests broken)."""
+
+
+class SmiFailed(SpecgateError):
+    """nvidia-smi is there but did not answer: unlike "no GPU", nothing can be confirmed."""
 
 
 class SweepStateError(SpecgateError):

@@ -15,17 +15,12 @@ from dataclasses import dataclass
 
 from specgate.client import FinishReason, GenerateResult
 from specgate.equivalence.cases import GenerationCase
+from specgate.errors import GoldenFileError
 
 MAX_TOKENS = 1 << 20
 MAX_CONCURRENCY = 4096
 
 
-class GoldenFieldError(ValueError):
-    """One field of the stored golden answers is wrong; `field` is its dotted path."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"field '{field}': {problem}")
-        self.field, self.problem = field, problem
 
 
 @dataclass(frozen=True)
@@ -73,18 +68,18 @@ def result_to_dict(result: GenerateResult) -> dict:
 
 def _whole(field: str, value: object, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise GoldenFieldError(field, f"expected a whole number from {minimum} to {maximum}, got {value!r}")
+        raise GoldenFileError(field, f"expected a whole number from {minimum} to {maximum}, got {value!r}")
     return value
 
 
 def _case(field: str, raw: object) -> GenerationCase:
     if not isinstance(raw, dict):
-        raise GoldenFieldError(field, f"expected an object, got {raw!r}")
+        raise GoldenFileError(field, f"expected an object, got {raw!r}")
     label, text, stop = raw.get("label"), raw.get("text"), raw.get("stop")
     if not isinstance(label, str) or not isinstance(text, str):
-        raise GoldenFieldError(field, "expected 'label' and 'text' strings")
+        raise GoldenFileError(field, "expected 'label' and 'text' strings")
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
-        raise GoldenFieldError(f"{field}.stop", f"expected a list of strings, got {stop!r}")
+        raise GoldenFileError(f"{field}.stop", f"expected a list of strings, got {stop!r}")
     return GenerationCase(
         label,
         text,
@@ -96,20 +91,20 @@ def _case(field: str, raw: object) -> GenerationCase:
 
 def _top_logprobs(field: str, raw: object, wanted: int) -> tuple[tuple[tuple[int, float], ...], ...]:
     if not isinstance(raw, list):
-        raise GoldenFieldError(field, f"expected a list per output position, got {str(raw)[:80]}")
+        raise GoldenFileError(field, f"expected a list per output position, got {str(raw)[:80]}")
     out = []
     for i, pos in enumerate(raw):
         # The near-tie rule reads top-1 minus top-2: a position with fewer would fail every flip there.
         if not isinstance(pos, list) or len(pos) < min(2, wanted):
-            raise GoldenFieldError(f"{field}[{i}]", f"expected at least 2 [token id, logprob] pairs, got {str(pos)[:80]}")
+            raise GoldenFileError(f"{field}[{i}]", f"expected at least 2 [token id, logprob] pairs, got {str(pos)[:80]}")
         pairs = []
         for j, pair in enumerate(pos):
             ok = isinstance(pair, list) and len(pair) == 2
             token, logprob = (pair[0], pair[1]) if ok else (None, None)
             if not ok or isinstance(token, bool) or not isinstance(token, int) or token < 0:
-                raise GoldenFieldError(f"{field}[{i}][{j}]", f"expected [token id, logprob], got {pair!r}")
+                raise GoldenFileError(f"{field}[{i}][{j}]", f"expected [token id, logprob], got {pair!r}")
             if isinstance(logprob, bool) or not isinstance(logprob, (int, float)) or not math.isfinite(logprob) or logprob > 0:
-                raise GoldenFieldError(f"{field}[{i}][{j}]", f"expected a finite logprob <= 0, got {logprob!r}")
+                raise GoldenFileError(f"{field}[{i}][{j}]", f"expected a finite logprob <= 0, got {logprob!r}")
             pairs.append((token, float(logprob)))
         out.append(tuple(pairs))
     return tuple(out)
@@ -117,18 +112,18 @@ def _top_logprobs(field: str, raw: object, wanted: int) -> tuple[tuple[tuple[int
 
 def _answer(field: str, raw: object, case: GenerationCase, top_logprobs: int) -> GenerateResult:
     if not isinstance(raw, dict):
-        raise GoldenFieldError(field, f"expected an object, got {str(raw)[:80]}")
+        raise GoldenFileError(field, f"expected an object, got {str(raw)[:80]}")
     ids = raw.get("output_ids")
     if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids):
-        raise GoldenFieldError(f"{field}.output_ids", f"expected a list of token ids, got {str(ids)[:80]}")
+        raise GoldenFileError(f"{field}.output_ids", f"expected a list of token ids, got {str(ids)[:80]}")
     text = raw.get("text")
     if not isinstance(text, str):
-        raise GoldenFieldError(f"{field}.text", f"expected a string, got {text!r}")
+        raise GoldenFileError(f"{field}.text", f"expected a string, got {text!r}")
     # Not tied to len(output_ids): releases differ there, and the comparison itself reads both.
     completion = _whole(f"{field}.completion_tokens", raw.get("completion_tokens"), 0, MAX_TOKENS)
     finish = raw.get("finish_reason")
     if not isinstance(finish, dict) or not isinstance(finish.get("type"), str):
-        raise GoldenFieldError(f"{field}.finish_reason", f"expected {{'type': ..., 'matched': ...}}, got {finish!r}")
+        raise GoldenFileError(f"{field}.finish_reason", f"expected {{'type': ..., 'matched': ...}}, got {finish!r}")
     return GenerateResult(
         # The request the case makes: reproducers and reports show what was asked, as when it ran.
         request=case.request(top_logprobs),
@@ -162,27 +157,27 @@ def case_settings_digest(deployment) -> str:  # noqa: ANN001 - a Deployment (dep
 
 
 def parse_golden(raw: object, field: str = "golden") -> GoldenAnswers:
-    """Checked for meaning, each problem naming its field (GoldenFieldError)."""
+    """Checked for meaning, each problem naming its field (GoldenFileError)."""
     if not isinstance(raw, dict):
-        raise GoldenFieldError(field, f"expected an object, got {str(raw)[:80]}")
+        raise GoldenFileError(field, f"expected an object, got {str(raw)[:80]}")
     reference, digest = raw.get("reference"), raw.get("args_digest")
     if not isinstance(reference, str) or not reference:
-        raise GoldenFieldError(f"{field}.reference", f"expected the reference config's name, got {reference!r}")
+        raise GoldenFileError(f"{field}.reference", f"expected the reference config's name, got {reference!r}")
     if not isinstance(digest, str) or not digest:
-        raise GoldenFieldError(f"{field}.args_digest", f"expected the reference's launch digest, got {digest!r}")
+        raise GoldenFileError(f"{field}.args_digest", f"expected the reference's launch digest, got {digest!r}")
     top = _whole(f"{field}.top_logprobs", raw.get("top_logprobs"), 2, 1000)
     cases = raw.get("cases")
     if not isinstance(cases, list) or not cases:
-        raise GoldenFieldError(f"{field}.cases", "expected a non-empty list of {case, answer}")
+        raise GoldenFileError(f"{field}.cases", "expected a non-empty list of {case, answer}")
     settings = raw.get("case_settings")
     if settings is not None and (not isinstance(settings, str) or not settings):
-        raise GoldenFieldError(f"{field}.case_settings", f"expected the digest of the case settings, got {settings!r}")
+        raise GoldenFileError(f"{field}.case_settings", f"expected the digest of the case settings, got {settings!r}")
     entries: list[GoldenAnswer] = []
     first_at: dict[str, int] = {}
     for i, entry in enumerate(cases):
         at = f"{field}.cases[{i}]"
         if not isinstance(entry, dict):
-            raise GoldenFieldError(at, f"expected an object, got {str(entry)[:80]}")
+            raise GoldenFileError(at, f"expected an object, got {str(entry)[:80]}")
         case = _case(f"{at}.case", entry.get("case"))
         answer = _answer(f"{at}.answer", entry.get("answer"), case, top)
         # One request, one answer (a batched copy of a case asks the same): two that differ
@@ -190,7 +185,7 @@ def parse_golden(raw: object, field: str = "golden") -> GoldenAnswers:
         if case.key in first_at:
             earlier = entries[first_at[case.key]].answer
             if (earlier.output_ids, earlier.text) != (answer.output_ids, answer.text):
-                raise GoldenFieldError(
+                raise GoldenFileError(
                     f"{at}.answer", f"differs from {field}.cases[{first_at[case.key]}]'s answer to the same request"
                 )
         else:

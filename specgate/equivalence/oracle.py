@@ -25,7 +25,7 @@ from specgate.equivalence.cases import GenerationCase, draw_cases, edge_cases
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
-from specgate.errors import BaselineError
+from specgate.errors import BaselineError, EquivalenceFailure, NotRecordedYet
 from specgate.server.pool import ServerPool
 
 # Cases that once failed, replayed first on every later run: baselines/<deployment>/REPLAY_FILE
@@ -188,7 +188,7 @@ class EquivalenceOracle:
             return self.other_baselines[key]
         if case.key not in self.baselines:
             if not self.live:
-                raise LookupError(
+                raise NotRecordedYet(
                     f"case {case.label!r} is not in the golden file {self.golden_path}: with launch.coexist = false "
                     "the baseline is recorded first (test_record_baseline_golden must run before this test)"
                 )
@@ -279,4 +279,4 @@ class EquivalenceOracle:
     def assert_equivalent(self, config: str, case: GenerationCase) -> None:
         for outcome in self.check_and_remember(config, case):
             if not outcome.ok:
-                raise AssertionError(f"[{config}] {outcome.message}")
+                raise EquivalenceFailure(f"[{config}] {outcome.message}")

@@ -11,6 +11,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from specgate.errors import SmiFailed
+
 
 @dataclass(frozen=True)
 class GpuInfo:
@@ -21,8 +23,6 @@ class GpuInfo:
     memory_total_mib: int
 
 
-class SmiFailed(Exception):
-    """nvidia-smi is there but did not answer: unlike "no GPU", nothing can be confirmed."""
 
 
 def _smi(*args: str, strict: bool = False) -> str | None:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import cast
 
 from specgate.atomic import write_json_atomic
-from specgate.equivalence.golden import GoldenAnswers, GoldenFieldError, parse_golden
-from specgate.errors import BaselineError
+from specgate.equivalence.golden import GoldenAnswers, parse_golden
+from specgate.errors import BaselineError, GoldenFileError
 from specgate.verdicts.fingerprint import Fingerprint
 
 FORMAT = "specgate-baseline/2"
@@ -133,7 +133,7 @@ def load_baseline(path: Path) -> StoredBaseline:
         _require(data["format"] != READABLE_FORMATS[0], path, "field 'golden': format specgate-baseline/1 holds none")
         try:
             golden = parse_golden(data["golden"])
-        except GoldenFieldError as exc:
+        except GoldenFileError as exc:
             raise BaselineError(path, f"{exc}; the file is wrong, not the machine: fix it or record it anew") from None
     return StoredBaseline(
         path,

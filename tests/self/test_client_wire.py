@@ -70,3 +70,27 @@ def test_error_inside_the_stream_is_raised():
     body = b'data: {"error": {"message": "out of memory"}}\n\n'
     with pytest.raises(ClientError, match="out of memory"):
         client_for(body).generate(STREAM)
+
+
+def test_a_caller_can_tell_a_status_from_a_broken_connection_from_a_malformed_answer():
+    """Errors by category, as httpx's: the status and the URL travel on the exception."""
+    from specgate.errors import HTTPStatusError, MalformedAnswer, TransportError
+
+    plain = GenerateRequest(max_new_tokens=2, text="hi")
+    loading = httpx.MockTransport(lambda request: httpx.Response(503, content=b"model is loading"))
+    with pytest.raises(HTTPStatusError) as status:
+        SglangClient("http://sglang.test", transport=loading).generate(plain)
+    assert status.value.status == 503 and status.value.url == "http://sglang.test/generate"
+    assert "model is loading" in str(status.value)
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    with pytest.raises(TransportError) as broken:
+        SglangClient("http://sglang.test", transport=httpx.MockTransport(refuse)).generate(plain)
+    assert broken.value.status is None and broken.value.url == "http://sglang.test/generate"
+
+    with pytest.raises(MalformedAnswer) as odd:
+        client_for(b"<html>proxy login</html>", "text/html").generate(plain)
+    assert odd.value.url == "http://sglang.test/generate"
+    assert all(issubclass(e, ClientError) for e in (HTTPStatusError, TransportError, MalformedAnswer))
