@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, seed, settings
 
 from specgate.equivalence.cases import generation_cases
-from specgate.errors import SpecgateError
+from specgate.errors import EquivalenceFailure, SpecgateError
 from specgate.verdicts.stored_reference import StoredReferenceError
 
 pytestmark = pytest.mark.specgate("equivalence")
@@ -58,6 +58,8 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
         def speculative_matches_baseline(case):
             try:
                 oracle.assert_equivalent(spec_config, case)
+            except EquivalenceFailure:
+                raise  # the finding itself: Hypothesis shrinks it and reports the example
             except SpecgateError as exc:
                 # A server error is the finding, not the example: never shrink or retry on it
                 # (each try would wait out a dead or frozen server again).
