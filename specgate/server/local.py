@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 from specgate import project
 from specgate.deployment import Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
@@ -79,18 +81,13 @@ def tail(path: Path | None, lines: int = 30) -> str:
 
 
 def group_pids(pgid: int) -> set[int]:
-    """Every live process in process group `pgid` (read from /proc)."""
+    """Every live (not zombie) process in process group `pgid`."""
     pids = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for proc in psutil.process_iter(["status"]):
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-            fields = stat[stat.rfind(")") + 2 :].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                pids.add(int(entry))
-        except (OSError, ValueError, IndexError):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                pids.add(proc.pid)
+        except (OSError, psutil.Error):  # gone between the listing and the look
             continue
     return pids
 

@@ -9,12 +9,12 @@ is taken against the baseline measured in its own wave of its own session, on it
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
 
+from specgate.atomic import write_json_atomic
 from specgate.errors import SweepStateError
 
 STATE_FORMAT = 2  # 2: a baseline per wave (1: one per session, written by 04e67e0)
@@ -71,10 +71,7 @@ class SweepState:
             "sessions": [asdict(s) for s in self.sessions],
             "points": [asdict(p) for p in self.points.values()],
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        os.replace(tmp, self.path)
+        write_json_atomic(self.path, doc)
 
     @classmethod
     def open(cls, path: Path, deployment: str, plan_digest: str) -> SweepState:
