@@ -105,10 +105,14 @@ def _cases(draw: st.DrawFn, deployment: Deployment, prompts: tuple[Prompt, ...])
 
 
 def edge_cases(deployment: Deployment) -> list[GenerationCase]:
-    """Cases every run checks, whatever the seed draws: one token only (the first token comes
-    from prefill, not from a verify step); every stop string at the longest answer, alone and
-    at the highest concurrency (a verify step that accepts several tokens may carry a stop
-    string inside it, and batched verify differs from a lone one)."""
+    """Cases every run checks, whatever the seed draws (the live property test adds them as
+    Hypothesis @examples): one token only (the first token comes from prefill, not from a verify
+    step); every stop string at the longest answer, alone and at the highest concurrency (a
+    verify step that accepts several tokens may carry a stop string inside it, and batched
+    verify differs from a lone one); and the same request at one more concurrent request than a
+    speculative config's `--cuda-graph-max-bs`, where its decode leaves the captured graphs for
+    eager kernels. (That one reuses the stop-string request, whose answer a stored reference
+    already holds: concurrency does not change what is asked.)"""
     eq = deployment.equivalence
     prompts = deployment.workload.prompts()
     first = prompts[0]
@@ -122,7 +126,35 @@ def edge_cases(deployment: Deployment) -> list[GenerationCase]:
             out.append(
                 GenerationCase(label % "every stop string, batched", text, eq.max_new_tokens, stops, max(eq.concurrency))
             )
+        for bound in graph_bounds(deployment):
+            if bound + 1 != max(eq.concurrency) and bound + 1 <= MAX_GRAPH_EDGE:
+                out.append(
+                    GenerationCase(
+                        label % f"concurrency {bound + 1}, past --cuda-graph-max-bs {bound}",
+                        text,
+                        eq.max_new_tokens,
+                        stops,
+                        bound + 1,
+                    )
+                )
     return out
+
+
+MAX_GRAPH_EDGE = 65  # concurrent copies of one request: beyond this the edge costs more than it shows
+
+
+def graph_bounds(deployment: Deployment) -> list[int]:
+    """The distinct `--cuda-graph-max-bs` values the speculative configs run with (the last
+    one given wins, as in SGLang's argument parser: a config's own args come after launch.args)."""
+    found = set()
+    for name in deployment.speculative_configs:
+        args = (*deployment.launch.args, *deployment.configs[name].args)
+        values = [a.split("=", 1)[1] if a.startswith("--cuda-graph-max-bs=") else args[i + 1]
+                  for i, a in enumerate(args)
+                  if (a == "--cuda-graph-max-bs" and i + 1 < len(args)) or a.startswith("--cuda-graph-max-bs=")]
+        if values and values[-1].isdigit() and int(values[-1]) > 0:
+            found.add(int(values[-1]))
+    return sorted(found)
 
 
 def generation_cases(deployment: Deployment) -> st.SearchStrategy[GenerationCase]:

@@ -366,3 +366,23 @@ def test_every_difference_a_deployment_may_declare_is_a_shape_the_check_names():
 
     shapes = {v for k, v in vars(known).items() if k.isupper() and isinstance(v, str)}
     assert set(TOLERABLE) <= shapes
+
+
+def test_an_edge_case_sends_one_more_request_than_the_captured_cuda_graphs_hold(tmp_path):
+    """Past --cuda-graph-max-bs a speculative server decodes with eager kernels: every run checks
+    the stop-string request there (the same request a stored reference answered)."""
+    import dataclasses
+
+    from specgate.deployment import load_deployment
+    from specgate.equivalence.cases import edge_cases, graph_bounds
+
+    dep = load_deployment("smollm2-eagle3-h200")  # launch.args: --cuda-graph-max-bs 2
+    assert graph_bounds(dep) == [2]
+    edge = [c for c in edge_cases(dep) if "past --cuda-graph-max-bs 2" in c.label]
+    stops = [c for c in edge_cases(dep) if c.label.endswith("(edge: every stop string)")]
+    assert len(edge) == 1 and edge[0].concurrency == 3 and edge[0].key == stops[0].key
+    # A config's own value wins over launch.args (SGLang keeps the last one given).
+    tree = dep.configs["eagle3-tree"]
+    own = dataclasses.replace(tree, args=(*tree.args, "--cuda-graph-max-bs=8"))
+    dep2 = dataclasses.replace(dep, configs={**dep.configs, "eagle3-tree": own})
+    assert graph_bounds(dep2) == [2, 8]
