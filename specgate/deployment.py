@@ -587,10 +587,11 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
 
 
 def _parse_diagnosis(t: Table) -> DiagnosisSpec:
+    default = DiagnosisSpec()  # the defaults live in the dataclass, nowhere else
     spec = DiagnosisSpec(
-        efficiency_floor=t.number("efficiency_floor", 0.5, minimum=0.0, maximum=1.0),
-        last_step_floor=t.number("last_step_floor", 0.2, minimum=0.0, maximum=1.0),
-        drafter_floor=t.number("drafter_floor", 1.1, minimum=1.0),
+        efficiency_floor=t.number("efficiency_floor", default.efficiency_floor, minimum=0.0, maximum=1.0),
+        last_step_floor=t.number("last_step_floor", default.last_step_floor, minimum=0.0, maximum=1.0),
+        drafter_floor=t.number("drafter_floor", default.drafter_floor, minimum=1.0),
     )
     t.reject_unknown()
     return spec

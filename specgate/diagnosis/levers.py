@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from specgate.deployment import DiagnosisSpec
 from specgate.diagnosis.cycle import CycleModel
 from specgate.diagnosis.settings import EffectiveSettings
 from specgate.diagnosis.signals import DraftConfig, GraphUse
@@ -163,8 +164,10 @@ class Lever:
 
 @dataclass(frozen=True)
 class Thresholds:
-    last_step_floor: float = 0.2  # a draft step accepted in fewer cycles than this costs more than it yields
-    drafter_floor: float = 1.1  # τ under this: the drafter's proposals are (almost) all rejected
+    """The deployment's [diagnosis] thresholds the levers use; the defaults are DiagnosisSpec's."""
+
+    last_step_floor: float = DiagnosisSpec.last_step_floor  # a draft step accepted this rarely costs more than it yields
+    drafter_floor: float = DiagnosisSpec.drafter_floor  # τ under this: the drafter's drafts are (almost) all rejected
 
 
 @dataclass
