@@ -28,6 +28,7 @@ from specgate import project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import SpecgateError
 from specgate.secrets import api_key
+from specgate.verdicts.gates import RunVerdict
 
 
 def _positive_int(text: str) -> int:
@@ -493,8 +494,8 @@ def github_annotations(report: dict) -> list[str]:
     out = []
     overall = report.get("overall")
     reasons = report.get("overall_reasons") or []
-    if overall and overall != "PASS":
-        kind = "warning" if overall == "PARTIAL" else "error"
+    if overall and overall != RunVerdict.PASS:
+        kind = "warning" if overall == RunVerdict.PARTIAL else "error"
         out.append(f"::{kind} title={_workflow_title(f'specgate {overall}')}::{_workflow_text('; '.join(reasons)[:2000] or overall)}")
     for reason in reasons:
         if reason.startswith("failed: "):
@@ -534,13 +535,13 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(data):
             print(line)
-    if overall == "PASS":
+    if overall == RunVerdict.PASS:
         return EXIT_PASS
-    if overall == "FAIL":
+    if overall == RunVerdict.FAIL:
         return EXIT_FAIL
-    if overall == "INTERRUPTED":
+    if overall == RunVerdict.INTERRUPTED:
         return EXIT_INTERRUPTED
-    if overall == "PARTIAL":
+    if overall == RunVerdict.PARTIAL:
         return EXIT_PASS if partial_allowed and pytest_code == 0 else EXIT_PARTIAL
     return EXIT_ERROR
 

@@ -17,7 +17,7 @@ from specgate.measure.speed import SpeedMeter
 from specgate.measure.summary import summarise_speed
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import Verdict
+from specgate.verdicts.gates import RunVerdict, Verdict
 
 
 @dataclass
@@ -62,7 +62,7 @@ def _speed_rows(
                 "warmup_last_tps": round(warm.decode_tps[-1], 2) if warm and warm.decode_tps else None,
                 "cv": round(_cv(record.decode_tps), 4),
                 "boots": len(record.by_boot()),
-                "verdict": "FAIL" if any(v.failed for v in judged) else ("pass" if judged else "—"),
+                "verdict": RunVerdict.FAIL if any(v.failed for v in judged) else (RunVerdict.PASS if judged else "—"),
                 "stored": stored_from if stored_from and config == deployment.reference else None,
             }
         )
@@ -86,7 +86,7 @@ def _unmeasured_rows(deployment: Deployment, meter: SpeedMeter, failed_servers: 
     return rows
 
 
-def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dict | None) -> tuple[str, list[str]]:
+def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dict | None) -> tuple[RunVerdict, list[str]]:
     """PASS only when every gate ran, compared and passed; otherwise FAIL, INTERRUPTED or
     PARTIAL, with the reasons."""
     reasons: list[str] = []
@@ -112,14 +112,14 @@ def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dic
     for config, n in (c.get("equivalence_not_checked") or {}).items():
         reasons.append(f"equivalence: {n} case(s) of {config} NOT CHECKED (no stored answer of the reference)")
     if c.get("interrupted"):
-        return "INTERRUPTED", reasons
+        return RunVerdict.INTERRUPTED, reasons
     if failed_tests > 0 or tally.errors or failed_gates:
-        return "FAIL", reasons
+        return RunVerdict.FAIL, reasons
     if reasons or not verdicts:
         if not verdicts:
             reasons.append("no gate ran: nothing was compared")
-        return "PARTIAL", reasons
-    return "PASS", reasons
+        return RunVerdict.PARTIAL, reasons
+    return RunVerdict.PASS, reasons
 
 
 def _cv(values: list[float]) -> float:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specgate.verdicts.gates import RunVerdict
+
 
 def render_chart(report: dict, path: Path) -> Path | None:
     rows = (
@@ -69,9 +71,9 @@ def render_chart(report: dict, path: Path) -> Path | None:
 
 
 def _colour(row: dict) -> str:
-    if row["verdict"] == "FAIL":
+    if row["verdict"] == RunVerdict.FAIL:
         return "#c0392b"
     ratio = row["ratio_to_reference"]
     if ratio is not None and ratio["high"] < 1.0:
         return "#e67e22"  # slower than the plain baseline, even if no gate asks otherwise
-    return "#27ae60" if row["verdict"] == "pass" else "#7f8c8d"
+    return "#27ae60" if row["verdict"] == RunVerdict.PASS else "#7f8c8d"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from specgate.verdicts.gates import RunVerdict
+
 
 def _iv(d: dict | None, fmt: str = "{:.1f}") -> str:
     if not d:
@@ -16,7 +18,7 @@ def render_markdown(report: dict) -> str:
     title = f"# specgate — {report['deployment']}: **{report['overall']}**"
     out.append(title)
     reasons = report.get("overall_reasons") or []
-    if report["overall"] != "PASS" and reasons:
+    if report["overall"] != RunVerdict.PASS and reasons:
         out.append(f"\n**Why {report['overall']}:**\n")
         out.extend(f"- {r}" for r in reasons[:15])
         if len(reasons) > 15:

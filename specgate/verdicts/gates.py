@@ -30,6 +30,16 @@ class Status(StrEnum):
     VACUOUS = "vacuous"
 
 
+class RunVerdict(StrEnum):
+    """A whole run's verdict (report.json's `overall`), and a config's row in the speed table:
+    upper case, the headline. A gate's own verdict is a Status."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    PARTIAL = "PARTIAL"  # not every gate ran or compared
+    INTERRUPTED = "INTERRUPTED"
+
+
 PASS, FAIL, INCONCLUSIVE = Status.PASS, Status.FAIL, Status.INCONCLUSIVE
 NOT_COMPARED, VACUOUS = Status.NOT_COMPARED, Status.VACUOUS
 # Outcomes that mean "this gate did not judge the change": never a pass, never silent.
