@@ -11,8 +11,12 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from specgate.atomic import write_json_atomic
+from specgate.documents import problem
 from specgate.errors import BaselineError
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.noise import BootSpread
@@ -45,12 +49,46 @@ def calibration_path(root: Path, deployment: str, fingerprint: Fingerprint) -> P
     return root / deployment / "calibration" / f"{fingerprint.slug}.json"
 
 
-def _sd(field: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{field}: expected a number, got {value!r}")
-    if not 0 <= value <= 1:
-        raise ValueError(f"{field}: expected a spread from 0 to 1, got {value}")
-    return float(value)
+class _Spread(BaseModel):
+    """One figure's between-boot spread (SD of log(figure)); the analysis beside it is kept as written."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    between_boot_log_sd: float | None = None
+    between_boot_log_sd_upper: float | None = None  # the 80% upper bound: what the judge uses where present
+
+    @field_validator("between_boot_log_sd", "between_boot_log_sd_upper")
+    @classmethod
+    def _a_spread(cls, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
+            raise ValueError(f"expected a spread from 0 to 1, got {value}")
+        return value
+
+    def used(self) -> float:
+        """The upper bound where recorded (a spread from few boots is uncertain, see calibrate.analyse)."""
+        upper = "between_boot_log_sd_upper" in self.model_fields_set
+        value = self.between_boot_log_sd_upper if upper else self.between_boot_log_sd
+        if value is None:
+            key = "between_boot_log_sd_upper" if upper else "between_boot_log_sd"
+            raise ValueError(f"{key}': expected a number, got None")
+        return float(value)
+
+
+class _ConfigEntry(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    args_digest: str | None = None  # the flags it was measured with: another set makes it no calibration
+    decode_tps: _Spread | None = None
+    speedup: _Spread | None = None
+
+
+class CalibrationRecord(BaseModel):
+    """`baselines/<deployment>/calibration/<fingerprint slug>.json`, as `specgate calibrate` writes it."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    format: Literal["specgate-calibration/1"]
+    fingerprint: dict[str, Any]
+    provenance: dict[str, Any] = {}
+    boots: int = Field(ge=2)
+    configs: dict[str, _ConfigEntry] = Field(min_length=1)
 
 
 def load_calibration(path: Path) -> Calibration:
@@ -62,32 +100,25 @@ def load_calibration(path: Path) -> Calibration:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BaselineError(path, f"field 'format': expected {FORMAT!r}")
     try:
-        fingerprint = Fingerprint.from_dict(data["fingerprint"])
+        record = CalibrationRecord.model_validate(data)
+    except ValidationError as exc:
+        raise BaselineError(path, f"calibration record malformed: {problem(exc)}") from None
+    try:
+        fingerprint = Fingerprint.from_dict(record.fingerprint)
         if path.stem != fingerprint.slug:
             raise ValueError(f"fingerprint: names {fingerprint.slug!r}, but the file is {path.name!r}")
-        boots = data["boots"]
-        if isinstance(boots, bool) or not isinstance(boots, int) or boots < 2:
-            raise ValueError(f"boots: expected a whole number >= 2, got {boots!r}")
-        provenance = data.get("provenance", {})
-        if not isinstance(provenance, dict):
-            raise ValueError(f"provenance: expected an object, got {type(provenance).__name__}")
-        configs = data["configs"]
-        if not isinstance(configs, dict) or not configs:
-            raise ValueError("configs: expected an object with at least one config")
         spread: dict[str, dict[str, float]] = {}
-        for config, entry in configs.items():
-            if not isinstance(entry, dict):
-                raise ValueError(f"configs.{config}: expected an object")
+        for config, entry in record.configs.items():
             for kind in KINDS:
-                figure = entry.get(kind)
-                if figure is None:
-                    continue
-                # the upper bound where recorded: a spread from few boots is uncertain (see calibrate.analyse)
-                key = "between_boot_log_sd_upper" if "between_boot_log_sd_upper" in figure else "between_boot_log_sd"
-                spread.setdefault(config, {})[kind] = _sd(f"configs.{config}.{kind}.{key}", figure.get(key))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                figure = getattr(entry, kind)
+                if figure is not None:
+                    try:
+                        spread.setdefault(config, {})[kind] = figure.used()
+                    except ValueError as exc:
+                        raise BaselineError(path, f"calibration record malformed: field 'configs.{config}.{kind}.{exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
         raise BaselineError(path, f"calibration record malformed: {type(exc).__name__}: {exc}") from None
-    return Calibration(path, fingerprint, provenance, boots, spread, data)
+    return Calibration(path, fingerprint, record.provenance, record.boots, spread, data)
 
 
 def find_calibration(root: Path, deployment: str, fingerprint: Fingerprint | None) -> Calibration | None:

@@ -321,6 +321,12 @@ def test_a_calibration_record_is_checked_for_meaning(tmp_path):
         path.write_text(json.dumps(bad))
         with pytest.raises(BaselineError, match=field):
             load_calibration(path)
+    # The dotted field and what was found, as for a deployment file (read through the document's model).
+    bad = json.loads(json.dumps(doc))
+    bad["configs"]["baseline"]["decode_tps"]["between_boot_log_sd_upper"] = True
+    (tmp_path / good.name).write_text(json.dumps(bad))
+    with pytest.raises(BaselineError, match=r"field 'configs\.baseline\.decode_tps\.between_boot_log_sd_upper': expected a number, got True"):
+        load_calibration(tmp_path / good.name)
     renamed = tmp_path / "other-machine.json"
     renamed.write_text(json.dumps(doc))
     with pytest.raises(BaselineError, match="fingerprint"):

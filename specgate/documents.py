@@ -1,0 +1,53 @@
+"""Stored documents read through pydantic models: one definition says what a document holds,
+checks it on reading, and keeps this project's error form (the dotted field, what was
+expected, what was found), so a corrupt file is named as precisely as a bad deployment field.
+
+pydantic v2 rather than msgspec: it generates JSON Schema from the same models (the deployment
+file's schema is the next step), and its error locations map directly onto dotted fields. The
+documents migrate one at a time behind their existing self-tests; the calibration record is
+the first.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+# pydantic's error types, in the words this project's other errors use.
+_EXPECTED = {
+    "missing": "is required but missing",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "finite_number": "expected a finite number",
+    "int_type": "expected a whole number",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "bool_type": "expected true or false",
+    "string_type": "expected a string",
+    "dict_type": "expected an object",
+    "model_type": "expected an object",
+    "model_attributes_type": "expected an object",
+    "list_type": "expected a list",
+}
+
+
+def problem(exc: ValidationError) -> str:
+    """The first error of `exc` as "field 'a.b.c': expected ..., got ..."."""
+    err = exc.errors()[0]
+    field = ".".join(str(part) for part in err["loc"]) or "(the document)"
+    ctx = err.get("ctx") or {}
+    kind = err["type"]
+    if kind == "greater_than_equal":
+        what = f"expected at least {ctx.get('ge')}"
+    elif kind == "less_than_equal":
+        what = f"expected at most {ctx.get('le')}"
+    elif kind == "too_short":
+        what = f"expected at least {ctx.get('min_length')} entr{'y' if ctx.get('min_length') == 1 else 'ies'}"
+    elif kind == "literal_error":
+        what = f"expected {ctx.get('expected')}"
+    elif kind == "value_error":
+        what = str(ctx.get("error") or err["msg"])
+    else:
+        what = _EXPECTED.get(kind, err["msg"])
+    # A validator's own message already says what it got.
+    got = "" if kind in ("missing", "value_error") else f", got {repr(err.get('input'))[:80]}"
+    return f"field '{field}': {what}{got}"
