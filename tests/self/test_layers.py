@@ -33,21 +33,46 @@ def module_of(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
+def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    """The modules one AST node imports: `import a.b`, `from a import b` (b may be a module),
+    relative imports resolved against `module`, and importlib.import_module("literal")."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            base = ".".join(package[: len(package) - (node.level - 1)])
+            source = f"{base}.{node.module}" if node.module else base
+        else:
+            source = node.module or ""
+        return [source, *(f"{source}.{a.name}" for a in node.names)]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, (ast.Attribute, ast.Name))
+        and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return [node.args[0].value]
+    return []
+
+
 def imports() -> list[tuple[str, str, str]]:
-    """(importing file, importing unit, imported unit) for every import of specgate inside specgate/."""
+    """(importing file, importing unit, imported unit) for every import of specgate inside specgate/.
+    `from specgate import report` imports `report`, not the package: each imported name that is a
+    module of specgate counts as one (a name that is not, as the module it comes from)."""
+    units = {unit_of(module_of(p)) for p in PACKAGE.rglob("*.py")}
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(ROOT)
         module = module_of(path)
         for node in ast.walk(ast.parse(path.read_text(), str(rel))):
-            targets = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            out.extend(
-                (str(rel), unit_of(module), unit_of(t)) for t in targets if t == "specgate" or t.startswith("specgate.")
-            )
+            for target in _targets(node, module, path.name == "__init__.py"):
+                if target == "specgate" or target.startswith("specgate."):
+                    unit = unit_of(target)
+                    if unit in units or target.count(".") <= 1:
+                        out.append((str(rel), unit_of(module), unit if unit in units else "specgate"))
     return out
 
 
@@ -68,9 +93,21 @@ def test_no_module_imports_from_a_lower_layer():
     assert upward == []
 
 
+def test_the_simulator_stands_alone():
+    """SIMULATOR code imports nothing of the gate: it stands in for SGLang, which knows no specgate."""
+    assert [(where, target) for where, unit, target in imports() if unit == "sim" and target != "sim"] == []
+
+
 def test_the_check_would_see_an_upward_import():
     """The check above is not vacuous: the imports it reads include the ones it must judge."""
     found = {(unit, target) for _, unit, target in imports()}
     assert ("verdicts", "measure") in found and ("report", "verdicts") in found
+    # The forms an upward import could hide in: `from specgate import x`, relative, importlib.
+    tree = ast.parse(
+        "from specgate import report\nfrom ..verdicts import judge\n"
+        "def f():\n    importlib.import_module('specgate.diagnosis')\n"
+    )
+    seen = [t for node in ast.walk(tree) for t in _targets(node, "specgate.measure.x", False)]
+    assert {"specgate.report", "specgate.verdicts.judge", "specgate.diagnosis"} <= set(seen)
     table = layers()
     assert table["report"] > table["verdicts"] > table["deployment"] and table["sim"] == 0
