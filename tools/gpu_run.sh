@@ -109,9 +109,11 @@ if [[ -n ${WARM_KERNELS:-} ]]; then
   distil_log=""
   for job in "$@"; do [[ $job == drafter || $job == drafter:distil ]] && distil_log=/tmp/assets/smollm2-eagle3-work/distilled.server.log; done
   [[ -n $distil_log ]] && rm -f "$distil_log"
+  # A random-weight drafter of the deployment's own shape (specgate assets makes both).
+  stand_in=/tmp/assets/smollm2-eagle3-random; [[ $WARM_KERNELS == llama8b* ]] && stand_in=/tmp/assets/llama-3.1-8b-eagle3-dummy
   setsid bash -c 'log=$1; shift; if [[ -n $log ]]; then for _ in $(seq 150); do grep -qs "fired up" "$log" && break; sleep 2; done; fi
     exec nice -n 10 python3 tools/warm_kernels.py "$@"' _ "$distil_log" "$WARM_KERNELS" \
-    --draft-stand-in /tmp/assets/smollm2-eagle3-random --log-dir "$work/pack/warm-kernels" \
+    --draft-stand-in "$stand_in" --log-dir "$work/pack/warm-kernels" \
     --deadline $((started + deadline - 90)) > "$work/pack/warm-kernels/warm.log" 2>&1 &
   warmer=$!
   echo "warming $WARM_KERNELS's kernels in the background (pid $warmer${distil_log:+, once the distillation server is up})"

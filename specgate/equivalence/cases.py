@@ -152,8 +152,12 @@ def graph_bounds(deployment: Deployment) -> list[int]:
         values = [a.split("=", 1)[1] if a.startswith("--cuda-graph-max-bs=") else args[i + 1]
                   for i, a in enumerate(args)
                   if (a == "--cuda-graph-max-bs" and i + 1 < len(args)) or a.startswith("--cuda-graph-max-bs=")]
-        if values and values[-1].isdigit() and int(values[-1]) > 0:
-            found.add(int(values[-1]))
+        try:
+            bound = int(values[-1]) if values else 0
+        except ValueError:  # not a number: SGLang refuses such a flag at boot, and says so
+            continue
+        if bound > 0:
+            found.add(bound)
     return sorted(found)
 
 

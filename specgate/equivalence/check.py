@@ -141,8 +141,10 @@ def _completed_by_the_last_allowed_token(case: GenerationCase, result: GenerateR
     length. Plain decoding does the same, so this is not speculation's doing; it matters where a
     near-tie flip sent the speculative answer down a path that ends so and the baseline's did not
     (seen on the H200, 0.5.14: `chat-05`, max_new_tokens 10, '.' as the 10th token)."""
+    # The occurrence lies in the stop string that ends the text (so "\n" inside a final "\n\n" too).
+    ends_on_a_stop = any(result.text.endswith(s) and at >= len(result.text) - len(s) for s in case.stop)
     return (
-        at == len(result.text) - len(stop)
+        ends_on_a_stop
         and result.finish_reason.kind == "length"
         and result.completion_tokens >= case.max_new_tokens
     )

@@ -21,8 +21,6 @@ MAX_TOKENS = 1 << 20
 MAX_CONCURRENCY = 4096
 
 
-
-
 @dataclass(frozen=True)
 class GoldenAnswer:
     case: GenerationCase

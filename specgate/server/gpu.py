@@ -23,8 +23,6 @@ class GpuInfo:
     memory_total_mib: int
 
 
-
-
 def _smi(*args: str, strict: bool = False) -> str | None:
     """nvidia-smi's output; None when it is not installed. A failing nvidia-smi is
     None too unless `strict`, where it raises SmiFailed."""

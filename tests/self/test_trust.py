@@ -392,3 +392,25 @@ def test_an_edge_case_sends_one_more_request_than_the_captured_cuda_graphs_hold(
     own = dataclasses.replace(tree, args=(*tree.args, "--cuda-graph-max-bs=8"))
     dep2 = dataclasses.replace(dep, configs={**dep.configs, "eagle3-tree": own})
     assert graph_bounds(dep2) == [2, 8]
+
+
+def test_odd_cuda_graph_bounds_never_break_the_edge_cases():
+    import dataclasses
+
+    from specgate.deployment import load_deployment
+    from specgate.equivalence.cases import edge_cases, graph_bounds
+
+    dep = load_deployment("sim")
+    for args, expected in ((("--cuda-graph-max-bs",), []), (("--cuda-graph-max-bs", "²"), []),
+                           (("--cuda-graph-max-bs=0",), []), (("--cuda-graph-max-bs", "+8"), [8])):  # fmt: skip
+        launch = dataclasses.replace(dep.launch, args=args)
+        odd = dataclasses.replace(dep, launch=launch)
+        assert graph_bounds(odd) == expected, args
+        edge_cases(odd)
+
+
+def test_a_shorter_stop_inside_the_final_stop_at_the_limit_is_no_run_on():
+    case = GenerationCase("chat/0", "hi", 3, ("\n", "\n\n"), 1)
+    base = _answer([1, 2, 3], "ab cd")
+    spec = _answer([1, 2, 4], "ab\n\n")
+    assert compare(case, base, spec, 0.05, "http://b", "http://s").kind == "divergence"  # tokens decide
