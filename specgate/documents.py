@@ -4,8 +4,8 @@ expected, what was found), so a corrupt file is named as precisely as a bad depl
 
 pydantic v2 rather than msgspec: it generates JSON Schema from the same models (the deployment
 file's schema is the next step), and its error locations map directly onto dotted fields. The
-documents migrate one at a time behind their existing self-tests; the calibration record is
-the first.
+documents migrate one at a time behind their existing self-tests: the calibration record and
+the sweep state so far.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ _EXPECTED = {
 }
 
 
-def problem(exc: ValidationError) -> str:
-    """The first error of `exc` as "field 'a.b.c': expected ..., got ..."."""
+def problem(exc: ValidationError, at: str = "") -> str:
+    """The first error of `exc` as "field 'a.b.c': expected ..., got ..."; `at` is where the
+    validated object sits in its document (e.g. "points[3]")."""
     err = exc.errors()[0]
-    field = ".".join(str(part) for part in err["loc"]) or "(the document)"
+    field = ".".join([at, *(str(part) for part in err["loc"])] if at else [str(part) for part in err["loc"]])
+    field = field or "(the document)"
     ctx = err.get("ctx") or {}
     kind = err["type"]
     if kind == "greater_than_equal":

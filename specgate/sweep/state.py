@@ -8,19 +8,25 @@ is taken against the baseline measured in its own wave of its own session, on it
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+from pydantic.dataclasses import dataclass as document  # validated on construction: a resumed file is checked
 
 from specgate.atomic import write_json_atomic
+from specgate.documents import problem
 from specgate.errors import SweepStateError
 
+T = TypeVar("T")
 STATE_FORMAT = 2  # 2: a baseline per wave (1: one per session, written by 04e67e0)
 
 
-@dataclass
+@document
 class PointResult:
     name: str
     axes: dict[str, Any]
@@ -42,7 +48,7 @@ class PointResult:
         return median(self.decode_tps) if self.decode_tps else None
 
 
-@dataclass
+@document
 class SessionRecord:
     id: str
     provenance: dict[str, Any]
@@ -51,7 +57,7 @@ class SessionRecord:
     complete: bool = False
 
 
-@dataclass
+@dataclasses.dataclass
 class SweepState:
     path: Path
     deployment: str
@@ -93,9 +99,24 @@ class SweepState:
                 f"{deployment!r} with grid {plan_digest!r} (the [sweep] table or the base config changed): "
                 "pass another --state, or move this one away to start over",
             )
-        try:
-            sessions = [SessionRecord(**s) for s in doc["sessions"]]
-            points = {p["name"]: PointResult(**p) for p in doc["points"]}
-        except (KeyError, TypeError) as exc:
-            raise SweepStateError(path, f"malformed entry ({exc})") from None
+        sessions = _entries(path, doc, "sessions", SessionRecord)
+        points = {p.name: p for p in _entries(path, doc, "points", PointResult)}
         return cls(path, deployment, plan_digest, sessions, points)
+
+
+def _entries(path: Path, doc: dict, key: str, kind: type[T]) -> list[T]:
+    """doc[key] as a list of `kind`, each checked; an error names the entry and its field."""
+    entries = doc.get(key)
+    if not isinstance(entries, list):
+        raise SweepStateError(path, f"field '{key}': expected a list, got {type(entries).__name__}")
+    out = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise SweepStateError(path, f"field '{key}[{i}]': expected an object")
+        try:
+            out.append(kind(**entry))
+        except ValidationError as exc:
+            raise SweepStateError(path, problem(exc, at=f"{key}[{i}]")) from None
+        except TypeError as exc:  # an unknown or missing field name
+            raise SweepStateError(path, f"field '{key}[{i}]': malformed entry ({exc})") from None
+    return out

@@ -126,3 +126,19 @@ def test_bad_sweep_table_is_a_deployment_error(table, field, tmp_path):
     with pytest.raises(DeploymentError) as err:
         load_deployment(str(d.path))
     assert field in str(err.value)
+
+
+def test_a_corrupt_entry_of_a_sweep_state_names_its_field(tmp_path):
+    """The state is read through its document model: a resumed sweep never computes on garbage."""
+    from specgate.errors import SweepStateError
+    from specgate.sweep.state import SweepState
+
+    point = {"name": "p", "axes": {}, "status": "measured", "session": "s1", "gpu": "0", "decode_tps": [1.0, "x"]}
+    doc = {"format": 2, "deployment": "sim", "plan_digest": "g", "sessions": [{"id": "s1", "provenance": {}}], "points": [point]}
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SweepStateError, match=r"field 'points\[0\]\.decode_tps\.1': expected a number, got 'x'"):
+        SweepState.open(path, "sim", "g")
+    point["decode_tps"] = [1.0, 2.0]
+    path.write_text(json.dumps(doc))
+    assert SweepState.open(path, "sim", "g").points["p"].median_tps == 1.5
