@@ -122,12 +122,15 @@ def edge_cases(deployment: Deployment) -> list[GenerationCase]:
     if eq.stop_strings:
         stops = tuple(eq.stop_strings)
         out.append(GenerationCase(label % "every stop string", text, eq.max_new_tokens, stops, 1))
-        if max(eq.concurrency) > 1:
-            out.append(
-                GenerationCase(label % "every stop string, batched", text, eq.max_new_tokens, stops, max(eq.concurrency))
-            )
-        for bound in graph_bounds(deployment):
-            if bound + 1 != max(eq.concurrency) and bound + 1 <= MAX_GRAPH_EDGE:
+        past = [b for b in graph_bounds(deployment) if b + 1 <= MAX_GRAPH_EDGE]
+        # The batched case goes past the highest graph bound where that is more than the highest
+        # concurrency anyway (one case, not two); a lower bound gets a case of its own.
+        top = max([max(eq.concurrency), *(b + 1 for b in past)])
+        if top > 1:
+            beyond = f", past --cuda-graph-max-bs {top - 1}" if top - 1 in past else ""
+            out.append(GenerationCase(label % f"every stop string, batched{beyond}", text, eq.max_new_tokens, stops, top))
+        for bound in past:
+            if bound + 1 < top:
                 out.append(
                     GenerationCase(
                         label % f"concurrency {bound + 1}, past --cuda-graph-max-bs {bound}",

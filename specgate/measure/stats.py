@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from statistics import median
 
 import numpy as np
-from scipy import stats
 
 N_RESAMPLES = 4000
 SEED = 20261129
@@ -40,6 +39,8 @@ class Interval:
 def _bootstrap(data: tuple, statistic, confidence: float, paired: bool = False) -> tuple[float, float]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # degenerate (constant) samples warn; the interval is still right
+        from scipy import stats  # here, not at import: the plugin loads in every pytest run of a user's repo
+
         res = stats.bootstrap(
             data,
             statistic,
@@ -152,7 +153,9 @@ def widened(interval: Interval, extra_log_sd: float) -> Interval:
     show, e.g. between boots when every config ran one boot (stored from A/A runs)."""
     if extra_log_sd <= 0 or interval.low <= 0 or interval.estimate <= 0:
         return interval
-    z = float(stats.norm.ppf(1 - (1 - interval.confidence) / 2))
+    from scipy.stats import norm
+
+    z = float(norm.ppf(1 - (1 - interval.confidence) / 2))
     centre = np.log(interval.estimate)
     below = np.hypot(centre - np.log(interval.low), z * extra_log_sd)
     above = np.hypot(np.log(interval.high) - centre, z * extra_log_sd)
