@@ -75,6 +75,12 @@ class RequestTimeout(ClientError):
     (frozen, or trickling bytes without finishing). Its config is unusable from then on."""
 
 
+class UntimeableAnswer(SpecgateError):
+    """An answer whose decode speed cannot be timed: its tokens arrived in one piece (a server or
+    proxy that does not stream, too few tokens, or a client so starved of CPU that it read the
+    whole stream at once)."""
+
+
 class TransportError(ClientError):
     """No answer at all: the connection was refused, reset or broke mid-answer (a server that
     died, or another process on the port)."""

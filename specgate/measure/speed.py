@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment
+from specgate.errors import UntimeableAnswer
 from specgate.measure.stats import settled
 from specgate.prompts import render
 from specgate.server.pool import LiveServer
+
+UNTIMED_TRIES = 3  # sends of a round whose answer arrived in one piece before that is an error
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,10 @@ class SpeedSample:
     @classmethod
     def of(cls, result: GenerateResult, boot: int = 1, index: int = 0) -> SpeedSample:
         if result.decode_tps is None or result.ttft_s is None:
-            raise ValueError(
-                f"request produced {result.completion_tokens} token(s) in {result.chunks} chunk(s): "
-                "too few to time decoding; raise workload.max_new_tokens"
+            raise UntimeableAnswer(
+                f"request produced {result.completion_tokens} token(s) in {result.chunks} chunk(s) that arrived "
+                "as one: decoding cannot be timed (too few tokens: raise workload.max_new_tokens; or the server "
+                "or a proxy does not stream)"
             )
         return cls(
             decode_tps=result.decode_tps,
@@ -129,7 +133,17 @@ class SpeedMeter:
         return self.results.setdefault((config, concurrency), ConfigSpeed(config, concurrency))
 
     def _round(self, server: LiveServer, concurrency: int, index: int) -> list[SpeedSample]:
-        """`concurrency` requests at once, taken from the pinned sequence at `index`."""
+        """`concurrency` requests at once, taken from the pinned sequence at `index`. A round whose
+        answer cannot be timed is sent again (a client starved of CPU can read a whole stream at
+        once); one that never can be is an error naming why."""
+        for _ in range(UNTIMED_TRIES - 1):
+            try:
+                return self._round_once(server, concurrency, index)
+            except UntimeableAnswer:
+                continue
+        return self._round_once(server, concurrency, index)
+
+    def _round_once(self, server: LiveServer, concurrency: int, index: int) -> list[SpeedSample]:
         batch = [self.requests[(index + k) % len(self.requests)] for k in range(concurrency)]
         if concurrency == 1:
             return [SpeedSample.of(server.generate(batch[0]), server.boot, index)]

@@ -414,3 +414,33 @@ def test_a_shorter_stop_inside_the_final_stop_at_the_limit_is_no_run_on():
     base = _answer([1, 2, 3], "ab cd")
     spec = _answer([1, 2, 4], "ab\n\n")
     assert compare(case, base, spec, 0.05, "http://b", "http://s").kind == "divergence"  # tokens decide
+
+
+def test_an_answer_read_in_one_piece_is_sent_again_then_named(monkeypatch):
+    """A client starved of CPU can read a whole stream at once (seen on the 2-core CI machine in a
+    sweep): that round is sent again; a server that never streams fails with a SpecgateError that
+    says why (a sweep records the point as failed, a gate test fails), never a bare traceback."""
+    from specgate.errors import SpecgateError, UntimeableAnswer
+    from specgate.measure.speed import UNTIMED_TRIES, SpeedMeter
+
+    calls: list[int] = []
+
+    def once_then_fine(self, server, concurrency, index):
+        calls.append(index)
+        if len(calls) < 2:
+            raise UntimeableAnswer("arrived as one")
+        return ["timed"]
+
+    monkeypatch.setattr(SpeedMeter, "_round_once", once_then_fine)
+    meter = SpeedMeter.__new__(SpeedMeter)
+    assert meter._round(None, 1, 7) == ["timed"] and calls == [7, 7]
+
+    def never(self, server, concurrency, index):
+        calls.append(index)
+        raise UntimeableAnswer("arrived as one: decoding cannot be timed")
+
+    calls.clear()
+    monkeypatch.setattr(SpeedMeter, "_round_once", never)
+    with pytest.raises(SpecgateError, match="cannot be timed"):
+        meter._round(None, 1, 0)
+    assert len(calls) == UNTIMED_TRIES
