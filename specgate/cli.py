@@ -28,7 +28,6 @@ from specgate import project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import SpecgateError
 from specgate.secrets import api_key
-from specgate.verdicts.gates import RunVerdict
 
 
 def _positive_int(text: str) -> int:
@@ -491,6 +490,8 @@ def github_annotations(report: dict) -> list[str]:
     """The verdict first (GitHub shows ten annotations of a kind per step), then `::error::` for
     every failed gate and failed test (an equivalence failure is a test, not a gate) and
     `::warning::` for every gate that could not compare: on the pull request, without the logs."""
+    from specgate.verdicts.gates import RunVerdict  # here: verdicts load numpy, `specgate --help` need not
+
     out = []
     overall = report.get("overall")
     reasons = report.get("overall_reasons") or []
@@ -514,6 +515,8 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     """Say the report's verdict and exit by it: a run whose report says PARTIAL or INTERRUPTED
     must not end on a line saying PASS, nor exit 0 unless partial runs were allowed."""
     import json
+
+    from specgate.verdicts.gates import RunVerdict
 
     report_file = report_dir / "report.json"
     overall: str | None = None

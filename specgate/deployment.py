@@ -158,7 +158,7 @@ class ServerConfig:
     def max_tokens_per_step(self) -> int | None:
         """The most tokens one verify step can accept (--speculative-num-steps + the verified
         token); None where the args do not say."""
-        steps = _flag_int(self.args, "--speculative-num-steps")
+        steps = flag_int(self.args, "--speculative-num-steps")
         return steps + 1 if steps is not None and steps >= 0 else None
 
     @property
@@ -496,15 +496,18 @@ def _check_stored_reference(top: Table, configs: dict[str, ServerConfig], refere
         )
 
 
-def _flag_int(args: tuple[str, ...], flag: str) -> int | None:
-    for i, arg in enumerate(args):
-        value = args[i + 1] if arg == flag and i + 1 < len(args) else arg.split("=", 1)[1] if arg.startswith(flag + "=") else None
-        if value is not None:
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+def flag_int(args: tuple[str, ...], flag: str) -> int | None:
+    """The whole number `flag` is given in `args` (`--flag N` or `--flag=N`), the last one where it
+    is given twice, as SGLang's argument parser keeps; None where it is absent or not a number."""
+    values = [
+        args[i + 1] if arg == flag else arg.split("=", 1)[1]
+        for i, arg in enumerate(args)
+        if (arg == flag and i + 1 < len(args)) or arg.startswith(flag + "=")
+    ]
+    try:
+        return int(values[-1]) if values else None
+    except ValueError:
+        return None
 
 
 def _check_config_references(t: Table, configs: dict[str, ServerConfig], reference: str) -> None:
@@ -921,7 +924,7 @@ def _parse_floor(g: Table, configs: dict[str, ServerConfig], workload: Workload)
         raise g.error(
             "at_least", f"is {gate.at_least:g}: every accept length is at least 1 (the verified token), so this gate cannot fail"
         )
-    steps = _flag_int(configs[gate.config].args, "--speculative-num-steps")
+    steps = flag_int(configs[gate.config].args, "--speculative-num-steps")
     if steps is not None and gate.at_least > steps + 1:
         raise g.error(
             "at_least",

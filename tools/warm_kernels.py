@@ -70,10 +70,8 @@ def main() -> int:
     except SpecgateError as exc:
         print(f"warm_kernels: {exc}", file=sys.stderr)
         return 2
-    launcher = LocalLauncher(deployment, args.log_dir)
-    # Other servers (the distillation server) start and stop beside this one: total GPU memory in
-    # use says nothing about whether ours released its share, so only its processes are watched.
-    launcher._idle_used_mib = None  # noqa: SLF001
+    # The distillation server starts and stops beside these.
+    launcher = LocalLauncher(deployment, args.log_dir, shares_the_gpu=True)
     warmed = 0
     try:
         for config in deployment.configs.values():

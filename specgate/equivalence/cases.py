@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from specgate.client import GenerateRequest
-from specgate.deployment import Deployment
+from specgate.deployment import Deployment, flag_int
 from specgate.prompts import Message, Prompt, render
 
 FOLLOW_UPS = (
@@ -151,15 +151,9 @@ def graph_bounds(deployment: Deployment) -> list[int]:
     one given wins, as in SGLang's argument parser: a config's own args come after launch.args)."""
     found = set()
     for name in deployment.speculative_configs:
-        args = (*deployment.launch.args, *deployment.configs[name].args)
-        values = [a.split("=", 1)[1] if a.startswith("--cuda-graph-max-bs=") else args[i + 1]
-                  for i, a in enumerate(args)
-                  if (a == "--cuda-graph-max-bs" and i + 1 < len(args)) or a.startswith("--cuda-graph-max-bs=")]
-        try:
-            bound = int(values[-1]) if values else 0
-        except ValueError:  # not a number: SGLang refuses such a flag at boot, and says so
-            continue
-        if bound > 0:
+        # Not a number: SGLang refuses such a flag at boot, and says so.
+        bound = flag_int((*deployment.launch.args, *deployment.configs[name].args), "--cuda-graph-max-bs")
+        if bound is not None and bound > 0:
             found.add(bound)
     return sorted(found)
 

@@ -93,7 +93,10 @@ def group_pids(pgid: int) -> set[int]:
 
 
 class LocalLauncher:
-    def __init__(self, deployment: Deployment, log_dir: Path) -> None:
+    def __init__(self, deployment: Deployment, log_dir: Path, shares_the_gpu: bool = False) -> None:
+        """`shares_the_gpu`: processes not ours start and stop on the GPU meanwhile, so total memory
+        in use says nothing about whether a stopped server released its share; only its processes
+        are watched then."""
         self.deployment = deployment
         self.log_dir = log_dir
         self._procs: dict[int, subprocess.Popen] = {}
@@ -103,7 +106,8 @@ class LocalLauncher:
         for killed in reap_orphans():
             print(f"specgate: stopped a server left by a killed earlier run: {killed}", file=sys.stderr)
         self._record = RunRecord()
-        self._idle_used_mib = memory_used_mib()  # GPU memory in use before any server of ours
+        # GPU memory in use before any server of ours
+        self._idle_used_mib = None if shares_the_gpu else memory_used_mib()
 
     def command_for(self, config: ServerConfig, port: int, nccl_port: int) -> list[str]:
         launch = self.deployment.launch

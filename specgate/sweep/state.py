@@ -8,9 +8,8 @@ is taken against the baseline measured in its own wave of its own session, on it
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any, TypeVar
@@ -57,7 +56,7 @@ class SessionRecord:
     complete: bool = False
 
 
-@dataclasses.dataclass
+@dataclass
 class SweepState:
     path: Path
     deployment: str

@@ -63,14 +63,13 @@ class _Spread(BaseModel):
             raise ValueError(f"expected a spread from 0 to 1, got {value}")
         return value
 
-    def used(self) -> float:
-        """The upper bound where recorded (a spread from few boots is uncertain, see calibrate.analyse)."""
-        upper = "between_boot_log_sd_upper" in self.model_fields_set
-        value = self.between_boot_log_sd_upper if upper else self.between_boot_log_sd
-        if value is None:
-            key = "between_boot_log_sd_upper" if upper else "between_boot_log_sd"
-            raise ValueError(f"{key}': expected a number, got None")
-        return float(value)
+    def used(self) -> tuple[str, float | None]:
+        """The field the judge uses and its value: the upper bound where recorded (a spread from
+        few boots is uncertain, see calibrate.analyse)."""
+        key = (
+            "between_boot_log_sd_upper" if "between_boot_log_sd_upper" in self.model_fields_set else "between_boot_log_sd"
+        )
+        return key, getattr(self, key)
 
 
 class _ConfigEntry(BaseModel):
@@ -107,17 +106,19 @@ def load_calibration(path: Path) -> Calibration:
         fingerprint = Fingerprint.from_dict(record.fingerprint)
         if path.stem != fingerprint.slug:
             raise ValueError(f"fingerprint: names {fingerprint.slug!r}, but the file is {path.name!r}")
-        spread: dict[str, dict[str, float]] = {}
-        for config, entry in record.configs.items():
-            for kind in KINDS:
-                figure = getattr(entry, kind)
-                if figure is not None:
-                    try:
-                        spread.setdefault(config, {})[kind] = figure.used()
-                    except ValueError as exc:
-                        raise BaselineError(path, f"calibration record malformed: field 'configs.{config}.{kind}.{exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise BaselineError(path, f"calibration record malformed: {type(exc).__name__}: {exc}") from None
+    spread: dict[str, dict[str, float]] = {}
+    for config, entry in record.configs.items():
+        for kind in KINDS:
+            figure = getattr(entry, kind)
+            if figure is None:
+                continue
+            key, value = figure.used()
+            if value is None:
+                field = f"configs.{config}.{kind}.{key}"
+                raise BaselineError(path, f"calibration record malformed: field '{field}': expected a number, got None")
+            spread.setdefault(config, {})[kind] = float(value)
     return Calibration(path, fingerprint, record.provenance, record.boots, spread, data)
 
 

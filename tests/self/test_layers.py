@@ -71,8 +71,7 @@ def imports() -> list[tuple[str, str, str]]:
             for target in _targets(node, module, path.name == "__init__.py"):
                 if target == "specgate" or target.startswith("specgate."):
                     unit = unit_of(target)
-                    if unit in units or target.count(".") <= 1:
-                        out.append((str(rel), unit_of(module), unit if unit in units else "specgate"))
+                    out.append((str(rel), unit_of(module), unit if unit in units else "specgate"))
     return out
 
 
