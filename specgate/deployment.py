@@ -12,11 +12,12 @@ import json
 import re
 import tomllib
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 
 from specgate import project as _project
 from specgate.errors import DeploymentError, DeploymentErrors
-from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompts
+from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompt_set
 from specgate.resources import builtin_deployments_dir
 from specgate.secrets import env_name_problem
 from specgate.tomlcheck import Table, safe_name_problem
@@ -200,9 +201,21 @@ class Workload:
 
     def prompts(self) -> tuple[Prompt, ...]:
         """Every prompt the workload sends: the built-in sets named, then each prompt file."""
-        return load_prompts(self.prompt_sets) + tuple(
-            p for f in self.prompt_files for p in load_prompt_file(f, f.stem)
-        )
+        return tuple(p for group in self._prompt_groups() for p in group)
+
+    def speed_sequence(self) -> tuple[Prompt, ...]:
+        """The pinned order speed is measured in: one prompt of each set in turn (chat-00,
+        code-00, ..., chat-01, ...). A run measures a prefix of it (`repeats`, more while
+        undecided, up to `max_repeats`); set by set, a 12-request prefix would be chat and code
+        only and the accept length of a check would not be the traffic's. In turn, every prefix
+        weighs each set alike."""
+        groups = self._prompt_groups()
+        return tuple(p for row in zip_longest(*groups) for p in row if p is not None)
+
+    def _prompt_groups(self) -> list[tuple[Prompt, ...]]:
+        return [load_prompt_set(s) for s in self.prompt_sets] + [
+            load_prompt_file(f, f.stem) for f in self.prompt_files
+        ]
 
 
 @dataclass(frozen=True)

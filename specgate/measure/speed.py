@@ -114,7 +114,8 @@ class SpeedMeter:
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
         w = deployment.workload
-        prompts = w.prompts()
+        prompts = w.speed_sequence()
+        self.labels = [p.label for p in prompts]  # the prompt of each pinned request, for per-set figures
         self.requests = [
             GenerateRequest(
                 max_new_tokens=w.max_new_tokens, text=render(p.messages, w.prompt_format), ignore_eos=True, stream=True
@@ -128,6 +129,10 @@ class SpeedMeter:
         # (server process, concurrency) already warmed. Not id(server): a server object freed after
         # release can hand its id to the next one booted, which would then skip its warmup.
         self._warm: set[tuple[str, int | None, int]] = set()
+
+    def label(self, sample: SpeedSample) -> str:
+        """The prompt (set/id) a measured request sent."""
+        return self.labels[sample.index % len(self.labels)]
 
     def record(self, config: str, concurrency: int) -> ConfigSpeed:
         return self.results.setdefault((config, concurrency), ConfigSpeed(config, concurrency))

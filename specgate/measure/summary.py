@@ -19,6 +19,19 @@ def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
     return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct or 0 for s in spec], confidence)
 
 
+def accept_by_set(speed: ConfigSpeed, label_of) -> dict[str, dict]:  # noqa: ANN001 - SpeedMeter.label
+    """Pooled accept length per prompt set (the part of a label before '/'), in the order the
+    sets first appear: which kind of traffic the drafter serves worst."""
+    out: dict[str, list[int]] = {}
+    for s in speed.samples:
+        if s.verify_ct:
+            tokens_steps = out.setdefault(label_of(s).split("/", 1)[0], [0, 0, 0])
+            tokens_steps[0] += s.completion_tokens
+            tokens_steps[1] += s.verify_ct
+            tokens_steps[2] += 1
+    return {name: {"accept_length": round(t / v, 3), "requests": n} for name, (t, v, n) in out.items()}
+
+
 @dataclass(frozen=True)
 class SpeedSummary:
     decode_tps: Interval

@@ -14,7 +14,7 @@ from specgate.deployment import Deployment
 from specgate.equivalence.check import EquivalenceStats
 from specgate.equivalence.known import known_defects_for
 from specgate.measure.speed import SpeedMeter
-from specgate.measure.summary import summarise_speed
+from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import RunVerdict, Verdict
@@ -53,6 +53,7 @@ def _speed_rows(
                 "decode_tps": summary.decode_tps.as_dict(),
                 "ratio_to_reference": summary.ratio_to_reference.as_dict() if summary.ratio_to_reference else None,
                 "accept_length": summary.accept_length.as_dict() if summary.accept_length else None,
+                "accept_length_by_set": accept_by_set(record, meter.label) if summary.accept_length else None,
                 "ttft_ms": summary.ttft_s.scaled(1000).as_dict(),
                 "warmup_requests": warm.requests if warm else 0,
                 "warmup_settled": warm.settled if warm else None,

@@ -67,15 +67,23 @@ def render_markdown(report: dict) -> str:
                 f"| {name} | {r['concurrency']} | {_iv(r['decode_tps'])} | {_iv(r['ratio_to_reference'], '{:.3f}')} "
                 f"| {_iv(r['accept_length'], '{:.2f}')} | {_iv(r['ttft_ms'], '{:.1f}')} | {r['n']} | {warm} | {r['verdict']} |"
             )
+        for r in report.get("unmeasured") or []:
+            out.append(
+                f"| {r['config']} | {r['concurrency']} | NOT MEASURED | — | — | — | 0 | — | FAIL: {r['error']} |"
+            )
+        by_set = [r for r in report["speed"] if r.get("accept_length_by_set")]
+        if by_set:
+            out.append("\nAccept length by prompt set (pooled tokens / verify steps; requests in brackets):\n")
+            for r in by_set:
+                parts = ", ".join(
+                    f"{name} {f['accept_length']:.2f} ({f['requests']})" for name, f in r["accept_length_by_set"].items()
+                )
+                out.append(f"- {r['config']} (concurrency {r['concurrency']}): {parts}")
         stored = next((r["stored"] for r in report["speed"] if r.get("stored")), None)
         if stored:
             out.append(
                 f"\nThe reference's row is the stored baseline's (`{stored}`), and every × reference above is over "
                 "those stored figures: it also holds whatever differs between that run's boot and this one."
-            )
-        for r in report.get("unmeasured") or []:
-            out.append(
-                f"| {r['config']} | {r['concurrency']} | NOT MEASURED | — | — | — | 0 | — | FAIL: {r['error']} |"
             )
 
     if report["gates"]:

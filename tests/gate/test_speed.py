@@ -37,6 +37,12 @@ def test_decode_speed(specgate, speed_target, benchmark):
         decode_tps_median=statistics.median(s.decode_tps for s in samples),
         decode_tps=[round(s.decode_tps, 3) for s in samples],
         boot=[s.boot for s in samples],
+        # The raw per-request figures, request by request: which prompt, how many tokens in how
+        # many verify steps (accept length is theirs), and the time to the first token.
+        prompt=[specgate.meter.label(s) for s in samples],
+        completion_tokens=[s.completion_tokens for s in samples],
+        verify_ct=[s.verify_ct for s in samples],
+        ttft_s=[round(s.ttft_s, 6) for s in samples],
         ttft_s_median=statistics.median(s.ttft_s for s in samples),
         accept_length=(
             sum(s.completion_tokens for s in samples if s.verify_ct) / sum(s.verify_ct for s in samples if s.verify_ct)

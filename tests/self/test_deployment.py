@@ -144,3 +144,28 @@ def test_check_lists_every_broken_config_and_every_broken_gate(tmp_path):
         _dep({"gates": {"beats": [{"config": "ghost"}, {"config": "eagle3-decode", "ratio": 0}],
                         "accept_length": [{"config": "baseline", "at_least": 2}]}})  # fmt: skip
     assert [e.field for e in err.value.errors] == ["gates.beats[0].config", "gates.beats[1].ratio", "gates.accept_length[0].config"]
+
+
+def test_the_speed_sequence_takes_the_sets_in_turn_so_every_prefix_weighs_them_alike():
+    workload = load_deployment("sim").workload
+    sequence = workload.speed_sequence()
+    assert sorted(p.label for p in sequence) == sorted(p.label for p in workload.prompts())
+    sets = workload.prompt_sets
+    # A check stops at `repeats` requests (12 here): set by set that would be chat and code only.
+    first = [p.set_name for p in sequence[: len(sets) * 2]]
+    assert all(first.count(name) == 2 for name in sets), first
+    # Sets shorter than the others drop out of the turn when they run out, and nothing repeats.
+    assert len({p.label for p in sequence}) == len(sequence)
+
+
+def test_accept_length_by_set_pools_tokens_over_verify_steps_per_set():
+    from specgate.measure.speed import ConfigSpeed, SpeedSample
+    from specgate.measure.summary import accept_by_set
+
+    def sample(index: int, tokens: int, steps: int | None) -> SpeedSample:
+        return SpeedSample(100.0, 0.01, 1.0, tokens, 10, steps, None, 5, index=index)
+
+    record = ConfigSpeed("eagle3", 1, [sample(0, 100, 50), sample(1, 100, 25), sample(2, 100, 40), sample(3, 9, None)])
+    labels = ["chat/chat-00", "code/code-00", "chat/chat-01", "math/math-00"]
+    figures = accept_by_set(record, lambda s: labels[s.index])
+    assert figures == {"chat": {"accept_length": 2.222, "requests": 2}, "code": {"accept_length": 4.0, "requests": 1}}
