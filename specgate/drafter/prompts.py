@@ -161,7 +161,8 @@ def generate(n: int, seed: int = SEED) -> list[TrainingPrompt]:
         ),
         "long_context": lambda: (
             "Read the notes below, then answer: which part matters most to a beginner, and why?\n\n"
-            + "\n\n".join(rng.sample(passages, 4))
+            # 6 to 18 passages: ~400 to ~1,800 tokens, around the held-out long_context prompts (~1,000-1,400)
+            + "\n\n".join(rng.sample(passages, rng.randint(6, 18)))
         ),
     }
     kinds = list(makers)
