@@ -21,6 +21,7 @@ from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.errors import SpecgateError
 from specgate.measure.fidelity import fidelity_of
+from specgate.measure.speed import Measurements
 from specgate.provenance import git_commit, provenance
 from specgate.report.build import build_report
 from specgate.report.chart import render_chart
@@ -501,12 +502,12 @@ def _stored_reference(gate: GateSession) -> StoredReference | None:
         return None
 
 
-def _measured(gate: GateSession) -> Any:
+def _measured(gate: GateSession) -> Measurements:
     """What the report and diagnosis read: this run's records, plus the stored reference's."""
     stand_in = _stored_reference(gate)
     if stand_in is None:
         return gate.meter
-    return MeasuredView({**stand_in.records(), **gate.meter.results})
+    return MeasuredView({**stand_in.records(), **gate.meter.results}, tuple(gate.meter.labels))
 
 
 def _stand_in(gate: GateSession) -> dict | None:

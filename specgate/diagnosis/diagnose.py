@@ -12,7 +12,7 @@ from specgate.diagnosis.cycle import CycleModel, cycle_model
 from specgate.diagnosis.levers import Lever, Sibling, Subject, Thresholds, find_levers, parse_flags
 from specgate.diagnosis.settings import EffectiveSettings, read_settings
 from specgate.diagnosis.signals import draft_config, graph_use, pooled_histogram
-from specgate.measure.speed import SpeedMeter
+from specgate.measure.speed import Measurements
 from specgate.measure.summary import paired_speed_ratio
 
 # Where the cycle model's prediction and the measured speedup part by more than this, the
@@ -66,7 +66,7 @@ def _underperforms(deployment: Deployment, model: CycleModel) -> list[str]:
 
 
 def diagnose(
-    deployment: Deployment, meter: SpeedMeter, server_infos: dict[str, dict], log_dir: Path | None
+    deployment: Deployment, meter: Measurements, server_infos: dict[str, dict], log_dir: Path | None
 ) -> list[Diagnosis]:
     conf = deployment.gates.confidence
     thresholds = Thresholds(

@@ -13,6 +13,7 @@ import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment
@@ -108,6 +109,16 @@ class ConfigSpeed:
 
     def count(self, boot: int) -> int:
         return sum(1 for s in self.samples if s.boot == boot)
+
+
+class Measurements(Protocol):
+    """What the report and the diagnosis read: a run's records by (config, concurrency), and
+    the prompt each measured request sent (a SpeedMeter, or a view adding stored records)."""
+
+    @property
+    def results(self) -> dict[tuple[str, int], ConfigSpeed]: ...
+
+    def label(self, sample: SpeedSample) -> str: ...
 
 
 class SpeedMeter:

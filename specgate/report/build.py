@@ -13,7 +13,7 @@ import numpy as np
 from specgate.deployment import Deployment
 from specgate.equivalence.check import EquivalenceStats
 from specgate.equivalence.known import known_defects_for
-from specgate.measure.speed import SpeedMeter
+from specgate.measure.speed import Measurements
 from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
@@ -29,7 +29,7 @@ class TestTally:
 
 
 def _speed_rows(
-    deployment: Deployment, meter: SpeedMeter, verdicts: list[Verdict], stored_from: str | None = None
+    deployment: Deployment, meter: Measurements, verdicts: list[Verdict], stored_from: str | None = None
 ) -> list[dict]:
     """One row per measured config and concurrency; `stored_from` names the baseline file whose
     figures stand in for the unbooted reference (its rows are marked, and every × reference is over them)."""
@@ -70,7 +70,7 @@ def _speed_rows(
     return rows
 
 
-def _unmeasured_rows(deployment: Deployment, meter: SpeedMeter, failed_servers: dict[str, str]) -> list[dict]:
+def _unmeasured_rows(deployment: Deployment, meter: Measurements, failed_servers: dict[str, str]) -> list[dict]:
     """A config whose server never booted (or died before a figure) keeps its row, with the cause."""
     rows = []
     for concurrency in deployment.workload.concurrency:
@@ -174,7 +174,7 @@ def _equivalence_rows(
 
 def build_report(
     deployment: Deployment,
-    meter: SpeedMeter,
+    meter: Measurements,
     verdicts: list[Verdict],
     equivalence: dict[str, EquivalenceStats],
     boots: list[BootRecord],

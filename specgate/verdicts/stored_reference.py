@@ -170,3 +170,7 @@ class MeasuredView:
     stored reference's where it was not booted (rows marked as stored by the report)."""
 
     results: dict[tuple[str, int], ConfigSpeed]
+    labels: tuple[str, ...] = ()  # the prompt of each pinned request (the stored one pairs with ours)
+
+    def label(self, sample: SpeedSample) -> str:
+        return self.labels[sample.index % len(self.labels)] if self.labels else "?"
