@@ -62,8 +62,8 @@ TOLERABLE = {
     "stop string that ended the baseline (its text cut at the same place)",
     # Seen on the H200 with SGLang 0.5.14 and a trained EAGLE-3 drafter
     # (results/2026-11-30-h200-drafter-retry): SGLang's max_new_tokens check runs before its stop checks.
-    "past-stop-at-length": "the speculative answer has the baseline's tokens up to the stop string that ended the "
-    "baseline, then ran on to max_new_tokens within the same verify step, the stop string left in its text",
+    "past-stop-at-length": "the speculative answer has the baseline's tokens up to the stop string or stop token "
+    "(EOS) that ended the baseline, then ran on to max_new_tokens within the same verify step",
 }
 
 

@@ -281,6 +281,25 @@ def compare(
                 tokens_compared=n,
                 shape=STOP_OVERSHOOT,
             )
+        if _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step):
+            # The same SGLang finish-check order as a stop string's, for a stop token (EOS): the
+            # verify step that accepted it also reached max_new_tokens, so it ended on length.
+            extra = len(spec_ids) - len(base_ids)
+            message = (
+                f"past the stop token at the limit: the speculative answer has the baseline's {n} tokens, ending on "
+                f"its stop ({baseline.finish_reason}), then {extra} more token id(s) to max_new_tokens = "
+                f"{case.max_new_tokens} within the same verify step, finish_reason {spec.finish_reason}\n{header}\n"
+                f"{_context(baseline.text, spec.text)}\n{repro}"
+            )
+            if PAST_STOP_AT_LENGTH in tolerate:
+                return Outcome("tolerated", message, tokens_compared=n, shape=PAST_STOP_AT_LENGTH)
+            return Outcome(
+                "divergence",
+                message + "\n(known SGLang behaviour? declare it for this config with "
+                f'tolerate = ["{PAST_STOP_AT_LENGTH}"] to count it without failing)',
+                tokens_compared=n,
+                shape=PAST_STOP_AT_LENGTH,
+            )
         shorter = "speculative" if len(spec_ids) < len(base_ids) else "baseline"
         return Outcome(
             "divergence",

@@ -444,3 +444,25 @@ def test_an_answer_read_in_one_piece_is_sent_again_then_named(monkeypatch):
     with pytest.raises(SpecgateError, match="cannot be timed"):
         meter._round(None, 1, 0)
     assert len(calls) == UNTIMED_TRIES
+
+
+def test_an_eos_accepted_in_the_step_that_reaches_max_new_tokens_is_the_same_known_shape():
+    """Seen on SGLang 0.5.14 with a trained drafter: the baseline stopped on EOS (id 2) at token
+    11; the speculative answer holds the same 11 tokens, EOS included, then '\\n' up to
+    max_new_tokens 12 (finish_reason length): length is checked before stop tokens too."""
+    from specgate.equivalence.known import PAST_STOP_AT_LENGTH
+
+    case = GenerationCase("translation/3", "hi", 12, (), 1)
+    eleven = list(range(10, 20)) + [2]
+    base = replace(_answer(eleven, "The cat sleeps."), finish_reason=FinishReason("stop", 2))
+    spec = _answer([*eleven, 5], "The cat sleeps.\n")
+    outcome = compare(case, base, spec, 0.05, "http://b", "http://s", max_tokens_per_step=3)
+    assert not outcome.ok and outcome.shape == PAST_STOP_AT_LENGTH and "past the stop token" in outcome.message
+    assert 'tolerate = ["past-stop-at-length"]' in outcome.message
+    tolerated = compare(case, base, spec, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3)
+    assert tolerated.ok and tolerated.kind == "tolerated" and tolerated.tokens_compared == 11
+    # Ran on for more than one verify step's worth, or short of the limit: an ordinary failure.
+    far = replace(case, max_new_tokens=16)
+    runs_on = _answer([*eleven, 5, 6, 7, 8, 9], "The cat sleeps.\nAnd")
+    assert compare(far, base, runs_on, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3).kind == "divergence"
+    assert compare(case, base, spec, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,)).kind == "divergence"
