@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--baselines-dir", default=None, help="root of stored baselines (default: the repo's)")
     calibrate.add_argument("--max-seconds", type=float, default=None, help="start no round that would end past this")
     calibrate.add_argument("--seed", type=int, default=None, help="fix the interleaving order (self-tests)")
+    schema = sub.add_parser(
+        "schema", help="print (or write) the JSON Schema of the deployment file, generated from the parser's reads"
+    )
+    schema.add_argument("-o", "--output", default=None, help="write it to this file instead of standard output")
     spread = sub.add_parser("spread", help="run-to-run spread of several report.json files of one deployment")
     spread.add_argument("reports", nargs="+", help="report.json files (at least two)")
     return parser
@@ -395,6 +399,24 @@ def _make_drafter(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schema(args: argparse.Namespace) -> int:
+    import json
+
+    from specgate.schema import deployment_schema
+
+    text = json.dumps(deployment_schema(), indent=2) + "\n"
+    if args.output is None:
+        print(text, end="")
+        return 0
+    try:
+        Path(args.output).write_text(text)
+    except OSError as exc:
+        print(f"specgate: error: --output {args.output}: cannot write the schema: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ours, extra = split_pytest_args(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(ours)
@@ -422,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "init":
         return _init(args)
+    if args.command == "schema":
+        return _schema(args)
     try:
         if hasattr(args, "report_dir"):
             args.report_dir_given = args.report_dir is not None

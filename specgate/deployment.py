@@ -576,7 +576,7 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
             raise t.error("attention_mode", f"expected values from 'prefill', 'decode'; got {mode!r}")
     env_table = t.table("env")
     env = {}
-    for key in env_table.keys():
+    for key in env_table.names():
         values = env_table.str_list(key)
         if not values:
             raise env_table.error(key, "expected a non-empty list of strings (the values to sweep)")
@@ -759,7 +759,7 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
         raise t.error(None, "expected at least one config, e.g. [configs.baseline]")
     configs: dict[str, ServerConfig] = {}
     errors: list[DeploymentError] = []
-    for name in t.keys():
+    for name in t.names():
         # Each config is checked on its own, so that `specgate check` lists every broken one.
         try:
             configs[name] = _parse_config(t, name, launch)
@@ -958,7 +958,7 @@ def _parse_gate_settings(
     tol = t.table("tolerance")
     by_config_table = tol.table("decode_tps_by_config")
     by_config = {}
-    for name in by_config_table.keys():
+    for name in by_config_table.names():
         if name not in configs:
             raise by_config_table.error(name, f"is not a config under [configs]; have {sorted(configs)}")
         by_config[name] = by_config_table.number(name, minimum=0.0, maximum=0.999)

@@ -3,6 +3,11 @@
 tomllib gives plain dicts; this wraps one table so that each read states the type
 it expects, unknown keys are caught (a typo such as `max_new_token` must not be
 silently ignored), and every error carries the dotted field path.
+
+Inside `recording()` every read also notes what it reads (the table, the key, its type,
+default, bounds and choices): the parser then describes the format it accepts, and
+specgate.schema turns those notes into a JSON Schema. One definition, the parser, instead
+of a second description kept in step with it by hand.
 """
 
 from __future__ import annotations
@@ -10,12 +15,31 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from specgate.errors import DeploymentError
 
 _MISSING: Any = object()
+# table pattern ("", "launch.", "configs.*.", "gates.beats[*].") -> key ("*" in a table of
+# names) -> what was read there; "*names*" marks a table whose keys are the user's names.
+Notes = dict[str, dict[str, dict[str, Any]]]
+_NOTES: ContextVar[Notes | None] = ContextVar("specgate_tomlcheck_notes", default=None)
+NAMES = "*names*"
+
+
+@contextmanager
+def recording() -> Iterator[Notes]:
+    """Every Table read inside the block notes what it read, into the dict yielded."""
+    notes: Notes = {}
+    token = _NOTES.set(notes)
+    try:
+        yield notes
+    finally:
+        _NOTES.reset(token)
 # A read's default is returned as given where the key is absent (None, a tuple, a number...).
 D = TypeVar("D")
 # Names become file names (baselines, golden files, server logs): one path component,
@@ -34,11 +58,36 @@ def safe_name_problem(name: str) -> str | None:
 
 
 class Table:
-    def __init__(self, data: dict[str, Any], path: Path, prefix: str = "") -> None:
+    def __init__(self, data: dict[str, Any], path: Path, prefix: str = "", pattern: str | None = None) -> None:
         self._data = data
         self._path = path
         self._prefix = prefix
+        self._pattern = prefix if pattern is None else pattern  # the prefix with names and indices as "*"
         self._read: set[str] = set()
+
+    def _note(self, key: str, kind: str, default: Any, **facts: Any) -> str:
+        """Record a read (inside `recording()`); returns the key's pattern ("*" in a table of names)."""
+        notes = _NOTES.get()
+        if notes is None:
+            return key
+        table = notes.setdefault(self._pattern, {})
+        slot = "*" if NAMES in table else key
+        entry = table.setdefault(slot, {"kind": kind})
+        if default is _MISSING:
+            entry["required"] = True
+        else:
+            entry.setdefault("default", default)
+        for fact, value in facts.items():
+            if value is not None:
+                entry.setdefault(fact, value)
+        return slot
+
+    def names(self) -> list[str]:
+        """The keys of a table whose keys are the user's names ([configs.NAME], an env table)."""
+        notes = _NOTES.get()
+        if notes is not None:
+            notes.setdefault(self._pattern, {})[NAMES] = {"kind": "names"}
+        return list(self._data)
 
     def field(self, key: str) -> str:
         return f"{self._prefix}{key}"
@@ -62,6 +111,7 @@ class Table:
     @overload
     def text(self, key: str, default: D, choices: tuple[str, ...] | None = None) -> str | D: ...
     def text(self, key: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None) -> Any:
+        self._note(key, "string", default, choices=choices)
         value = self._get(key, default)
         if value is default and key not in self._data:
             return value
@@ -76,6 +126,7 @@ class Table:
     @overload
     def flag(self, key: str, default: D) -> bool | D: ...
     def flag(self, key: str, default: Any = _MISSING) -> Any:
+        self._note(key, "boolean", default)
         value = self._get(key, default)
         if key in self._data and not isinstance(value, bool):
             raise self.error(key, f"expected true or false, got {value!r}")
@@ -87,6 +138,7 @@ class Table:
     def name(self, key: str, default: D) -> str | D: ...
     def name(self, key: str, default: Any = _MISSING) -> Any:
         """A string that becomes part of a file name."""
+        self._note(key, "name", default)
         value = self.text(key, default)
         if key in self._data and (problem := safe_name_problem(value)):
             raise self.error(key, problem)
@@ -99,6 +151,7 @@ class Table:
     def integer(
         self, key: str, default: Any = _MISSING, minimum: int | None = None, maximum: int | None = None
     ) -> Any:
+        self._note(key, "integer", default, minimum=minimum, maximum=maximum)
         value = self._get(key, default)
         if key not in self._data:
             return value
@@ -119,6 +172,7 @@ class Table:
     def number(
         self, key: str, default: Any = _MISSING, minimum: float | None = None, maximum: float | None = None
     ) -> Any:
+        self._note(key, "number", default, minimum=minimum, maximum=maximum)
         value = self._get(key, default)
         if key not in self._data:
             return value
@@ -139,6 +193,7 @@ class Table:
     @overload
     def str_list(self, key: str, default: D) -> list[str] | D: ...
     def str_list(self, key: str, default: Any = _MISSING) -> Any:
+        self._note(key, "string list", default)
         value = self._get(key, default)
         if key not in self._data:
             return value
@@ -151,6 +206,7 @@ class Table:
     @overload
     def int_list(self, key: str, default: D, minimum: int = 1, maximum: int | None = None) -> list[int] | D: ...
     def int_list(self, key: str, default: Any = _MISSING, minimum: int = 1, maximum: int | None = None) -> Any:
+        self._note(key, "integer list", default, minimum=minimum, maximum=maximum)
         value = self._get(key, default)
         if key not in self._data:
             return value
@@ -167,22 +223,25 @@ class Table:
         return list(value)
 
     def str_map(self, key: str) -> dict[str, str]:
+        self._note(key, "string map", {})
         value = self._get(key, {})
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise self.error(key, f"expected a table of string values, got {value!r}")
         return dict(value)
 
     def table(self, key: str, required: bool = False) -> Table:
+        slot = self._note(key, "table", _MISSING if required else {})
         value = self._get(key, _MISSING if required else {})
         if not isinstance(value, dict):
             raise self.error(key, f"expected a table ([{self.field(key)}]), got {value!r}")
-        return Table(value, self._path, f"{self.field(key)}.")
+        return Table(value, self._path, f"{self.field(key)}.", f"{self._pattern}{slot}.")
 
     def table_list(self, key: str) -> list[Table]:
+        slot = self._note(key, "table list", [])
         value = self._get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             raise self.error(key, f"expected an array of tables ([[{self.field(key)}]]), got {value!r}")
-        return [Table(v, self._path, f"{self.field(key)}[{i}].") for i, v in enumerate(value)]
+        return [Table(v, self._path, f"{self.field(key)}[{i}].", f"{self._pattern}{slot}[*].") for i, v in enumerate(value)]
 
     def skip(self, *keys: str) -> None:
         """Keys checked elsewhere or not at all (a section left unchecked because one it needs

@@ -169,3 +169,70 @@ def test_accept_length_by_set_pools_tokens_over_verify_steps_per_set():
     labels = ["chat/chat-00", "code/code-00", "chat/chat-01", "math/math-00"]
     figures = accept_by_set(record, lambda s: labels[s.index])
     assert figures == {"chat": {"accept_length": 2.222, "requests": 2}, "code": {"accept_length": 4.0, "requests": 1}}
+
+
+def test_the_committed_schema_is_the_one_the_parser_describes_and_every_shipped_deployment_fits_it():
+    """docs/deployment.schema.json is generated (`specgate schema -o ...`) from the parser's own
+    reads; a parser change without regenerating it fails here, as does a shipped file it rejects."""
+    import json
+    import tomllib
+    from pathlib import Path
+
+    import jsonschema
+
+    from specgate.resources import builtin_deployments_dir
+    from specgate.schema import deployment_schema
+
+    committed = Path(__file__).resolve().parents[2] / "docs" / "deployment.schema.json"
+    schema = deployment_schema()
+    assert json.loads(committed.read_text()) == schema, "run: specgate schema -o docs/deployment.schema.json"
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in sorted(builtin_deployments_dir().glob("*.toml")):
+        assert not list(validator.iter_errors(tomllib.loads(path.read_text()))), path.name
+
+
+def test_the_schema_knows_every_field_the_parser_reads_and_rejects_what_the_parser_rejects(tmp_path):
+    """Completeness: every literal key deployment.py reads is a property somewhere in the schema
+    (a branch no shipped file takes needs a sketch in specgate.schema). And a typo, a wrong type
+    and an unknown choice fail the schema as they fail the parser."""
+    import json
+    import re
+    import tomllib
+
+    import jsonschema
+
+    import specgate.deployment
+    from specgate.schema import deployment_schema
+
+    schema = deployment_schema()
+    source = open(specgate.deployment.__file__).read()
+    read = set(re.findall(r'\.(?:text|flag|name|integer|number|str_list|int_list|str_map|table|table_list)\(\s*"(\w+)"', source))
+    named: set[str] = set()
+
+    def walk(node) -> None:  # noqa: ANN001
+        if isinstance(node, dict):
+            named.update(node.get("properties", {}) if isinstance(node.get("properties"), dict) else {})
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    assert read and read <= named, sorted(read - named)
+    validator = jsonschema.Draft202012Validator(schema)
+    base = sim_deployment_dict()
+    for overrides in (
+        {"workload": {"max_new_token": 5}},
+        {"launch": {"launcher": "lcoal"}},
+        {"workload": {"repeats": "many"}},
+        {"configs": {"baseline": {"argz": []}}},
+        {"gates": {"beats": [{"over": "baseline"}]}},  # no config
+    ):
+        data = merge(base, overrides)
+        assert list(validator.iter_errors(json.loads(json.dumps(data)))), overrides
+        path = tmp_path / "dep.toml"
+        path.write_text(tomli_w.dumps(data))
+        with pytest.raises(DeploymentError):
+            load_deployment(str(path))
+    assert not list(validator.iter_errors(tomllib.loads(tomli_w.dumps(base))))
