@@ -591,8 +591,10 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         env=env,
         parallel=t.integer("parallel", 4, minimum=1),
         gpus=tuple(t.str_list("gpus", [])),
-        repeats=t.integer("repeats", workload.repeats, minimum=3),
-        max_new_tokens=t.integer("max_new_tokens", workload.max_new_tokens, minimum=2, maximum=MAX_NEW_TOKENS),
+        repeats=t.integer("repeats", workload.repeats, minimum=3, derived="workload.repeats"),
+        max_new_tokens=t.integer(
+            "max_new_tokens", workload.max_new_tokens, minimum=2, maximum=MAX_NEW_TOKENS, derived="workload.max_new_tokens"
+        ),
     )
     if not modes:
         raise t.error("attention_mode", "expected at least one mode")
@@ -707,7 +709,7 @@ def _parse_ssh(t: Table) -> SshSpec:
             "hosts",
             f"names a host twice ({list(hosts)}); give another name for the same machine (e.g. 127.0.0.1 and localhost)",
         )
-    nodes = t.integer("nodes", len(hosts), minimum=1)
+    nodes = t.integer("nodes", len(hosts), minimum=1, derived="the number of hosts")
     if nodes != len(hosts):
         raise t.error(
             "nodes", f"is {nodes}, but launch.ssh.hosts names {len(hosts)} host(s): expected one host per node"
@@ -810,6 +812,13 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
     return config
 
 
+def _max_repeats(t: Table, repeats: int) -> int:
+    value = t.integer("max_repeats", max(repeats, 45), minimum=1, derived="the larger of repeats and 45")
+    if value < repeats:
+        raise t.error("max_repeats", f"expected an integer >= {repeats} (repeats), got {value}")
+    return value
+
+
 def _parse_workload(t: Table, folder: Path) -> Workload:
     files = tuple(t.str_list("prompt_files", []))
     # Your own prompt files alone, unless built-in sets are named as well.
@@ -847,7 +856,7 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
         max_new_tokens=t.integer("max_new_tokens", 256, minimum=2, maximum=MAX_NEW_TOKENS),
         concurrency=tuple(t.int_list("concurrency", [1], maximum=MAX_CONCURRENCY)),
         repeats=repeats,
-        max_repeats=t.integer("max_repeats", max(repeats, 45), minimum=repeats),
+        max_repeats=_max_repeats(t, repeats),
         warmup=warmup,
         request_timeout_s=t.number("request_timeout_s", 300.0, minimum=0.1),
         prompt_files=tuple(paths),

@@ -116,6 +116,8 @@ def _leaf(entry: dict[str, Any]) -> dict[str, Any]:
         schema["items"] = {"type": "integer", **{b: entry[b] for b in bounds if b in entry}}
     else:
         schema.update({b: entry[b] for b in bounds if b in entry})
+    if "derived" in entry:
+        schema["description"] = f"default: {entry['derived']}"
     default = entry.get("default")
     if default is not None and entry["kind"] not in ("table", "table list"):
         try:

@@ -147,11 +147,21 @@ class Table:
     @overload
     def integer(self, key: str, *, minimum: int | None = None, maximum: int | None = None) -> int: ...
     @overload
-    def integer(self, key: str, default: D, minimum: int | None = None, maximum: int | None = None) -> int | D: ...
     def integer(
-        self, key: str, default: Any = _MISSING, minimum: int | None = None, maximum: int | None = None
+        self, key: str, default: D, minimum: int | None = None, maximum: int | None = None, derived: str | None = None
+    ) -> int | D: ...
+    def integer(
+        self,
+        key: str,
+        default: Any = _MISSING,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        derived: str | None = None,  # a default computed from other fields, in words (it varies by file)
     ) -> Any:
-        self._note(key, "integer", default, minimum=minimum, maximum=maximum)
+        if derived is None:
+            self._note(key, "integer", default, minimum=minimum, maximum=maximum)
+        else:
+            self._note(key, "integer", None, minimum=minimum, maximum=maximum, derived=derived)
         value = self._get(key, default)
         if key not in self._data:
             return value
