@@ -333,14 +333,14 @@ class SglangClient:
         where = f"{self.base_url}/generate"
         if meta.get("completion_tokens") is None:
             # Without it nothing can be counted; an empty answer would pass as "equal".
-            raise MalformedAnswer(f"{where}: meta_info has no completion_tokens: {str(meta)[:300]}")
+            raise MalformedAnswer(f"{where}: meta_info has no completion_tokens: {str(meta)[:300]}", url=where)
         completion = _count(where, meta, "completion_tokens")
         if output_ids is not None and (
             not isinstance(output_ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in output_ids)
         ):
-            raise MalformedAnswer(f"{where}: output_ids: expected a list of token ids, got {str(output_ids)[:200]}")
+            raise MalformedAnswer(f"{where}: output_ids: expected a list of token ids, got {str(output_ids)[:200]}", url=where)
         if not isinstance(text, str):
-            raise MalformedAnswer(f"{where}: text: expected a string, got {str(text)[:100]}")
+            raise MalformedAnswer(f"{where}: text: expected a string, got {str(text)[:100]}", url=where)
         ids = tuple(output_ids or ())
         if completion and len(ids) > completion:
             ids = ids[len(ids) - completion :]  # 0.5.1–0.5.4 put prompt tokens in front
@@ -370,7 +370,7 @@ def _count(where: str, meta: dict[str, Any], key: str, default: int | None = Non
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MalformedAnswer(f"{where}: meta_info.{key}: expected a whole number >= 0, got {value!r}")
+        raise MalformedAnswer(f"{where}: meta_info.{key}: expected a whole number >= 0, got {value!r}", url=where)
     return value
 
 
@@ -387,7 +387,8 @@ def _parse_top_logprobs(where: str, raw: Any) -> tuple[tuple[tuple[int, float], 
         return None
     bad = MalformedAnswer(
         f"{where}: meta_info.output_top_logprobs: expected a list per position of [logprob, token_id, text] "
-        f"entries, got {str(raw)[:200]}"
+        f"entries, got {str(raw)[:200]}",
+        url=where,
     )
     if not isinstance(raw, list):
         raise bad
@@ -430,7 +431,7 @@ def _parse_spec(where: str, meta: dict[str, Any]) -> SpecCounters | None:
         return _spec_counters(meta)
     except (TypeError, ValueError) as exc:
         raise MalformedAnswer(
-            f"{where}: meta_info spec_* counters: expected whole numbers ({exc}): {str(meta)[:300]}"
+            f"{where}: meta_info spec_* counters: expected whole numbers ({exc}): {str(meta)[:300]}", url=where
         ) from None
 
 

@@ -93,4 +93,9 @@ def test_a_caller_can_tell_a_status_from_a_broken_connection_from_a_malformed_an
     with pytest.raises(MalformedAnswer) as odd:
         client_for(b"<html>proxy login</html>", "text/html").generate(plain)
     assert odd.value.url == "http://sglang.test/generate"
+    # A field of the answer's meta_info that is wrong carries the URL too.
+    no_count = json.dumps({"text": "x", "meta_info": {"finish_reason": None}}).encode()
+    with pytest.raises(MalformedAnswer, match="completion_tokens") as field:
+        client_for(no_count).generate(plain)
+    assert field.value.url == "http://sglang.test/generate"
     assert all(issubclass(e, ClientError) for e in (HTTPStatusError, TransportError, MalformedAnswer))
