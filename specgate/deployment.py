@@ -208,7 +208,7 @@ class Workload:
         code-00, ..., chat-01, ...). A run measures a prefix of it (`repeats`, more while
         undecided, up to `max_repeats`); set by set, a 12-request prefix would be chat and code
         only and the accept length of a check would not be the traffic's. In turn, every prefix
-        weighs each set alike."""
+        holds each set within one request of the others, until a smaller set runs out."""
         groups = self._prompt_groups()
         return tuple(p for row in zip_longest(*groups) for p in row if p is not None)
 

@@ -507,6 +507,10 @@ def _measured(gate: GateSession) -> Measurements:
     stand_in = _stored_reference(gate)
     if stand_in is None:
         return gate.meter
+    if stand_in.baseline.workload_digest != gate.meter.workload_digest:
+        # Its requests sent other prompts (an older order, another workload): pairing them with
+        # ours by index would be a ratio of different traffic. The gates say NOT COMPARED.
+        return gate.meter
     return MeasuredView({**stand_in.records(), **gate.meter.results}, tuple(gate.meter.labels))
 
 

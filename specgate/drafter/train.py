@@ -92,10 +92,13 @@ def batches(samples: list, batch_tokens: int, rng: random.Random) -> list[list[i
 
 
 def split_held_out(n: int, share: float, rng: random.Random) -> tuple[list[int], list[int]]:
-    """(training, held-out) sample indices; at least 32 held out where there are enough samples."""
+    """(training, held-out) sample indices: `share` of them held out, but at least 32 where
+    there are 320 or more (fewer judge nothing reliably), and none below 10 samples."""
+    if not 0 <= share < 1:
+        raise SpecgateError(f"held-out share {share}: expected a fraction >= 0 and < 1")
     order = list(range(n))
     rng.shuffle(order)
-    k = min(max(32, round(n * share)), n // 4) if share > 0 else 0
+    k = max(round(n * share), min(32, n // 10)) if share > 0 else 0
     return sorted(order[k:]), sorted(order[:k])
 
 
@@ -195,7 +198,7 @@ def train(
             loss, acces = run([taught[i] for i in group])
             loss.backward()
             optimizer.step()
-            if step % 25 == 0 or step == 1:
+            if step % 25 == 0 or step == 1 or step == planned:
                 row = {"step": step, "s": round(time.monotonic() - started, 1), "loss": round(float(loss), 4),
                        "acc": [round(float(a), 3) for a in acces]}
                 history.append(row)
@@ -207,9 +210,13 @@ def train(
             elif settings.deadline is not None and time.time() > settings.deadline:
                 stop_reason = f"deadline reached at step {step} of {planned}"
             if stop_reason:
+                if not history or history[-1]["step"] != step:  # the checkpoint's own batch, logged
+                    history.append({"step": step, "s": round(time.monotonic() - started, 1),
+                                    "loss": round(float(loss), 4), "acc": [round(float(a), 3) for a in acces]})
                 break
+        whole = step == sum(len(e) for e in epochs[:epoch])
         judged = judge_held_out(epoch) if held else {"epoch": epoch, "step": step, "acc": [], "expected_tau_topk1_2steps": None}
-        judged["whole_epoch"] = not stop_reason
+        judged["whole_epoch"] = whole
         held_history.append(judged)
         log(f"held out after epoch {epoch}: {judged}")
         score = judged["expected_tau_topk1_2steps"]
@@ -219,6 +226,8 @@ def train(
         if stop_reason:
             log(stop_reason)
             break
+    if "final" not in written:  # no epoch ran (epochs = 0): the untrained drafter, said so
+        written["final"] = _save(draft, out_dirs["final"], apply_legacy_rope_scaling, step, history)
     if best is not None:
         written["final"]["chosen"] = (
             f"epoch {best['epoch']} (step {best['step']}) of {len(held_history)}: best held-out expected accept length"
@@ -229,7 +238,8 @@ def train(
         "capture_layers": layers,
         "samples": len(samples),
         "tokens": tokens,
-        "learned_tokens": sum(sum(m) for _, m in samples),
+        "learned_tokens": sum(sum(m) for _, m in taught),  # answer tokens trained on
+        "held_out_tokens": sum(sum(m) for _, m in held),  # answer tokens only judged on
         "held_out_samples": len(held),
         "held_out": held_history,
         "steps_planned": planned,

@@ -183,6 +183,20 @@ def _stop_in_the_step_that_hit_the_limit(
     )
 
 
+def _ends_on_its_stop(case: GenerationCase, baseline: GenerateResult, spec: GenerateResult) -> bool:
+    """The baseline ended on a stop that is its own last token (a stop token id) or one of the
+    request's stop strings, and the speculative text continues the baseline's: only then is the
+    difference where the step ended, not what was generated."""
+    matched = baseline.finish_reason.matched
+    if isinstance(matched, bool) or matched is None:
+        return False
+    if isinstance(matched, int):
+        own = bool(baseline.output_ids) and baseline.output_ids[-1] == matched
+    else:
+        own = matched in case.stop
+    return own and spec.text.startswith(baseline.text)
+
+
 def compare(
     case: GenerationCase,
     baseline: GenerateResult,
@@ -281,13 +295,16 @@ def compare(
                 tokens_compared=n,
                 shape=STOP_OVERSHOOT,
             )
-        if _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step):
-            # The same SGLang finish-check order as a stop string's, for a stop token (EOS): the
-            # verify step that accepted it also reached max_new_tokens, so it ended on length.
+        if _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step) and _ends_on_its_stop(
+            case, baseline, spec
+        ):
+            # SGLang's finish-check order, for a stop token (EOS) or a stop string whose text the
+            # invariants above did not catch: the verify step that accepted the stop also reached
+            # max_new_tokens, so it ended on length with tokens past the stop.
             extra = len(spec_ids) - len(base_ids)
             message = (
-                f"past the stop token at the limit: the speculative answer has the baseline's {n} tokens, ending on "
-                f"its stop ({baseline.finish_reason}), then {extra} more token id(s) to max_new_tokens = "
+                f"past the stop at the limit: the speculative answer has the baseline's {n} tokens and text, which "
+                f"ended on its stop ({baseline.finish_reason}), then {extra} more token id(s) to max_new_tokens = "
                 f"{case.max_new_tokens} within the same verify step, finish_reason {spec.finish_reason}\n{header}\n"
                 f"{_context(baseline.text, spec.text)}\n{repro}"
             )

@@ -123,6 +123,8 @@ def plan_sweep(deployment: Deployment) -> SweepPlan:
                 w.prompt_format,
                 # The user's prompt files by content: an edited file is another workload.
                 *([[p.label, [[m.role, m.content] for m in p.messages]] for p in w.prompts()] if w.prompt_files else []),
+                # The order requests are sent in: the first `repeats` of it are what a point measures.
+                [p.label for p in w.speed_sequence()],
             ],
             "warmup": [w.warmup.min_requests, w.warmup.max_requests, w.warmup.settle_window, w.warmup.settle_tolerance],
         },

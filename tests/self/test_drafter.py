@@ -120,3 +120,25 @@ def test_the_train_stage_needs_what_a_distil_stage_left_and_names_it(tmp_path):
         _recorded_data(tmp_path)
     (tmp_path / DATA_RECORD).write_text('{"prompts": {"n": 1}, "distillation": {"samples": 1}}')
     assert _recorded_data(tmp_path)["distillation"] == {"samples": 1}
+
+
+def test_the_held_out_split_is_reproducible_disjoint_and_sized_for_what_it_judges():
+    import random
+
+    import pytest
+
+    from specgate.drafter.train import expected_accept_length, split_held_out
+    from specgate.errors import SpecgateError
+
+    taught, held = split_held_out(20447, 0.03, random.Random(0))
+    assert len(held) == 613 and not set(taught) & set(held) and len(taught) + len(held) == 20447
+    assert (taught, held) == split_held_out(20447, 0.03, random.Random(0))
+    assert len(split_held_out(400, 0.03, random.Random(0))[1]) == 32  # at least 32 where there are 320+
+    assert len(split_held_out(200, 0.03, random.Random(0))[1]) == 20  # a tenth below that
+    assert split_held_out(4, 0.03, random.Random(0))[1] == []  # too few to judge anything
+    assert split_held_out(1000, 0.0, random.Random(0))[1] == []
+    with pytest.raises(SpecgateError, match="held-out share"):
+        split_held_out(100, 1.5, random.Random(0))
+    # tau at 2 steps / topk 1 from the per-step accuracies: 1 + a1 + a1*a2
+    assert expected_accept_length([0.7212, 0.6948, 0.6784, 0.6602]) == 2.222
+    assert expected_accept_length([]) == 1.0

@@ -381,3 +381,24 @@ def test_the_update_refuses_to_store_a_baseline_without_golden_answers(tmp_path)
     assert "baseline NOT written: launch.reference_from = \"stored\" needs the reference's golden answers" in out
     assert not list(d.baselines_dir.glob("*/*.json"))
     assert not d.leftovers()
+
+
+def test_stored_reference_records_of_another_workload_are_not_paired_into_the_report(monkeypatch):
+    """A stored reference whose requests sent other prompts (an older request order, another
+    workload) must not stand beside ours in the report's ratios: pairing by index would divide
+    different traffic. The gates already say NOT COMPARED; the report must not say more."""
+    from types import SimpleNamespace
+
+    from specgate import plugin
+    from specgate.measure.speed import ConfigSpeed
+
+    ours = {("eagle3", 1): ConfigSpeed("eagle3", 1)}
+    meter = SimpleNamespace(results=ours, labels=["chat/0"], workload_digest="new-order")
+    stored = SimpleNamespace(
+        baseline=SimpleNamespace(workload_digest="old-order"), records=lambda: {("baseline", 1): ConfigSpeed("baseline", 1)}
+    )
+    gate = SimpleNamespace(meter=meter)
+    monkeypatch.setattr(plugin, "_stored_reference", lambda g: stored)
+    assert plugin._measured(gate).results is ours  # the stored records left out
+    stored.baseline.workload_digest = "new-order"
+    assert set(plugin._measured(gate).results) == {("eagle3", 1), ("baseline", 1)}

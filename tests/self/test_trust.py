@@ -457,7 +457,7 @@ def test_an_eos_accepted_in_the_step_that_reaches_max_new_tokens_is_the_same_kno
     base = replace(_answer(eleven, "The cat sleeps."), finish_reason=FinishReason("stop", 2))
     spec = _answer([*eleven, 5], "The cat sleeps.\n")
     outcome = compare(case, base, spec, 0.05, "http://b", "http://s", max_tokens_per_step=3)
-    assert not outcome.ok and outcome.shape == PAST_STOP_AT_LENGTH and "past the stop token" in outcome.message
+    assert not outcome.ok and outcome.shape == PAST_STOP_AT_LENGTH and "past the stop at the limit" in outcome.message
     assert 'tolerate = ["past-stop-at-length"]' in outcome.message
     tolerated = compare(case, base, spec, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3)
     assert tolerated.ok and tolerated.kind == "tolerated" and tolerated.tokens_compared == 11
@@ -466,3 +466,11 @@ def test_an_eos_accepted_in_the_step_that_reaches_max_new_tokens_is_the_same_kno
     runs_on = _answer([*eleven, 5, 6, 7, 8, 9], "The cat sleeps.\nAnd")
     assert compare(far, base, runs_on, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3).kind == "divergence"
     assert compare(case, base, spec, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,)).kind == "divergence"
+    # Only where the baseline ended on its own stop and the speculative text continues it.
+    for odd_base, odd_spec in (
+        (base, replace(spec, text="The dog sleeps.\n")),  # same ids, other text
+        (replace(base, finish_reason=FinishReason("stop")), spec),  # a stop without a matched stop
+        (replace(base, finish_reason=FinishReason("stop", 7)), spec),  # a stop id that is not its last token
+    ):
+        odd = compare(case, odd_base, odd_spec, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3)
+        assert not odd.ok, (odd_base.finish_reason, odd_spec.text)
