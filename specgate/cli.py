@@ -279,7 +279,7 @@ def describe(dep: Deployment) -> str:
         )
     tol = dep.gates.tolerance
     lines.append(
-        f"  no-regression tolerance: {tol.decode_tps:.0%}"
+        f"  no-regression tolerance: {tol.decode_tps_fraction:.0%}"
         + "".join(f", {c} {t:.0%}" for c, t in tol.decode_tps_by_config.items())
         + f"; accept length {tol.accept_length:.0%}"
     )
@@ -289,7 +289,7 @@ def describe(dep: Deployment) -> str:
     )
     if dep.gates.between_boot is not None:
         b = dep.gates.between_boot
-        lines.append(f"  declared between-boot spread: decode {b.decode_tps:.1%}, speedup {b.speedup:.1%} ({b.source})")
+        lines.append(f"  declared between-boot spread: decode {b.decode_tps_log_sd:.1%}, speedup {b.speedup_log_sd:.1%} ({b.source})")
     from specgate.verdicts.judge import SIMULATED_TAU_ENV, simulated_tau
 
     for name in dep.speculative_configs:

@@ -265,7 +265,8 @@ class AcceptFloorGate:
 
 @dataclass(frozen=True)
 class Tolerances:
-    decode_tps: float
+    # Allowed relative change against the stored baseline (`[gates.tolerance] decode_tps`, 0.10 = 10%).
+    decode_tps_fraction: float
     accept_length: float
     faster_note: float
     # Per-config decode tolerances where calibration showed configs differ in noise (a speculative
@@ -273,7 +274,7 @@ class Tolerances:
     decode_tps_by_config: dict[str, float] = field(default_factory=dict)
 
     def decode_tps_for(self, config: str) -> float:
-        return self.decode_tps_by_config.get(config, self.decode_tps)
+        return self.decode_tps_by_config.get(config, self.decode_tps_fraction)
 
 
 @dataclass(frozen=True)
@@ -281,8 +282,8 @@ class BetweenBootSpread:
     """Between-boot spread declared in the deployment (SD of log figures across boots), for
     machines without a `specgate calibrate` record; `source` says where it was measured."""
 
-    decode_tps: float
-    speedup: float
+    decode_tps_log_sd: float  # `[gates.between_boot] decode_tps`
+    speedup_log_sd: float  # `[gates.between_boot] speedup`
     source: str
 
 
@@ -973,7 +974,7 @@ def _parse_gate_settings(
         by_config[name] = by_config_table.number(name, minimum=0.0, maximum=0.999)
     by_config_table.reject_unknown()
     tolerance = Tolerances(
-        decode_tps=tol.number("decode_tps", 0.10, minimum=0.0, maximum=1.0),
+        decode_tps_fraction=tol.number("decode_tps", 0.10, minimum=0.0, maximum=1.0),
         accept_length=tol.number("accept_length", 0.05, minimum=0.0, maximum=1.0),
         faster_note=tol.number("faster_note", 0.15, minimum=0.0),
         decode_tps_by_config=by_config,
@@ -983,8 +984,8 @@ def _parse_gate_settings(
     between_boot = None
     if spread.keys():
         between_boot = BetweenBootSpread(
-            decode_tps=spread.number("decode_tps", minimum=0.0, maximum=1.0),
-            speedup=spread.number("speedup", minimum=0.0, maximum=1.0),
+            decode_tps_log_sd=spread.number("decode_tps", minimum=0.0, maximum=1.0),
+            speedup_log_sd=spread.number("speedup", minimum=0.0, maximum=1.0),
             source=spread.text("source"),
         )
         if not between_boot.source.strip():

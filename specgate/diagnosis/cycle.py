@@ -81,7 +81,7 @@ def cycle_model(record: ConfigSpeed, reference: ConfigSpeed, confidence: float) 
     if tau is None or measured is None:
         return None
     t_c = [1000.0 * s.accept_length / s.decode_tps for s in spec if s.accept_length]
-    t_d = [1000.0 / v for v in reference.decode_tps if v > 0]
+    t_d = [1000.0 / v for v in reference.decode_tps_per_request if v > 0]
     if not t_c or not t_d:
         return None
     return CycleModel(

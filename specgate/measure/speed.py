@@ -90,7 +90,7 @@ class ConfigSpeed:
     warmups: list[WarmupRecord] = field(default_factory=list)
 
     @property
-    def decode_tps(self) -> list[float]:
+    def decode_tps_per_request(self) -> list[float]:
         return [s.decode_tps for s in self.samples]
 
     @property

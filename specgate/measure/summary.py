@@ -34,7 +34,7 @@ def accept_by_set(speed: ConfigSpeed, label_of) -> dict[str, dict]:  # noqa: ANN
 
 @dataclass(frozen=True)
 class SpeedSummary:
-    decode_tps: Interval
+    decode_tps_median: Interval
     ttft_s: Interval
     accept_length: Interval | None
     ratio_to_reference: Interval | None  # None for the reference itself, or when it was not measured
@@ -56,7 +56,7 @@ def summarise_speed(record: ConfigSpeed, reference: ConfigSpeed | None, confiden
         else None
     )
     return SpeedSummary(
-        decode_tps=median_interval(record.decode_tps, confidence),
+        decode_tps_median=median_interval(record.decode_tps_per_request, confidence),
         ttft_s=median_interval([s.ttft_s for s in record.samples], confidence),
         accept_length=accept_interval(record, confidence),
         ratio_to_reference=ratio,

@@ -50,7 +50,7 @@ def _speed_rows(
                 "concurrency": concurrency,
                 "speculative": record.speculative,
                 "n": len(record.samples),
-                "decode_tps": summary.decode_tps.as_dict(),
+                "decode_tps": summary.decode_tps_median.as_dict(),
                 "ratio_to_reference": summary.ratio_to_reference.as_dict() if summary.ratio_to_reference else None,
                 "accept_length": summary.accept_length.as_dict() if summary.accept_length else None,
                 "accept_length_by_set": accept_by_set(record, meter.label) if summary.accept_length else None,
@@ -61,7 +61,7 @@ def _speed_rows(
                 # spread of the measured requests (what a tolerance has to live with).
                 "warmup_first_tps": round(warm.decode_tps[0], 2) if warm and warm.decode_tps else None,
                 "warmup_last_tps": round(warm.decode_tps[-1], 2) if warm and warm.decode_tps else None,
-                "cv": round(_cv(record.decode_tps), 4),
+                "cv": round(_cv(record.decode_tps_per_request), 4),
                 "boots": len(record.by_boot()),
                 "verdict": RunVerdict.FAIL if any(v.failed for v in judged) else (RunVerdict.PASS if judged else "—"),
                 "stored": stored_from if stored_from and config == deployment.reference else None,

@@ -23,7 +23,7 @@ from specgate.errors import SpecgateError
 @dataclass(frozen=True)
 class RunFigures:
     label: str
-    decode_tps: float
+    decode_tps_median: float  # the report row's decode_tps.estimate
     ratio: float | None
     accept_length: float | None
 
@@ -41,7 +41,7 @@ class ConfigSpread:
     @property
     def decode_deviation(self) -> float:
         """Largest |run / median of runs - 1| of the absolute decode speed."""
-        return self._deviation([r.decode_tps for r in self.runs])
+        return self._deviation([r.decode_tps_median for r in self.runs])
 
     @property
     def ratios(self) -> list[float]:
@@ -55,7 +55,7 @@ class ConfigSpread:
     @property
     def decode_worst_pair(self) -> float:
         """fastest / slowest - 1: what a two-sided tolerance on absolute speed must allow."""
-        values = [r.decode_tps for r in self.runs]
+        values = [r.decode_tps_median for r in self.runs]
         return max(values) / min(values) - 1
 
     @property
@@ -119,7 +119,7 @@ def render_spread(deployment: str, spreads: list[ConfigSpread], warnings: list[s
     out.append("|---|---|---|---|---|---|---|---|")
     for s in spreads:
         runs = sorted(s.runs, key=lambda r: r.label)
-        tps = ", ".join(f"{r.decode_tps:.1f}" for r in runs)
+        tps = ", ".join(f"{r.decode_tps_median:.1f}" for r in runs)
         ratios = ", ".join(f"{r.ratio:.3f}" for r in runs if r.ratio is not None) or "—"
         taus = ", ".join(f"{r.accept_length:.2f}" for r in runs if r.accept_length is not None) or "—"
         rdev = f"{s.ratio_deviation:.1%}" if s.ratio_deviation is not None else "—"

@@ -152,9 +152,9 @@ def _measure_baselines(
             continue
         record = ConfigSpeed(name, 1, samples=samples)
         out[gpu] = record
-        session.baselines.setdefault(gpu, []).append([round(v, 3) for v in record.decode_tps])
+        session.baselines.setdefault(gpu, []).append([round(v, 3) for v in record.decode_tps_per_request])
         where = f" on GPU {gpu}" if gpu else ""
-        echo(f"  {name}: {median(record.decode_tps):.1f} tok/s (plain baseline{where}, wave {wave + 1})")
+        echo(f"  {name}: {median(record.decode_tps_per_request):.1f} tok/s (plain baseline{where}, wave {wave + 1})")
     return out
 
 
@@ -183,7 +183,7 @@ def _result(
         "measured",
         session,
         gpu,
-        decode_tps=[round(v, 3) for v in record.decode_tps],
+        decode_tps=[round(v, 3) for v in record.decode_tps_per_request],
         accept_lengths=[round(s.accept_length, 4) for s in record.samples if s.accept_length],
         boot_s=None if boot_s is None else round(boot_s, 1),
         wave=wave,

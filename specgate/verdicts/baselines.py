@@ -37,7 +37,7 @@ class StoredFigures:
     """One config at one concurrency, as stored."""
 
     args_digest: str
-    decode_tps: float
+    decode_tps_median: float  # the stored run's median decode tok/s (the document's decode_tps.estimate)
     decode_tps_low: float
     decode_tps_high: float
     accept_length: float | None
@@ -257,7 +257,7 @@ def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFig
             )
         out[(name, int(conc))] = StoredFigures(
             args_digest=digest,
-            decode_tps=tps[0],
+            decode_tps_median=tps[0],
             decode_tps_low=tps[1],
             decode_tps_high=tps[2],
             accept_length=accept,

@@ -174,7 +174,7 @@ class Judge:
             return s
         declared = self.deployment.gates.between_boot
         if declared is not None:
-            sd = declared.decode_tps if kind == "decode_tps" else declared.speedup
+            sd = declared.decode_tps_log_sd if kind == "decode_tps" else declared.speedup_log_sd
             return BootSpread(sd, f"declared in the deployment ([gates.between_boot]: {declared.source})")
         return None
 
@@ -364,14 +364,14 @@ class Judge:
         status, ratio, cap, _, looks, noise, record = self._now_over_stored(
             gate.config, c, figs, lambda iv: at_least(iv, gate.ratio)
         )
-        now = median_interval(record.decode_tps, conf)
+        now = median_interval(record.decode_tps_per_request, conf)
         head = (
             f"{gate.config} decodes at {now.estimate:.1f} tok/s, {ratio.estimate:.3f}x the stored {gate.over} "
-            f"({figs.decode_tps:.1f} tok/s in {stored.path.name}) [{ratio.low:.3f}, {ratio.high:.3f}] "
+            f"({figs.decode_tps_median:.1f} tok/s in {stored.path.name}) [{ratio.low:.3f}, {ratio.high:.3f}] "
             f"({_level(ratio, conf, looks)}, {self._paired_with_stored(record, figs, cap)} paired requests); "
             f"required >= {gate.ratio:g}x"
         )
-        figures = {"ratio": ratio.as_dict(), "required": gate.ratio, "now": now.as_dict(), "stored": figs.decode_tps}
+        figures = {"ratio": ratio.as_dict(), "required": gate.ratio, "now": now.as_dict(), "stored": figs.decode_tps_median}
         notes = [f"{gate.over}'s figures are the stored baseline's ({stored.path.name}), not this run's"]
         if unbooted:
             notes.append(
@@ -607,16 +607,16 @@ class Judge:
 
         status, ratio, cap, stored_n, looks, noise, record = self._now_over_stored(config, concurrency, figs, decide)
         pairs = self._paired_with_stored(record, figs, cap)
-        now = median_interval(record.decode_tps, conf)
+        now = median_interval(record.decode_tps_per_request, conf)
         head = (
-            f"{config} decode {now.estimate:.1f} tok/s vs stored {figs.decode_tps:.1f}: per-request ratio "
+            f"{config} decode {now.estimate:.1f} tok/s vs stored {figs.decode_tps_median:.1f}: per-request ratio "
             f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({_level(ratio, conf, looks)}) over {pairs} "
             f"paired requests ({pct(ratio.estimate - 1)}); allowed {'±' if two_sided else '-'}{allowed:.0%}"
         )
         figures = {
             "ratio_to_stored": ratio.as_dict(),
             "now": now.as_dict(),
-            "stored": figs.decode_tps,
+            "stored": figs.decode_tps_median,
             "baseline_file": stored.path.name,
         }
         if status == FAIL and two_sided:
@@ -693,7 +693,7 @@ class Judge:
         )
         context = (
             f"absolute: {config} {pct(absolute.estimate - 1)} and plain {ref} {pct(ref_change.estimate - 1)} "
-            f"vs stored ({median_interval(record.decode_tps, conf).estimate:.1f} tok/s now, {figs.decode_tps:.1f} stored)"
+            f"vs stored ({median_interval(record.decode_tps_per_request, conf).estimate:.1f} tok/s now, {figs.decode_tps_median:.1f} stored)"
         )
         figures = {
             "ratio_to_stored": ratio.as_dict(),
@@ -848,7 +848,7 @@ def baseline_document(
             entry["boot_seconds"] = round(booted[0], 2)
         entry["concurrency"][str(concurrency)] = {
             "n": len(record.samples),
-            "decode_tps": summary.decode_tps.as_dict(),
+            "decode_tps": summary.decode_tps_median.as_dict(),
             "ttft_s": summary.ttft_s.as_dict(),
             "accept_length": summary.accept_length.as_dict() if summary.accept_length else None,
             "ratio_to_reference": summary.ratio_to_reference.as_dict() if summary.ratio_to_reference else None,

@@ -40,7 +40,7 @@ def test_round_trip_and_no_temp_files_left(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == [path.name]
     stored = load_baseline(path)
     assert stored.fingerprint == FP
-    assert stored.figures[("baseline", 1)].decode_tps == 100.0
+    assert stored.figures[("baseline", 1)].decode_tps_median == 100.0
     assert json.loads(path.read_text())["format"] == FORMAT
 
 
