@@ -111,7 +111,7 @@ def main() -> int:
         p.error("expected --runs >= 1, --calibration-rounds >= 2 and 0 <= --boot-sd < 1")
     dep = load_deployment("sim")
     bar = dep.gates.beats[0].ratio
-    tol_now = dep.gates.tolerance.decode_tps
+    tol_now = dep.gates.tolerance.decode_tps_fraction
     rng = np.random.default_rng(args.seed)
     cal_rng = np.random.default_rng(args.seed + 1000)  # calibrations never share draws with the runs they serve
     prompts = rng.normal(0.0, PROMPT_SD, size=dep.workload.max_repeats)

@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser(
         "schema", help="print (or write) the JSON Schema of the deployment file, generated from the parser's reads"
     )
-    schema.add_argument("-o", "--output", default=None, help="write it to this file instead of standard output")
+    schema.add_argument("-o", "--output", default=None, help="write it to this file ('-': standard output, the default)")
     spread = sub.add_parser("spread", help="run-to-run spread of several report.json files of one deployment")
     spread.add_argument("reports", nargs="+", help="report.json files (at least two)")
     return parser
@@ -402,14 +402,26 @@ def _make_drafter(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> int:
     import json
 
+    from specgate.atomic import write_json_atomic
     from specgate.schema import deployment_schema
 
-    text = json.dumps(deployment_schema(), indent=2) + "\n"
-    if args.output is None:
-        print(text, end="")
+    schema = deployment_schema()
+    if args.output in (None, "-"):
+        try:
+            if sys.stdout is None:
+                raise OSError("standard output is closed")
+            sys.stdout.write(json.dumps(schema, indent=2) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # A reader that stopped early (`| head`) wanted no more: not an error of ours.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except OSError as exc:
+            print(f"specgate: error: cannot write the schema to standard output: {exc}", file=sys.stderr)
+            return 2
         return 0
     try:
-        Path(args.output).write_text(text)
+        write_json_atomic(Path(args.output), schema)  # whole or not at all: CI may read it meanwhile
     except OSError as exc:
         print(f"specgate: error: --output {args.output}: cannot write the schema: {exc}", file=sys.stderr)
         return 2

@@ -429,7 +429,7 @@ def _parse_spec(where: str, meta: dict[str, Any]) -> SpecCounters | None:
         return None
     try:
         return _spec_counters(meta)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # Infinity parses as JSON; int() of it overflows
         raise MalformedAnswer(
             f"{where}: meta_info spec_* counters: expected whole numbers ({exc}): {str(meta)[:300]}", url=where
         ) from None
@@ -439,10 +439,14 @@ def _spec_counters(meta: dict[str, Any]) -> SpecCounters:
     accepted = _first_present(meta, SPEC_FIELD_NAMES["accepted_drafts"])
     proposed = _first_present(meta, SPEC_FIELD_NAMES["proposed_drafts"])
     histogram = _first_present(meta, SPEC_FIELD_NAMES["histogram"])
-    return SpecCounters(
+    counters = SpecCounters(
         verify_ct=int(meta["spec_verify_ct"]),
         accepted_drafts=None if accepted is None else int(accepted),
         proposed_drafts=None if proposed is None else int(proposed),
         histogram=tuple(int(x) for x in histogram) if isinstance(histogram, list) else None,
         server_accept_length=_float_or_none(meta.get("spec_accept_length")),
     )
+    counts = [counters.verify_ct, counters.accepted_drafts, counters.proposed_drafts, *(counters.histogram or ())]
+    if any(c is not None and c < 0 for c in counts):
+        raise ValueError("a negative count")
+    return counters

@@ -550,7 +550,7 @@ def _check_config_references(t: Table, configs: dict[str, ServerConfig], referen
 
 
 def _parse_hardware(top: Table) -> dict[str, str]:
-    hardware = top.str_map("hardware")
+    hardware = top.str_map("hardware", keys=HARDWARE_KEYS)
     for key in hardware:
         if key not in HARDWARE_KEYS:
             raise top.error("hardware", f"unknown key {key!r}; known: {', '.join(HARDWARE_KEYS)}")
@@ -571,7 +571,7 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         raise t.error(
             "base", f"config {base!r} has its own command or reference, which `specgate sweep` does not follow yet"
         )
-    modes = tuple(t.str_list("attention_mode", ["prefill", "decode"]))
+    modes = tuple(t.str_list("attention_mode", ["prefill", "decode"], choices=("prefill", "decode")))
     for mode in modes:
         if mode not in ("prefill", "decode"):
             raise t.error("attention_mode", f"expected values from 'prefill', 'decode'; got {mode!r}")
@@ -588,7 +588,11 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         attention_mode=modes,
         num_steps=tuple(t.int_list("num_steps", [1, 2, 3])),
         topk=tuple(t.int_list("topk", [1])),
-        draft_tokens=tuple(t.int_list("draft_tokens", [2]) if "draft_tokens" in t.keys() else ()),
+        draft_tokens=tuple(
+            t.int_list("draft_tokens", [2], derived="steps + 1 at topk 1 (required where topk > 1)")
+            if "draft_tokens" in t.keys()
+            else ()
+        ),
         env=env,
         parallel=t.integer("parallel", 4, minimum=1),
         gpus=tuple(t.str_list("gpus", [])),
@@ -762,7 +766,7 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
         raise t.error(None, "expected at least one config, e.g. [configs.baseline]")
     configs: dict[str, ServerConfig] = {}
     errors: list[DeploymentError] = []
-    for name in t.names():
+    for name in t.names(safe=True):
         # Each config is checked on its own, so that `specgate check` lists every broken one.
         try:
             configs[name] = _parse_config(t, name, launch)
@@ -795,7 +799,7 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
         _reject_unknown_placeholders(c, "command", tuple(command))
         _reject_owned_flags(c, "command", tuple(command), launch.owned_flags)
         _reject_remote_repo(c, "command", tuple(command), launch.ssh)
-    tolerate = tuple(c.str_list("tolerate", []))
+    tolerate = tuple(c.str_list("tolerate", [], choices=tuple(TOLERABLE)))
     for known in tolerate:
         if known not in TOLERABLE:
             raise c.error("tolerate", f"unknown difference {known!r}; known: {', '.join(TOLERABLE)}")
@@ -814,16 +818,23 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
 
 
 def _max_repeats(t: Table, repeats: int) -> int:
-    value = t.integer("max_repeats", max(repeats, 45), minimum=1, derived="the larger of repeats and 45")
+    value = t.integer("max_repeats", max(repeats, 45), minimum=3, derived="the larger of repeats and 45")
     if value < repeats:
-        raise t.error("max_repeats", f"expected an integer >= {repeats} (repeats), got {value}")
+        raise t.error("max_repeats", f"expected an integer >= {repeats} (workload.repeats), got {value}")
     return value
 
 
 def _parse_workload(t: Table, folder: Path) -> Workload:
     files = tuple(t.str_list("prompt_files", []))
     # Your own prompt files alone, unless built-in sets are named as well.
-    sets = tuple(t.str_list("prompt_sets", [] if files else list(KNOWN_SETS)))
+    sets = tuple(
+        t.str_list(
+            "prompt_sets",
+            [] if files else list(KNOWN_SETS),
+            choices=KNOWN_SETS,
+            derived="every built-in set, or none where prompt_files is given",
+        )
+    )
     if not sets and not files:
         raise t.error("prompt_sets", f"expected at least one prompt set; known: {', '.join(KNOWN_SETS)}")
     for s in sets:

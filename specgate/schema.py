@@ -56,16 +56,19 @@ _TYPES: dict[str, dict[str, Any]] = {
 }
 
 
-def _merge(into: dict[str, dict], more: dict[str, dict], complete: bool) -> None:
-    """Add one parse's notes of a table. A field stays required only if every parse that read
-    the table required it (`launch.ssh` is required only when `launcher = "ssh"`); a parse that
-    stopped at an error says nothing of the fields it never reached."""
+def _merge(into: dict[str, dict], more: dict[str, dict], complete: bool, seen_complete: bool) -> None:
+    """Add one parse's notes of a table. A field is required only if every complete parse that
+    opened the table required it (`launch.ssh` is required only when `launcher = "ssh"`), in
+    whatever order the parses come; a parse that stopped at an error says nothing of the fields
+    it never reached. `seen_complete`: an earlier complete parse opened this table."""
     for key in set(into) | set(more):
         if key not in more:
             if complete:
                 into[key].pop("required", None)
         elif key not in into:
             into[key] = dict(more[key])
+            if seen_complete:
+                into[key].pop("required", None)  # a complete parse opened the table without it
         elif not more[key].get("required"):
             into[key].pop("required", None)
 
@@ -79,6 +82,7 @@ def record_deployment_reads() -> Notes:
     from specgate.resources import builtin_deployments_dir
 
     notes: Notes = {}
+    seen_complete: set[str] = set()  # table patterns a complete parse opened
     files = sorted(builtin_deployments_dir().glob("*.toml"))
     sim = next(f for f in files if f.stem == "sim")
     documents = [(f, tomllib.loads(f.read_text())) for f in files]
@@ -93,10 +97,9 @@ def record_deployment_reads() -> Notes:
             except (DeploymentError, DeploymentErrors):
                 complete = False  # a sketch only needs to reach its branch's reads
         for pattern, table in once.items():
-            if pattern in notes:
-                _merge(notes[pattern], table, complete)
-            else:
-                notes[pattern] = {key: dict(entry) for key, entry in table.items()}
+            _merge(notes.setdefault(pattern, {}), table, complete, pattern in seen_complete)
+            if complete:
+                seen_complete.add(pattern)
     return notes
 
 
@@ -109,8 +112,12 @@ def _overlay(base: dict, sketch: dict) -> dict:
 
 def _leaf(entry: dict[str, Any]) -> dict[str, Any]:
     schema = dict(_TYPES[entry["kind"]])
-    if "choices" in entry:
+    if "choices" in entry and entry["kind"] == "string list":
+        schema["items"] = {"type": "string", "enum": list(entry["choices"])}
+    elif "choices" in entry:
         schema["enum"] = list(entry["choices"])
+    if "keys" in entry:  # a string map with known keys only
+        schema["propertyNames"] = {"enum": list(entry["keys"])}
     bounds = ("minimum", "maximum")
     if entry["kind"] == "integer list":
         schema["items"] = {"type": "integer", **{b: entry[b] for b in bounds if b in entry}}
@@ -132,7 +139,10 @@ def _object(pattern: str, notes: Notes) -> dict[str, Any]:
     if NAMES in table:
         entry = table.get("*")
         inner = _node(pattern, "*", entry, notes) if entry else {}
-        return {"type": "object", "additionalProperties": inner}
+        names: dict[str, Any] = {"type": "object", "additionalProperties": inner}
+        if table[NAMES].get("safe"):
+            names["propertyNames"] = dict(_TYPES["name"])
+        return names
     properties = {key: _node(pattern, key, entry, notes) for key, entry in sorted(table.items())}
     required = sorted(key for key, entry in table.items() if entry.get("required"))
     out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}

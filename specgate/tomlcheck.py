@@ -82,11 +82,12 @@ class Table:
                 entry.setdefault(fact, value)
         return slot
 
-    def names(self) -> list[str]:
-        """The keys of a table whose keys are the user's names ([configs.NAME], an env table)."""
+    def names(self, safe: bool = False) -> list[str]:
+        """The keys of a table whose keys are the user's names ([configs.NAME], an env table);
+        `safe`: names that become file names (checked by the caller with safe_name_problem)."""
         notes = _NOTES.get()
         if notes is not None:
-            notes.setdefault(self._pattern, {})[NAMES] = {"kind": "names"}
+            notes.setdefault(self._pattern, {})[NAMES] = {"kind": "names", "safe": safe}
         return list(self._data)
 
     def field(self, key: str) -> str:
@@ -199,11 +200,16 @@ class Table:
         return float(value)
 
     @overload
-    def str_list(self, key: str) -> list[str]: ...
+    def str_list(self, key: str, *, choices: tuple[str, ...] | None = None) -> list[str]: ...
     @overload
-    def str_list(self, key: str, default: D) -> list[str] | D: ...
-    def str_list(self, key: str, default: Any = _MISSING) -> Any:
-        self._note(key, "string list", default)
+    def str_list(
+        self, key: str, default: D, choices: tuple[str, ...] | None = None, derived: str | None = None
+    ) -> list[str] | D: ...
+    def str_list(
+        self, key: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None, derived: str | None = None
+    ) -> Any:
+        """`choices` are the values the caller accepts (it checks them, with its own message)."""
+        self._note(key, "string list", default if derived is None else None, choices=choices, derived=derived)
         value = self._get(key, default)
         if key not in self._data:
             return value
@@ -214,9 +220,14 @@ class Table:
     @overload
     def int_list(self, key: str, *, minimum: int = 1, maximum: int | None = None) -> list[int]: ...
     @overload
-    def int_list(self, key: str, default: D, minimum: int = 1, maximum: int | None = None) -> list[int] | D: ...
-    def int_list(self, key: str, default: Any = _MISSING, minimum: int = 1, maximum: int | None = None) -> Any:
-        self._note(key, "integer list", default, minimum=minimum, maximum=maximum)
+    def int_list(
+        self, key: str, default: D, minimum: int = 1, maximum: int | None = None, derived: str | None = None
+    ) -> list[int] | D: ...
+    def int_list(
+        self, key: str, default: Any = _MISSING, minimum: int = 1, maximum: int | None = None, derived: str | None = None
+    ) -> Any:
+        self._note(key, "integer list", default if derived is None else None, minimum=minimum, maximum=maximum,
+                   derived=derived)
         value = self._get(key, default)
         if key not in self._data:
             return value
@@ -232,8 +243,9 @@ class Table:
             raise self.error(key, f"expected a non-empty list of integers {bound}, got {value!r}")
         return list(value)
 
-    def str_map(self, key: str) -> dict[str, str]:
-        self._note(key, "string map", {})
+    def str_map(self, key: str, keys: tuple[str, ...] | None = None) -> dict[str, str]:
+        """`keys`: the only keys the caller accepts (it checks them, with its own message)."""
+        self._note(key, "string map", {}, keys=keys)
         value = self._get(key, {})
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise self.error(key, f"expected a table of string values, got {value!r}")
@@ -244,7 +256,10 @@ class Table:
         value = self._get(key, _MISSING if required else {})
         if not isinstance(value, dict):
             raise self.error(key, f"expected a table ([{self.field(key)}]), got {value!r}")
-        return Table(value, self._path, f"{self.field(key)}.", f"{self._pattern}{slot}.")
+        child = f"{self._pattern}{slot}."
+        if (notes := _NOTES.get()) is not None:
+            notes.setdefault(child, {})  # opened, even where nothing in it is read (an empty table)
+        return Table(value, self._path, f"{self.field(key)}.", child)
 
     def table_list(self, key: str) -> list[Table]:
         slot = self._note(key, "table list", [])

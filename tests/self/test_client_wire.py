@@ -98,4 +98,8 @@ def test_a_caller_can_tell_a_status_from_a_broken_connection_from_a_malformed_an
     with pytest.raises(MalformedAnswer, match="completion_tokens") as field:
         client_for(no_count).generate(plain)
     assert field.value.url == "http://sglang.test/generate"
+    for counter in ("Infinity", "-3"):  # Python's json reads Infinity; int() of it overflows
+        odd_spec = b'{"text": "x", "meta_info": {"completion_tokens": 2, "spec_verify_ct": ' + counter.encode() + b"}}"
+        with pytest.raises(MalformedAnswer, match="spec_"):
+            client_for(odd_spec).generate(plain)
     assert all(issubclass(e, ClientError) for e in (HTTPStatusError, TransportError, MalformedAnswer))

@@ -206,7 +206,9 @@ def test_the_schema_knows_every_field_the_parser_reads_and_rejects_what_the_pars
 
     schema = deployment_schema()
     source = open(specgate.deployment.__file__).read()
-    read = set(re.findall(r'\.(?:text|flag|name|integer|number|str_list|int_list|str_map|table|table_list)\(\s*"(\w+)"', source))
+    method = r"(?:text|flag|name|integer|number|str_list|int_list|str_map|table|table_list)"
+    # t.text("key", ...) and attempt(top.text, "key", ...)
+    read = set(re.findall(rf'\.{method}\(\s*"(\w+)"', source)) | set(re.findall(rf'\.{method},\s*"(\w+)"', source))
     named: set[str] = set()
 
     def walk(node) -> None:  # noqa: ANN001
@@ -228,6 +230,11 @@ def test_the_schema_knows_every_field_the_parser_reads_and_rejects_what_the_pars
         {"workload": {"repeats": "many"}},
         {"configs": {"baseline": {"argz": []}}},
         {"gates": {"beats": [{"over": "baseline"}]}},  # no config
+        {"configs": {"baseline": {"tolerate": ["stop-overshot"]}}},
+        {"workload": {"prompt_sets": ["chta"]}},
+        {"hardware": {"gpu_cout": "1"}},
+        {"configs": {"plain next": {"args": []}}},  # a config name becomes a file name
+        {"workload": {"repeats": 9, "max_repeats": 2}},
     ):
         data = merge(base, overrides)
         assert list(validator.iter_errors(json.loads(json.dumps(data)))), overrides
@@ -236,3 +243,9 @@ def test_the_schema_knows_every_field_the_parser_reads_and_rejects_what_the_pars
         with pytest.raises(DeploymentError):
             load_deployment(str(path))
     assert not list(validator.iter_errors(tomllib.loads(tomli_w.dumps(base))))
+    # What the parser accepts, the schema must too: an empty table left with its header only.
+    empty = merge(base, {"gates": {"between_boot": {}}})
+    path = tmp_path / "empty.toml"
+    path.write_text(tomli_w.dumps(empty))
+    load_deployment(str(path))
+    assert not list(validator.iter_errors(tomllib.loads(path.read_text())))
