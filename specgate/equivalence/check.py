@@ -197,6 +197,18 @@ def _ends_on_its_stop(case: GenerationCase, baseline: GenerateResult, spec: Gene
     return own and spec.text.startswith(baseline.text)
 
 
+def _declare_hint(shape: str) -> str:
+    return f'\n(known SGLang behaviour? declare it for this config with tolerate = ["{shape}"] to count it without failing)'
+
+
+def _known_shape(shape: str, message: str, tokens_compared: int, tolerate: tuple[str, ...]) -> Outcome:
+    """A difference of a shape a config may declare known: counted where it is declared, a
+    divergence (saying how to declare it) where it is not."""
+    if shape in tolerate:
+        return Outcome("tolerated", message, tokens_compared=tokens_compared, shape=shape)
+    return Outcome("divergence", message + _declare_hint(shape), tokens_compared=tokens_compared, shape=shape)
+
+
 def compare(
     case: GenerationCase,
     baseline: GenerateResult,
@@ -233,10 +245,7 @@ def compare(
             # SGLang's finish check lets the verify step end is different.
             if PAST_STOP_AT_LENGTH in tolerate:
                 return Outcome("tolerated", message, tokens_compared=len(baseline.output_ids), shape=shape)
-            message += (
-                "\n(known SGLang behaviour? declare it for this config with "
-                f'tolerate = ["{PAST_STOP_AT_LENGTH}"] to count it without failing)'
-            )
+            message += _declare_hint(PAST_STOP_AT_LENGTH)
         return Outcome("invariant", message, shape=shape)
     # Nothing to compare is no evidence of equality: an answer without output_ids (a proxy, an
     # old release, a renamed field) or two empty answers must not pass on 0 tokens compared.
@@ -286,15 +295,7 @@ def compare(
                 f"more token id(s) past the stop ({baseline.finish_reason}); completion_tokens {spec.completion_tokens} "
                 f"vs {baseline.completion_tokens}\n{header}\n{repro}"
             )
-            if "stop-overshoot" in tolerate:
-                return Outcome("tolerated", message, tokens_compared=n, shape=STOP_OVERSHOOT)
-            return Outcome(
-                "divergence",
-                message + "\n(known SGLang behaviour? declare it for this config with "
-                'tolerate = ["stop-overshoot"] to count it without failing)',
-                tokens_compared=n,
-                shape=STOP_OVERSHOOT,
-            )
+            return _known_shape(STOP_OVERSHOOT, message, n, tolerate)
         if _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step) and _ends_on_its_stop(
             case, baseline, spec
         ):
@@ -308,15 +309,7 @@ def compare(
                 f"{case.max_new_tokens} within the same verify step, finish_reason {spec.finish_reason}\n{header}\n"
                 f"{_context(baseline.text, spec.text)}\n{repro}"
             )
-            if PAST_STOP_AT_LENGTH in tolerate:
-                return Outcome("tolerated", message, tokens_compared=n, shape=PAST_STOP_AT_LENGTH)
-            return Outcome(
-                "divergence",
-                message + "\n(known SGLang behaviour? declare it for this config with "
-                f'tolerate = ["{PAST_STOP_AT_LENGTH}"] to count it without failing)',
-                tokens_compared=n,
-                shape=PAST_STOP_AT_LENGTH,
-            )
+            return _known_shape(PAST_STOP_AT_LENGTH, message, n, tolerate)
         shorter = "speculative" if len(spec_ids) < len(base_ids) else "baseline"
         return Outcome(
             "divergence",
