@@ -75,7 +75,7 @@ class Table:
         entry = table.setdefault(slot, {"kind": kind})
         if default is _MISSING:
             entry["required"] = True
-        else:
+        elif facts.get("derived") is None:  # a derived default varies by file: described, not given
             entry.setdefault("default", default)
         for fact, value in facts.items():
             if value is not None:
@@ -159,10 +159,7 @@ class Table:
         maximum: int | None = None,
         derived: str | None = None,  # a default computed from other fields, in words (it varies by file)
     ) -> Any:
-        if derived is None:
-            self._note(key, "integer", default, minimum=minimum, maximum=maximum)
-        else:
-            self._note(key, "integer", None, minimum=minimum, maximum=maximum, derived=derived)
+        self._note(key, "integer", default, minimum=minimum, maximum=maximum, derived=derived)
         value = self._get(key, default)
         if key not in self._data:
             return value
@@ -209,7 +206,7 @@ class Table:
         self, key: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None, derived: str | None = None
     ) -> Any:
         """`choices` are the values the caller accepts (it checks them, with its own message)."""
-        self._note(key, "string list", default if derived is None else None, choices=choices, derived=derived)
+        self._note(key, "string list", default, choices=choices, derived=derived)
         value = self._get(key, default)
         if key not in self._data:
             return value
@@ -226,8 +223,7 @@ class Table:
     def int_list(
         self, key: str, default: Any = _MISSING, minimum: int = 1, maximum: int | None = None, derived: str | None = None
     ) -> Any:
-        self._note(key, "integer list", default if derived is None else None, minimum=minimum, maximum=maximum,
-                   derived=derived)
+        self._note(key, "integer list", default, minimum=minimum, maximum=maximum, derived=derived)
         value = self._get(key, default)
         if key not in self._data:
             return value
