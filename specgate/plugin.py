@@ -511,7 +511,7 @@ def _measured(gate: GateSession) -> Measurements:
         # Its requests sent other prompts (an older order, another workload): pairing them with
         # ours by index would be a ratio of different traffic. The gates say NOT COMPARED.
         return gate.meter
-    return MeasuredView({**stand_in.records(), **gate.meter.results}, tuple(gate.meter.labels))
+    return MeasuredView({**stand_in.records(), **gate.meter.results}, gate.meter)
 
 
 def _stand_in(gate: GateSession) -> dict | None:

@@ -4,10 +4,11 @@ to the reference config, each with its bootstrap interval."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from specgate.measure.pairing import groups, pooled, ratio_series
-from specgate.measure.speed import ConfigSpeed
+from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.measure.stats import Interval, median_interval, pooled_ratio, two_level_median
 
 
@@ -19,7 +20,7 @@ def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
     return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct or 0 for s in spec], confidence)
 
 
-def accept_by_set(speed: ConfigSpeed, label_of) -> dict[str, dict]:  # noqa: ANN001 - SpeedMeter.label
+def accept_by_set(speed: ConfigSpeed, label_of: Callable[[SpeedSample], str]) -> dict[str, dict]:
     """Pooled accept length per prompt set (the part of a label before '/'), in the order the
     sets first appear: which kind of traffic the drafter serves worst."""
     out: dict[str, list[int]] = {}

@@ -21,7 +21,7 @@ from pathlib import Path
 from specgate.deployment import Deployment
 from specgate.equivalence.golden import GoldenAnswers, case_settings_digest
 from specgate.errors import SpecgateError
-from specgate.measure.speed import ConfigSpeed, SpeedSample
+from specgate.measure.speed import ConfigSpeed, SpeedMeter, SpeedSample
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures
 from specgate.verdicts.fingerprint import Fingerprint
 
@@ -170,7 +170,7 @@ class MeasuredView:
     stored reference's where it was not booted (rows marked as stored by the report)."""
 
     results: dict[tuple[str, int], ConfigSpeed]
-    labels: tuple[str, ...] = ()  # the prompt of each pinned request (the stored one pairs with ours)
+    meter: SpeedMeter  # this run's: the stored requests are its pinned ones (the digests match)
 
     def label(self, sample: SpeedSample) -> str:
-        return self.labels[sample.index % len(self.labels)] if self.labels else "?"
+        return self.meter.label(sample)
