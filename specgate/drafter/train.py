@@ -192,6 +192,10 @@ def train(
         acc = [round(a / max(weight, 1), 4) for a in sums]
         return {"epoch": epoch, "step": step, "acc": acc, "expected_tau_topk1_2steps": expected_accept_length(acc)}
 
+    def progress(loss: Any, acces: list) -> dict:
+        return {"step": step, "s": round(time.monotonic() - started, 1), "loss": round(float(loss), 4),
+                "acc": [round(float(a), 3) for a in acces]}
+
     for epoch, plan in enumerate(epochs, start=1):
         for group in plan:
             step += 1
@@ -199,10 +203,8 @@ def train(
             loss.backward()
             optimizer.step()
             if step % 25 == 0 or step == 1 or step == planned:
-                row = {"step": step, "s": round(time.monotonic() - started, 1), "loss": round(float(loss), 4),
-                       "acc": [round(float(a), 3) for a in acces]}
-                history.append(row)
-                log(f"step {step}/{planned}: {row}")
+                history.append(progress(loss, acces))
+                log(f"step {step}/{planned}: {history[-1]}")
             if step == settings.weak_steps and "weak" in out_dirs:
                 written["weak"] = _save(draft, out_dirs["weak"], apply_legacy_rope_scaling, step, history)
             if time.monotonic() - started > settings.time_budget_s:
@@ -211,8 +213,7 @@ def train(
                 stop_reason = f"deadline reached at step {step} of {planned}"
             if stop_reason:
                 if not history or history[-1]["step"] != step:  # the checkpoint's own batch, logged
-                    history.append({"step": step, "s": round(time.monotonic() - started, 1),
-                                    "loss": round(float(loss), 4), "acc": [round(float(a), 3) for a in acces]})
+                    history.append(progress(loss, acces))
                 break
         whole = step == sum(len(e) for e in epochs[:epoch])
         judged = judge_held_out(epoch) if held else {"epoch": epoch, "step": step, "acc": [], "expected_tau_topk1_2steps": None}
