@@ -639,3 +639,8 @@ def pytest_benchmark_update_commit_info(config: pytest.Config, commit_info: dict
     commit_info["id"] = commit.removesuffix("+dirty")
     commit_info["dirty"] = commit.endswith("+dirty")
     commit_info["source"] = "SPECGATE_COMMIT" if os.environ.get("SPECGATE_COMMIT") else "git"
+    if os.environ.get("SPECGATE_COMMIT"):
+        # What pytest-benchmark read from a git in the copy (a stale one, or none) describes another
+        # commit: seen naming one commit with an older commit's time. Only the named commit stands.
+        for key in ("time", "author_time", "project", "branch"):
+            commit_info[key] = None

@@ -474,3 +474,15 @@ def test_an_eos_accepted_in_the_step_that_reaches_max_new_tokens_is_the_same_kno
     ):
         odd = compare(case, odd_base, odd_spec, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3)
         assert not odd.ok, (odd_base.finish_reason, odd_spec.text)
+
+
+def test_benchmark_commit_info_names_only_the_commit_given_on_a_copy(monkeypatch):
+    """On the GPU host the tree is a copy: pytest-benchmark's git lookup there (a stale .git)
+    gave one commit's id beside another commit's time. With SPECGATE_COMMIT only it stands."""
+    from specgate.plugin import pytest_benchmark_update_commit_info
+
+    info = {"id": "e94f2ea", "time": "2026-12-01T04:46:24+00:00", "author_time": "x", "project": "main", "branch": "main"}
+    monkeypatch.setenv("SPECGATE_COMMIT", "efa29302b81e68ea08d90afb13de5eecf9d4a1bd")
+    pytest_benchmark_update_commit_info(None, info)
+    assert info == {"id": "efa29302b81e68ea08d90afb13de5eecf9d4a1bd", "dirty": False, "source": "SPECGATE_COMMIT",
+                    "time": None, "author_time": None, "project": None, "branch": None}
