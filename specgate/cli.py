@@ -133,9 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     assets.add_argument(
         "--stage",
-        choices=["all", "distil", "train"],
+        choices=["all", "distil", "train", "refine"],
         default="all",
-        help="smollm2-eagle3: distil (make the training data), train (from data already in DIR), or all",
+        help="smollm2-eagle3: distil (make the training data), train (from data already in DIR), all, or refine "
+        "(train DIR's trained drafter further on the same data; the weak checkpoint stays)",
+    )
+    assets.add_argument(
+        "--lr", type=float, default=3e-4, help="smollm2-eagle3: the peak learning rate (after 100 warm-up steps)"
     )
     sweep = sub.add_parser("sweep", help="boot and rank every combination the deployment's [sweep] table lists")
     sweep.add_argument("deployment", nargs="?", default=None)
@@ -356,6 +360,9 @@ def _make_drafter(args: argparse.Namespace) -> int:
     if not (args.train_seconds > 0 and math.isfinite(args.train_seconds)):
         print(f"specgate: error: --train-seconds {args.train_seconds:g}: expected a positive number", file=sys.stderr)
         return 2
+    if not (0 < args.lr < 1):
+        print(f"specgate: error: --lr {args.lr:g}: expected a learning rate between 0 and 1", file=sys.stderr)
+        return 2
     if args.self_prompts < 0:
         print(f"specgate: error: --self-prompts {args.self_prompts}: expected 0 or more", file=sys.stderr)
         return 2
@@ -377,6 +384,7 @@ def _make_drafter(args: argparse.Namespace) -> int:
         weak_steps=args.weak_steps,
         deadline=args.train_until,
         batch_tokens=args.batch_tokens,
+        lr=args.lr,
     )
     try:
         made = make_smollm2_eagle3(

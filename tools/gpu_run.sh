@@ -13,7 +13,9 @@
 #           DRAFTER_BATCH_TOKENS (padded tokens per training step, 16384).
 #           drafter:distil makes only the training data (sent back as distilled.tar.zst; a fresh
 #           machine's first SGLang boot took 259 s, so data and training may need a call each);
-#           drafter:train trains from the data on this machine, or from DISTILLED_IN (a carried copy).
+#           drafter:train trains from the data on this machine, or from DISTILLED_IN (a carried copy);
+#           drafter:refine trains the trained drafter (this machine's, or DRAFTERS_IN) further on that
+#           data, keeping the weak one. DRAFTER_LR: the peak learning rate (default 3e-4).
 #   +weak   run the job with /tmp/assets/smollm2-eagle3 pointing at the weak checkpoint (a
 #           worse drafter pushed under the same path), then point it back
 #   check   the gate, compared against the repo's stored baselines (the default)
@@ -43,8 +45,8 @@
 set -uo pipefail
 (($#)) || { echo "usage: tools/gpu_run.sh DEPLOYMENT[:check|update|sweep] ..." >&2; exit 2; }
 for job in "$@"; do
-  [[ $job == drafter || $job == drafter:distil || $job == drafter:train ]] && continue
-  [[ $job == drafter[:+]* ]] && { echo "gpu_run.sh: bad job '$job' (drafter, drafter:distil or drafter:train; no suffix)" >&2; exit 2; }
+  [[ $job == drafter || $job == drafter:distil || $job == drafter:train || $job == drafter:refine ]] && continue
+  [[ $job == drafter[:+]* ]] && { echo "gpu_run.sh: bad job '$job' (drafter, drafter:distil, drafter:train or drafter:refine; no suffix)" >&2; exit 2; }
   [[ -n ${job%%[:+]*} ]] || { echo "gpu_run.sh: bad job '$job' (no deployment name)" >&2; exit 2; }
   mode=${job#*:}; mode=${mode%+weak}
   case $mode in "${job%+weak}" | check | update | sweep | calibrate) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update, calibrate or sweep; suffix +weak)" >&2; exit 2 ;; esac
@@ -147,14 +149,14 @@ for job in "$@"; do
   fi
   if [[ $job == drafter* ]]; then
     stage=${job#drafter}; stage=${stage#:}; stage=${stage:-all}
-    if [[ $stage != distil && -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
+    if [[ $stage != distil && $stage != refine && -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
       summary+=("drafter: already on this machine ($(python3 -c "import json; print(json.load(open('/tmp/assets/smollm2-eagle3/drafter.json'))['checkpoint']['sha256'][:16])"))")
       continue
     fi
     if ((remaining < 300)); then summary+=("drafter: NOT STARTED (only $remaining s left)"); status=4; continue; fi
     timeout $((remaining - 10)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" --stage "$stage" \
       --prompts "${DRAFTER_PROMPTS:-4000}" --self-prompts "${DRAFTER_SELF_PROMPTS:-4000}" --epochs "${DRAFTER_EPOCHS:-12}" \
-      --train-seconds "${DRAFTER_TRAIN_S:-240}" --batch-tokens "${DRAFTER_BATCH_TOKENS:-16384}" \
+      --train-seconds "${DRAFTER_TRAIN_S:-240}" --batch-tokens "${DRAFTER_BATCH_TOKENS:-16384}" --lr "${DRAFTER_LR:-3e-4}" \
       --train-until $(($(date +%s) + remaining - 45)) 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8
     code=${PIPESTATUS[0]}
     ((code == 0)) || status=$code

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -55,7 +56,7 @@ def _gpu() -> str:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
 
 
-STAGES = ("all", "distil", "train")
+STAGES = ("all", "distil", "train", "refine")
 DATA_FILE = "distilled.jsonl"
 DATA_RECORD = "distilled.json"  # how the data was made: read back by a later `train` stage
 
@@ -71,7 +72,9 @@ def make_smollm2_eagle3(
     stage: str = "all",
 ) -> dict:
     """`distil` makes the training data, `train` trains from data already in DIR (a device call
-    is 10 minutes: a fresh machine's first SGLang boot alone took 259 s), `all` does both."""
+    is 10 minutes: a fresh machine's first SGLang boot alone took 259 s), `all` does both;
+    `refine` trains the trained drafter in DIR further on the same data (another call's worth of
+    steps), keeping the weak checkpoint as it is."""
     from specgate.assets import make_smollm2
 
     if stage not in STAGES:
@@ -88,8 +91,18 @@ def make_smollm2_eagle3(
             return {**record, "data": str(data), "total_s": round(time.monotonic() - started, 1), "checkpoints": {}}
     else:
         record = _recorded_data(work)
+    if stage == "refine":
+        return _refine(out_dir, target, data, record, train_settings, log, started)
     figures = train(target, data, {"final": out_dir / FINAL_DIR, "weak": out_dir / WEAK_DIR}, train_settings, log)
-    made = {
+    made = _made(target, record, figures, started)
+    for role, ckpt in figures["checkpoints"].items():
+        doc = {**made, "role": role, "checkpoint": ckpt}
+        (Path(ckpt["dir"]) / "drafter.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return _link_and_summarise(out_dir, made, figures["checkpoints"])
+
+
+def _made(target: Path, record: dict, figures: dict, started: float) -> dict:
+    return {
         "made_by": "specgate assets smollm2-eagle3",
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
@@ -100,14 +113,14 @@ def make_smollm2_eagle3(
         "training": {k: v for k, v in figures.items() if k != "checkpoints"},
         "total_s": round(time.monotonic() - started, 1),
     }
-    for role, ckpt in figures["checkpoints"].items():
-        doc = {**made, "role": role, "checkpoint": ckpt}
-        (Path(ckpt["dir"]) / "drafter.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def _link_and_summarise(out_dir: Path, made: dict, checkpoints: dict) -> dict:
     link = out_dir / LINK
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(FINAL_DIR)
-    summary = {**made, "checkpoints": figures["checkpoints"]}
+    summary = {**made, "checkpoints": checkpoints}
     (out_dir / "smollm2-eagle3.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -147,3 +160,59 @@ def _recorded_data(work: Path) -> dict:
     if not isinstance(doc, dict) or not {"prompts", "distillation"} <= set(doc):
         raise SpecgateError(f"{record}: expected the keys 'prompts' and 'distillation' a distil stage writes")
     return {"prompts": doc["prompts"], "distillation": doc["distillation"]}
+
+
+# What must match between a parent's training and a refine of it: the same samples, read the
+# same way, split by the same seed, or the held-out answers would include ones it learned.
+SAME_SPLIT = ("seed", "held_out", "max_length")
+
+
+def _refine(out_dir: Path, target: Path, data: Path, record: dict, settings: TrainSettings, log, started: float) -> dict:
+    final = out_dir / FINAL_DIR
+    parent = _read_record(final / "drafter.json", "run --stage train first, or restore a trained drafter")
+    if {k: parent.get(k) for k in ("prompts", "distillation")} != record:
+        raise SpecgateError(
+            f"{final / 'drafter.json'}: trained on other data than {data.parent / DATA_RECORD} "
+            "(prompts or distillation differ): refining on it would judge on answers the parent learned"
+        )
+    was = (parent.get("training") or {}).get("settings") or {}
+    differ = [k for k in SAME_SPLIT if k in was and was[k] != getattr(settings, k)]
+    if differ:
+        raise SpecgateError(f"{final / 'drafter.json'}: the parent's {', '.join(differ)} differ from this run's (the held-out split would too)")
+    weak = _read_record(out_dir / WEAK_DIR / "drafter.json", "the weak checkpoint is kept from the first training")
+    settings = replace(settings, init_from=str(final))
+    staging = data.parent / "refined"
+    figures = train(target, data, {"final": staging}, settings, log)
+    parent_ckpt = parent.get("checkpoint") or {}
+    made = _made(target, record, figures, started)
+    made["parent"] = parent  # the chain: each refine keeps the whole record of what it started from
+    checkpoints = {"weak": weak.get("checkpoint") or {}}
+    if "final" not in figures["checkpoints"]:
+        log(f"the parent ({str(parent_ckpt.get('sha256'))[:16]}) stays: refining did not beat it on the held-out answers")
+        checkpoints["final"] = parent_ckpt
+        return _link_and_summarise(out_dir, made, checkpoints)
+    ckpt = figures["checkpoints"]["final"]
+    ckpt["steps_this_stage"] = ckpt["step"]
+    ckpt["step"] = int(parent_ckpt.get("step") or 0) + ckpt["step"]  # steps since random weights
+    ckpt["refined_from"] = parent_ckpt.get("sha256")
+    kept = data.parent / f"parent-{str(parent_ckpt.get('sha256'))[:16]}"
+    if kept.exists():
+        shutil.rmtree(kept)
+    final.rename(kept)
+    staging.rename(final)
+    ckpt["dir"] = str(final)
+    (final / "drafter.json").write_text(json.dumps({**made, "role": "final", "checkpoint": ckpt}, indent=2) + "\n")
+    checkpoints["final"] = ckpt
+    return _link_and_summarise(out_dir, made, checkpoints)
+
+
+def _read_record(path: Path, hint: str) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecgateError(f"{path}: not found; {hint}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecgateError(f"{path}: not a drafter record: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SpecgateError(f"{path}: expected a JSON object (a drafter record)")
+    return doc

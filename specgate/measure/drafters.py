@@ -78,7 +78,8 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "by": made.get("made_by"),
                 "date": made.get("date"),
                 "role": made.get("role"),
-                "step": ckpt.get("step"),
+                "step": ckpt.get("step"),  # since random weights, refines included
+                "refined_from": ckpt.get("refined_from"),
                 "steps_done": training.get("steps_done"),
                 "train_s": training.get("train_s"),
                 "samples": distil.get("samples"),
@@ -117,6 +118,8 @@ def describe(identity: dict) -> str:
             f"{made['role']} checkpoint of `{made.get('by')}` ({made.get('date')}): step {made.get('step')}, "
             f"{made.get('samples')} distilled answers, {made.get('answer_tokens')} answer tokens"
         )
+        if made.get("refined_from"):
+            parts.append(f"refined from sha256 {str(made['refined_from'])[:16]}")
     if identity.get("matches_record") is False:
         parts.append("WEIGHTS DIFFER from the checksum recorded when it was trained")
     return "; ".join(str(p) for p in parts)

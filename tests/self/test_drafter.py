@@ -142,3 +142,62 @@ def test_the_held_out_split_is_reproducible_disjoint_and_sized_for_what_it_judge
     # tau at 2 steps / topk 1 from the per-step accuracies: 1 + a1 + a1*a2
     assert expected_accept_length([0.7212, 0.6948, 0.6784, 0.6602]) == 2.222
     assert expected_accept_length([]) == 1.0
+
+
+def test_the_learning_rate_warms_up_then_anneals_to_zero_over_the_steps_that_fit():
+    """A cosine laid over every planned epoch never anneals when the time budget stops it first
+    (3263 of 5200 planned steps once ended at a third of the peak): the schedule's length is
+    fitted to the time left, so its last step is the budget's."""
+    from specgate.drafter.train import fitted_steps, learning_rate
+
+    assert learning_rate(0, 1000, 3e-4, 100) == 0
+    assert learning_rate(50, 1000, 3e-4, 100) == pytest.approx(1.5e-4)
+    assert learning_rate(100, 1000, 3e-4, 100) == pytest.approx(3e-4)
+    assert learning_rate(550, 1000, 3e-4, 100) == pytest.approx(1.5e-4)
+    assert learning_rate(1000, 1000, 3e-4, 100) == pytest.approx(0, abs=1e-12)
+    assert learning_rate(1200, 1000, 3e-4, 100) == pytest.approx(0, abs=1e-12)  # past the end: stays at zero
+    rates = [learning_rate(s, 1000, 3e-4, 100) for s in range(100, 1001)]
+    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))
+    assert fitted_steps(5200, 50, 0.125, 400.0) == 3250  # 400 s at 8 steps/s after the first 50
+    assert fitted_steps(1000, 50, 0.125, 400.0) == 1000  # never past the planned epochs
+    assert fitted_steps(5200, 50, 0.125, -3.0) == 50  # no time left: stop where it is
+    assert fitted_steps(5200, 50, 0.0, 400.0) == 5200  # an untimed rate fits nothing: keep the plan
+    assert fitted_steps(5200, 50, 0.125, float("inf")) == 5200
+
+
+def test_refining_refuses_a_parent_trained_on_other_data_or_split(tmp_path):
+    """Refining judges on the held-out answers of the first training: on other data, or another
+    split, they would include answers the parent learned, and the 'better than the parent'
+    verdict would flatter."""
+    import time
+
+    from specgate.drafter.make import DATA_FILE, FINAL_DIR, WEAK_DIR, _refine
+    from specgate.drafter.train import TrainSettings
+    from specgate.errors import SpecgateError
+
+    work = tmp_path / "smollm2-eagle3-work"
+    work.mkdir()
+    record = {"prompts": {"digest": "abc"}, "distillation": {"samples": 20447}}
+
+    def refine() -> None:
+        _refine(tmp_path, tmp_path / "target", work / DATA_FILE, record, TrainSettings(), print, time.monotonic())
+
+    with pytest.raises(SpecgateError, match=f"{FINAL_DIR}/drafter.json: not found; run --stage train first"):
+        refine()
+    (tmp_path / FINAL_DIR).mkdir()
+    (tmp_path / FINAL_DIR / "drafter.json").write_text("[1]")
+    with pytest.raises(SpecgateError, match="expected a JSON object"):
+        refine()
+    parent = {**record, "prompts": {"digest": "other"}, "training": {"settings": {"seed": 0, "held_out": 0.03}}}
+    (tmp_path / FINAL_DIR / "drafter.json").write_text(json.dumps(parent))
+    with pytest.raises(SpecgateError, match="trained on other data"):
+        refine()
+    parent = {**record, "training": {"settings": {"seed": 1, "held_out": 0.03, "max_length": 2048}}}
+    (tmp_path / FINAL_DIR / "drafter.json").write_text(json.dumps(parent))
+    with pytest.raises(SpecgateError, match="the parent's seed differ"):
+        refine()
+    parent["training"]["settings"]["seed"] = 0
+    (tmp_path / FINAL_DIR / "drafter.json").write_text(json.dumps(parent))
+    with pytest.raises(SpecgateError, match=f"{WEAK_DIR}/drafter.json: not found"):  # before any training
+        refine()
+    assert not (tmp_path / WEAK_DIR).exists() and not (work / "refined").exists()  # nothing trained, nothing moved
