@@ -13,8 +13,8 @@ drafter's accuracy on them (answers it never learned from) says how well it gene
 final checkpoint is the epoch where that was best (training accuracy on seen answers flatters:
 0.64 at the first draft step once measured 1.66 tokens per verify step on the gate's prompts).
 The learning rate warms up, then follows a cosine to zero over the steps that fit the time
-budget (measured on the first steps): a schedule laid over every planned epoch never anneals
-when the budget stops it first. Training can start from an earlier checkpoint (`init_from`) on
+budget (timed on the first steps, refitted after every epoch): a schedule laid over every
+planned epoch never anneals when the budget stops it first. Training can start from an earlier checkpoint (`init_from`) on
 the same data and the same held-out split; that parent is judged first, and a checkpoint is only
 written for an epoch that beats it.
 Runs on the GPU host; never imported on CPU.
@@ -241,7 +241,17 @@ def train(
     if settings.init_from:
         parent = best = judge_held_out(0)
         log(f"held out before training (the parent {settings.init_from}): {parent}")
-    timed_from = 0.0
+    def refit(was: int) -> tuple[int, tuple[int, float]]:
+        """The schedule's length from the rate since the last fit (an epoch's judgement included;
+        another process on the GPU, such as a kernel warmer, slows the first steps)."""
+        now = time.monotonic()
+        per_step = STEP_TIME_MARGIN * (now - timed[1]) / max(step - timed[0], 1)
+        fitted = fitted_steps(planned, step, per_step, seconds_left())
+        if fitted != was:
+            log(f"schedule fitted at step {step}: {fitted} steps of {planned} planned fit the time left")
+        return fitted, (step, now)
+
+    timed = (0, started)
     for epoch, plan in enumerate(epochs, start=1):
         for group in plan:
             step += 1
@@ -252,11 +262,9 @@ def train(
                 param_group["lr"] = lr
             optimizer.step()
             if step == 1:
-                timed_from = time.monotonic()
+                timed = (step, time.monotonic())
             elif step == FIT_AFTER:
-                per_step = STEP_TIME_MARGIN * (time.monotonic() - timed_from) / (step - 1)
-                total = fitted_steps(planned, step, per_step, seconds_left())
-                log(f"schedule fitted: {total} steps of {planned} planned fit the time left")
+                total, timed = refit(total)
             if step % 25 == 0 or step == 1 or step == total:
                 history.append(progress(loss, acces, lr))
                 log(f"step {step}/{total}: {history[-1]}")
@@ -284,6 +292,8 @@ def train(
         if stop_reason:
             log(stop_reason)
             break
+        if step >= FIT_AFTER:
+            total, timed = refit(total)
     if parent is not None and best is parent:
         log("no epoch beat the parent on the held-out answers: no checkpoint written, the parent stays")
     elif "final" not in written:  # no epoch ran (epochs = 0): the untrained drafter, said so
