@@ -13,8 +13,8 @@ drafter's accuracy on them (answers it never learned from) says how well it gene
 final checkpoint is the epoch where that was best (training accuracy on seen answers flatters:
 0.64 at the first draft step once measured 1.66 tokens per verify step on the gate's prompts).
 The learning rate warms up, then follows a cosine to zero over the steps that fit the time
-budget (timed on the first steps, refitted after every epoch): a schedule laid over every
-planned epoch never anneals when the budget stops it first. Training can start from an earlier checkpoint (`init_from`) on
+budget (timed on training steps every 50 steps, each epoch's judgement reserved apart): a
+schedule laid over every planned epoch never anneals when the budget stops it first. Training can start from an earlier checkpoint (`init_from`) on
 the same data and the same held-out split; that parent is judged first, and a checkpoint is only
 written for an epoch that beats it.
 Runs on the GPU host; never imported on CPU.
@@ -22,7 +22,6 @@ Runs on the GPU host; never imported on CPU.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from specgate.errors import SpecgateError
+from specgate.measure.drafters import weights_sha256
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,7 @@ class TrainSettings:
 
 FIT_AFTER = 50  # steps timed before the schedule's length is fitted to the time left (step 1 compiles)
 JUDGE_RESERVE_S = 15.0  # kept back from the fitted steps for the last held-out judgement and the save
-# Each epoch's held-out judgement reads ~3% of the tokens forward only: 5% over the timed rate
-# covers it, so the cosine ends before the budget does.
-STEP_TIME_MARGIN = 1.05
+STEP_TIME_MARGIN = 1.02  # over the timed rate of training steps, so the cosine ends before the budget does
 
 
 def capture_layers(num_layers: int) -> list[int]:
@@ -122,12 +120,37 @@ def expected_accept_length(acc: list[float], steps: int = 2) -> float:
     return round(1 + sum(math.prod(acc[: k + 1]) for k in range(min(steps, len(acc)))), 3)
 
 
-def learning_rate(step: int, total: int, peak: float, warmup: int) -> float:
-    """Linear warm-up over `warmup` steps, then a cosine from `peak` to zero at step `total`."""
-    if step <= warmup:
-        return peak * step / max(warmup, 1)
-    done = min(1.0, (step - warmup) / max(total - warmup, 1))
-    return peak * 0.5 * (1 + math.cos(math.pi * done))
+class Schedule:
+    """The learning rate per step: a linear warm-up to `peak` over `warmup` steps, then a cosine
+    that reaches zero just after step `total`. `refit` changes `total` mid-run (the time budget
+    is re-estimated) without a jump: the cosine goes on from where it is, over the new remainder."""
+
+    def __init__(self, peak: float, warmup: int, total: int) -> None:
+        self.peak = peak
+        self.warmup = max(0, min(warmup, total // 2))  # a short run still anneals after warming up
+        self.total = total
+        self._from_step, self._from_progress = self.warmup, 0.0
+
+    def progress(self, step: int) -> float:
+        """How far along the cosine `step` is: 0 at its start, below 1 at `total` (the last step learns)."""
+        span = max(self.total - self._from_step + 1, 1)
+        return min(1.0, self._from_progress + (1 - self._from_progress) * max(step - self._from_step, 0) / span)
+
+    def rate(self, step: int) -> float:
+        if step <= self.warmup and self._from_step == self.warmup:
+            return self.peak * step / max(self.warmup, 1)
+        return self.peak * 0.5 * (1 + math.cos(math.pi * self.progress(step)))
+
+    def refit(self, step: int, total: int) -> None:
+        if step < self.warmup and total >= 2 * self.warmup:
+            self.total = total  # still warming up: the cosine has not started
+            return
+        if step < self.warmup:  # too short to finish warming up: anneal from the rate reached
+            reached = step / max(self.warmup, 1)
+            self._from_progress = math.acos(2 * reached - 1) / math.pi
+        else:
+            self._from_progress = self.progress(step)
+        self._from_step, self.total = step, total
 
 
 def fitted_steps(planned: int, done: int, seconds_per_step: float, seconds_left: float) -> int:
@@ -135,13 +158,6 @@ def fitted_steps(planned: int, done: int, seconds_per_step: float, seconds_left:
     if seconds_per_step <= 0 or not math.isfinite(seconds_left):
         return planned
     return max(done, min(planned, done + int(max(seconds_left, 0) / seconds_per_step)))
-
-
-def sha256_of(directory: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(directory.glob("*.safetensors")):
-        h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 def train(
@@ -191,7 +207,7 @@ def train(
     optimizer = BF16Optimizer(
         model, lr=settings.lr, max_grad_norm=0.5, total_steps=planned, warmup_ratio=0.0, lr_scheduler="constant"
     )
-    total = planned  # refitted after FIT_AFTER steps to what the time budget holds
+    schedule = Schedule(settings.lr, settings.warmup_steps, planned)  # refitted to what the time budget holds
     written: dict[str, dict] = {}
     history: list[dict] = []
     held_history: list[dict] = []
@@ -207,8 +223,11 @@ def train(
             hidden = torch.cat([out.hidden_states[i + 1] for i in layers], dim=-1)
             teacher = padding(out.logits, left=False)
         plosses, _, acces, *_ = model(
-            input_ids=padding(ids, left=False), attention_mask=attn, target=teacher,
-            loss_mask=mask[..., None], hidden_states=hidden,
+            input_ids=padding(ids, left=False),
+            attention_mask=attn,
+            target=teacher,
+            loss_mask=mask[..., None],
+            hidden_states=hidden,
         )
         return sum(0.8**i * p for i, p in enumerate(plosses)), acces
 
@@ -228,8 +247,13 @@ def train(
         return {"epoch": epoch, "step": step, "acc": acc, "expected_tau_topk1_2steps": expected_accept_length(acc)}
 
     def progress(loss: Any, acces: list, lr: float) -> dict:
-        return {"step": step, "s": round(time.monotonic() - started, 1), "loss": round(float(loss), 4),
-                "acc": [round(float(a), 3) for a in acces], "lr": float(f"{lr:.3g}")}
+        return {
+            "step": step,
+            "s": round(time.monotonic() - started, 1),
+            "loss": round(float(loss), 4),
+            "acc": [round(float(a), 3) for a in acces],
+            "lr": float(f"{lr:.3g}"),
+        }
 
     def seconds_left() -> float:
         left = settings.time_budget_s - (time.monotonic() - started)
@@ -241,48 +265,64 @@ def train(
     if settings.init_from:
         parent = best = judge_held_out(0)
         log(f"held out before training (the parent {settings.init_from}): {parent}")
-    def refit(was: int) -> tuple[int, tuple[int, float]]:
-        """The schedule's length from the rate since the last fit (an epoch's judgement included;
-        another process on the GPU, such as a kernel warmer, slows the first steps)."""
-        now = time.monotonic()
-        per_step = STEP_TIME_MARGIN * (now - timed[1]) / max(step - timed[0], 1)
-        fitted = fitted_steps(planned, step, per_step, seconds_left())
-        if fitted != was:
-            log(f"schedule fitted at step {step}: {fitted} steps of {planned} planned fit the time left")
-        return fitted, (step, now)
 
-    timed = (0, started)
+    judging = {"s": 0.0, "last": 0.0}  # seconds spent judging held-out answers: in all, and the last time
+
+    def refit() -> tuple[int, float, float]:
+        """The schedule's length from the training steps' rate since the last fit (judging time
+        left out of it and added back per step as the last judgement's share of an epoch), every
+        FIT_AFTER steps, so that a slowdown (another process on the GPU, such as a kernel warmer)
+        reshapes it early."""
+        now = time.monotonic()
+        per_step = STEP_TIME_MARGIN * (now - timed[1] - (judging["s"] - timed[2])) / (step - timed[0])
+        per_step += judging["last"] / max(len(epochs[0]), 1)  # an epoch's judgement, shared among its steps
+        fitted = fitted_steps(planned, step, per_step, seconds_left())
+        if fitted != schedule.total:
+            schedule.refit(step, fitted)
+            log(f"schedule fitted at step {step}: {fitted} steps of {planned} planned fit the time left")
+        return step, now, judging["s"]
+
+    timed = (0, started, 0.0)
     for epoch, plan in enumerate(epochs, start=1):
         for group in plan:
             step += 1
             loss, acces = run([taught[i] for i in group])
             loss.backward()
-            lr = learning_rate(step, total, settings.lr, settings.warmup_steps)
+            lr = schedule.rate(step)
             for param_group in optimizer.optimizer.param_groups:
                 param_group["lr"] = lr
             optimizer.step()
             if step == 1:
-                timed = (step, time.monotonic())
-            elif step == FIT_AFTER:
-                total, timed = refit(total)
-            if step % 25 == 0 or step == 1 or step == total:
+                timed = (step, time.monotonic(), judging["s"])
+            elif step - timed[0] >= FIT_AFTER:
+                timed = refit()
+            if step % 25 == 0 or step == 1 or step == schedule.total:
                 history.append(progress(loss, acces, lr))
-                log(f"step {step}/{total}: {history[-1]}")
+                log(f"step {step}/{schedule.total}: {history[-1]}")
             if step == settings.weak_steps and "weak" in out_dirs:
                 written["weak"] = _save(draft, out_dirs["weak"], apply_legacy_rope_scaling, step, history)
-            if step == total and total < planned:
+            if step >= schedule.total and schedule.total < planned:
                 stop_reason = f"the schedule's last step ({step} of {planned} planned: what the time budget held)"
             elif time.monotonic() - started > settings.time_budget_s:
-                stop_reason = f"time budget of {settings.time_budget_s:.0f} s reached at step {step} of {total}"
+                stop_reason = (
+                    f"time budget of {settings.time_budget_s:.0f} s reached at step {step} of {schedule.total}"
+                )
             elif settings.deadline is not None and time.time() > settings.deadline:
-                stop_reason = f"deadline reached at step {step} of {total}"
+                stop_reason = f"deadline reached at step {step} of {schedule.total}"
             if stop_reason:
                 if not history or history[-1]["step"] != step:  # the checkpoint's own batch, logged
                     history.append(progress(loss, acces, lr))
                 break
         whole = step == sum(len(e) for e in epochs[:epoch])
-        judged = judge_held_out(epoch) if held else {"epoch": epoch, "step": step, "acc": [], "expected_tau_topk1_2steps": None}
+        judging_from = time.monotonic()
+        judged = (
+            judge_held_out(epoch)
+            if held
+            else {"epoch": epoch, "step": step, "acc": [], "expected_tau_topk1_2steps": None}
+        )
         judged["whole_epoch"] = whole
+        judging["last"] = time.monotonic() - judging_from
+        judging["s"] += judging["last"]
         held_history.append(judged)
         log(f"held out after epoch {epoch}: {judged}")
         score = judged["expected_tau_topk1_2steps"]
@@ -292,8 +332,10 @@ def train(
         if stop_reason:
             log(stop_reason)
             break
-        if step >= FIT_AFTER:
-            total, timed = refit(total)
+        if step >= schedule.total and schedule.total < planned:  # a refit found no time left
+            stop_reason = f"the schedule's last step ({step} of {planned} planned: what the time budget held)"
+            log(stop_reason)
+            break
     if parent is not None and best is parent:
         log("no epoch beat the parent on the held-out answers: no checkpoint written, the parent stays")
     elif "final" not in written:  # no epoch ran (epochs = 0): the untrained drafter, said so
@@ -314,7 +356,7 @@ def train(
         "held_out": held_history,
         "parent_held_out": parent,  # the starting checkpoint, judged on the same held-out answers
         "steps_planned": planned,
-        "steps_scheduled": total,
+        "steps_scheduled": schedule.total,
         "steps_done": step,
         "stopped": stop_reason or "all epochs",
         "train_s": round(time.monotonic() - started, 1),
@@ -383,7 +425,7 @@ def _save(draft, out_dir: Path, fix_rope, step: int, history: list, held_out: di
     return {
         "dir": str(out_dir),
         "step": step,
-        "sha256": sha256_of(out_dir),
+        "sha256": weights_sha256(out_dir),
         "train_acc_at_save": acc,  # on batches it learned from: flatters
         "held_out": held_out,  # accuracy on answers never trained on, where judged
         "expected_tau_topk1_2steps": (held_out or {}).get("expected_tau_topk1_2steps") or expected_accept_length(acc),
