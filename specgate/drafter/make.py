@@ -24,6 +24,7 @@ from specgate.drafter import prompts as training_prompts
 from specgate.drafter.distil import DistilSettings, distil
 from specgate.drafter.train import TrainSettings, train
 from specgate.errors import SpecgateError
+from specgate.measure.drafters import weights_sha256
 
 LINK = "smollm2-eagle3"
 FINAL_DIR = "smollm2-eagle3-trained"
@@ -34,8 +35,15 @@ WEAK_DIR = "smollm2-eagle3-weak"
 # with tools/warm_kernels.py), no CUDA graphs (capturing many batch sizes costs more than it
 # saves here), and wide batches: a 135M model decodes launch-bound, so 2048 sequences cost little
 # more per step than 512 (4000 answers took 51 s at 512 on the H200).
-SERVER_ARGS = ["--attention-backend", "triton",
-               "--disable-cuda-graph", "--mem-fraction-static", "0.5", "--max-running-requests", "2048"]
+SERVER_ARGS = [
+    "--attention-backend",
+    "triton",
+    "--disable-cuda-graph",
+    "--mem-fraction-static",
+    "0.5",
+    "--max-running-requests",
+    "2048",
+]
 
 
 def _versions() -> dict[str, str]:
@@ -90,7 +98,7 @@ def make_smollm2_eagle3(
         if stage == "distil":
             return {**record, "data": str(data), "total_s": round(time.monotonic() - started, 1), "checkpoints": {}}
     else:
-        record = _recorded_data(work)
+        record = _recorded_data(work, stage)
     if stage == "refine":
         return _refine(out_dir, target, data, record, train_settings, log, started)
     figures = train(target, data, {"final": out_dir / FINAL_DIR, "weak": out_dir / WEAK_DIR}, train_settings, log)
@@ -147,12 +155,14 @@ def _distil_stage(target: Path, data: Path, n_prompts: int, max_new_tokens: int,
     }
 
 
-def _recorded_data(work: Path) -> dict:
+def _recorded_data(work: Path, stage: str = "train") -> dict:
     """What a `distil` stage (this machine's, or a carried copy) left for training."""
     data, record = work / DATA_FILE, work / DATA_RECORD
     missing = [str(p) for p in (data, record) if not p.is_file()]
     if missing:
-        raise SpecgateError(f"--stage train: {', '.join(missing)} not found; run --stage distil first (or restore its data)")
+        raise SpecgateError(
+            f"--stage {stage}: {', '.join(missing)} not found; run --stage distil first (or restore its data)"
+        )
     try:
         doc = json.loads(record.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -165,45 +175,95 @@ def _recorded_data(work: Path) -> dict:
 # What must match between a parent's training and a refine of it: the same samples, read the
 # same way, split by the same seed, or the held-out answers would include ones it learned.
 SAME_SPLIT = ("seed", "held_out", "max_length")
+STAGING = "refined"  # in the work folder: the refine's checkpoint until it replaces the parent
+KEPT = "parent-"  # in the work folder: each replaced parent, by the first 16 hex of its sha256
 
 
-def _refine(out_dir: Path, target: Path, data: Path, record: dict, settings: TrainSettings, log, started: float) -> dict:
-    final = out_dir / FINAL_DIR
-    parent = _read_record(final / "drafter.json", "run --stage train first, or restore a trained drafter")
-    if {k: parent.get(k) for k in ("prompts", "distillation")} != record:
-        raise SpecgateError(
-            f"{final / 'drafter.json'}: trained on other data than {data.parent / DATA_RECORD} "
-            "(prompts or distillation differ): refining on it would judge on answers the parent learned"
-        )
-    was = (parent.get("training") or {}).get("settings") or {}
-    differ = [k for k in SAME_SPLIT if k in was and was[k] != getattr(settings, k)]
-    if differ:
-        raise SpecgateError(f"{final / 'drafter.json'}: the parent's {', '.join(differ)} differ from this run's (the held-out split would too)")
-    weak = _read_record(out_dir / WEAK_DIR / "drafter.json", "the weak checkpoint is kept from the first training")
-    settings = replace(settings, init_from=str(final))
-    staging = data.parent / "refined"
-    figures = train(target, data, {"final": staging}, settings, log)
-    parent_ckpt = parent.get("checkpoint") or {}
+def _refine(
+    out_dir: Path, target: Path, data: Path, record: dict, settings: TrainSettings, log, started: float
+) -> dict:
+    work, final = data.parent, out_dir / FINAL_DIR
+    staging = work / STAGING
+    _refuse_interrupted(final, staging, work)
+    parent = _read_record(
+        final / "drafter.json", "run --stage train first, or restore the drafters it made (DRAFTERS_IN)"
+    )
+    parent_ckpt = _checked_parent(final, parent, record, data, settings)
+    weak = _read_record(
+        out_dir / WEAK_DIR / "drafter.json",
+        "the weak checkpoint is kept from the first training: restore the drafters it made (DRAFTERS_IN), or run --stage train",
+    )
+    if staging.exists():  # left by a refine that stopped before its checkpoint was written: nothing of it is kept
+        shutil.rmtree(staging)
+    kept = work / f"{KEPT}{parent_ckpt['sha256'][:16]}"
+    figures = train(target, data, {"final": staging}, replace(settings, init_from=str(final)), log)
     made = _made(target, record, figures, started)
     made["parent"] = parent  # the chain: each refine keeps the whole record of what it started from
     checkpoints = {"weak": weak.get("checkpoint") or {}}
     if "final" not in figures["checkpoints"]:
-        log(f"the parent ({str(parent_ckpt.get('sha256'))[:16]}) stays: refining did not beat it on the held-out answers")
+        log(f"the parent ({parent_ckpt['sha256'][:16]}) stays: refining did not beat it on the held-out answers")
+        made["outcome"] = "the parent stays: no epoch beat it on the held-out answers"
         checkpoints["final"] = parent_ckpt
         return _link_and_summarise(out_dir, made, checkpoints)
+    made["training"]["settings"]["init_from"] = str(kept)  # where the parent is once replaced
     ckpt = figures["checkpoints"]["final"]
     ckpt["steps_this_stage"] = ckpt["step"]
     ckpt["step"] = int(parent_ckpt.get("step") or 0) + ckpt["step"]  # steps since random weights
-    ckpt["refined_from"] = parent_ckpt.get("sha256")
-    kept = data.parent / f"parent-{str(parent_ckpt.get('sha256'))[:16]}"
-    if kept.exists():
-        shutil.rmtree(kept)
-    final.rename(kept)
-    staging.rename(final)
+    ckpt["refined_from"] = parent_ckpt["sha256"]
     ckpt["dir"] = str(final)
-    (final / "drafter.json").write_text(json.dumps({**made, "role": "final", "checkpoint": ckpt}, indent=2) + "\n")
+    # The record goes in before the swap, and the swap is two renames: an interrupted one leaves
+    # both checkpoints, each with its record, and the next refine says where (_refuse_interrupted).
+    (staging / "drafter.json").write_text(json.dumps({**made, "role": "final", "checkpoint": ckpt}, indent=2) + "\n")
+    if kept.exists():  # the same parent refined before: that copy is the same weights, keep it
+        shutil.rmtree(final)
+    else:
+        final.rename(kept)
+    staging.rename(final)
     checkpoints["final"] = ckpt
     return _link_and_summarise(out_dir, made, checkpoints)
+
+
+def _refuse_interrupted(final: Path, staging: Path, work: Path) -> None:
+    if final.exists() or not (staging / "drafter.json").is_file():
+        return
+    parents = sorted(p.name for p in work.glob(f"{KEPT}*"))
+    raise SpecgateError(
+        f"{final}: missing, and {staging} holds a refined checkpoint with its record: a refine stopped between "
+        f"moving the parent aside ({', '.join(parents) or 'none kept'} in {work}) and putting its checkpoint in "
+        f"place; move {staging} (or the parent) to {final}, then run again"
+    )
+
+
+def _checked_parent(final: Path, parent: dict, record: dict, data: Path, settings: TrainSettings) -> dict:
+    """The parent's checkpoint entry, once its record says it is a final checkpoint of these weights,
+    trained on this data with this split."""
+    where = final / "drafter.json"
+    ckpt = parent.get("checkpoint")
+    if parent.get("role") != "final" or not isinstance(ckpt, dict) or not isinstance(ckpt.get("sha256"), str):
+        raise SpecgateError(f"{where}: expected the record of a final checkpoint (role 'final', checkpoint.sha256)")
+    actual = weights_sha256(final)
+    if actual != ckpt["sha256"]:
+        raise SpecgateError(
+            f"{where}: records weights {ckpt['sha256'][:16]}, but {final} holds {str(actual)[:16]}: "
+            "not the checkpoint it describes; restore the drafters the train stage made"
+        )
+    if {k: parent.get(k) for k in ("prompts", "distillation")} != record:
+        raise SpecgateError(
+            f"{where}: trained on other data than {data.parent / DATA_RECORD} "
+            "(prompts or distillation differ): refining on it would judge on answers the parent learned"
+        )
+    was = (parent.get("training") or {}).get("settings") or {}
+    differ = [
+        f"{k} {was.get(k)!r} (this run: {getattr(settings, k)!r})"
+        for k in SAME_SPLIT
+        if was.get(k) != getattr(settings, k)
+    ]
+    if differ:
+        raise SpecgateError(
+            f"{where}: the parent was trained with {', '.join(differ)}: its held-out split differs from this "
+            "run's; refine with the specgate version that trained it, or train anew with --stage train"
+        )
+    return ckpt
 
 
 def _read_record(path: Path, hint: str) -> dict:

@@ -144,20 +144,38 @@ def test_the_held_out_split_is_reproducible_disjoint_and_sized_for_what_it_judge
     assert expected_accept_length([]) == 1.0
 
 
-def test_the_learning_rate_warms_up_then_anneals_to_zero_over_the_steps_that_fit():
+def test_the_learning_rate_warms_up_then_anneals_over_the_steps_that_fit():
     """A cosine laid over every planned epoch never anneals when the time budget stops it first
     (3263 of 5200 planned steps once ended at a third of the peak): the schedule's length is
-    fitted to the time left, so its last step is the budget's."""
-    from specgate.drafter.train import fitted_steps, learning_rate
+    fitted to the time left and refitted as the rate is known better, without a jump."""
+    from specgate.drafter.train import Schedule, fitted_steps
 
-    assert learning_rate(0, 1000, 3e-4, 100) == 0
-    assert learning_rate(50, 1000, 3e-4, 100) == pytest.approx(1.5e-4)
-    assert learning_rate(100, 1000, 3e-4, 100) == pytest.approx(3e-4)
-    assert learning_rate(550, 1000, 3e-4, 100) == pytest.approx(1.5e-4)
-    assert learning_rate(1000, 1000, 3e-4, 100) == pytest.approx(0, abs=1e-12)
-    assert learning_rate(1200, 1000, 3e-4, 100) == pytest.approx(0, abs=1e-12)  # past the end: stays at zero
-    rates = [learning_rate(s, 1000, 3e-4, 100) for s in range(100, 1001)]
+    plan = Schedule(3e-4, 100, 1000)
+    assert plan.rate(0) == 0 and plan.rate(50) == pytest.approx(1.5e-4) and plan.rate(100) == pytest.approx(3e-4)
+    rates = [plan.rate(s) for s in range(100, 1001)]
     assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))
+    assert 0 < plan.rate(1000) < 3e-6  # the last step still learns, a little
+    # Refitted while warming up, long enough: the warm-up goes on, the cosine spans the new length.
+    plan = Schedule(3e-4, 100, 5000)
+    plan.refit(50, 3000)
+    assert plan.rate(50) == pytest.approx(1.5e-4) and plan.rate(100) == pytest.approx(3e-4)
+    assert 0 < plan.rate(3000) < 1e-6
+    # Refitted mid-cosine, shorter then longer: continuous at each refit, never rising, ending at the new length.
+    plan = Schedule(3e-4, 100, 5000)
+    seen = [plan.rate(s) for s in range(1, 1001)]
+    for at, total in ((1000, 2500), (1500, 2600)):
+        before = plan.rate(at)
+        plan.refit(at, total)
+        assert plan.rate(at) == pytest.approx(before)
+        seen += [plan.rate(s) for s in range(at + 1, at + 501)]
+    tail = seen[100:]
+    assert all(a >= b - 1e-15 for a, b in zip(tail, tail[1:], strict=False))
+    assert 0 < plan.rate(2600) < 1e-6
+    # Too short to finish warming up: it anneals from the rate it reached, and ends at the new length.
+    plan = Schedule(3e-4, 100, 5000)
+    plan.refit(50, 120)
+    assert plan.rate(50) == pytest.approx(1.5e-4) and plan.rate(51) < 1.5e-4 and 0 < plan.rate(120) < 1e-6
+    assert Schedule(3e-4, 100, 60).warmup == 30  # a run shorter than two warm-ups warms up over half of it
     assert fitted_steps(5200, 50, 0.125, 400.0) == 3250  # 400 s at 8 steps/s after the first 50
     assert fitted_steps(1000, 50, 0.125, 400.0) == 1000  # never past the planned epochs
     assert fitted_steps(5200, 50, 0.125, -3.0) == 50  # no time left: stop where it is
@@ -165,39 +183,135 @@ def test_the_learning_rate_warms_up_then_anneals_to_zero_over_the_steps_that_fit
     assert fitted_steps(5200, 50, 0.125, float("inf")) == 5200
 
 
-def test_refining_refuses_a_parent_trained_on_other_data_or_split(tmp_path):
-    """Refining judges on the held-out answers of the first training: on other data, or another
-    split, they would include answers the parent learned, and the 'better than the parent'
-    verdict would flatter."""
-    import time
+def _refine_setup(tmp_path):
+    """A DIR as a train stage leaves it: data record, a final checkpoint with its record, a weak one."""
+    import hashlib
 
-    from specgate.drafter.make import DATA_FILE, FINAL_DIR, WEAK_DIR, _refine
-    from specgate.drafter.train import TrainSettings
-    from specgate.errors import SpecgateError
+    from specgate.drafter.make import FINAL_DIR, WEAK_DIR
 
     work = tmp_path / "smollm2-eagle3-work"
     work.mkdir()
     record = {"prompts": {"digest": "abc"}, "distillation": {"samples": 20447}}
+    settings = {"seed": 0, "held_out": 0.03, "max_length": 2048}
+    for name, role, weights in ((FINAL_DIR, "final", b"parent weights"), (WEAK_DIR, "weak", b"weak weights")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(weights)
+        ckpt = {"dir": str(tmp_path / name), "step": 3263, "sha256": hashlib.sha256(weights).hexdigest()}
+        doc = {**record, "role": role, "training": {"settings": settings}, "checkpoint": ckpt}
+        (tmp_path / name / "drafter.json").write_text(json.dumps(doc))
+    return work, record
 
-    def refine() -> None:
-        _refine(tmp_path, tmp_path / "target", work / DATA_FILE, record, TrainSettings(), print, time.monotonic())
+
+def _refine(tmp_path, record, train=None, monkeypatch=None):
+    import time
+
+    from specgate.drafter import make
+    from specgate.drafter.train import TrainSettings
+
+    if train is not None:
+        monkeypatch.setattr(make, "train", train)
+        monkeypatch.setattr(make, "_gpu", lambda: "none (a test)")  # no torch on CPU
+    work = tmp_path / "smollm2-eagle3-work"
+    return make._refine(tmp_path, tmp_path / "target", work / make.DATA_FILE, record, TrainSettings(), print, time.monotonic())
+
+
+def test_refining_refuses_a_parent_that_is_not_the_one_it_says_or_of_other_data(tmp_path):
+    """Refining judges on the held-out answers of the first training: on other data, another
+    split or other weights than the record names, the 'better than the parent' verdict would
+    flatter or credit the wrong weights. Every refusal comes before any training."""
+    from specgate.drafter.make import FINAL_DIR, WEAK_DIR
+    from specgate.errors import SpecgateError
 
     with pytest.raises(SpecgateError, match=f"{FINAL_DIR}/drafter.json: not found; run --stage train first"):
-        refine()
-    (tmp_path / FINAL_DIR).mkdir()
-    (tmp_path / FINAL_DIR / "drafter.json").write_text("[1]")
-    with pytest.raises(SpecgateError, match="expected a JSON object"):
-        refine()
-    parent = {**record, "prompts": {"digest": "other"}, "training": {"settings": {"seed": 0, "held_out": 0.03}}}
-    (tmp_path / FINAL_DIR / "drafter.json").write_text(json.dumps(parent))
+        _refine(tmp_path, {})
+    work, record = _refine_setup(tmp_path)
+    parent_doc = json.loads((tmp_path / FINAL_DIR / "drafter.json").read_text())
+
+    def with_parent(**change):
+        (tmp_path / FINAL_DIR / "drafter.json").write_text(json.dumps({**parent_doc, **change}))
+
+    with_parent(role="weak")
+    with pytest.raises(SpecgateError, match="expected the record of a final checkpoint"):
+        _refine(tmp_path, record)
+    with_parent(checkpoint={**parent_doc["checkpoint"], "sha256": "0" * 64})
+    with pytest.raises(SpecgateError, match="records weights 0000000000000000, but .* holds"):
+        _refine(tmp_path, record)
+    with_parent(prompts={"digest": "other"})
     with pytest.raises(SpecgateError, match="trained on other data"):
-        refine()
-    parent = {**record, "training": {"settings": {"seed": 1, "held_out": 0.03, "max_length": 2048}}}
-    (tmp_path / FINAL_DIR / "drafter.json").write_text(json.dumps(parent))
-    with pytest.raises(SpecgateError, match="the parent's seed differ"):
-        refine()
-    parent["training"]["settings"]["seed"] = 0
-    (tmp_path / FINAL_DIR / "drafter.json").write_text(json.dumps(parent))
-    with pytest.raises(SpecgateError, match=f"{WEAK_DIR}/drafter.json: not found"):  # before any training
-        refine()
-    assert not (tmp_path / WEAK_DIR).exists() and not (work / "refined").exists()  # nothing trained, nothing moved
+        _refine(tmp_path, record)
+    with_parent(training={"settings": {"seed": 1, "held_out": 0.03, "max_length": 2048}})
+    with pytest.raises(SpecgateError, match=r"trained with seed 1 \(this run: 0\)"):
+        _refine(tmp_path, record)
+    with_parent(training={"settings": {"seed": 0}})  # a record without the split's keys proves nothing
+    with pytest.raises(SpecgateError, match="held_out None"):
+        _refine(tmp_path, record)
+    with_parent()
+    (tmp_path / WEAK_DIR / "drafter.json").unlink()
+    with pytest.raises(SpecgateError, match=f"{WEAK_DIR}/drafter.json: not found; .*DRAFTERS_IN"):
+        _refine(tmp_path, record)
+    assert sorted(p.name for p in work.iterdir()) == []  # nothing trained, nothing moved
+
+
+def _fake_train(beats: bool):
+    """Stands in for SpecForge training: writes a checkpoint only where an epoch beat the parent."""
+    import dataclasses
+    import hashlib
+
+    def train(target, data, out_dirs, settings, log):
+        assert settings.init_from and "weak" not in out_dirs
+        checkpoints = {}
+        if beats:
+            out_dirs["final"].mkdir(parents=True, exist_ok=True)
+            (out_dirs["final"] / "model.safetensors").write_bytes(b"refined weights")
+            checkpoints["final"] = {"dir": str(out_dirs["final"]), "step": 2219,
+                                    "sha256": hashlib.sha256(b"refined weights").hexdigest()}  # fmt: skip
+        return {"settings": dataclasses.asdict(settings), "steps_done": 2605, "checkpoints": checkpoints}
+
+    return train
+
+
+def test_a_refine_that_beats_its_parent_replaces_it_and_keeps_it_aside(tmp_path, monkeypatch):
+    from specgate.drafter.make import FINAL_DIR, LINK, STAGING, WEAK_DIR
+
+    work, record = _refine_setup(tmp_path)
+    (work / STAGING).mkdir()
+    (work / STAGING / "model-00002-of-00002.safetensors").write_bytes(b"left by an interrupted run")
+    parent = json.loads((tmp_path / FINAL_DIR / "drafter.json").read_text())
+    made = _refine(tmp_path, record, _fake_train(beats=True), monkeypatch)
+    kept = work / f"parent-{parent['checkpoint']['sha256'][:16]}"
+    assert (kept / "model.safetensors").read_bytes() == b"parent weights"
+    assert sorted(p.name for p in (tmp_path / FINAL_DIR).iterdir()) == ["drafter.json", "model.safetensors"]
+    doc = json.loads((tmp_path / FINAL_DIR / "drafter.json").read_text())
+    assert doc["checkpoint"]["step"] == 3263 + 2219 and doc["checkpoint"]["refined_from"] == parent["checkpoint"]["sha256"]
+    assert doc["parent"]["checkpoint"] == parent["checkpoint"] and doc["training"]["settings"]["init_from"] == str(kept)
+    assert made["checkpoints"]["weak"]["step"] == 3263 and (tmp_path / WEAK_DIR / "model.safetensors").exists()
+    assert (tmp_path / LINK).resolve() == (tmp_path / FINAL_DIR).resolve()
+    # Refined again: the first parent stays where it was kept, the second is kept beside it; a
+    # parent whose weights are already kept (the same sha256) is not kept twice, nor overwritten.
+    _refine(tmp_path, record, _fake_train(beats=True), monkeypatch)
+    assert len(list(work.glob("parent-*"))) == 2
+    _refine(tmp_path, record, _fake_train(beats=True), monkeypatch)
+    assert len(list(work.glob("parent-*"))) == 2
+    assert (kept / "model.safetensors").read_bytes() == b"parent weights"
+
+
+def test_a_refine_that_does_not_beat_its_parent_moves_nothing(tmp_path, monkeypatch):
+    from specgate.drafter.make import FINAL_DIR
+
+    work, record = _refine_setup(tmp_path)
+    made = _refine(tmp_path, record, _fake_train(beats=False), monkeypatch)
+    assert (tmp_path / FINAL_DIR / "model.safetensors").read_bytes() == b"parent weights"
+    assert "the parent stays" in made["outcome"] and not list(work.glob("parent-*"))
+
+
+def test_an_interrupted_swap_is_named_with_where_each_checkpoint_is(tmp_path, monkeypatch):
+    from specgate.drafter.make import FINAL_DIR, STAGING
+    from specgate.errors import SpecgateError
+
+    work, record = _refine_setup(tmp_path)
+    parent = json.loads((tmp_path / FINAL_DIR / "drafter.json").read_text())
+    (tmp_path / FINAL_DIR).rename(work / f"parent-{parent['checkpoint']['sha256'][:16]}")
+    (work / STAGING).mkdir()
+    (work / STAGING / "drafter.json").write_text("{}")
+    with pytest.raises(SpecgateError, match=rf"refine stopped between moving the parent aside \(parent-\w+ in .*move .*{STAGING}"):
+        _refine(tmp_path, record, _fake_train(beats=True), monkeypatch)
