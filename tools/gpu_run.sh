@@ -2,7 +2,7 @@
 # One device call, one or more whole GPU jobs: unpack real SGLang from the carried bundle (once
 # per machine), make the model assets, run each job, and leave the results under $OUT.
 #
-#   bash tools/gpu_run.sh JOB [JOB ...]        JOB = drafter[:distil|train] | DEPLOYMENT[:check|update|calibrate|sweep][+weak]
+#   bash tools/gpu_run.sh JOB [JOB ...]        JOB = drafter[:distil|train|refine] | DEPLOYMENT[:check|update|calibrate|sweep][+weak]
 #
 #   drafter `specgate assets smollm2-eagle3 /tmp/assets`: a trained EAGLE-3 drafter for SmolLM2
 #           (self-distilled data through SGLang, SpecForge training; needs a tools/bundle.sh bundle
@@ -43,7 +43,11 @@
 # provenance; nvidia-smi samples), the last gate job's report.md, the last sweep's sweep.md and
 # sweep.json, and, if asked, jit-cache.tar.gz.
 set -uo pipefail
-(($#)) || { echo "usage: tools/gpu_run.sh DEPLOYMENT[:check|update|sweep] ..." >&2; exit 2; }
+(($#)) || { echo "usage: tools/gpu_run.sh drafter[:distil|train|refine] | DEPLOYMENT[:check|update|calibrate|sweep][+weak] ..." >&2; exit 2; }
+# Checked before the bundle is unpacked (minutes on a fresh machine): a bad rate fails now, not then.
+if [[ -n ${DRAFTER_LR:-} ]] && ! python3 -c 'import math, sys; v = float(sys.argv[1]); sys.exit(not (0 < v < 1))' "$DRAFTER_LR" 2>/dev/null; then
+  echo "gpu_run.sh: DRAFTER_LR=$DRAFTER_LR: expected a learning rate between 0 and 1 (e.g. 1e-4)" >&2; exit 2
+fi
 for job in "$@"; do
   [[ $job == drafter || $job == drafter:distil || $job == drafter:train || $job == drafter:refine ]] && continue
   [[ $job == drafter[:+]* ]] && { echo "gpu_run.sh: bad job '$job' (drafter, drafter:distil, drafter:train or drafter:refine; no suffix)" >&2; exit 2; }
@@ -147,7 +151,7 @@ for job in "$@"; do
     if [[ ! -d /tmp/assets/smollm2-eagle3-weak ]]; then summary+=("$job+weak: NOT STARTED (no weak checkpoint: run the drafter job first)"); status=4; continue; fi
     ln -sfn smollm2-eagle3-weak /tmp/assets/smollm2-eagle3
   fi
-  if [[ $job == drafter* ]]; then
+  if [[ $job == drafter || $job == drafter:* ]]; then
     stage=${job#drafter}; stage=${stage#:}; stage=${stage:-all}
     if [[ $stage != distil && $stage != refine && -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
       summary+=("drafter: already on this machine ($(python3 -c "import json; print(json.load(open('/tmp/assets/smollm2-eagle3/drafter.json'))['checkpoint']['sha256'][:16])"))")
@@ -195,7 +199,7 @@ for job in "$@"; do
     # 3: stopped between waves for time, resumable; anything but 0/3 is a failure
     ((code == 0 || code == 3)) || status=$code
   else
-    if ((remaining < 240)); then summary+=("$job: NOT STARTED (only $remaining s left)"); continue; fi
+    if ((remaining < 240)); then summary+=("$job${weak:++weak}: NOT STARTED (only $remaining s left)"); continue; fi
     if [[ $mode == update ]]; then verb=(baseline update); else verb=(run); fi
     timeout $((remaining - 20)) python3 -m specgate.cli "${verb[@]}" "$deployment" --report-dir "$dir/report" \
       --examples "${RUN_EXAMPLES:-8}" -- -p no:cacheprovider ${RUN_SELECT:+-k "$RUN_SELECT"} >> "$OUT/run.log" 2>&1
