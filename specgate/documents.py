@@ -4,8 +4,8 @@ expected, what was found), so a corrupt file is named as precisely as a bad depl
 
 pydantic v2 rather than msgspec: it generates JSON Schema from the same models (the deployment
 file's schema is the next step), and its error locations map directly onto dotted fields. The
-documents migrate one at a time behind their existing self-tests: the calibration record and
-the sweep state so far.
+documents migrate one at a time behind their existing self-tests: the calibration record, the
+sweep state and the stored baseline so far.
 """
 
 from __future__ import annotations
@@ -34,12 +34,16 @@ def problem(exc: ValidationError, at: str = "") -> str:
     """The first error of `exc` as "field 'a.b.c': expected ..., got ..."; `at` is where the
     validated object sits in its document (e.g. "points[3]")."""
     err = exc.errors()[0]
-    field = ".".join([at, *(str(part) for part in err["loc"])] if at else [str(part) for part in err["loc"]])
+    field = at
+    for part in err["loc"]:  # a list index as [i], a key as .key: the form the other documents' errors use
+        field += f"[{part}]" if isinstance(part, int) else f".{part}" if field else str(part)
     field = field or "(the document)"
     ctx = err.get("ctx") or {}
     kind = err["type"]
     if kind == "greater_than_equal":
         what = f"expected at least {ctx.get('ge')}"
+    elif kind == "greater_than":
+        what = f"expected more than {ctx.get('gt')}"
     elif kind == "less_than_equal":
         what = f"expected at most {ctx.get('le')}"
     elif kind == "too_short":

@@ -10,10 +10,13 @@ read as an answer.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
 from specgate.client import FinishReason, GenerateResult
+from specgate.documents import problem
 from specgate.equivalence.cases import GenerationCase
 from specgate.errors import GoldenFileError
 
@@ -64,75 +67,73 @@ def result_to_dict(result: GenerateResult) -> dict:
     }
 
 
-def _whole(field: str, value: object, minimum: int, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise GoldenFileError(field, f"expected a whole number from {minimum} to {maximum}, got {value!r}")
-    return value
+_Count = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
+_TokenId = Annotated[int, Strict(), Field(ge=0)]
+_Logprob = Annotated[float, Strict(), Field(le=0, allow_inf_nan=False)]
+# JSON has no tuples: a [token id, logprob] list is read as the pair (its parts stay strict).
+_Pair = Annotated[tuple[_TokenId, _Logprob], Strict(False)]
 
 
-def _case(field: str, raw: object) -> GenerationCase:
-    if not isinstance(raw, dict):
-        raise GoldenFileError(field, f"expected an object, got {raw!r}")
-    label, text, stop = raw.get("label"), raw.get("text"), raw.get("stop")
-    if not isinstance(label, str) or not isinstance(text, str):
-        raise GoldenFileError(field, "expected 'label' and 'text' strings")
-    if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
-        raise GoldenFileError(f"{field}.stop", f"expected a list of strings, got {stop!r}")
-    return GenerationCase(
-        label,
-        text,
-        _whole(f"{field}.max_new_tokens", raw.get("max_new_tokens"), 1, MAX_TOKENS),
-        tuple(stop),
-        _whole(f"{field}.concurrency", raw.get("concurrency"), 1, MAX_CONCURRENCY),
-    )
+class GoldenCase(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    label: str
+    text: str
+    max_new_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+    stop: list[str]
+    concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
+
+    def case(self) -> GenerationCase:
+        return GenerationCase(self.label, self.text, self.max_new_tokens, tuple(self.stop), self.concurrency)
 
 
-def _top_logprobs(field: str, raw: object, wanted: int) -> tuple[tuple[tuple[int, float], ...], ...]:
-    if not isinstance(raw, list):
-        raise GoldenFileError(field, f"expected a list per output position, got {str(raw)[:80]}")
-    out = []
-    for i, pos in enumerate(raw):
-        # The near-tie rule reads top-1 minus top-2: a position with fewer would fail every flip there.
-        if not isinstance(pos, list) or len(pos) < min(2, wanted):
-            raise GoldenFileError(f"{field}[{i}]", f"expected at least 2 [token id, logprob] pairs, got {str(pos)[:80]}")
-        pairs = []
-        for j, pair in enumerate(pos):
-            ok = isinstance(pair, list) and len(pair) == 2
-            token, logprob = (pair[0], pair[1]) if ok else (None, None)
-            if not ok or isinstance(token, bool) or not isinstance(token, int) or token < 0:
-                raise GoldenFileError(f"{field}[{i}][{j}]", f"expected [token id, logprob], got {pair!r}")
-            if isinstance(logprob, bool) or not isinstance(logprob, (int, float)) or not math.isfinite(logprob) or logprob > 0:
-                raise GoldenFileError(f"{field}[{i}][{j}]", f"expected a finite logprob <= 0, got {logprob!r}")
-            pairs.append((token, float(logprob)))
-        out.append(tuple(pairs))
-    return tuple(out)
-
-
-def _answer(field: str, raw: object, case: GenerationCase, top_logprobs: int) -> GenerateResult:
-    if not isinstance(raw, dict):
-        raise GoldenFileError(field, f"expected an object, got {str(raw)[:80]}")
-    ids = raw.get("output_ids")
-    if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids):
-        raise GoldenFileError(f"{field}.output_ids", f"expected a list of token ids, got {str(ids)[:80]}")
-    text = raw.get("text")
-    if not isinstance(text, str):
-        raise GoldenFileError(f"{field}.text", f"expected a string, got {text!r}")
+class StoredAnswer(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    output_ids: list[_TokenId]
+    text: str
     # Not tied to len(output_ids): releases differ there, and the comparison itself reads both.
-    completion = _whole(f"{field}.completion_tokens", raw.get("completion_tokens"), 0, MAX_TOKENS)
-    finish = raw.get("finish_reason")
-    if not isinstance(finish, dict) or not isinstance(finish.get("type"), str):
-        raise GoldenFileError(f"{field}.finish_reason", f"expected {{'type': ..., 'matched': ...}}, got {finish!r}")
+    completion_tokens: _Count
+    prompt_tokens: _Count = 0
+    finish_reason: dict[str, Any]
+    # Per output position, [token id, logprob] pairs, best first.
+    top_logprobs: list[list[_Pair]]
+
+    @field_validator("finish_reason")
+    @classmethod
+    def _a_finish(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(value.get("type"), str):
+            raise ValueError(f"expected {{'type': ..., 'matched': ...}}, got {value!r}")
+        return value
+
+
+class GoldenEntry(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    case: GoldenCase
+    answer: StoredAnswer
+
+
+class GoldenDocument(BaseModel):
+    """The `golden` table of a stored baseline (format /2): what `GoldenAnswers.as_dict` writes."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    reference: Annotated[str, Field(min_length=1)]  # the config that answered
+    args_digest: Annotated[str, Field(min_length=1)]  # its launch digest then
+    top_logprobs: Annotated[int, Field(ge=2, le=1000)]  # the near-tie rule reads top-1 minus top-2
+    case_settings: Annotated[str, Field(min_length=1)] | None = None
+    cases: Annotated[list[GoldenEntry], Field(min_length=1)]
+
+
+def _result(answer: StoredAnswer, case: GenerationCase, top_logprobs: int) -> GenerateResult:
     return GenerateResult(
         # The request the case makes: reproducers and reports show what was asked, as when it ran.
         request=case.request(top_logprobs),
-        text=text,
-        output_ids=tuple(ids),
-        prompt_tokens=_whole(f"{field}.prompt_tokens", raw.get("prompt_tokens", 0), 0, MAX_TOKENS),
-        completion_tokens=completion,
-        finish_reason=FinishReason.parse(finish),
+        text=answer.text,
+        output_ids=tuple(answer.output_ids),
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+        finish_reason=FinishReason.parse(answer.finish_reason),
         e2e_s=0.0,
         server_e2e_s=None,
-        top_logprobs=_top_logprobs(f"{field}.top_logprobs", raw.get("top_logprobs"), top_logprobs),
+        top_logprobs=tuple(tuple(pos) for pos in answer.top_logprobs),
     )
 
 
@@ -156,28 +157,24 @@ def case_settings_digest(deployment) -> str:  # noqa: ANN001 - a Deployment (dep
 
 def parse_golden(raw: object, field: str = "golden") -> GoldenAnswers:
     """Checked for meaning, each problem naming its field (GoldenFileError)."""
-    if not isinstance(raw, dict):
-        raise GoldenFileError(field, f"expected an object, got {str(raw)[:80]}")
-    reference, digest = raw.get("reference"), raw.get("args_digest")
-    if not isinstance(reference, str) or not reference:
-        raise GoldenFileError(f"{field}.reference", f"expected the reference config's name, got {reference!r}")
-    if not isinstance(digest, str) or not digest:
-        raise GoldenFileError(f"{field}.args_digest", f"expected the reference's launch digest, got {digest!r}")
-    top = _whole(f"{field}.top_logprobs", raw.get("top_logprobs"), 2, 1000)
-    cases = raw.get("cases")
-    if not isinstance(cases, list) or not cases:
-        raise GoldenFileError(f"{field}.cases", "expected a non-empty list of {case, answer}")
-    settings = raw.get("case_settings")
-    if settings is not None and (not isinstance(settings, str) or not settings):
-        raise GoldenFileError(f"{field}.case_settings", f"expected the digest of the case settings, got {settings!r}")
+    try:
+        doc = GoldenDocument.model_validate(raw)
+    except ValidationError as exc:
+        located = problem(exc, at=field)  # "field 'golden.cases[0]...': expected ..."
+        where, _, what = located.partition("': ")
+        raise GoldenFileError(where.removeprefix("field '"), what) from None
     entries: list[GoldenAnswer] = []
     first_at: dict[str, int] = {}
-    for i, entry in enumerate(cases):
+    for i, entry in enumerate(doc.cases):
         at = f"{field}.cases[{i}]"
-        if not isinstance(entry, dict):
-            raise GoldenFileError(at, f"expected an object, got {str(entry)[:80]}")
-        case = _case(f"{at}.case", entry.get("case"))
-        answer = _answer(f"{at}.answer", entry.get("answer"), case, top)
+        # The near-tie rule reads top-1 minus top-2: a position with fewer would fail every flip there.
+        for j, pos in enumerate(entry.answer.top_logprobs):
+            if len(pos) < 2:
+                raise GoldenFileError(
+                    f"{at}.answer.top_logprobs[{j}]", f"expected at least 2 [token id, logprob] pairs, got {len(pos)}"
+                )
+        case = entry.case.case()
+        answer = _result(entry.answer, case, doc.top_logprobs)
         # One request, one answer (a batched copy of a case asks the same): two that differ
         # cannot both be the reference's, and neither may be dropped in silence.
         if case.key in first_at:
@@ -189,4 +186,4 @@ def parse_golden(raw: object, field: str = "golden") -> GoldenAnswers:
         else:
             first_at[case.key] = i
         entries.append(GoldenAnswer(case, answer))
-    return GoldenAnswers(reference, digest, top, tuple(entries), settings)
+    return GoldenAnswers(doc.reference, doc.args_digest, doc.top_logprobs, tuple(entries), doc.case_settings)

@@ -16,13 +16,14 @@ Every write is `/2`.
 from __future__ import annotations
 
 import json
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specgate.atomic import write_json_atomic
+from specgate.documents import problem
 from specgate.equivalence.golden import GoldenAnswers, parse_golden
 from specgate.errors import BaselineError, GoldenFileError
 from specgate.verdicts.fingerprint import Fingerprint
@@ -85,18 +86,84 @@ class StoredBaseline:
     golden: GoldenAnswers | None = None
 
 
+# Far beyond any real figure: such a value is a broken file, and it would decide a gate.
+_ABSURD_TPS = 1e7
+_ABSURD_TOKENS = 1 << 20
+
+_Tps = Annotated[float, Field(gt=0, le=_ABSURD_TPS, allow_inf_nan=False)]
+_Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+_Accept = Annotated[float, Field(ge=1, allow_inf_nan=False)]  # tokens per verify step: 1 is a drafter accepting nothing
+_Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+_Tokens = Annotated[int, Field(ge=1, le=_ABSURD_TOKENS)]
+_Boot = Annotated[int, Field(ge=1, le=1000)]
+_Figure = TypeVar("_Figure")
+
+
+class Interval(BaseModel, Generic[_Figure]):
+    """A stored estimate with its interval; `confidence` and what else the writer added are kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    estimate: _Figure
+    low: _Figure
+    high: _Figure
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Interval:
+        if self.low > self.high:  # type: ignore[operator]  # every _Figure is a float
+            raise ValueError(f"low {self.low} is above high {self.high}")
+        return self
+
+
+class Samples(BaseModel):
+    """Per-request figures in pinned-sequence order (their count is the figures' `n`)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    decode_tps: list[_Tps]
+    completion_tokens: list[_Tokens]
+    verify_ct: list[_Tokens | None]  # None where the server reported no speculative counters
+    ttft_s: list[_Seconds] | None = None  # absent in files written before it was read back
+    boot: list[_Boot] | None = None  # which boot answered each (launch.boots > 1); absent in older files
+
+
+class ConcurrencyFigures(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    n: _Tokens
+    decode_tps: Interval[_Tps]
+    accept_length: Interval[_Accept] | None = None
+    ratio_to_reference: Interval[_Positive] | None = None
+    samples: Samples
+
+
+class ConfigEntry(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    args_digest: Annotated[str, Field(min_length=1)]  # the launch flags it was recorded with
+    drafter_sha256: Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")] | None = None
+    server_version: Annotated[str, Field(pattern=r"\S")] | None = None  # the release its own server reported
+    boot_seconds: _Seconds | None = None  # format /2
+    concurrency: dict[str, ConcurrencyFigures]
+
+
+class BaselineDocument(BaseModel):
+    """`baselines/<deployment>/<fingerprint slug>.json`, as `specgate baseline update` writes it: one
+    definition for the reader and the writer (a document it would refuse is never written)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    format: Literal["specgate-baseline/1", "specgate-baseline/2"]
+    deployment: str = ""
+    workload_digest: str = ""
+    fingerprint: dict[str, Any]
+    provenance: dict[str, Any] = {}
+    configs: dict[str, ConfigEntry]
+    excluded: dict[str, str] = {}  # config -> why it was not stored
+    golden: dict[str, Any] | None = None  # format /2, stored-reference deployments: parsed by equivalence.golden
+
+
 def _require(cond: bool, path: Path, problem: str) -> None:
     if not cond:
         raise BaselineError(path, problem)
 
 
-def _excluded(path: Path, raw: object) -> dict[str, str]:
-    _require(
-        isinstance(raw, dict) and all(isinstance(v, str) for v in raw.values()),
-        path,
-        "field 'excluded': expected a table of config name to reason",
-    )
-    return {str(k): v for k, v in cast(dict, raw).items()}  # _require checked it is one
+_BLAME = "the file is wrong, not the machine: fix it or record it anew"
 
 
 def load_baseline(path: Path) -> StoredBaseline:
@@ -106,7 +173,7 @@ def load_baseline(path: Path) -> StoredBaseline:
         raise BaselineError(
             path, f"corrupt: not valid JSON ({exc}); fix it or move it aside, it is never overwritten"
         ) from None
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(path, f"cannot be read: {exc}") from None
     _require(isinstance(data, dict), path, "expected a JSON object at the top")
     _require(
@@ -114,43 +181,31 @@ def load_baseline(path: Path) -> StoredBaseline:
         path,
         f"field 'format': expected one of {', '.join(map(repr, READABLE_FORMATS))}, got {data.get('format')!r}",
     )
-    try:
+    try:  # first: the file's identity, before what it holds
         fingerprint = Fingerprint.from_dict(data["fingerprint"])
     except (KeyError, TypeError, ValueError) as exc:
         raise BaselineError(path, f"field 'fingerprint': {exc}") from None
+    try:
+        doc = BaselineDocument.model_validate(data)
+    except ValidationError as exc:
+        raise BaselineError(path, f"{problem(exc)}; {_BLAME}") from None
     figures: dict[tuple[str, int], StoredFigures] = {}
-    configs = data.get("configs")
-    _require(isinstance(configs, dict), path, "field 'configs': expected an object of configs")
-    for name, entry in configs.items():
+    for name, entry in doc.configs.items():
         try:
             figures.update(_config_figures(name, entry))
         except _Bad as bad:
-            raise BaselineError(
-                path, f"field '{bad.field}': {bad.problem}; the file is wrong, not the machine: fix it or record it anew"
-            ) from None
+            raise BaselineError(path, f"field '{bad.field}': {bad.problem}; {_BLAME}") from None
     golden = None
-    if data.get("golden") is not None:
-        _require(data["format"] != READABLE_FORMATS[0], path, "field 'golden': format specgate-baseline/1 holds none")
+    if doc.golden is not None:
+        _require(doc.format != READABLE_FORMATS[0], path, "field 'golden': format specgate-baseline/1 holds none")
         try:
-            golden = parse_golden(data["golden"])
+            golden = parse_golden(doc.golden)
         except GoldenFileError as exc:
-            raise BaselineError(path, f"{exc}; the file is wrong, not the machine: fix it or record it anew") from None
+            raise BaselineError(path, f"{exc}; {_BLAME}") from None
     return StoredBaseline(
-        path,
-        str(data.get("deployment", "")),
-        str(data.get("workload_digest", "")),
-        fingerprint,
-        dict(data.get("provenance", {})),
-        figures,
-        _excluded(path, data.get("excluded", {})),
-        format=data["format"],
-        golden=golden,
-    )
-
-
-# Far beyond any real figure: such a value is a broken file, and it would decide a gate.
-_ABSURD_TPS = 1e7
-_ABSURD_TOKENS = 1 << 20
+        path, doc.deployment, doc.workload_digest, fingerprint, dict(doc.provenance), figures, dict(doc.excluded),
+        format=doc.format, golden=golden,
+    )  # fmt: skip
 
 
 class _Bad(Exception):
@@ -158,119 +213,42 @@ class _Bad(Exception):
         self.field, self.problem = field, problem
 
 
-def _num(field: str, value: object, *, minimum: float = 0.0, strict: bool = True, maximum: float = math.inf) -> float:
-    """A finite JSON number above (or, not strict, at least) `minimum`: a string, bool or NaN is no figure."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Bad(field, f"expected a number, got {value!r}")
-    if not math.isfinite(value):
-        raise _Bad(field, f"expected a finite number, got {value}")
-    if value < minimum or (strict and value == minimum) or value > maximum:
-        bound = f"{'>' if strict else '>='} {minimum:g}" + (f" and <= {maximum:g}" if maximum < math.inf else "")
-        raise _Bad(field, f"expected a number {bound}, got {value}")
-    return float(value)
-
-
-def _whole(field: str, value: object, minimum: int, maximum: int = _ABSURD_TOKENS) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise _Bad(field, f"expected a whole number from {minimum} to {maximum}, got {value!r}")
-    return value
-
-
-def _obj(field: str, value: object) -> dict:
-    if not isinstance(value, dict):
-        raise _Bad(field, f"expected an object, got {value!r}")
-    return value
-
-
-def _list(field: str, value: object, n: int) -> list:
-    if not isinstance(value, list):
-        raise _Bad(field, f"expected a list of {n} per-request figures, got {str(value)[:80]}")
-    if len(value) != n:
-        raise _Bad(field, f"expected {n} per-request figures (field 'n'), got {len(value)}")
-    return value
-
-
-def _interval(field: str, raw: object, maximum: float = math.inf, minimum: float = 0.0) -> tuple[float, float, float]:
-    iv = _obj(field, raw)
-    est, low, high = (
-        _num(f"{field}.{k}", iv.get(k), minimum=minimum, maximum=maximum) for k in ("estimate", "low", "high")
-    )
-    if low > high:
-        raise _Bad(field, f"low {low} is above high {high}")
-    return est, low, high
-
-
-def _config_figures(name: str, entry: object) -> dict[tuple[str, int], StoredFigures]:
-    where = f"configs.{name}"
-    entry = _obj(where, entry)
-    digest = entry.get("args_digest")
-    if not isinstance(digest, str) or not digest:
-        raise _Bad(f"{where}.args_digest", f"expected the launch digest string, got {digest!r}")
-    drafter = entry.get("drafter_sha256")
-    if drafter is not None and (not isinstance(drafter, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", drafter)):
-        raise _Bad(f"{where}.drafter_sha256", f"expected a sha256 hex digest or null, got {drafter!r}")
-    drafter = drafter.lower() if drafter else None
-    version = entry.get("server_version")
-    if version is not None and (not isinstance(version, str) or not version.strip()):
-        raise _Bad(f"{where}.server_version", f"expected the release the server reported (a string) or null, got {version!r}")
-    boot_seconds = None
-    if entry.get("boot_seconds") is not None:
-        boot_seconds = _num(f"{where}.boot_seconds", entry["boot_seconds"], strict=False, maximum=1e6)
+def _config_figures(name: str, entry: ConfigEntry) -> dict[tuple[str, int], StoredFigures]:
+    """What the model cannot say field by field: counts that agree, keys that are concurrencies."""
     out = {}
-    for conc, raw in _obj(f"{where}.concurrency", entry.get("concurrency")).items():
-        at = f"{where}.concurrency.{conc}"
+    for conc, fig in entry.concurrency.items():
+        at = f"configs.{name}.concurrency.{conc}"
         if not conc.isdigit() or int(conc) < 1:
             raise _Bad(at, "expected a concurrency (a whole number >= 1) as the key")
-        fig = _obj(at, raw)
-        n = _whole(f"{at}.n", fig.get("n"), 1)
-        tps = _interval(f"{at}.decode_tps", fig.get("decode_tps"), _ABSURD_TPS)
-        accept = None
-        if fig.get("accept_length") is not None:
-            accept = _interval(f"{at}.accept_length", fig["accept_length"], minimum=1.0)[0]
-        ratio = None
-        if fig.get("ratio_to_reference") is not None:
-            ratio = _interval(f"{at}.ratio_to_reference", fig["ratio_to_reference"])[0]
-        samples = _obj(f"{at}.samples", fig.get("samples"))
-        tps_samples = tuple(
-            _num(f"{at}.samples.decode_tps[{i}]", v, maximum=_ABSURD_TPS)
-            for i, v in enumerate(_list(f"{at}.samples.decode_tps", samples.get("decode_tps"), n))
-        )
-        tokens = tuple(
-            _whole(f"{at}.samples.completion_tokens[{i}]", v, 1)
-            for i, v in enumerate(_list(f"{at}.samples.completion_tokens", samples.get("completion_tokens"), n))
-        )
-        verify = []
-        for i, v in enumerate(_list(f"{at}.samples.verify_ct", samples.get("verify_ct"), n)):
+        samples = fig.samples
+        for key in ("decode_tps", "completion_tokens", "verify_ct", "ttft_s", "boot"):
+            values = getattr(samples, key)
+            if values is not None and len(values) != fig.n:
+                raise _Bad(
+                    f"{at}.samples.{key}", f"expected {fig.n} per-request figures (field 'n'), got {len(values)}"
+                )
+        for i, (verify, tokens) in enumerate(zip(samples.verify_ct, samples.completion_tokens, strict=True)):
             # Each verify step yields at least one token: more steps than tokens is no record of a run.
-            verify.append(None if v is None else _whole(f"{at}.samples.verify_ct[{i}]", v, 1, tokens[i]))
-        ttft: tuple[float, ...] = ()
-        if samples.get("ttft_s") is not None:
-            ttft = tuple(
-                _num(f"{at}.samples.ttft_s[{i}]", v, strict=False, maximum=1e6)
-                for i, v in enumerate(_list(f"{at}.samples.ttft_s", samples["ttft_s"], n))
-            )
-        boots: tuple[int, ...] = ()
-        if samples.get("boot") is not None:  # recorded with launch.boots > 1 (absent in older files)
-            boots = tuple(
-                _whole(f"{at}.samples.boot[{i}]", v, 1, 1000)
-                for i, v in enumerate(_list(f"{at}.samples.boot", samples["boot"], n))
-            )
+            if verify is not None and verify > tokens:
+                raise _Bad(
+                    f"{at}.samples.verify_ct[{i}]", f"expected at most {tokens} (its completion tokens), got {verify}"
+                )
         out[(name, int(conc))] = StoredFigures(
-            args_digest=digest,
-            decode_tps_median=tps[0],
-            decode_tps_low=tps[1],
-            decode_tps_high=tps[2],
-            accept_length=accept,
-            ratio_to_reference=ratio,
-            n=n,
-            decode_tps_samples=tps_samples,
-            completion_tokens=tokens,
-            verify_ct=tuple(verify),
-            boots=boots,
-            drafter_sha256=drafter,
-            server_version=version,
-            ttft_samples=ttft,
-            boot_seconds=boot_seconds,
+            args_digest=entry.args_digest,
+            decode_tps_median=fig.decode_tps.estimate,
+            decode_tps_low=fig.decode_tps.low,
+            decode_tps_high=fig.decode_tps.high,
+            accept_length=fig.accept_length.estimate if fig.accept_length else None,
+            ratio_to_reference=fig.ratio_to_reference.estimate if fig.ratio_to_reference else None,
+            n=fig.n,
+            decode_tps_samples=tuple(samples.decode_tps),
+            completion_tokens=tuple(samples.completion_tokens),
+            verify_ct=tuple(samples.verify_ct),
+            boots=tuple(samples.boot or ()),
+            drafter_sha256=entry.drafter_sha256.lower() if entry.drafter_sha256 else None,
+            server_version=entry.server_version,
+            ttft_samples=tuple(samples.ttft_s or ()),
+            boot_seconds=entry.boot_seconds,
         )
     return out
 
@@ -301,5 +279,23 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
     if path.exists():
         load_baseline(path)  # refuse to replace a file we cannot read: a human must look first
     document = {"format": FORMAT, "deployment": deployment, "fingerprint": fingerprint.as_dict(), **document}
+    try:  # what the reader would refuse is never stored: a writer's bug fails here, not at the next run
+        _config_figures_all(BaselineDocument.model_validate(document))
+    except ValidationError as exc:
+        raise BaselineError(path, f"not written: the document this run built is malformed: {problem(exc)}") from None
+    except _Bad as bad:
+        raise BaselineError(
+            path, f"not written: the document this run built is malformed: field '{bad.field}': {bad.problem}"
+        ) from None
     write_json_atomic(path, document)
     return path
+
+
+def _config_figures_all(doc: BaselineDocument) -> None:
+    for name, entry in doc.configs.items():
+        _config_figures(name, entry)
+    if doc.golden is not None:
+        try:
+            parse_golden(doc.golden)
+        except GoldenFileError as exc:
+            raise _Bad(exc.field, exc.problem) from None

@@ -105,3 +105,28 @@ def test_a_write_leaves_no_temp_file_and_a_shareable_mode(tmp_path):
 
 def test_temp_files_are_ignored_by_git():
     assert "baselines/**/.*.tmp" in (REPO_ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_writer_refuses_what_the_reader_would_and_writes_nothing(tmp_path):
+    """One model reads and writes a baseline: a run whose document is malformed (a bug in what
+    built it) fails at the write, naming the field, instead of storing a file the next run refuses."""
+    bad = document()
+    bad["configs"]["eagle3-decode"]["concurrency"]["1"]["samples"]["completion_tokens"][0] = 0
+    with pytest.raises(BaselineError, match=rf"not written: .*field '{AT}\.samples\.completion_tokens\[0\]'"):
+        write_baseline("sim", FP, bad, tmp_path)
+    short = document()
+    short["configs"]["eagle3-decode"]["concurrency"]["1"]["samples"]["decode_tps"].pop()
+    with pytest.raises(
+        BaselineError, match=rf"not written: .*field '{AT}\.samples\.decode_tps': expected \d+ per-request"
+    ):
+        write_baseline("sim", FP, short, tmp_path)
+    assert not (tmp_path / "sim").exists() or not any((tmp_path / "sim").iterdir())
+
+
+def test_a_drafter_that_accepted_nothing_is_a_storable_baseline(tmp_path):
+    """One token per verify step is what a drafter with random weights measures: a figure, not a
+    broken file (the reader once demanded more than 1)."""
+    doc = document()
+    doc["configs"]["eagle3-decode"]["concurrency"]["1"]["accept_length"].update(estimate=1.0, low=1.0, high=1.0)
+    path = write_baseline("sim", FP, doc, tmp_path)
+    assert load_baseline(path).figures[("eagle3-decode", 1)].accept_length == 1.0

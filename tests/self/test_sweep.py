@@ -137,7 +137,7 @@ def test_a_corrupt_entry_of_a_sweep_state_names_its_field(tmp_path):
     doc = {"format": 2, "deployment": "sim", "plan_digest": "g", "sessions": [{"id": "s1", "provenance": {}}], "points": [point]}
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(doc))
-    with pytest.raises(SweepStateError, match=r"field 'points\[0\]\.decode_tps\.1': expected a number, got 'x'"):
+    with pytest.raises(SweepStateError, match=r"field 'points\[0\]\.decode_tps\[1\]': expected a number, got 'x'"):
         SweepState.open(path, "sim", "g")
     point["decode_tps"] = [1.0, 2.0]
     path.write_text(json.dumps(doc))
