@@ -10,7 +10,10 @@ sweep state and the stored baseline so far.
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import AfterValidator, BeforeValidator, ValidationError
 
 # pydantic's error types, in the words this project's other errors use.
 _EXPECTED = {
@@ -27,7 +30,23 @@ _EXPECTED = {
     "model_type": "expected an object",
     "model_attributes_type": "expected an object",
     "list_type": "expected a list",
+    "tuple_type": "expected a list",
+    "string_too_short": "expected a non-empty string",
+    "string_pattern_mismatch": "expected a string of another form",
+    "string_unicode": "expected text (valid Unicode)",
 }
+
+
+def meaning(expected: str, ok: Callable[[Any], bool], *, before: bool = False) -> AfterValidator | BeforeValidator:
+    """A rule whose failure reads in this project's words ("expected <expected>, got <value>"),
+    not in pydantic's ("String should match pattern ..."); `before`: checked on the raw JSON value."""
+
+    def check(value: Any) -> Any:
+        if not ok(value):
+            raise ValueError(f"expected {expected}, got {repr(value)[:80]}")
+        return value
+
+    return BeforeValidator(check) if before else AfterValidator(check)
 
 
 def problem(exc: ValidationError, at: str = "") -> str:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
 from specgate.client import FinishReason, GenerateResult
-from specgate.documents import problem
+from specgate.documents import meaning, problem
 from specgate.equivalence.cases import GenerationCase
 from specgate.errors import GoldenFileError
 
@@ -71,7 +71,11 @@ _Count = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
 _TokenId = Annotated[int, Strict(), Field(ge=0)]
 _Logprob = Annotated[float, Strict(), Field(le=0, allow_inf_nan=False)]
 # JSON has no tuples: a [token id, logprob] list is read as the pair (its parts stay strict).
-_Pair = Annotated[tuple[_TokenId, _Logprob], Strict(False)]
+_Pair = Annotated[
+    tuple[_TokenId, _Logprob],
+    Strict(False),
+    meaning("[token id, logprob]", lambda v: isinstance(v, list) and len(v) == 2, before=True),
+]
 
 
 class GoldenCase(BaseModel):
@@ -115,10 +119,10 @@ class GoldenDocument(BaseModel):
     """The `golden` table of a stored baseline (format /2): what `GoldenAnswers.as_dict` writes."""
 
     model_config = ConfigDict(extra="allow", strict=True)
-    reference: Annotated[str, Field(min_length=1)]  # the config that answered
-    args_digest: Annotated[str, Field(min_length=1)]  # its launch digest then
+    reference: Annotated[str, meaning("the reference config's name", bool)]  # the config that answered
+    args_digest: Annotated[str, meaning("the reference's launch digest", bool)]  # its launch digest then
     top_logprobs: Annotated[int, Field(ge=2, le=1000)]  # the near-tie rule reads top-1 minus top-2
-    case_settings: Annotated[str, Field(min_length=1)] | None = None
+    case_settings: Annotated[str, meaning("the digest of the case settings", bool)] | None = None
     cases: Annotated[list[GoldenEntry], Field(min_length=1)]
 
 

@@ -16,6 +16,7 @@ Every write is `/2`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Generic, Literal, TypeVar
@@ -23,7 +24,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import problem
+from specgate.documents import meaning, problem
 from specgate.equivalence.golden import GoldenAnswers, parse_golden
 from specgate.errors import BaselineError, GoldenFileError
 from specgate.verdicts.fingerprint import Fingerprint
@@ -99,6 +100,10 @@ _Boot = Annotated[int, Field(ge=1, le=1000)]
 _Figure = TypeVar("_Figure")
 
 
+def _is_sha256(value: str) -> bool:
+    return re.fullmatch(r"[0-9a-fA-F]{64}", value) is not None
+
+
 class Interval(BaseModel, Generic[_Figure]):
     """A stored estimate with its interval; `confidence` and what else the writer added are kept."""
 
@@ -136,9 +141,12 @@ class ConcurrencyFigures(BaseModel):
 
 class ConfigEntry(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
-    args_digest: Annotated[str, Field(min_length=1)]  # the launch flags it was recorded with
-    drafter_sha256: Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")] | None = None
-    server_version: Annotated[str, Field(pattern=r"\S")] | None = None  # the release its own server reported
+    args_digest: Annotated[str, meaning("the launch digest string", bool)]  # the flags it was recorded with
+    drafter_sha256: Annotated[str, meaning("a sha256 hex digest or null", _is_sha256)] | None = None
+    # The release its own server reported.
+    server_version: Annotated[str, meaning("the release the server reported (a string) or null", str.strip)] | None = (
+        None
+    )
     boot_seconds: _Seconds | None = None  # format /2
     concurrency: dict[str, ConcurrencyFigures]
 
@@ -169,9 +177,9 @@ _BLAME = "the file is wrong, not the machine: fix it or record it anew"
 def load_baseline(path: Path) -> StoredBaseline:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise BaselineError(
-            path, f"corrupt: not valid JSON ({exc}); fix it or move it aside, it is never overwritten"
+            path, f"corrupt: not valid JSON ({str(exc)[:200]}); fix it or move it aside, it is never overwritten"
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(path, f"cannot be read: {exc}") from None
@@ -183,7 +191,7 @@ def load_baseline(path: Path) -> StoredBaseline:
     )
     try:  # first: the file's identity, before what it holds
         fingerprint = Fingerprint.from_dict(data["fingerprint"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise BaselineError(path, f"field 'fingerprint': {exc}") from None
     try:
         doc = BaselineDocument.model_validate(data)
@@ -280,7 +288,11 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
         load_baseline(path)  # refuse to replace a file we cannot read: a human must look first
     document = {"format": FORMAT, "deployment": deployment, "fingerprint": fingerprint.as_dict(), **document}
     try:  # what the reader would refuse is never stored: a writer's bug fails here, not at the next run
-        _config_figures_all(BaselineDocument.model_validate(document))
+        as_stored = json.loads(json.dumps(document))  # checked as the file will hold it (JSON has no tuples)
+    except (TypeError, ValueError) as exc:
+        raise BaselineError(path, f"not written: the document this run built is not JSON: {exc}") from None
+    try:
+        _config_figures_all(BaselineDocument.model_validate(as_stored))
     except ValidationError as exc:
         raise BaselineError(path, f"not written: the document this run built is malformed: {problem(exc)}") from None
     except _Bad as bad:

@@ -130,3 +130,31 @@ def test_a_drafter_that_accepted_nothing_is_a_storable_baseline(tmp_path):
     doc["configs"]["eagle3-decode"]["concurrency"]["1"]["accept_length"].update(estimate=1.0, low=1.0, high=1.0)
     path = write_baseline("sim", FP, doc, tmp_path)
     assert load_baseline(path).figures[("eagle3-decode", 1)].accept_length == 1.0
+
+
+def test_a_document_is_checked_as_the_file_will_hold_it(tmp_path):
+    """The write-time check reads the JSON that will be stored: tuples (JSON has none) are lists
+    there, and a value JSON cannot hold is a BaselineError naming the file, not a TypeError."""
+    doc = document()
+    samples = doc["configs"]["eagle3-decode"]["concurrency"]["1"]["samples"]
+    samples["decode_tps"] = tuple(samples["decode_tps"])
+    assert load_baseline(write_baseline("sim", FP, doc, tmp_path)).figures
+    doc["configs"]["eagle3-decode"]["boot_seconds"] = object()
+    with pytest.raises(BaselineError, match="not written: the document this run built is not JSON"):
+        write_baseline("sim", FP, doc, tmp_path / "other")
+
+
+def test_identity_fields_read_as_before(tmp_path):
+    """Blank-looking strings (Python's whitespace, control separators included) are no release,
+    and an infinite GPU count is a broken fingerprint, not an OverflowError."""
+    doc = json.loads(SIM_BASELINE.read_text())
+    doc["configs"]["eagle3-decode"]["server_version"] = " \x1c "
+    path = tmp_path / SIM_BASELINE.name
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineError, match=r"field 'configs\.eagle3-decode\.server_version': expected the release"):
+        load_baseline(path)
+    doc = json.loads(SIM_BASELINE.read_text())
+    doc["fingerprint"]["gpu_count"] = math.inf
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineError, match="field 'fingerprint'"):
+        load_baseline(path)
