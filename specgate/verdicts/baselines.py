@@ -197,19 +197,15 @@ def load_baseline(path: Path) -> StoredBaseline:
         doc = BaselineDocument.model_validate(data)
     except ValidationError as exc:
         raise BaselineError(path, f"{problem(exc)}; {_BLAME}") from None
-    figures: dict[tuple[str, int], StoredFigures] = {}
-    for name, entry in doc.configs.items():
-        try:
-            figures.update(_config_figures(name, entry))
-        except _Bad as bad:
-            raise BaselineError(path, f"field '{bad.field}': {bad.problem}; {_BLAME}") from None
-    golden = None
-    if doc.golden is not None:
-        _require(doc.format != READABLE_FORMATS[0], path, "field 'golden': format specgate-baseline/1 holds none")
-        try:
-            golden = parse_golden(doc.golden)
-        except GoldenFileError as exc:
-            raise BaselineError(path, f"{exc}; {_BLAME}") from None
+    _require(
+        doc.golden is None or doc.format != READABLE_FORMATS[0],
+        path,
+        "field 'golden': format specgate-baseline/1 holds none",
+    )
+    try:
+        figures, golden = _contents(doc)
+    except _Bad as bad:
+        raise BaselineError(path, f"field '{bad.field}': {bad.problem}; {_BLAME}") from None
     return StoredBaseline(
         path, doc.deployment, doc.workload_digest, fingerprint, dict(doc.provenance), figures, dict(doc.excluded),
         format=doc.format, golden=golden,
@@ -292,7 +288,7 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
     except (TypeError, ValueError) as exc:
         raise BaselineError(path, f"not written: the document this run built is not JSON: {exc}") from None
     try:
-        _config_figures_all(BaselineDocument.model_validate(as_stored))
+        _contents(BaselineDocument.model_validate(as_stored))
     except ValidationError as exc:
         raise BaselineError(path, f"not written: the document this run built is malformed: {problem(exc)}") from None
     except _Bad as bad:
@@ -303,11 +299,14 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
     return path
 
 
-def _config_figures_all(doc: BaselineDocument) -> None:
+def _contents(doc: BaselineDocument) -> tuple[dict[tuple[str, int], StoredFigures], GoldenAnswers | None]:
+    """The figures and golden answers of a validated document, with what the model cannot say
+    field by field checked: the same on reading a file and before writing one."""
+    figures: dict[tuple[str, int], StoredFigures] = {}
     for name, entry in doc.configs.items():
-        _config_figures(name, entry)
-    if doc.golden is not None:
-        try:
-            parse_golden(doc.golden)
-        except GoldenFileError as exc:
-            raise _Bad(exc.field, exc.problem) from None
+        figures.update(_config_figures(name, entry))
+    try:
+        golden = parse_golden(doc.golden) if doc.golden is not None else None
+    except GoldenFileError as exc:
+        raise _Bad(exc.field, exc.problem) from None
+    return figures, golden
