@@ -14,9 +14,9 @@ final checkpoint is the epoch where that was best (training accuracy on seen ans
 0.64 at the first draft step once measured 1.66 tokens per verify step on the gate's prompts).
 The learning rate warms up, then follows a cosine to zero over the steps that fit the time
 budget (timed on training steps every 50 steps, each epoch's judgement reserved apart): a
-schedule laid over every planned epoch never anneals when the budget stops it first. Training can start from an earlier checkpoint (`init_from`) on
-the same data and the same held-out split; that parent is judged first, and a checkpoint is only
-written for an epoch that beats it.
+schedule laid over every planned epoch never anneals when the budget stops it first. Training
+can start from an earlier checkpoint (`init_from`) on the same data and the same held-out split;
+that parent is judged first, and a checkpoint is only written for an epoch that beats it.
 Runs on the GPU host; never imported on CPU.
 """
 
@@ -203,7 +203,7 @@ def train(
 
     epochs = [batches(taught, settings.batch_tokens, rng) for _ in range(settings.epochs)]
     planned = sum(len(e) for e in epochs)
-    # SpecForge's scheduler is held flat; `learning_rate` sets each step's rate on its AdamW.
+    # SpecForge's scheduler is held flat; `Schedule.rate` sets each step's rate on its AdamW.
     optimizer = BF16Optimizer(
         model, lr=settings.lr, max_grad_norm=0.5, total_steps=planned, warmup_ratio=0.0, lr_scheduler="constant"
     )
@@ -282,6 +282,12 @@ def train(
             log(f"schedule fitted at step {step}: {fitted} steps of {planned} planned fit the time left")
         return step, now, judging["s"]
 
+    def scheduled_end() -> str:
+        """Why training stops here, where the fitted schedule ends before the planned epochs do."""
+        if step >= schedule.total and schedule.total < planned:
+            return f"the schedule's last step ({step} of {planned} planned: what the time budget held)"
+        return ""
+
     timed = (0, started, 0.0)
     for epoch, plan in enumerate(epochs, start=1):
         for group in plan:
@@ -301,8 +307,8 @@ def train(
                 log(f"step {step}/{schedule.total}: {history[-1]}")
             if step == settings.weak_steps and "weak" in out_dirs:
                 written["weak"] = _save(draft, out_dirs["weak"], apply_legacy_rope_scaling, step, history)
-            if step >= schedule.total and schedule.total < planned:
-                stop_reason = f"the schedule's last step ({step} of {planned} planned: what the time budget held)"
+            if scheduled_end():
+                stop_reason = scheduled_end()
             elif time.monotonic() - started > settings.time_budget_s:
                 stop_reason = (
                     f"time budget of {settings.time_budget_s:.0f} s reached at step {step} of {schedule.total}"
@@ -332,8 +338,8 @@ def train(
         if stop_reason:
             log(stop_reason)
             break
-        if step >= schedule.total and schedule.total < planned:  # a refit found no time left
-            stop_reason = f"the schedule's last step ({step} of {planned} planned: what the time budget held)"
+        if scheduled_end():  # a refit at the epoch's end found no time left
+            stop_reason = scheduled_end()
             log(stop_reason)
             break
     if parent is not None and best is parent:
