@@ -173,8 +173,9 @@ def _recorded_data(work: Path, stage: str = "train") -> dict:
 
 
 # What must match between a parent's training and a refine of it: the same samples, read the
-# same way, split by the same seed, or the held-out answers would include ones it learned.
-SAME_SPLIT = ("seed", "held_out", "max_length")
+# same way, split by the same seed, or the held-out answers would include ones it learned; and
+# the same draft vocabulary size, or its weights do not fit the drafter being refined.
+SAME_AS_PARENT = ("seed", "held_out", "max_length", "draft_vocab_size")
 STAGING = "refined"  # in the work folder: the refine's checkpoint until it replaces the parent
 KEPT = "parent-"  # in the work folder: each replaced parent, by the first 16 hex of its sha256
 
@@ -255,13 +256,13 @@ def _checked_parent(final: Path, parent: dict, record: dict, data: Path, setting
     was = (parent.get("training") or {}).get("settings") or {}
     differ = [
         f"{k} {was.get(k)!r} (this run: {getattr(settings, k)!r})"
-        for k in SAME_SPLIT
+        for k in SAME_AS_PARENT
         if was.get(k) != getattr(settings, k)
     ]
     if differ:
         raise SpecgateError(
-            f"{where}: the parent was trained with {', '.join(differ)}: its held-out split differs from this "
-            "run's; refine with the specgate version that trained it, or train anew with --stage train"
+            f"{where}: the parent was trained with {', '.join(differ)}: its held-out split or its shape differs "
+            "from this run's; refine with the specgate version that trained it, or train anew with --stage train"
         )
     return ckpt
 

@@ -144,6 +144,20 @@ def test_the_held_out_split_is_reproducible_disjoint_and_sized_for_what_it_judge
     assert expected_accept_length([]) == 1.0
 
 
+def test_the_share_of_answer_tokens_the_draft_vocabulary_holds_discounts_specforges_accuracy():
+    """SpecForge scores only positions whose target token the drafter can propose; a token outside
+    its vocabulary is never accepted, so the expected accept length counts it as a rejection."""
+    from specgate.drafter.train import expected_accept_length, vocab_coverage
+
+    in_vocab = [True, True, False, True, False]
+    samples = [([0, 1, 2, 3], [0, 1, 1, 1]), ([4, 4, 3], [0, 1, 1])]  # prompt tokens (mask 0) never count
+    assert vocab_coverage(samples, in_vocab) == 3 / 5  # answers 1, 2, 3 | 4, 3: tokens 2 and 4 are out
+    assert vocab_coverage([([4], [0])], in_vocab) == 1.0  # no answer tokens: nothing left out
+    acc = [0.72, 0.69]
+    assert expected_accept_length([a * 1.0 for a in acc]) == expected_accept_length(acc)
+    assert expected_accept_length([a * 0.95 for a in acc]) == 2.132 < expected_accept_length(acc) == 2.217
+
+
 def test_the_learning_rate_warms_up_then_anneals_over_the_steps_that_fit():
     """A cosine laid over every planned epoch never anneals when the time budget stops it first
     (3263 of 5200 planned steps once ended at a third of the peak): the schedule's length is
@@ -192,7 +206,7 @@ def _refine_setup(tmp_path):
     work = tmp_path / "smollm2-eagle3-work"
     work.mkdir()
     record = {"prompts": {"digest": "abc"}, "distillation": {"samples": 20447}}
-    settings = {"seed": 0, "held_out": 0.03, "max_length": 2048}
+    settings = {"seed": 0, "held_out": 0.03, "max_length": 2048, "draft_vocab_size": 32000}
     for name, role, weights in ((FINAL_DIR, "final", b"parent weights"), (WEAK_DIR, "weak", b"weak weights")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "model.safetensors").write_bytes(weights)
@@ -239,8 +253,12 @@ def test_refining_refuses_a_parent_that_is_not_the_one_it_says_or_of_other_data(
     with_parent(prompts={"digest": "other"})
     with pytest.raises(SpecgateError, match="trained on other data"):
         _refine(tmp_path, record)
-    with_parent(training={"settings": {"seed": 1, "held_out": 0.03, "max_length": 2048}})
+    with_parent(training={"settings": {"seed": 1, "held_out": 0.03, "max_length": 2048, "draft_vocab_size": 32000}})
     with pytest.raises(SpecgateError, match=r"trained with seed 1 \(this run: 0\)"):
+        _refine(tmp_path, record)
+    # a drafter of the old, smaller vocabulary: its weights would not load into this one
+    with_parent(training={"settings": {"seed": 0, "held_out": 0.03, "max_length": 2048, "draft_vocab_size": 16000}})
+    with pytest.raises(SpecgateError, match=r"draft_vocab_size 16000 \(this run: 32000\).*or its shape"):
         _refine(tmp_path, record)
     with_parent(training={"settings": {"seed": 0}})  # a record without the split's keys proves nothing
     with pytest.raises(SpecgateError, match="held_out None"):
