@@ -121,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="smollm2-eagle3: prompts the target first writes itself (sampled; 0: templates only)",
     )
     assets.add_argument(
+        "--self-passages",
+        type=int,
+        default=0,
+        help="smollm2-eagle3: passages of everyday prose the target writes first, made into summarisation "
+        "and long-input prompts (0: none)",
+    )
+    assets.add_argument(
         "--train-until", type=float, default=None, help="smollm2-eagle3: a Unix time by which training stops"
     )
     # 8192 padded tokens per step ran 7.2 steps/s on the H200 (results/2026-11-30-h200-drafter-retry),
@@ -363,9 +370,10 @@ def _make_drafter(args: argparse.Namespace) -> int:
     if not (0 < args.lr < 1):
         print(f"specgate: error: --lr {args.lr:g}: expected a learning rate between 0 and 1", file=sys.stderr)
         return 2
-    if args.self_prompts < 0:
-        print(f"specgate: error: --self-prompts {args.self_prompts}: expected 0 or more", file=sys.stderr)
-        return 2
+    for flag, value in (("--self-prompts", args.self_prompts), ("--self-passages", args.self_passages)):
+        if value < 0:
+            print(f"specgate: error: {flag} {value}: expected 0 or more", file=sys.stderr)
+            return 2
     if args.train_until is not None and not (math.isfinite(args.train_until) and args.train_until > time.time()):
         print(f"specgate: error: --train-until {args.train_until:g}: expected a Unix time in the future", file=sys.stderr)
         return 2
@@ -396,6 +404,7 @@ def _make_drafter(args: argparse.Namespace) -> int:
             lambda m: print(m, flush=True),
             self_prompts=args.self_prompts,
             stage=args.stage,
+            self_passages=args.self_passages,
         )
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)

@@ -9,7 +9,9 @@
 #           whose main release has SpecForge). Kept in /tmp/assets while the machine stays warm,
 #           and sent back as drafters.tar.zst.partNN (carry it again as DRAFTERS_IN to restore).
 #           DRAFTER_PROMPTS (templated, default 4000), DRAFTER_SELF_PROMPTS (written by the target
-#           itself first, default 4000), DRAFTER_EPOCHS (12), DRAFTER_TRAIN_S (240; never past the deadline),
+#           itself first, default 4000), DRAFTER_SELF_PASSAGES (passages of everyday prose it writes
+#           first, made into summarisation and long-input prompts, default 0),
+#           DRAFTER_EPOCHS (12), DRAFTER_TRAIN_S (240; never past the deadline),
 #           DRAFTER_BATCH_TOKENS (padded tokens per training step, 16384).
 #           drafter:distil makes only the training data (sent back as distilled.tar.zst; a fresh
 #           machine's first SGLang boot took 259 s, so data and training may need a call each);
@@ -159,7 +161,7 @@ for job in "$@"; do
     fi
     if ((remaining < 300)); then summary+=("drafter: NOT STARTED (only $remaining s left)"); status=4; continue; fi
     timeout $((remaining - 10)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" --stage "$stage" \
-      --prompts "${DRAFTER_PROMPTS:-4000}" --self-prompts "${DRAFTER_SELF_PROMPTS:-4000}" --epochs "${DRAFTER_EPOCHS:-12}" \
+      --prompts "${DRAFTER_PROMPTS:-4000}" --self-prompts "${DRAFTER_SELF_PROMPTS:-4000}" --self-passages "${DRAFTER_SELF_PASSAGES:-0}" --epochs "${DRAFTER_EPOCHS:-12}" \
       --train-seconds "${DRAFTER_TRAIN_S:-240}" --batch-tokens "${DRAFTER_BATCH_TOKENS:-16384}" --lr "${DRAFTER_LR:-3e-4}" \
       --train-until $(($(date +%s) + remaining - 45)) 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8
     code=${PIPESTATUS[0]}

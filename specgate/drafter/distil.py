@@ -22,7 +22,14 @@ from pathlib import Path
 
 import httpx
 
-from specgate.drafter.prompts import TrainingPrompt, from_self_written, self_prompt_seeds, vocabulary_words
+from specgate.drafter.prompts import (
+    TrainingPrompt,
+    from_self_passages,
+    from_self_written,
+    self_passage_seeds,
+    self_prompt_seeds,
+    vocabulary_words,
+)
 from specgate.errors import SpecgateError
 from specgate.prompts import render
 from specgate.server.local import free_port
@@ -40,6 +47,10 @@ class DistilSettings:
     self_prompts: int = 0
     self_temperature: float = 0.9
     self_max_tokens: int = 64
+    # Passages of everyday prose the target writes (sampled as the prompts are), made into
+    # summarisation and long-input prompts (specgate.drafter.prompts.from_self_passages).
+    self_passages: int = 0
+    passage_max_tokens: int = 320
 
 
 def boot_server(model: Path, log_path: Path, timeout_s: float, extra: list[str]) -> tuple[subprocess.Popen, str]:
@@ -97,6 +108,7 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
     proc, url = boot_server(model, out_path.with_suffix(".server.log"), settings.boot_timeout_s, server_args)
     booted = time.monotonic()
     written: dict = {}
+    passages: dict = {}
     try:
         with httpx.Client(timeout=1800) as client:
 
@@ -110,8 +122,8 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
                 with ThreadPoolExecutor(settings.parallel_calls) as ex:
                     return [a for part in ex.map(ask, chunks) for a in part]
 
+            words = vocabulary_words(tokenizer.get_vocab())
             if settings.self_prompts:
-                words = vocabulary_words(tokenizer.get_vocab())
                 seeds = self_prompt_seeds(settings.self_prompts, words)
                 sampled = ask_all(
                     [render(p.messages, settings.prompt_format) for p in seeds],
@@ -121,6 +133,16 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
                 written = {"asked": len(seeds), "kept": len(own), "dropped": dropped,
                            "temperature": settings.self_temperature, "vocabulary_words": len(words)}
                 prompts = [*prompts, *own]
+            if settings.self_passages:
+                seeds = self_passage_seeds(settings.self_passages, words)
+                sampled = ask_all(
+                    [render(p.messages, settings.prompt_format) for p in seeds],
+                    {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": settings.passage_max_tokens},
+                )
+                made, dropped = from_self_passages([str(a.get("text", "")) for a in sampled])
+                passages = {"asked": len(seeds), "prompts": len(made), "dropped": dropped,
+                            "by_kind": {k: sum(p.kind == k for p in made) for k in sorted({p.kind for p in made})}}
+                prompts = [*prompts, *made]
             texts = [render(p.messages, settings.prompt_format) for p in prompts]
             answers = ask_all(texts, {"temperature": 0.0, "max_new_tokens": settings.max_new_tokens})
     finally:
@@ -138,6 +160,7 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
             f.write(json.dumps({"kind": p.kind, "prompt_ids": prompt_ids, "output_ids": ids}) + "\n")
     return {
         "self_written_prompts": written,
+        "self_written_passages": passages,
         "samples": len(prompts),
         "answer_tokens": tokens,
         "max_new_tokens": settings.max_new_tokens,

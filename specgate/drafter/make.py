@@ -78,6 +78,7 @@ def make_smollm2_eagle3(
     log,
     self_prompts: int = 0,
     stage: str = "all",
+    self_passages: int = 0,
 ) -> dict:
     """`distil` makes the training data, `train` trains from data already in DIR (a device call
     is 10 minutes: a fresh machine's first SGLang boot alone took 259 s), `all` does both;
@@ -93,7 +94,7 @@ def make_smollm2_eagle3(
     work.mkdir(parents=True, exist_ok=True)
     data = work / DATA_FILE
     if stage in ("all", "distil"):
-        record = _distil_stage(target, data, n_prompts, max_new_tokens, self_prompts, log)
+        record = _distil_stage(target, data, n_prompts, max_new_tokens, self_prompts, self_passages, log)
         (work / DATA_RECORD).write_text(json.dumps(record, indent=2) + "\n")
         if stage == "distil":
             return {**record, "data": str(data), "total_s": round(time.monotonic() - started, 1), "checkpoints": {}}
@@ -133,13 +134,17 @@ def _link_and_summarise(out_dir: Path, made: dict, checkpoints: dict) -> dict:
     return summary
 
 
-def _distil_stage(target: Path, data: Path, n_prompts: int, max_new_tokens: int, self_prompts: int, log) -> dict:
+def _distil_stage(
+    target: Path, data: Path, n_prompts: int, max_new_tokens: int, self_prompts: int, self_passages: int, log
+) -> dict:
     prompts = training_prompts.generate(n_prompts)
     leaked = training_prompts.leaks(prompts)
     if leaked:
         raise SpecgateError(f"{len(leaked)} training prompt(s) share text with fixtures/prompts, e.g. {leaked[0]!r}")
     log(f"distilling {len(prompts)} prompts through SGLang ...")
-    settings = replace(DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts)
+    settings = replace(
+        DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts, self_passages=self_passages
+    )
     distilled = distil(target, prompts, data, settings, SERVER_ARGS)
     log(f"distilled: {distilled}")
     return {
@@ -150,6 +155,7 @@ def _distil_stage(target: Path, data: Path, n_prompts: int, max_new_tokens: int,
             "source": "specgate.drafter.prompts (templates and Python's module docs; no 8-word run shared with "
             "fixtures/prompts)",
             "self_written_asked": self_prompts,
+            "self_written_passages_asked": self_passages,
         },
         "distillation": distilled,
     }

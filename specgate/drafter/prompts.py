@@ -80,7 +80,10 @@ CODE_ASKS = (
     "Give a {lang} snippet that {task}, with a comment on its complexity.",
     "I need {lang} code which {task}. Keep it short and idiomatic.",
 )
-TARGET_LANGUAGES = ("Spanish", "Italian", "Portuguese", "Dutch", "Swedish")
+# The gate's translation set asks for French and German too, and into English: languages are
+# not held-out text (the 8-word leak check is), and a drafter that never saw them drafts them badly.
+TARGET_LANGUAGES = ("Spanish", "Italian", "Portuguese", "Dutch", "Swedish", "French", "German")
+TRANSLATE_ASKS = ("Please render this in {lang}:", "Translate into {lang}:", "How would you say this in {lang}?")
 SUBJECTS = ("My brother", "The new teacher", "Our neighbour", "The baker", "A tourist", "The old captain",
             "My grandmother", "The young pilot", "Her cousin", "The shy student")
 ACTIONS = (
@@ -95,7 +98,7 @@ MODULES = ("textwrap", "json", "csv", "heapq", "bisect", "fractions", "statistic
            "contextlib", "dataclasses", "enum", "inspect", "pickle", "copy", "pprint", "socket")
 SUMMARY_ASKS = (
     "Give the gist of this passage in a sentence or two:",
-    "Explain the following documentation in plain words:",
+    "Explain the following text in plain words:",
     "What is this text about? Answer briefly.",
     "Turn this into three short bullet points:",
 )
@@ -156,7 +159,7 @@ def generate(n: int, seed: int = SEED) -> list[TrainingPrompt]:
         "math": lambda: _math(rng),
         "summarisation": lambda: f"{rng.choice(SUMMARY_ASKS)}\n\n{rng.choice(passages)}",
         "translation": lambda: (
-            f"Please render this in {rng.choice(TARGET_LANGUAGES)}: {rng.choice(SUBJECTS)} "
+            f"{rng.choice(TRANSLATE_ASKS).format(lang=rng.choice(TARGET_LANGUAGES))} {rng.choice(SUBJECTS)} "
             f"{rng.choice(ACTIONS)} {rng.choice(PLACES)}."
         ),
         "long_context": lambda: (
@@ -282,3 +285,70 @@ def from_self_written(texts: list[str]) -> tuple[list[TrainingPrompt], dict[str,
         seen.add(first.lower())
         kept.append(prompt)
     return kept, dropped
+
+
+# Summaries and long inputs built on Python's documentation alone taught the drafter technical
+# prose, while users (and the gate's held-out sets) paste news, e-mails, notes and stories: the
+# sets it drafted worst (results/2026-12-01-h200-drafter-heldout: summarisation 1.65, long_context
+# 1.69 tokens per step against 1.96-2.06 for code and math). The target writes such passages
+# itself, sampled; they become summarisation prompts (one passage) and long-input prompts (several).
+PASSAGE_STYLES = (
+    "Write a short local news report about {t}.",
+    "Write an e-mail to a colleague about {t}, with a date, a time and a request.",
+    "Write a short story about someone and {t}.",
+    "Write a few paragraphs of meeting notes about {t}.",
+    "Write a diary entry about a day that involved {t}.",
+    "Write a short company announcement about {t}.",
+    "Write a product review that mentions {t}.",
+    "Write a short letter to a friend describing {t}.",
+)
+LONG_INPUT_ASKS = (
+    "Read the texts below, then say what they have in common.",
+    "Below are several notes. Summarise them in three sentences.",
+    "Read these texts and list the people, places and dates they mention.",
+    "Which of the following texts is the most urgent, and why?",
+    "Read the material below and write a short headline for each part.",
+    "Here are some documents. What question could a reader still have after reading them?",
+)
+PASSAGE_MIN_WORDS, PASSAGE_MAX_WORDS = 40, 400
+
+
+def self_passage_seeds(n: int, words: list[str] | tuple[str, ...] = (), seed: int = SEED) -> list[TrainingPrompt]:
+    """What the target is asked in order to write `n` passages of everyday prose (sampled)."""
+    rng = random.Random(f"passages:{seed}")
+    out = []
+    for _ in range(n):
+        subject = rng.choice(words) if words and rng.random() < SELF_VOCABULARY_SHARE else rng.choice(SELF_TOPICS)
+        out.append(TrainingPrompt("passage-seed", (Message("user", rng.choice(PASSAGE_STYLES).format(t=subject)),)))
+    return out
+
+
+def from_self_passages(texts: list[str], seed: int = SEED) -> tuple[list[TrainingPrompt], dict[str, int]]:
+    """The target's sampled passages as prompts: every kept passage once under a summary request,
+    and every fourth count of them again as one long input of 4 to 10 passages with a question.
+    A passage is kept at 40 to 400 words, distinct, and with no 8-word run shared with the
+    held-out prompts; the same texts give the same prompts."""
+    rng = random.Random(f"passage-prompts:{seed}")
+    kept: list[str] = []
+    seen: set[str] = set()
+    dropped = {"length": 0, "duplicate": 0, "held-out": 0}
+    for text in texts:
+        passage = text.strip()
+        if not PASSAGE_MIN_WORDS <= len(passage.split()) <= PASSAGE_MAX_WORDS:
+            dropped["length"] += 1
+            continue
+        if passage.lower() in seen:
+            dropped["duplicate"] += 1
+            continue
+        if leaks([TrainingPrompt("passage", (Message("user", passage),))]):
+            dropped["held-out"] += 1
+            continue
+        seen.add(passage.lower())
+        kept.append(passage)
+    prompts = [TrainingPrompt("summarisation", (Message("user", f"{rng.choice(SUMMARY_ASKS)}\n\n{p}"),)) for p in kept]
+    if len(kept) >= 4:
+        for _ in range(len(kept) // 4):
+            chosen = rng.sample(kept, min(len(kept), rng.randint(4, 10)))
+            ask = rng.choice(LONG_INPUT_ASKS)
+            prompts.append(TrainingPrompt("long_context", (Message("user", ask + "\n\n" + "\n\n".join(chosen)),)))
+    return prompts, dropped

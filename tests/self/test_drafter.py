@@ -103,6 +103,25 @@ def test_prompts_the_target_writes_are_cleaned_deduplicated_and_kept_off_the_hel
     assert dropped == {"length": 1, "duplicate": 1, "held-out": 1}
 
 
+def test_passages_the_target_writes_become_summaries_and_long_inputs_off_the_held_out_set():
+    from specgate.prompts import KNOWN_SETS, load_prompts
+
+    seeds = training_prompts.self_passage_seeds(40, ["harbour", "lantern"])
+    assert len(seeds) == 40 and seeds == training_prompts.self_passage_seeds(40, ["harbour", "lantern"])
+    prose = [f"Passage {i}: " + " ".join(["the ferry waited in the harbour"] * 8) + f" until day {i}." for i in range(9)]
+    held = " ".join(load_prompts(["long_context"])[0].messages[-1].content.split()[:60])  # a held-out prompt's start
+    texts = [*prose, prose[0], "too short to summarise", " ".join(["word"] * 401), held]
+    made, dropped = training_prompts.from_self_passages(texts)
+    assert dropped == {"length": 2, "duplicate": 1, "held-out": 1}
+    kinds = [p.kind for p in made]
+    assert kinds == ["summarisation"] * 9 + ["long_context"] * 2  # each passage once; 9 // 4 long inputs
+    assert all(p.text.split("\n\n", 1)[1] in prose for p in made[:9])
+    assert all(4 <= sum(x in p.text for x in prose) <= 10 for p in made[9:])
+    assert training_prompts.leaks(made) == []
+    assert made == training_prompts.from_self_passages(texts)[0]  # the same texts, the same prompts
+    assert KNOWN_SETS  # the leak check reads every held-out set
+
+
 def test_the_train_stage_needs_what_a_distil_stage_left_and_names_it(tmp_path):
     """A device call is 10 minutes: data made in one call, training in the next, from what the
     distil stage wrote (or a carried copy); anything missing or garbled is named."""
