@@ -13,7 +13,8 @@
 #           first, made into summarisation and long-input prompts, default 0),
 #           DRAFTER_EPOCHS (12), DRAFTER_TRAIN_S (240; never past the deadline),
 #           DRAFTER_BATCH_TOKENS (padded tokens per training step, 16384).
-#           drafter:distil makes only the training data (sent back as distilled.tar.zst; a fresh
+#           drafter:distil makes only the training data (sent back as distilled.tar.zst.partNN: carry
+#           their concatenation as DISTILLED_IN; a fresh
 #           machine's first SGLang boot took 259 s, so data and training may need a call each);
 #           drafter:train trains from the data on this machine, or from DISTILLED_IN (a carried copy);
 #           drafter:refine trains the trained drafter (this machine's, or DRAFTERS_IN) further on that
@@ -168,9 +169,11 @@ for job in "$@"; do
     ((code == 0)) || status=$code
     cp /tmp/assets/smollm2-eagle3.json /tmp/assets/smollm2-eagle3-work/*.server.log /tmp/assets/smollm2-eagle3-work/distilled.json "$dir/" 2>/dev/null
     if ((code == 0)) && [[ $stage == distil ]]; then
+      # In 15-MiB parts, as the drafters: a file over 16 MiB does not come back from a call.
       tar -C /tmp/assets -cf - smollm2-eagle3-work/distilled.jsonl smollm2-eagle3-work/distilled.json \
-        | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$OUT/distilled.tar.zst"
-      sha256sum "$OUT/distilled.tar.zst" | tee -a "$dir/distilled.sha256"
+        | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/distilled.tar.zst"
+      (cd "$work" && split -b 15m -d -a 2 distilled.tar.zst "$OUT/distilled.tar.zst.part")
+      sha256sum "$work/distilled.tar.zst" | tee -a "$dir/distilled.sha256"
     elif ((code == 0)); then
       tar -C /tmp/assets -cf - smollm2-eagle3 smollm2-eagle3-trained smollm2-eagle3-weak \
         | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/drafters.tar.zst"
