@@ -22,7 +22,7 @@ from specgate.diagnosis.diagnose import diagnose
 from specgate.errors import SpecgateError
 from specgate.measure.fidelity import fidelity_of
 from specgate.measure.speed import Measurements
-from specgate.provenance import git_commit, provenance
+from specgate.provenance import commit_info_from_environment, git_commit, provenance
 from specgate.report.build import build_report
 from specgate.report.chart import render_chart
 from specgate.report.markdown import render_markdown
@@ -90,6 +90,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, speed, gates)")
+    try:
+        commit_info_from_environment()  # a malformed time fails now, not in pytest-benchmark's hook at the end
+    except SpecgateError as exc:
+        raise pytest.UsageError(f"specgate: {exc}") from None
     config.stash[_PHASES] = {}
     config.stash[_MESSAGES] = []
     config.stash[_PREVIOUS_PROJECT] = project._current  # restored at unconfigure (pytester runs nest)
@@ -641,6 +645,8 @@ def pytest_benchmark_update_commit_info(config: pytest.Config, commit_info: dict
     commit_info["source"] = "SPECGATE_COMMIT" if os.environ.get("SPECGATE_COMMIT") else "git"
     if os.environ.get("SPECGATE_COMMIT"):
         # What pytest-benchmark read from a git in the copy (a stale one, or none) describes another
-        # commit: seen naming one commit with an older commit's time. Only the named commit stands.
+        # commit: seen naming one commit with an older commit's time. Only the named commit stands,
+        # with what the caller says of it (checked at configure: commit_info_from_environment).
         for key in ("time", "author_time", "project", "branch"):
             commit_info[key] = None
+        commit_info.update(commit_info_from_environment())

@@ -11,6 +11,33 @@ import sys
 from pathlib import Path
 
 from specgate import __version__, project
+from specgate.errors import SpecgateError
+
+
+def commit_info_from_environment() -> dict[str, str]:
+    """What a copy of the tree without git says of the commit SPECGATE_COMMIT names:
+    SPECGATE_COMMIT_TIME (its committer time, ISO 8601: `git show -s --format=%cI COMMIT`) and
+    SPECGATE_BRANCH, for pytest-benchmark's commit_info. Either without SPECGATE_COMMIT, or a time
+    that is not ISO 8601 with a zone, is refused: it would describe no commit, or none exactly."""
+    given = {k: os.environ[k] for k in ("SPECGATE_COMMIT_TIME", "SPECGATE_BRANCH") if os.environ.get(k)}
+    if given and not os.environ.get("SPECGATE_COMMIT"):
+        raise SpecgateError(f"{' and '.join(given)} set without SPECGATE_COMMIT: they describe no named commit")
+    out: dict[str, str] = {}
+    if "SPECGATE_COMMIT_TIME" in given:
+        value = given["SPECGATE_COMMIT_TIME"]
+        try:
+            zoned = _dt.datetime.fromisoformat(value).tzinfo is not None
+        except ValueError:
+            zoned = False
+        if not zoned:
+            raise SpecgateError(
+                f"SPECGATE_COMMIT_TIME={value!r}: expected the commit's ISO 8601 time with its zone "
+                "(git show -s --format=%cI COMMIT, e.g. 2026-12-01T22:41:00+00:00)"
+            )
+        out["time"] = out["author_time"] = value  # a copy knows one time; git's two differ only after a rebase
+    if "SPECGATE_BRANCH" in given:
+        out["branch"] = given["SPECGATE_BRANCH"]
+    return out
 
 
 def git_commit() -> str:

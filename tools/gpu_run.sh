@@ -31,7 +31,9 @@
 #           before the call's deadline: run the same job again to go on
 #
 # The bundle's parts must already be in /tmp/chunks (../shared/gpu/README.md). The copy sent to
-# the device has no .git: pass SPECGATE_COMMIT=<hash> so reports and baselines name the commit.
+# the device has no .git: pass SPECGATE_COMMIT=<hash> so reports and baselines name the commit,
+# and SPECGATE_COMMIT_TIME=$(git show -s --format=%cI <hash>) SPECGATE_BRANCH=<branch> so that
+# benchmark.json's commit_info says when it was made (null otherwise).
 # Environment: DEADLINE_S (this call's budget from the script's start, default 560: jobs that
 # cannot finish in what is left are not started, and say so), RUN_EXAMPLES (equivalence cases per
 # speculative config; default 8), JIT_CACHE (a .tar.gz of Triton/FlashInfer kernel caches to start
@@ -78,7 +80,7 @@ source /tmp/gpu-env.sh
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "commit: ${SPECGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+  echo "commit: ${SPECGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}${SPECGATE_COMMIT_TIME:+ ($SPECGATE_COMMIT_TIME)}"
   echo "command: tools/gpu_run.sh $* (RUN_EXAMPLES=${RUN_EXAMPLES:-8}, JIT_CACHE=${JIT_CACHE:-none}, RUN_SELECT=${RUN_SELECT:-all}, SWEEP_GPUS=${SWEEP_GPUS:-as launched})"
   echo "gpus (name, driver, memory.total, uuid):"; nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid --format=csv,noheader
   nvidia-smi | grep "CUDA Version" | sed 's/|//g;s/  */ /g'

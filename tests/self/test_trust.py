@@ -486,3 +486,28 @@ def test_benchmark_commit_info_names_only_the_commit_given_on_a_copy(monkeypatch
     pytest_benchmark_update_commit_info(None, info)
     assert info == {"id": "efa29302b81e68ea08d90afb13de5eecf9d4a1bd", "dirty": False, "source": "SPECGATE_COMMIT",
                     "time": None, "author_time": None, "project": None, "branch": None}
+    # what the caller says of the named commit (its time from its own git) fills them at the source
+    monkeypatch.setenv("SPECGATE_COMMIT_TIME", "2026-12-01T22:41:00+00:00")
+    monkeypatch.setenv("SPECGATE_BRANCH", "main")
+    pytest_benchmark_update_commit_info(None, info)
+    assert (info["time"], info["author_time"], info["branch"], info["project"]) == (
+        "2026-12-01T22:41:00+00:00", "2026-12-01T22:41:00+00:00", "main", None)
+
+
+def test_a_commit_time_that_names_no_commit_or_no_instant_is_refused_before_the_run(pytester, monkeypatch):
+    """SPECGATE_COMMIT_TIME is checked at configure (a usage error naming the variable and the form
+    expected), not in pytest-benchmark's hook after every server has run."""
+    from specgate.errors import SpecgateError
+    from specgate.provenance import commit_info_from_environment
+
+    monkeypatch.setenv("SPECGATE_COMMIT", "efa29302b81e68ea08d90afb13de5eecf9d4a1bd")
+    for bad in ("yesterday", "2026-12-01T22:41:00"):  # not a time; a time without its zone
+        monkeypatch.setenv("SPECGATE_COMMIT_TIME", bad)
+        with pytest.raises(SpecgateError, match=f"SPECGATE_COMMIT_TIME='{bad}': expected the commit's ISO 8601 time"):
+            commit_info_from_environment()
+    monkeypatch.delenv("SPECGATE_COMMIT")
+    monkeypatch.setenv("SPECGATE_COMMIT_TIME", "2026-12-01T22:41:00+00:00")
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*SPECGATE_COMMIT_TIME set without SPECGATE_COMMIT*"])
