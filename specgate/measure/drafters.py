@@ -86,6 +86,10 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "answer_tokens": distil.get("answer_tokens"),
                 "prompts_digest": (made.get("prompts") or {}).get("digest"),
                 "software": made.get("software"),
+                # What training expected of it on answers it never learned (2 steps, topk 1), every
+                # answer token counted; records before that figure give none (theirs flattered).
+                "held_out_tau": ((ckpt.get("held_out") or {}).get("expected_tau_all_tokens")),
+                "vocab_coverage": (training.get("vocab_coverage") or {}).get("held_out"),
             }
             recorded = ckpt.get("sha256")
             out["matches_record"] = recorded == out["sha256"] if recorded and out["sha256"] else None
@@ -120,6 +124,11 @@ def describe(identity: dict) -> str:
         )
         if made.get("refined_from"):
             parts.append(f"refined from sha256 {str(made['refined_from'])[:16]}")
+        if made.get("held_out_tau") is not None:
+            held = f"training expected τ {made['held_out_tau']} at 2 steps, topk 1, on its held-out answers"
+            if made.get("vocab_coverage") is not None:
+                held += f" (its draft vocabulary holds {100 * made['vocab_coverage']:.1f}% of their tokens)"
+            parts.append(held)
     if identity.get("matches_record") is False:
         parts.append("WEIGHTS DIFFER from the checksum recorded when it was trained")
     return "; ".join(str(p) for p in parts)

@@ -39,9 +39,10 @@ def _drafter(tmp_path: Path, weights: bytes, recorded: bytes | None) -> Path:
         "made_by": "specgate assets smollm2-eagle3",
         "date": "2026-11-30T21:00:00+00:00",
         "role": "final",
-        "checkpoint": {"step": 900, "sha256": hashlib.sha256(recorded or weights).hexdigest()},
+        "checkpoint": {"step": 900, "sha256": hashlib.sha256(recorded or weights).hexdigest(),
+                       "held_out": {"expected_tau_topk1_2steps": 2.3, "expected_tau_all_tokens": 2.21}},
         "distillation": {"samples": 4000, "answer_tokens": 700000},
-        "training": {"steps_done": 900, "train_s": 230.0},
+        "training": {"steps_done": 900, "train_s": 230.0, "vocab_coverage": {"taught": 0.999, "held_out": 0.9912}},
     }
     (d / "drafter.json").write_text(json.dumps(record))
     return d
@@ -57,6 +58,9 @@ def test_the_identity_checksums_the_weights_and_names_a_swapped_file(tmp_path):
     found = drafter_identity(_with_drafter(good), "eagle3-decode")
     assert found["matches_record"] is True and found["made"]["step"] == 900
     assert "final checkpoint" in describe(found) and "4000 distilled answers" in describe(found)
+    # what training expected, beside what the gate measures: the all-token figure, not the flattering one
+    assert "training expected τ 2.21 at 2 steps, topk 1, on its held-out answers" in describe(found)
+    assert "holds 99.1% of their tokens" in describe(found) and "2.3" not in describe(found)
     (good / "model.safetensors").write_bytes(b"other weights")
     swapped = drafter_identity(_with_drafter(good), "eagle3-decode")
     assert swapped["matches_record"] is False and "WEIGHTS DIFFER" in describe(swapped)
