@@ -19,9 +19,11 @@ import pytest
 from specgate import project
 from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
+from specgate.equivalence.oracle import EquivalenceOracle
 from specgate.errors import SpecgateError
 from specgate.measure.fidelity import fidelity_of
-from specgate.measure.speed import Measurements
+from specgate.measure.plan import SamplingPlan
+from specgate.measure.speed import Measurements, SpeedMeter
 from specgate.provenance import commit_info_from_environment, git_commit, provenance
 from specgate.report.build import build_report
 from specgate.report.chart import render_chart
@@ -30,7 +32,7 @@ from specgate.report.progress import BootDisplay
 from specgate.resources import gate_tests_dir
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
-from specgate.verdicts.judge import baseline_document
+from specgate.verdicts.judge import Judge, baseline_document
 from specgate.verdicts.stored_reference import MeasuredView, StoredReference
 
 _DEPLOYMENT = pytest.StashKey[Deployment]()
@@ -274,7 +276,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 # --- fixtures -----------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def specgate(request: pytest.FixtureRequest) -> Any:
-    """The run's GateSession; servers boot on first use and stop at session end."""
+    """The run's GateSession; servers boot on first use and stop at session end. The narrow
+    fixtures below (specgate_deployment, _plan, _meter, _oracle, _judge) are views of it."""
     config = request.config
     dep = deployment(config)
     _load_hypothesis_profile(config, dep)
@@ -299,6 +302,57 @@ def specgate(request: pytest.FixtureRequest) -> Any:
         gate.pool.boot(gate.plan.all_servers(configs))
     yield gate
     gate.close()
+
+
+# Narrow views of the one GateSession, for a test (the gate's or a user's own) that needs one
+# part of the run. Each asks for `specgate` and returns what it holds: never a second session,
+# and the lifecycle stays `specgate`'s (boot on first use, stop at session end, cleanup after
+# Ctrl-C in pytest_sessionfinish). The phase ordering reads a gate test's `specgate` mark and
+# parameters, never these names, so a gate test may take them instead of `specgate`.
+@pytest.fixture(scope="session")
+def specgate_deployment(specgate: GateSession) -> Deployment:
+    """The run's parsed deployment (`specgate.deployment`): its configs, launch, workload,
+    equivalence and gate settings, as checked from the deployment file.
+    Asking for it sets up the `specgate` session if nothing has yet: where the servers coexist
+    (`launch.coexist`) that boots, at once, every server the run will use; otherwise each server
+    boots when a measurement or check first needs it. All stop at session end, or on Ctrl-C."""
+    return specgate.deployment
+
+
+@pytest.fixture(scope="session")
+def specgate_plan(specgate: GateSession) -> SamplingPlan:
+    """The run's sampling plan (`specgate.plan`): it measures the configs' decode speed in
+    interleaved rounds (`ensure`) and says why a config could not be measured (`raise_for`).
+    Asking for it sets up the `specgate` session if nothing has yet (booting as
+    `specgate_deployment` says); `ensure` boots the servers it measures where they are not up."""
+    return specgate.plan
+
+
+@pytest.fixture(scope="session")
+def specgate_meter(specgate: GateSession) -> SpeedMeter:
+    """The run's speed records (`specgate.meter`): per config and concurrency, the requests
+    the sampling plan measured (`record`). It sends nothing itself.
+    Asking for it sets up the `specgate` session if nothing has yet (booting as
+    `specgate_deployment` says)."""
+    return specgate.meter
+
+
+@pytest.fixture(scope="session")
+def specgate_oracle(specgate: GateSession) -> EquivalenceOracle:
+    """The run's greedy-equivalence oracle (`specgate.oracle`): it draws the cases, asks the
+    reference and a speculative config for greedy answers, and checks them token by token.
+    Asking for it sets up the `specgate` session if nothing has yet (booting as
+    `specgate_deployment` says); a check boots the servers it asks where they are not up."""
+    return specgate.oracle
+
+
+@pytest.fixture(scope="session")
+def specgate_judge(specgate: GateSession) -> Judge:
+    """The run's verdict judge (`specgate.judge`): it decides the beats, accept-length and
+    regression gates against the reference and the stored baselines; the report reads its verdicts.
+    Asking for it sets up the `specgate` session if nothing has yet (booting as
+    `specgate_deployment` says); a verdict measures, and so boots, what it still lacks."""
+    return specgate.judge
 
 
 def _configs_in_run(session: pytest.Session, dep: Deployment) -> list[str]:

@@ -22,8 +22,8 @@ class _ServerGone(BaseException):
     (dead, hung) must not be retried and shrunk, each try waiting out a timeout again."""
 
 
-def _skip_unless_checkable(specgate):
-    eq = specgate.deployment.equivalence
+def _skip_unless_checkable(deployment):
+    eq = deployment.equivalence
     if not eq.enabled:
         pytest.skip(f"greedy equivalence NOT CHECKED (the deployment says: {eq.skip_reason})")
 
@@ -38,18 +38,18 @@ def _not_checked(specgate, why):
 
 
 @pytest.mark.specgate("golden")
-def test_record_baseline_golden(specgate):
+def test_record_baseline_golden(specgate_deployment, specgate_oracle):
     """Where servers cannot coexist: record the baseline's answers (with top-2
     logprobs) for a fixed, Hypothesis-drawn list of cases before it is stopped. Invariants
     the baseline itself breaks are its server's behaviour: listed in the report, as when the
     servers run side by side, and held against a speculative answer only where it differs."""
-    _skip_unless_checkable(specgate)
-    recorded = specgate.oracle.record_golden()
+    _skip_unless_checkable(specgate_deployment)
+    recorded = specgate_oracle.record_golden()
     assert recorded > 0, "no cases were drawn"
 
 
 def test_speculative_output_is_greedy_baseline(specgate, spec_config):
-    _skip_unless_checkable(specgate)
+    _skip_unless_checkable(specgate.deployment)
     oracle = specgate.oracle
     if oracle.live:
         # Both servers are up: a real property test, shrinking to the smallest failing case.

@@ -88,7 +88,8 @@ class SimDeployment:
         self.report_dir = folder / "report"
         self.baselines_dir = folder / "baselines"
 
-    def args(self, *extra: str) -> list[str]:
+    def args(self, *extra: str, tests: Path | None = None) -> list[str]:
+        """pytest's arguments for a run of the gate suite (or of `tests`, a user's own test files)."""
         # Without a stored baseline the regression gates cannot compare, and fail closed; a test
         # about something else allows that, so it sees only the failures it provokes (the
         # fail-closed behaviour has its own tests, which pass "--strict-uncompared").
@@ -96,7 +97,7 @@ class SimDeployment:
         extra = tuple(e for e in extra if e != "--strict-uncompared")
         allow = [] if strict or self.baselines_dir.exists() else ["--specgate-allow-uncompared"]
         return [
-            str(GATE_TESTS),
+            str(tests or GATE_TESTS),
             "-p",
             "specgate.plugin",
             f"--specgate-deployment={self.path}",
@@ -111,7 +112,12 @@ class SimDeployment:
         ]
 
     def run(
-        self, pytester: Any | None, *extra: str, faults: str = "", env: dict[str, str] | None = None
+        self,
+        pytester: Any | None,
+        *extra: str,
+        faults: str = "",
+        env: dict[str, str] | None = None,
+        tests: Path | None = None,
     ) -> pytest.RunResult:
         """Run the gate suite in a subprocess, as a CI job would (through pytester
         where the caller has one; module-scoped fixtures have none)."""
@@ -120,10 +126,13 @@ class SimDeployment:
         os.environ.update(env)
         try:
             if pytester is not None:
-                return pytester.runpytest_subprocess(*self.args(*extra), timeout=240)
+                return pytester.runpytest_subprocess(*self.args(*extra, tests=tests), timeout=240)
             started = time.monotonic()
             proc = subprocess.run(
-                [sys.executable, "-m", "pytest", *self.args(*extra)], capture_output=True, text=True, timeout=240
+                [sys.executable, "-m", "pytest", *self.args(*extra, tests=tests)],
+                capture_output=True,
+                text=True,
+                timeout=240,
             )
             return pytest.RunResult(
                 proc.returncode, proc.stdout.splitlines(), proc.stderr.splitlines(), time.monotonic() - started

@@ -1,0 +1,76 @@
+"""A user's own tests take the plugin's narrow fixtures (issue 14): specgate_deployment,
+specgate_plan, specgate_meter, specgate_oracle and specgate_judge are views of the one
+GateSession that `specgate` yields, never a second one, and a test that asks for one of them
+alone still has its servers stopped at the end of the run (the `sim_deployment` fixture
+checks that no process of the run is left, whatever the test asserted)."""
+
+from __future__ import annotations
+
+# Two tests of one session: the first takes only narrow fixtures (and so sets the session up
+# through them), the second `specgate` itself; the objects must be the same ones.
+SAME_OBJECTS = """
+seen = {}
+
+
+def test_narrow_fixtures_first(specgate_deployment, specgate_judge):
+    seen.update(deployment=specgate_deployment, judge=specgate_judge)
+    assert specgate_deployment.name == "sim" and specgate_deployment.simulator
+
+
+def test_they_are_the_sessions_own(specgate, specgate_deployment, specgate_judge, specgate_plan,
+                                   specgate_meter, specgate_oracle):
+    assert seen["deployment"] is specgate_deployment is specgate.deployment
+    assert seen["judge"] is specgate_judge is specgate.judge
+    assert specgate_plan is specgate.plan
+    assert specgate_meter is specgate.meter
+    assert specgate_oracle is specgate.oracle
+"""
+
+# A test that asks for the deployment alone. sim.toml's servers coexist, so setting the session
+# up boots the reference: the test sees it running (found, as helpers.processes_with finds it,
+# by the tag in its environment), so the check afterwards that nothing is left is not vacuous.
+DEPLOYMENT_ALONE = """
+import os
+
+
+def _running_simulators():
+    tag = os.environ["SPECGATE_TEST_TAG"]
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if "specgate.sim" in cmdline and tag in environ:
+            found.append(cmdline)
+    return found
+
+
+def test_only_the_deployment(specgate_deployment):
+    assert specgate_deployment.reference == "baseline"
+    assert _running_simulators(), "the session booted no server"
+"""
+
+
+def test_a_users_test_gets_the_sessions_own_objects(sim_deployment, pytester):
+    d = sim_deployment()
+    tests = pytester.makepyfile(test_mine=SAME_OBJECTS)
+    result = d.run(pytester, tests=tests)
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    assert result.parseoutcomes() == {"passed": 2}
+    assert not d.leftovers()
+
+
+def test_a_narrow_fixture_alone_boots_and_stops_like_specgate(sim_deployment, pytester):
+    d = sim_deployment()
+    tests = pytester.makepyfile(test_mine=DEPLOYMENT_ALONE)
+    result = d.run(pytester, tests=tests)
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    assert result.parseoutcomes() == {"passed": 1}
+    assert not d.leftovers(), f"processes left behind: {d.leftovers()}"
+    # The session ended as `specgate`'s does: the report was written, and names the boot.
+    boots = d.report()["boots"]
+    assert [b["config"] for b in boots if b["ok"]] == ["baseline"], boots
