@@ -112,13 +112,14 @@ def edge_cases(deployment: Deployment) -> list[GenerationCase]:
     verify differs from a lone one); and the same request at one more concurrent request than a
     speculative config's `--cuda-graph-max-bs`, where its decode leaves the captured graphs for
     eager kernels. (That one reuses the stop-string request, whose answer a stored reference
-    already holds: concurrency does not change what is asked.)"""
+    already holds: concurrency does not change what is asked.) One more edge, a stop string that
+    is the first answer token, depends on what the reference answers and is not in this list:
+    first_token_stop_case builds it from the reference's answer to the one-token case here."""
     eq = deployment.equivalence
-    prompts = deployment.workload.prompts()
-    first = prompts[0]
+    first = deployment.workload.prompts()[0]
     text = render(first.messages, deployment.workload.prompt_format)
     label = f"{first.label} (edge: %s)"
-    out = [GenerationCase(label % "max_new_tokens 1", text, 1, (), 1)]
+    out = [one_token_case(deployment)]
     if eq.stop_strings:
         stops = tuple(eq.stop_strings)
         out.append(GenerationCase(label % "every stop string", text, eq.max_new_tokens, stops, 1))
@@ -141,6 +142,41 @@ def edge_cases(deployment: Deployment) -> list[GenerationCase]:
                     )
                 )
     return out
+
+
+def one_token_case(deployment: Deployment) -> GenerationCase:
+    """The first prompt with max_new_tokens 1: the answer is the prefill's token alone."""
+    first = deployment.workload.prompts()[0]
+    text = render(first.messages, deployment.workload.prompt_format)
+    return GenerationCase(f"{first.label} (edge: max_new_tokens 1)", text, 1, (), 1)
+
+
+FIRST_TOKEN_STOP_EDGE = "stop string is the reference's first token"
+
+
+def first_token_stop_case(deployment: Deployment, first_token_text: str) -> GenerationCase | None:
+    """The first prompt at the longest answer, its only stop string the text of the reference's
+    own first answer token (`first_token_text`: its answer to one_token_case). A correct server
+    finds the stop in the prefill's token and ends there; one that looks for stop strings only in
+    what verify steps add, or only in text after the first token, runs on. Where nothing may
+    stand as that stop string, None: the edge is left out and the run goes on without it.
+
+    The stop string cannot be known from the deployment: it is what the reference answers."""
+    if not first_token_text.strip():
+        # Empty (an EOS, or a special token the detokenizer drops) or whitespace only. An empty
+        # stop string is in every text, so the invariant check (`stop in text`) would call every
+        # answer a run-on; and SGLang releases ignore or mishandle empty and whitespace-only
+        # stop strings each in their own way, so the edge would test the release, not
+        # speculation. A deployment that means "\n" lists it in [equivalence] stop_strings.
+        return None
+    if "\ufffd" in first_token_text:
+        # A token that is part of a multi-byte character decodes alone to U+FFFD: the same
+        # token within a longer text does not, so a server may never see that stop string.
+        return None
+    first = deployment.workload.prompts()[0]
+    text = render(first.messages, deployment.workload.prompt_format)
+    label = f"{first.label} (edge: {FIRST_TOKEN_STOP_EDGE})"
+    return GenerationCase(label, text, deployment.equivalence.max_new_tokens, (first_token_text,), 1)
 
 
 MAX_GRAPH_EDGE = 65  # concurrent copies of one request: beyond this the edge costs more than it shows

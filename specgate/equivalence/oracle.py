@@ -21,7 +21,7 @@ from pathlib import Path
 from specgate.atomic import write_json_atomic
 from specgate.client import GenerateResult
 from specgate.deployment import Deployment
-from specgate.equivalence.cases import GenerationCase, draw_cases, edge_cases
+from specgate.equivalence.cases import GenerationCase, draw_cases, edge_cases, first_token_stop_case, one_token_case
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
@@ -82,6 +82,8 @@ class EquivalenceOracle:
         self.baseline_problems: list[str] = []
         self.baseline_margins: list[float] = []
         self._golden_cases: list[GenerationCase] | None = None  # top-1 minus top-2 at every baseline position
+        # Edge cases built from the reference's own answers (None: not derived yet).
+        self._reference_edges: list[GenerationCase] | None = None
         # The reference's stored answers, where it is not booted (raises where there are none).
         self.stored_answers = stored_answers
         self._stored: GoldenAnswers | None = None
@@ -100,13 +102,33 @@ class EquivalenceOracle:
 
     def explicit_cases(self) -> list[GenerationCase]:
         """Checked on every run before anything drawn: cases that failed on an earlier run, then
-        the deployment's edge cases (specgate.equivalence.cases.edge_cases)."""
+        the deployment's edge cases (specgate.equivalence.cases.edge_cases), then the edges built
+        from the reference's answers (reference_edge_cases; asked of it here where it runs live)."""
         out, seen = [], set()
-        for case in [*self.replay_cases(), *edge_cases(self.deployment)]:
+        edges = [*edge_cases(self.deployment), *self.reference_edge_cases(ask=self.live)]
+        for case in [*self.replay_cases(), *edges]:
             if case.key + str(case.concurrency) not in seen:
                 seen.add(case.key + str(case.concurrency))
                 out.append(case)
         return out
+
+    def reference_edge_cases(self, ask: bool) -> list[GenerationCase]:
+        """Edge cases whose request depends on what the reference answers: a stop string that is
+        the text of its first answer token (specgate.equivalence.cases.first_token_stop_case),
+        from its answer to the one-token edge. That answer is asked of the reference only where
+        `ask` (it is up: live, or recording the golden answers); otherwise one it gave earlier in
+        this run is used, and without one there is nothing to derive from yet (an empty list, not
+        remembered, so a later call with the reference up still derives it). A stored reference
+        needs none of this: the derived case was stored with its answer, like every other case."""
+        if self._reference_edges is None:
+            one = one_token_case(self.deployment)
+            if one.key not in self.baselines:
+                if not ask:
+                    return []
+                self.baselines[one.key] = self._ask_baseline(one)
+            derived = first_token_stop_case(self.deployment, self.baselines[one.key].text)
+            self._reference_edges = [derived] if derived is not None else []
+        return self._reference_edges
 
     def replay_cases(self) -> list[GenerationCase]:
         """Cases that failed on an earlier run, oldest first."""
@@ -224,12 +246,19 @@ class EquivalenceOracle:
         )
 
     def record_golden(self) -> int:
-        """Ask the baseline for every golden case and write the file; returns how many."""
+        """Ask the baseline for every golden case and write the file; returns how many. The edges
+        built from the reference's answers are derived first, while it is up: they are golden
+        cases like the rest, recorded here and checked later (or stored in the baseline)."""
+        self.reference_edge_cases(ask=True)
         cases = self.golden_cases()
         entries = []
         for case in cases:
-            result = self._ask_baseline(case)
-            self.baselines[case.key] = result
+            # One answer per request, as baseline_for keeps live: the one-token edge was asked
+            # already to derive the first-token stop edge, and a batched case asks what its lone
+            # copy asked.
+            if case.key not in self.baselines:
+                self.baselines[case.key] = self._ask_baseline(case)
+            result = self.baselines[case.key]
             entries.append({"case": case.as_dict(), "baseline": result_to_dict(result)})
         write_json_atomic(self.golden_path, {"deployment": self.deployment.name, "entries": entries})
         return len(cases)

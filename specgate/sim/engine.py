@@ -162,8 +162,9 @@ class Generation:
             return {"type": "stop", "matched": token}
         if p.stop and not (self.faults.stop_leak and self.spec is not None):
             text = decode(self.state.output_ids)
+            start = self._stop_search_start()
             for s in p.stop:
-                if s in text:
+                if s in text[start:]:
                     return {"type": "stop", "matched": s}
         if len(self.state.output_ids) >= p.max_new_tokens:
             return {"type": "length", "length": len(self.state.output_ids)}
@@ -173,5 +174,13 @@ class Generation:
         text = decode(self.state.output_ids)
         reason = self.state.finish_reason
         if reason and isinstance(reason.get("matched"), str) and not self.params.no_stop_trim:
-            text = text[: text.find(reason["matched"])]
+            text = text[: text.find(reason["matched"], self._stop_search_start())]
         return text
+
+    def _stop_search_start(self) -> int:
+        """Where in the output text stop strings are looked for (and cut): from its start, as SGLang
+        does; under the prefill-stop-miss fault a speculative server starts after the first token's
+        text, so a stop string that token holds is never seen (its text stays in the answer)."""
+        if self.faults.prefill_stop_miss and self.spec is not None and self.state.output_ids:
+            return len(decode(self.state.output_ids[:1]))
+        return 0

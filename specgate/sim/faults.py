@@ -12,6 +12,8 @@ in `SPECGATE_CONFIG`.
 | stop-leak        | speculative output runs past a stop string and keeps it in text   | stop-string check            |
 | overshoot        | speculative output emits up to `steps` tokens past max_new_tokens  | max_new_tokens check         |
 | stop-overshoot   | keeps the verify step's tokens after a stop string (text cut there)| token count at a stop        |
+| prefill-stop-miss| speculative output looks for stop strings only after the first    | the first-token stop edge    |
+|                  | (prefill) token's text: a stop string that token holds is missed   | (cases.first_token_stop_case)|
 | accept-collapse  | the draft is always wrong: accept length 1.0                       | accept length / beats        |
 | slowdown=F       | every step costs (1+F) times as much                               | no-regression (decode tok/s) |
 | crash-after=N    | the process exits when request N+1 arrives                         | every test of that config    |
@@ -35,6 +37,7 @@ KNOWN = (
     "stop-leak",
     "overshoot",
     "stop-overshoot",
+    "prefill-stop-miss",
     "accept-collapse",
     "slowdown",
     "crash-after",
@@ -54,6 +57,10 @@ class Faults:
     stop_leak: bool = False
     overshoot: bool = False
     stop_overshoot: bool = False
+    # Stop strings are looked for only in the text after the first (prefill) token, as a server
+    # whose stop check runs on verify output alone would: narrower than stop-leak, so only a stop
+    # string within the first token's text tells it from a healthy server.
+    prefill_stop_miss: bool = False
     accept_collapse: bool = False
     slowdown: float = 0.0
     crash_after: int | None = None

@@ -15,6 +15,7 @@ import sys
 import pytest
 from helpers import default_sigint, recorded_baselines, sim_deployment_dict, with_baselines
 
+from specgate.equivalence.cases import FIRST_TOKEN_STOP_EDGE
 from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
 # The simulator paces its steps with sleep() against wall-clock deadlines, and the client times
@@ -151,6 +152,33 @@ def test_output_faults_fail_equivalence_with_a_reproducer(
     assert report["overall"] == "FAIL"
     failed = [e for e in report["equivalence"] if e["decisive_failures"]]
     assert len(failed) == 1 and failed[0]["config"] == fault.split(":")[0]
+
+
+def test_a_stop_string_the_first_token_holds_is_checked_live_and_from_a_golden_file(sim_deployment, pytester):
+    """Issue 14: the edge whose stop string is the reference's first answer token, derived from
+    its answer to the one-token edge, catches a server that looks for stop strings only after
+    the prefill's token, live and where the reference answers first and is stopped (no other
+    edge, nor the seed-0 cases, does: test_first_token_stop_edge.py and test_stored_reference.py)."""
+    label = f"*(edge: {FIRST_TOKEN_STOP_EDGE})*"
+    for mode in ({}, {"launch": {"coexist": False}}):
+        d = sim_deployment(mode)
+        result = d.run(pytester, "-k", "equivalence or golden", faults="eagle3-decode:prefill-stop-miss")
+        assert result.ret == 1, result.stdout.str()[-3000:]
+        assert outcomes(result)["failed"] == 1, result.stdout.str()[-3000:]
+        result.stdout.fnmatch_lines(
+            [
+                "*text runs past stop string *: found at char 0*",
+                label,
+                "FAILED *test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]*",
+            ]
+        )
+        failed = [e["config"] for e in d.report()["equivalence"] if e["decisive_failures"]]
+        assert failed == ["eagle3-decode"]
+    # Recorded with the other golden cases, its stop string the recorded one-token answer.
+    entries = json.loads((d.report_dir / "sim-golden.json").read_text())["entries"]
+    one = next(e for e in entries if e["case"]["label"].endswith("(edge: max_new_tokens 1)"))
+    edge = next(e for e in entries if e["case"]["label"].endswith(f"(edge: {FIRST_TOKEN_STOP_EDGE})"))
+    assert edge["case"]["stop"] == [one["baseline"]["text"]] and edge["baseline"]["text"] == ""
 
 
 def test_a_declared_known_difference_is_counted_not_failed(sim_deployment, pytester):

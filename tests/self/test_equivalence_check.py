@@ -167,3 +167,19 @@ def test_tokens_kept_past_the_stop_are_a_stop_overshoot_failure_unless_declared(
         answer(list(range(1, 20)), text="a", finish=("stop", ".")),  # past max_new_tokens = 16
     ):
         assert not compare(c, base, other, TIE, "http://b", "http://s", ("stop-overshoot",)).ok, other
+
+
+def test_a_stop_string_the_first_token_holds_is_judged_as_any_stop_string_is():
+    """The first-token stop edge (cases.first_token_stop_case) has no rule of its own: the
+    reference's answer is one token with its text cut before the stop, as any answer that ends on
+    a stop string; one token id each is compared, not two empty answers."""
+    c = case(stop=("nemi",))
+    base = answer([42], [1.0], text="", finish=("stop", "nemi"))
+    same = judge(base, answer([42], text="", finish=("stop", "nemi")), c)
+    assert same.kind == "match" and same.tokens_compared == 1
+    # the stop missed in the first token: its text runs on, and the invariant says where
+    run_on = judge(base, answer([42, 7, 8], text="nemi kalo su", finish="length"), c)
+    assert run_on.kind == "invariant" and "past stop string 'nemi': found at char 0" in run_on.message
+    # found only in a later token, the text cut at the first occurrence: more ids past the stop
+    later = judge(base, answer([42, 7, 42], text="", finish=("stop", "nemi")), c)
+    assert not later.ok and later.message.startswith("stop overshoot")

@@ -45,9 +45,24 @@ def test_accept_length_emerges_from_draft_agreement():
     assert bad.accepted_drafts == 0 and bad.accept_histogram[0] == bad.verify_ct
 
 
+def test_prefill_stop_miss_misses_only_a_stop_string_in_the_first_token():
+    """The fault a stop check that sees verify output alone would be: a stop string the first
+    (prefill) token holds runs on, in text; one that a later token completes still stops."""
+    prompt = [5, 6, 7]
+    first = run(prompt, max_new_tokens=1).text
+    later = run(prompt, ignore_eos=True).text.split()[3]
+    fault = parse_faults(["prefill-stop-miss"])
+    for spec, faults in ((None, None), (SPEC, None), (None, fault)):  # plain servers never have it
+        healthy = run(prompt, spec, faults, stop=(first,))
+        assert healthy.text == "" and len(healthy.output_ids) == 1 and healthy.finish_reason["matched"] == first
+    missed = run(prompt, SPEC, fault, stop=(first,))
+    assert missed.text.startswith(first) and len(missed.output_ids) > 1
+    assert run(prompt, SPEC, fault, stop=(later,)).text == run(prompt, SPEC, stop=(later,)).text
+
+
 def test_fault_specs_are_validated():
     assert parse_faults(["diverge-at=4", "slowdown=0.3"]).diverge_at == 4
-    for bad in ("diverge-at=x", "explode", "stop-leak=1", "slowdown=fast"):
+    for bad in ("diverge-at=x", "explode", "stop-leak=1", "prefill-stop-miss=1", "slowdown=fast"):
         with pytest.raises(ValueError, match="--sim-fault"):
             parse_faults([bad])
 

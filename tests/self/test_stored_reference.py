@@ -18,6 +18,7 @@ import tomli_w
 from helpers import SimDeployment, merge, recorded_baselines, sim_deployment_dict, with_baselines
 
 from specgate.deployment import parse_deployment
+from specgate.equivalence.cases import FIRST_TOKEN_STOP_EDGE
 from specgate.errors import BaselineError, DeploymentError, ServerBootError
 from specgate.resources import SOURCE_ROOT as REPO_ROOT
 from specgate.server.pool import ServerPool
@@ -65,6 +66,11 @@ def test_the_update_stores_the_references_golden_answers(stored_baselines):
     assert first["output_ids"] and all(len(pos) >= 2 for pos in first["top_logprobs"])
     assert doc["configs"]["baseline"]["boot_seconds"] > 0
     assert load_baseline(path).golden is not None
+    # The edge derived from the reference's answers is stored with the rest: its stop string is
+    # the stored one-token answer (a gate run, the reference not booted, could not derive it).
+    one = next(c for c in golden["cases"] if c["case"]["label"].endswith("(edge: max_new_tokens 1)"))
+    (edge,) = [c for c in golden["cases"] if c["case"]["label"].endswith(f"(edge: {FIRST_TOKEN_STOP_EDGE})")]
+    assert edge["case"]["stop"] == [one["answer"]["text"]] and edge["answer"]["text"] == ""
 
 
 def test_a_run_with_the_stored_reference_passes_without_booting_it(sim_deployment, pytester, stored_baselines):
@@ -208,6 +214,43 @@ def test_a_diverging_config_fails_equivalence_against_the_stored_answers(sim_dep
     failed = [e["config"] for e in d.report()["equivalence"] if e["decisive_failures"]]
     assert failed == ["eagle3-decode"]
     never_booted(d, result)
+
+
+def test_the_first_token_stop_edge_is_checked_from_the_stored_answers_and_a_baseline_before_it_still_passes(
+    sim_deployment, pytester, stored_baselines
+):
+    """Issue 14's edge on a stored reference: the case and its answer come from the baseline. One
+    recorded before the edge existed lacks it and still passes, then also with a server that
+    misses a stop string in the first token: its other cases (the fixed edges, seed 0's draws)
+    do not catch that fault; the stored edge does."""
+    fault = "eagle3-decode:prefill-stop-miss"
+    d = with_baselines(sim_deployment(merge(STORED, LOAD_TOLERANT)), stored_baselines)
+    result = d.run(pytester, "-k", "equivalence", faults=fault)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*decisive failure(s); first:*",
+            "*text runs past stop string *: found at char 0*",
+            f"*(edge: {FIRST_TOKEN_STOP_EDGE})*",
+            "FAILED *test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]*",
+        ]
+    )
+    never_booted(d, result)
+
+    def before_the_edge(doc):
+        cases = doc["golden"]["cases"]
+        doc["golden"]["cases"] = [c for c in cases if FIRST_TOKEN_STOP_EDGE not in c["case"]["label"]]
+        assert len(doc["golden"]["cases"]) == len(cases) - 1
+
+    old = with_baselines(sim_deployment(merge(STORED, LOAD_TOLERANT)), stored_baselines)
+    rewrite(stored_file(old), before_the_edge)
+    for faults in ("", fault):
+        result = old.run(pytester, "-k", "equivalence", faults=faults)
+        assert result.ret == 0, result.stdout.str()[-3000:]
+        report = old.report()
+        stored_cases = report["reference_from_stored"]["golden_cases"]
+        assert all(e["cases"] == stored_cases and not e["not_checked"] for e in report["equivalence"])
+        never_booted(old, result)
 
 
 def test_a_slower_speculative_config_fails_beats_and_regression(sim_deployment, pytester, stored_baselines):
