@@ -179,6 +179,16 @@ def first_token_stop_case(deployment: Deployment, first_token_text: str) -> Gene
     return GenerationCase(label, text, deployment.equivalence.max_new_tokens, (first_token_text,), 1)
 
 
+def edge_name(case: GenerationCase) -> str | None:
+    """Which edge a case is, for the report (None for a drawn case): the name in its label, and
+    for the derived first-token stop edge the stop string too (it differs by model and release)."""
+    marker = " (edge: "
+    if marker not in case.label:
+        return None
+    name = case.label.split(marker, 1)[1].removesuffix(")")
+    return f"{name} {case.stop[0]!r}" if name == FIRST_TOKEN_STOP_EDGE and case.stop else name
+
+
 MAX_GRAPH_EDGE = 65  # concurrent copies of one request: beyond this the edge costs more than it shows
 
 

@@ -61,6 +61,8 @@ class EquivalenceStats:
     shapes: dict[str, int] = field(default_factory=dict)  # named shapes of failures and tolerated answers
     # Cases with no known answer of the baseline (a stored reference without them): NOT CHECKED.
     not_checked: list[str] = field(default_factory=list)
+    # The edge cases checked (cases.edge_name), so that a report says which ran, not only how many.
+    edges: list[str] = field(default_factory=list)
 
     def add(self, outcome: Outcome) -> None:
         self.requests += 1

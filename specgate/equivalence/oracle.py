@@ -21,7 +21,14 @@ from pathlib import Path
 from specgate.atomic import write_json_atomic
 from specgate.client import GenerateResult
 from specgate.deployment import Deployment
-from specgate.equivalence.cases import GenerationCase, draw_cases, edge_cases, first_token_stop_case, one_token_case
+from specgate.equivalence.cases import (
+    GenerationCase,
+    draw_cases,
+    edge_cases,
+    edge_name,
+    first_token_stop_case,
+    one_token_case,
+)
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
@@ -280,6 +287,9 @@ class EquivalenceOracle:
             reference_url = "<stored-reference-not-booted>" if self.stored else "<baseline-url>"
         stats = self.stats.setdefault(config, EquivalenceStats())
         stats.cases += 1
+        edge = edge_name(case)
+        if edge is not None and edge not in stats.edges:
+            stats.edges.append(edge)
         outcomes = []
         for answer in answers:
             outcome = compare(

@@ -150,6 +150,7 @@ def _equivalence_rows(
             "requests": s.requests,
             "exact_matches": s.matches,
             "not_checked": list(s.not_checked),
+            "edges": list(s.edges),
             "near_tie_flips": len(s.flips),
             "decisive_failures": len(s.failures),
             "tolerated": s.tolerated[:20],

@@ -118,6 +118,13 @@ def render_markdown(report: dict) -> str:
                 f"| {e['config']} | {e['cases']} | {e['requests']} | {e['exact_matches']} | {e['near_tie_flips']} "
                 f"| {e['decisive_failures']} | {e['tokens_compared']} |"
             )
+        edges = {e["config"]: e.get("edges") or [] for e in report["equivalence"]}
+        if any(edges.values()):
+            if len({tuple(v) for v in edges.values()}) == 1:
+                out.append(f"\nEdge cases checked on every config: {'; '.join(next(iter(edges.values())))}.")
+            else:
+                out.append("\nEdge cases checked:\n")
+                out.extend(f"- {config}: {'; '.join(names) or 'none'}" for config, names in edges.items())
         flips: dict[tuple, int] = {}
         for e in report["equivalence"]:
             for f in e["flips"]:

@@ -25,6 +25,7 @@ from specgate.equivalence.cases import (
     FIRST_TOKEN_STOP_EDGE,
     draw_cases,
     edge_cases,
+    edge_name,
     first_token_stop_case,
     one_token_case,
 )
@@ -166,6 +167,11 @@ def test_the_healthy_server_passes_the_edge_and_a_server_missing_it_fails_by_the
     # server: only a stop string inside the first token's text tells it from a healthy one.
     others = [c for c in o.explicit_cases() if c != edge] + draw_cases(o.deployment, 10, 0)
     assert others and all(out.ok for c in others for out in o.check("eagle3-prefill", c))
+    # the report names the edges each config was checked on, the derived stop string included
+    ran = o.stats["eagle3-prefill"].edges
+    assert f"{FIRST_TOKEN_STOP_EDGE} {edge.stop[0]!r}" in ran and "max_new_tokens 1" in ran
+    assert len(ran) == len(set(ran)) == len({edge_name(c) for c in o.explicit_cases()})
+    assert edge_name(draw_cases(o.deployment, 1, 0)[0]) is None
 
 
 # --- golden: derived while the reference is up, recorded with the other cases -----------------
