@@ -146,7 +146,7 @@ summary=()
 for job in "$@"; do
   weak=""; [[ $job == *+weak ]] && weak=1 && job=${job%+weak}
   deployment=${job%%:*}
-  mode=${job#*:}; [[ $mode == "$job" ]] && mode=check
+  mode=${job#*:}; [[ $mode == "$job" ]] && { [[ $job == drafter ]] && mode=all || mode=check; }
   dir="$work/pack/${deployment}-${mode}${weak:++weak}" && mkdir -p "$dir"
   remaining=$(left)
   echo "=== job $job${weak:++weak}: $remaining s left in this call" | tee -a "$OUT/run.log"
