@@ -113,8 +113,9 @@ class NotRecordedYet(SpecgateError, LookupError):
     """An answer the run was to record first is not there (an ordering of gate tests broken)."""
 
 
-class SmiFailed(SpecgateError):
-    """nvidia-smi is there but did not answer: unlike "no GPU", nothing can be confirmed."""
+class GpuQueryFailed(SpecgateError):
+    """NVML (the driver's management library) is there but did not answer: unlike "no GPU",
+    nothing can be confirmed."""
 
 
 class SweepStateError(SpecgateError):

@@ -68,16 +68,12 @@ def git_commit() -> str:
 
 def host_id() -> str:
     """Tells machines apart where host names do not (lent GPU machines are all called "vm"):
-    the GPUs' own UUIDs where nvidia-smi answers, else a digest of /etc/machine-id."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
-        )
-        uuids = [u.strip() for u in out.stdout.splitlines() if u.strip()]
-        if out.returncode == 0 and uuids:
-            return ",".join(uuids)
-    except (OSError, subprocess.SubprocessError):
-        pass
+    the GPUs' own UUIDs where a GPU answers, else a digest of /etc/machine-id."""
+    from specgate.hardware import gpu_uuids
+
+    uuids = gpu_uuids()
+    if uuids:
+        return ",".join(uuids)
     try:
         import hashlib
 

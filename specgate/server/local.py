@@ -24,8 +24,8 @@ import psutil
 from specgate import project
 from specgate.deployment import Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
+from specgate.hardware import memory_used_mib, wait_gpu_released
 from specgate.secrets import api_key, copy_masked, key_to_mask, redact, redact_file
-from specgate.server.gpu import memory_used_mib, wait_gpu_released
 from specgate.server.launcher import BootProgress, ServerHandle, ready_or_stopped
 from specgate.server.orphans import RunRecord, reap_orphans
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from specgate.deployment import Deployment
-from specgate.server.gpu import gpu_info
+from specgate.hardware import gpu_info
 from specgate.server_info import lookup
 
 
@@ -59,7 +59,7 @@ class Fingerprint:
 
 
 def collect_fingerprint(deployment: Deployment, server_info: dict, model_info: dict) -> Fingerprint:
-    """From the deployment's [hardware] overrides, nvidia-smi, and the reference server."""
+    """From the deployment's [hardware] overrides, the GPUs (NVML), and the reference server."""
     hw = deployment.hardware
     gpu = gpu_info()
     if deployment.simulator:
