@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from specgate.report.chart import render_chart
 from specgate.report.markdown import render_markdown
 from specgate.report.progress import BootDisplay
 from specgate.resources import gate_tests_dir
+from specgate.server.pool import LiveServer
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
 from specgate.verdicts.judge import Judge, baseline_document
@@ -277,7 +279,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 @pytest.fixture(scope="session")
 def specgate(request: pytest.FixtureRequest) -> Any:
     """The run's GateSession; servers boot on first use and stop at session end. The narrow
-    fixtures below (specgate_deployment, _plan, _meter, _oracle, _judge) are views of it."""
+    fixtures below (specgate_deployment, _plan, _meter, _oracle, _server, _judge) are views of it."""
     config = request.config
     dep = deployment(config)
     _load_hypothesis_profile(config, dep)
@@ -344,6 +346,23 @@ def specgate_oracle(specgate: GateSession) -> EquivalenceOracle:
     Asking for it sets up the `specgate` session if nothing has yet (booting as
     `specgate_deployment` says); a check boots the servers it asks where they are not up."""
     return specgate.oracle
+
+
+@pytest.fixture(scope="session")
+def specgate_server(specgate: GateSession) -> Callable[[str], LiveServer]:
+    """`specgate_server(config)`: that config's running server (booted on first use, the same
+    one the gate measures), with `.generate(GenerateRequest(...))`, `.handle.base_url` and what
+    SGLang says of itself (`.server_info`). Where the deployment's servers do not coexist,
+    asking for one stops the others first, as the gate's own phases do. A name the deployment
+    does not define is an error naming the ones it does."""
+
+    def server(config: str) -> LiveServer:
+        if config not in specgate.deployment.configs:
+            known = ", ".join(specgate.deployment.configs)
+            raise SpecgateError(f"specgate_server({config!r}): the deployment {specgate.deployment.name!r} has no such config (it has: {known})")
+        return specgate.pool.acquire(config)
+
+    return server
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """A user's own tests take the plugin's narrow fixtures (issue 14): specgate_deployment,
-specgate_plan, specgate_meter, specgate_oracle and specgate_judge are views of the one
+specgate_plan, specgate_meter, specgate_oracle, specgate_server and specgate_judge are views of the one
 GateSession that `specgate` yields, never a second one, and a test that asks for one of them
 alone still has its servers stopped at the end of the run (the `sim_deployment` fixture
 checks that no process of the run is left, whatever the test asserted)."""
@@ -53,6 +53,34 @@ def test_only_the_deployment(specgate_deployment):
     assert specgate_deployment.reference == "baseline"
     assert _running_simulators(), "the session booted no server"
 """
+
+
+# A user's test that asks a config's server itself: the gate's own server (the pool's), which
+# answers a /generate; a config the deployment does not define is named with the ones it does.
+SERVER_BY_CONFIG = """
+import pytest
+
+from specgate.client import GenerateRequest
+from specgate.errors import SpecgateError
+
+
+def test_a_server_by_config(specgate, specgate_server):
+    server = specgate_server("eagle3-decode")
+    assert server is specgate.pool.acquire("eagle3-decode")
+    answer = server.generate(GenerateRequest(max_new_tokens=4, text="The harbour at dawn"))
+    assert 1 <= len(answer.output_ids) <= 4 and answer.spec is not None and answer.spec.verify_ct >= 1
+    with pytest.raises(SpecgateError, match=r"has no such config \\(it has: baseline, "):
+        specgate_server("eagle3-typo")
+"""
+
+
+def test_a_users_test_asks_a_configs_server_by_name(sim_deployment, pytester):
+    d = sim_deployment()
+    tests = pytester.makepyfile(test_mine=SERVER_BY_CONFIG)
+    result = d.run(pytester, tests=tests)
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    assert result.parseoutcomes() == {"passed": 1}
+    assert not d.leftovers(), f"processes left behind: {d.leftovers()}"
 
 
 def test_a_users_test_gets_the_sessions_own_objects(sim_deployment, pytester):
