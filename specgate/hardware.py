@@ -64,6 +64,12 @@ def _query(read: Callable[[Any], T], strict: bool = False) -> T | None:
             pass
 
 
+def _text(value: Any) -> str:
+    """NVML's strings: str from nvidia-ml-py 11.515 on, bytes from older bindings (a GPU host may
+    run whatever its SGLang brought); str() of bytes would file "b'NVIDIA H200'" in a fingerprint."""
+    return (value.decode() if isinstance(value, bytes) else str(value)).strip()
+
+
 def _devices(nvml: Any) -> list[Any]:
     return [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
 
@@ -79,9 +85,9 @@ def gpu_info() -> GpuInfo | None:
         if not devices:
             return None
         return GpuInfo(
-            name=str(nvml.nvmlDeviceGetName(devices[0])).strip(),
+            name=_text(nvml.nvmlDeviceGetName(devices[0])),
             count=len(devices),
-            driver=str(nvml.nvmlSystemGetDriverVersion()).strip(),
+            driver=_text(nvml.nvmlSystemGetDriverVersion()),
             cuda=_cuda_version(int(nvml.nvmlSystemGetCudaDriverVersion())),
             memory_total_mib=int(nvml.nvmlDeviceGetMemoryInfo(devices[0]).total) // MIB,
         )
@@ -91,20 +97,24 @@ def gpu_info() -> GpuInfo | None:
 
 def gpu_uuids() -> list[str] | None:
     """Every GPU's UUID ("GPU-290761d7-..."): what tells lent machines apart."""
-    return _query(lambda nvml: [str(nvml.nvmlDeviceGetUUID(d)) for d in _devices(nvml)])
+    return _query(lambda nvml: [_text(nvml.nvmlDeviceGetUUID(d)) for d in _devices(nvml)])
 
 
 def pids_holding_gpu_memory() -> set[int] | None:
     """PIDs of compute processes on any GPU; None without a GPU; GpuQueryFailed when NVML fails.
-    A device that cannot list its processes (NVML's NotSupported, seen in containers and under
-    MIG) lists none: the memory-in-use signal of wait_gpu_released stands for it."""
+    A device that cannot list its processes lists none, and the memory-in-use signal of
+    wait_gpu_released stands for it: NotSupported (containers), NoPermission (a MIG-enabled GPU
+    asked as a whole without the privilege to aggregate its instances), FunctionNotFound (a driver
+    older than the bindings' call). nvidia-smi printed nothing there rather than fail."""
+    cannot_list = ("NVMLError_NotSupported", "NVMLError_NoPermission", "NVMLError_FunctionNotFound")
 
     def read(nvml: Any) -> set[int]:
+        quiet = tuple(getattr(nvml, name) for name in cannot_list if hasattr(nvml, name))
         pids: set[int] = set()
         for device in _devices(nvml):
             try:
                 pids |= {int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(device)}
-            except nvml.NVMLError_NotSupported:
+            except quiet:
                 continue
         return pids
 

@@ -61,10 +61,10 @@ class Fingerprint:
 def collect_fingerprint(deployment: Deployment, server_info: dict, model_info: dict) -> Fingerprint:
     """From the deployment's [hardware] overrides, the GPUs (NVML), and the reference server."""
     hw = deployment.hardware
-    gpu = gpu_info()
-    if deployment.simulator:
+    if deployment.simulator:  # the host's GPUs are not what ran: never asked
         gpu_name, count, driver, cuda = "none (simulator)", 0, "none", "none"
     else:
+        gpu = gpu_info()
         gpu_name = gpu.name if gpu else "no GPU visible"
         count = gpu.count if gpu else 0
         driver = gpu.driver if gpu else "unknown"

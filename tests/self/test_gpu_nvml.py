@@ -25,6 +25,8 @@ def fake_nvml(devices: list[dict], *, init_error: str = "", fail: str = "") -> t
     m.NVMLError_DriverNotLoaded = type("NVMLError_DriverNotLoaded", (_NvmlError,), {})
     m.NVMLError_NotSupported = type("NVMLError_NotSupported", (_NvmlError,), {})
     m.NVMLError_Unknown = type("NVMLError_Unknown", (_NvmlError,), {})
+    m.NVMLError_NoPermission = type("NVMLError_NoPermission", (_NvmlError,), {})
+    m.NVMLError_FunctionNotFound = type("NVMLError_FunctionNotFound", (_NvmlError,), {})
     m.calls = {"init": 0, "shutdown": 0}
 
     def call(name, value):
@@ -44,8 +46,8 @@ def fake_nvml(devices: list[dict], *, init_error: str = "", fail: str = "") -> t
         m.calls["shutdown"] += 1
 
     def processes(i):
-        if devices[i]["pids"] is None:
-            raise m.NVMLError_NotSupported("Not Supported")
+        if isinstance(devices[i]["pids"], str):  # the NVML error this device answers with
+            raise getattr(m, devices[i]["pids"])("cannot list")
         return [SimpleNamespace(pid=p, usedGpuMemory=1) for p in devices[i]["pids"]]
 
     m.nvmlInit, m.nvmlShutdown = init, shutdown
@@ -105,12 +107,27 @@ def test_no_driver_library_is_no_gpu_and_a_failing_one_is_not(use_nvml):
     assert gpu.gpu_info() is None and gpu.gpu_uuids() == []
 
 
-def test_a_device_that_cannot_list_processes_leaves_it_to_the_memory_signal(use_nvml):
-    nvml = use_nvml(fake_nvml([{**H200, "pids": None}]))
+@pytest.mark.parametrize("answer", ["NVMLError_NotSupported", "NVMLError_NoPermission", "NVMLError_FunctionNotFound"])
+def test_a_device_that_cannot_list_processes_leaves_it_to_the_memory_signal(use_nvml, answer):
+    """Containers (NotSupported), a MIG GPU asked as a whole without privilege (NoPermission), a
+    driver older than the bindings' call (FunctionNotFound): nvidia-smi listed nothing there; a
+    failure here would refuse every later boot of a deployment whose servers take turns."""
+    nvml = use_nvml(fake_nvml([{**H200, "pids": answer}, {**H200, "pids": [77]}]))
+    assert gpu.pids_holding_gpu_memory() == {77}
+    nvml = use_nvml(fake_nvml([{**H200, "pids": answer}]))
     assert gpu.pids_holding_gpu_memory() == set()
     assert gpu.wait_gpu_released({4242}, timeout_s=0, idle_used_mib=600) is None  # 600 MiB, as before the boot
     assert "in use against 10 MiB" in gpu.wait_gpu_released({4242}, timeout_s=0, idle_used_mib=10)
     assert nvml.calls["init"] == nvml.calls["shutdown"]
+
+
+def test_older_bindings_that_answer_bytes_name_the_gpu_the_same(use_nvml):
+    """nvidia-ml-py before 11.515 returns bytes: str() of them would read "b'NVIDIA H200'"."""
+    old = fake_nvml([{**H200, "name": b"NVIDIA H200", "uuid": b"GPU-290761d7"}])
+    old.nvmlSystemGetDriverVersion = lambda: b"580.159.04"
+    use_nvml(old)
+    assert gpu.gpu_info() == gpu.GpuInfo("NVIDIA H200", 1, "580.159.04", "13.0", 143771)
+    assert gpu.gpu_uuids() == ["GPU-290761d7"]
 
 
 def test_held_memory_is_waited_for_and_named_when_it_stays(use_nvml):
@@ -141,3 +158,23 @@ def test_this_cpu_machine_has_no_gpu_through_the_real_bindings():
     else:  # pragma: no cover - a GPU machine runs this too
         pynvml.nvmlShutdown()
         assert gpu.gpu_info() is not None
+
+
+def test_a_simulator_run_never_asks_the_hosts_gpus(monkeypatch, tmp_path):
+    """The simulator's fingerprint is 'none (simulator)' whatever the host has: a host whose GPU
+    cannot be read (no bindings, a failing driver) still runs the simulator, as before NVML."""
+    from helpers import FAST, merge, sim_deployment_dict
+
+    from specgate.deployment import parse_deployment
+    from specgate.provenance import host_id
+    from specgate.verdicts import fingerprint
+
+    def unreadable():
+        raise SpecgateError("nvidia-smi is on this host but nvidia-ml-py (pynvml) is not importable")
+
+    monkeypatch.setattr(fingerprint, "gpu_info", unreadable)
+    monkeypatch.setattr(gpu, "gpu_uuids", unreadable)
+    dep = parse_deployment(merge(sim_deployment_dict(), FAST), tmp_path / "dep.toml")
+    fp = fingerprint.collect_fingerprint(dep, {"version": "sim"}, {})
+    assert (fp.gpu, fp.gpu_count, fp.driver, fp.cuda) == ("none (simulator)", 0, "none", "none")
+    assert host_id()  # falls back to the machine's id
