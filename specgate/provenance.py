@@ -19,8 +19,8 @@ def commit_info_from_environment() -> dict[str, str]:
     SPECGATE_COMMIT_TIME (its committer time, ISO 8601: `git show -s --format=%cI COMMIT`) and
     SPECGATE_BRANCH, for pytest-benchmark's commit_info. Either without SPECGATE_COMMIT, or a time
     that is not ISO 8601 with a zone, is refused: it would describe no commit, or none exactly."""
-    given = {k: os.environ[k] for k in ("SPECGATE_COMMIT_TIME", "SPECGATE_BRANCH") if os.environ.get(k)}
-    if given and not os.environ.get("SPECGATE_COMMIT"):
+    given = {k: os.environ[k].strip() for k in ("SPECGATE_COMMIT_TIME", "SPECGATE_BRANCH") if os.environ.get(k, "").strip()}
+    if given and not os.environ.get("SPECGATE_COMMIT", "").strip():
         raise SpecgateError(f"{' and '.join(given)} set without SPECGATE_COMMIT: they describe no named commit")
     out: dict[str, str] = {}
     if "SPECGATE_COMMIT_TIME" in given:
@@ -71,7 +71,10 @@ def host_id() -> str:
     the GPUs' own UUIDs where a GPU answers, else a digest of /etc/machine-id."""
     from specgate.hardware import gpu_uuids
 
-    uuids = gpu_uuids()
+    try:
+        uuids = gpu_uuids()
+    except SpecgateError:  # a GPU host without NVML bindings: the fingerprint says so where it matters
+        uuids = None
     if uuids:
         return ",".join(uuids)
     try:

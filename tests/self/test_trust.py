@@ -495,8 +495,8 @@ def test_benchmark_commit_info_names_only_the_commit_given_on_a_copy(monkeypatch
 
 
 def test_a_commit_time_that_names_no_commit_or_no_instant_is_refused_before_the_run(pytester, monkeypatch):
-    """SPECGATE_COMMIT_TIME is checked at configure (a usage error naming the variable and the form
-    expected), not in pytest-benchmark's hook after every server has run."""
+    """SPECGATE_COMMIT_TIME is checked at configure where specgate runs (a usage error naming the
+    variable and the form expected), not in pytest-benchmark's hook after every server has run."""
     from specgate.errors import SpecgateError
     from specgate.provenance import commit_info_from_environment
 
@@ -505,9 +505,14 @@ def test_a_commit_time_that_names_no_commit_or_no_instant_is_refused_before_the_
         monkeypatch.setenv("SPECGATE_COMMIT_TIME", bad)
         with pytest.raises(SpecgateError, match=f"SPECGATE_COMMIT_TIME='{bad}': expected the commit's ISO 8601 time"):
             commit_info_from_environment()
+    monkeypatch.setenv("SPECGATE_COMMIT_TIME", "  ")  # blank is not set
+    assert commit_info_from_environment() == {}
     monkeypatch.delenv("SPECGATE_COMMIT")
     monkeypatch.setenv("SPECGATE_COMMIT_TIME", "2026-12-01T22:41:00+00:00")
     pytester.makepyfile(test_x="def test_x(): pass")
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_subprocess("--specgate-deployment=sim")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*SPECGATE_COMMIT_TIME set without SPECGATE_COMMIT*"])
+    # The plugin loads in every pytest of its environment: a run that does not use specgate
+    # is none of its business.
+    assert pytester.runpytest_subprocess().ret == pytest.ExitCode.OK
