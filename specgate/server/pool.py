@@ -77,6 +77,15 @@ class LiveServer:
         return split_server_name(self.handle.config)[1]
 
     def generate(self, request: GenerateRequest) -> GenerateResult:
+        if self.pool.live.get(self.name) is not self:
+            # Stopped by the pool (servers that take turns, a failure, the run's end): its client
+            # is closed, and httpx would only say so, not why or what to do.
+            why = self.pool.failed.get(self.name) or (
+                "another config's server was booted in its place (this deployment's servers do not coexist)"
+                if not self.pool.deployment.launch.coexist
+                else "the pool stopped it"
+            )
+            raise ServerDiedError(f"config {self.config!r}: this server was stopped ({why}); ask for it again")
         try:
             result = self.client.generate(request)
         except RequestTimeout as exc:

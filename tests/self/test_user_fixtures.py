@@ -1,7 +1,8 @@
 """A user's own tests take the plugin's narrow fixtures (issue 14): specgate_deployment,
 specgate_plan, specgate_meter, specgate_oracle, specgate_server and specgate_judge are views of the one
-GateSession that `specgate` yields, never a second one, and a test that asks for one of them
-alone still has its servers stopped at the end of the run (the `sim_deployment` fixture
+GateSession that `specgate` yields, never a second one (specgate_deployment reads the parsed
+file and boots nothing), and a test that asks for one of them alone still has its servers
+stopped at the end of the run (the `sim_deployment` fixture
 checks that no process of the run is left, whatever the test asserted)."""
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ def test_they_are_the_sessions_own(specgate, specgate_deployment, specgate_judge
     assert specgate_oracle is specgate.oracle
 """
 
-# A test that asks for the deployment alone. sim.toml's servers coexist, so setting the session
-# up boots the reference: the test sees it running (found, as helpers.processes_with finds it,
-# by the tag in its environment), so the check afterwards that nothing is left is not vacuous.
+# A test that asks for the deployment alone: it reads the parsed file and boots nothing (on a GPU
+# host a boot is minutes). The simulators of the run are found, as helpers.processes_with finds
+# them, by the tag in their environment.
 DEPLOYMENT_ALONE = """
 import os
 
@@ -50,8 +51,8 @@ def _running_simulators():
 
 
 def test_only_the_deployment(specgate_deployment):
-    assert specgate_deployment.reference == "baseline"
-    assert _running_simulators(), "the session booted no server"
+    assert specgate_deployment.reference == "baseline" and specgate_deployment.launch.coexist
+    assert not _running_simulators(), "reading the deployment booted a server"
 """
 
 
@@ -74,6 +75,33 @@ def test_a_server_by_config(specgate, specgate_server):
 """
 
 
+# Where the servers take turns, asking for a second config stops the first: a handle kept from
+# before says so when used (httpx would only say its client is closed), and asking again works.
+TAKING_TURNS = """
+import pytest
+
+from specgate.client import GenerateRequest
+from specgate.errors import ServerDiedError
+
+
+def test_a_kept_handle_of_a_stopped_server(specgate_server):
+    first = specgate_server("baseline")
+    specgate_server("eagle3-decode")
+    request = GenerateRequest(max_new_tokens=2, text="The harbour at dawn")
+    with pytest.raises(ServerDiedError, match="'baseline': this server was stopped .*do not coexist.*ask for it again"):
+        first.generate(request)
+    assert specgate_server("baseline").generate(request).output_ids
+"""
+
+
+def test_a_kept_handle_of_a_server_that_took_its_turn_says_so(sim_deployment, pytester):
+    d = sim_deployment({"launch": {"coexist": False}})
+    tests = pytester.makepyfile(test_mine=TAKING_TURNS)
+    result = d.run(pytester, tests=tests)
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    assert result.parseoutcomes() == {"passed": 1}
+
+
 def test_a_users_test_asks_a_configs_server_by_name(sim_deployment, pytester):
     d = sim_deployment()
     tests = pytester.makepyfile(test_mine=SERVER_BY_CONFIG)
@@ -92,13 +120,11 @@ def test_a_users_test_gets_the_sessions_own_objects(sim_deployment, pytester):
     assert not d.leftovers()
 
 
-def test_a_narrow_fixture_alone_boots_and_stops_like_specgate(sim_deployment, pytester):
+def test_the_deployment_alone_boots_nothing_and_writes_no_report(sim_deployment, pytester):
     d = sim_deployment()
     tests = pytester.makepyfile(test_mine=DEPLOYMENT_ALONE)
     result = d.run(pytester, tests=tests)
     assert result.ret == 0, result.stdout.str()[-4000:]
     assert result.parseoutcomes() == {"passed": 1}
     assert not d.leftovers(), f"processes left behind: {d.leftovers()}"
-    # The session ended as `specgate`'s does: the report was written, and names the boot.
-    boots = d.report()["boots"]
-    assert [b["config"] for b in boots if b["ok"]] == ["baseline"], boots
+    assert not (d.report_dir / "report.json").exists()  # no session, so no report of one
