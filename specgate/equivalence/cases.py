@@ -154,6 +154,23 @@ def one_token_case(deployment: Deployment) -> GenerationCase:
 FIRST_TOKEN_STOP_EDGE = "stop string is the reference's first token"
 
 
+def first_token_stop_left_out(first_token_text: str) -> str | None:
+    """Why the reference's first answer token cannot stand as a stop string (the report says it),
+    or None where it can."""
+    if not first_token_text.strip():
+        # Empty (an EOS, or a special token the detokenizer drops) or whitespace only. An empty
+        # stop string is in every text, so the invariant check (`stop in text`) would call every
+        # answer a run-on; and SGLang releases ignore or mishandle empty and whitespace-only
+        # stop strings each in their own way, so the edge would test the release, not
+        # speculation. A deployment that means "\n" lists it in [equivalence] stop_strings.
+        return f"its text {first_token_text!r} is empty or whitespace"
+    if "\ufffd" in first_token_text:
+        # A token that is part of a multi-byte character decodes alone to U+FFFD: the same
+        # token within a longer text does not, so a server may never see that stop string.
+        return f"its text {first_token_text!r} is part of a multi-byte character (U+FFFD)"
+    return None
+
+
 def first_token_stop_case(deployment: Deployment, first_token_text: str) -> GenerationCase | None:
     """The first prompt at the longest answer, its only stop string the text of the reference's
     own first answer token (`first_token_text`: its answer to one_token_case). A correct server
@@ -162,16 +179,7 @@ def first_token_stop_case(deployment: Deployment, first_token_text: str) -> Gene
     stand as that stop string, None: the edge is left out and the run goes on without it.
 
     The stop string cannot be known from the deployment: it is what the reference answers."""
-    if not first_token_text.strip():
-        # Empty (an EOS, or a special token the detokenizer drops) or whitespace only. An empty
-        # stop string is in every text, so the invariant check (`stop in text`) would call every
-        # answer a run-on; and SGLang releases ignore or mishandle empty and whitespace-only
-        # stop strings each in their own way, so the edge would test the release, not
-        # speculation. A deployment that means "\n" lists it in [equivalence] stop_strings.
-        return None
-    if "\ufffd" in first_token_text:
-        # A token that is part of a multi-byte character decodes alone to U+FFFD: the same
-        # token within a longer text does not, so a server may never see that stop string.
+    if first_token_stop_left_out(first_token_text) is not None:
         return None
     first = deployment.workload.prompts()[0]
     text = render(first.messages, deployment.workload.prompt_format)

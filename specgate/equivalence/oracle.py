@@ -22,11 +22,13 @@ from specgate.atomic import write_json_atomic
 from specgate.client import GenerateResult
 from specgate.deployment import Deployment
 from specgate.equivalence.cases import (
+    FIRST_TOKEN_STOP_EDGE,
     GenerationCase,
     draw_cases,
     edge_cases,
     edge_name,
     first_token_stop_case,
+    first_token_stop_left_out,
     one_token_case,
 )
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
@@ -91,6 +93,8 @@ class EquivalenceOracle:
         self._golden_cases: list[GenerationCase] | None = None  # top-1 minus top-2 at every baseline position
         # Edge cases built from the reference's own answers (None: not derived yet).
         self._reference_edges: list[GenerationCase] | None = None
+        # Edges this run could not check, each with why: listed with the edges that ran.
+        self._edges_left_out: list[str] = []
         # The reference's stored answers, where it is not booted (raises where there are none).
         self.stored_answers = stored_answers
         self._stored: GoldenAnswers | None = None
@@ -133,8 +137,12 @@ class EquivalenceOracle:
                 if not ask:
                     return []
                 self.baselines[one.key] = self._ask_baseline(one)
-            derived = first_token_stop_case(self.deployment, self.baselines[one.key].text)
+            first_text = self.baselines[one.key].text
+            derived = first_token_stop_case(self.deployment, first_text)
             self._reference_edges = [derived] if derived is not None else []
+            if derived is None:
+                why = first_token_stop_left_out(first_text)
+                self._edges_left_out.append(f"{FIRST_TOKEN_STOP_EDGE}: LEFT OUT ({why})")
         return self._reference_edges
 
     def replay_cases(self) -> list[GenerationCase]:
@@ -235,6 +243,10 @@ class EquivalenceOracle:
         missing = [c for c in cases if c.key not in self.baselines]
         stats = self.stats.setdefault(config, EquivalenceStats())
         stats.not_checked = [c.label for c in missing]
+        if not any(FIRST_TOKEN_STOP_EDGE in c.label for c in cases):
+            note = f"{FIRST_TOKEN_STOP_EDGE}: NOT CHECKED (the stored answers hold none: stored before this edge)"
+            if note not in self._edges_left_out:
+                self._edges_left_out.append(note)
         return answered, missing
 
     def golden_answers(self) -> GoldenAnswers | None:
@@ -287,9 +299,9 @@ class EquivalenceOracle:
             reference_url = "<stored-reference-not-booted>" if self.stored else "<baseline-url>"
         stats = self.stats.setdefault(config, EquivalenceStats())
         stats.cases += 1
-        edge = edge_name(case)
-        if edge is not None and edge not in stats.edges:
-            stats.edges.append(edge)
+        for edge in [edge_name(case), *self._edges_left_out]:
+            if edge is not None and edge not in stats.edges:
+                stats.edges.append(edge)
         outcomes = []
         for answer in answers:
             outcome = compare(

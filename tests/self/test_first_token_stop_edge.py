@@ -141,8 +141,11 @@ def test_live_the_reference_is_asked_once_for_its_first_token_and_the_edge_comes
 def test_live_a_whitespace_first_token_leaves_the_edge_out_and_the_rest_runs(tmp_path):
     reference = SimServer("baseline")
     reference.first_token_text = "\n"
-    o = oracle(tmp_path, {"baseline": reference})
+    o = oracle(tmp_path, {"baseline": reference, "eagle3-decode": SimServer("eagle3-decode", SPEC)})
     assert o.explicit_cases() == edge_cases(o.deployment)
+    o.check("eagle3-decode", edge_cases(o.deployment)[0])
+    # the report says the edge was left out, and why, beside the edges that ran
+    assert f"{FIRST_TOKEN_STOP_EDGE}: LEFT OUT (its text '\\n' is empty or whitespace)" in o.stats["eagle3-decode"].edges
 
 
 def test_the_healthy_server_passes_the_edge_and_a_server_missing_it_fails_by_the_usual_rules(tmp_path):
@@ -230,3 +233,5 @@ def test_stored_the_edge_is_what_was_stored_and_the_reference_is_never_asked(tmp
     cases, missing = o.cases_with_answers("eagle3-decode")
     assert not missing and len(derived(cases)) == (1 if keep_edge else 0)
     assert all(out.ok for c in cases for out in o.check("eagle3-decode", c))
+    not_checked = [e for e in o.stats["eagle3-decode"].edges if "NOT CHECKED" in e]
+    assert not_checked == ([] if keep_edge else [f"{FIRST_TOKEN_STOP_EDGE}: NOT CHECKED (the stored answers hold none: stored before this edge)"])
