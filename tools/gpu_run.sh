@@ -80,7 +80,7 @@ source /tmp/gpu-env.sh
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "commit: ${SPECGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}${SPECGATE_COMMIT_TIME:+ ($SPECGATE_COMMIT_TIME)}"
+  echo "commit: ${SPECGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}${SPECGATE_COMMIT_TIME:+ ($SPECGATE_COMMIT_TIME)}${SPECGATE_BRANCH:+ on $SPECGATE_BRANCH}"
   echo "command: tools/gpu_run.sh $* (RUN_EXAMPLES=${RUN_EXAMPLES:-8}, JIT_CACHE=${JIT_CACHE:-none}, RUN_SELECT=${RUN_SELECT:-all}, SWEEP_GPUS=${SWEEP_GPUS:-as launched})"
   echo "gpus (name, driver, memory.total, uuid):"; nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid --format=csv,noheader
   nvidia-smi | grep "CUDA Version" | sed 's/|//g;s/  */ /g'
@@ -138,6 +138,20 @@ wait_warmer() {
   cat "$work/pack/warm-kernels/warm.log" >> "$OUT/run.log"
   warmer=""
 }
+# An archive sent back in 15-MiB parts. A call returns 8 files of 16 MiB and about 64 MiB in all:
+# the first 3 parts go with it (beside the summary, log and results); every part stays in
+# /tmp/parts-out while the machine is warm, and the log names the ones a next call must fetch
+# (`cp /tmp/parts-out/NAME.partNN ... $OUT/`).
+send_parts() {
+  local archive=$1 name; name=$(basename "$1")
+  mkdir -p /tmp/parts-out && rm -f "/tmp/parts-out/$name".part*
+  (cd "$(dirname "$archive")" && split -b 15m -d -a 2 "$name" "/tmp/parts-out/$name.part") || { echo "$name: could not split" | tee -a "$OUT/run.log"; return 1; }
+  local parts=(/tmp/parts-out/"$name".part*)
+  cp "${parts[@]:0:3}" "$OUT/"
+  if ((${#parts[@]} > 3)); then
+    echo "$name: ${#parts[@]} parts, 3 sent back; fetch the rest next call: cp ${parts[*]:3} \$OUT/" | tee -a "$OUT/run.log"
+  fi
+}
 # What nvidia-smi sees while the jobs run (memory per server process, release after teardown).
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -l 5 > "$work/pack/compute-apps.log" 2>&1 &
 sampler=$!
@@ -174,19 +188,12 @@ for job in "$@"; do
       # In 15-MiB parts, as the drafters: a file over 16 MiB does not come back from a call.
       tar -C /tmp/assets -cf - smollm2-eagle3-work/distilled.jsonl smollm2-eagle3-work/distilled.json \
         | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/distilled.tar.zst"
-      (cd "$work" && split -b 15m -d -a 2 distilled.tar.zst "$OUT/distilled.tar.zst.part")
+      send_parts "$work/distilled.tar.zst"
       sha256sum "$work/distilled.tar.zst" | tee -a "$dir/distilled.sha256"
     elif ((code == 0)); then
       tar -C /tmp/assets -cf - smollm2-eagle3 smollm2-eagle3-trained smollm2-eagle3-weak \
         | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/drafters.tar.zst"
-      # A call sends back 8 files of 16 MiB and ~64 MiB in all: the first 3 parts go with it (beside
-      # the summary, log and results), every part stays in /tmp/drafters-out while the machine is
-      # warm; a next call fetches the rest (`cp /tmp/drafters-out/drafters.tar.zst.part0[3-9] $OUT/`).
-      rm -rf /tmp/drafters-out && mkdir -p /tmp/drafters-out
-      (cd "$work" && split -b 15m -d -a 2 drafters.tar.zst /tmp/drafters-out/drafters.tar.zst.part)
-      parts=(/tmp/drafters-out/drafters.tar.zst.part*)
-      cp "${parts[@]:0:3}" "$OUT/"
-      ((${#parts[@]} > 3)) && echo "drafters: ${#parts[@]} parts; 3 sent back, all in /tmp/drafters-out (fetch the rest in the next call)" | tee -a "$OUT/run.log"
+      send_parts "$work/drafters.tar.zst"
       sha256sum "$work/drafters.tar.zst" | tee -a "$dir/drafters.sha256"
     fi
     summary+=("$job: exit $code after $(elapsed) s")

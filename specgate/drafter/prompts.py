@@ -325,8 +325,9 @@ def self_passage_seeds(n: int, words: list[str] | tuple[str, ...] = (), seed: in
 
 def from_self_passages(texts: list[str], seed: int = SEED) -> tuple[list[TrainingPrompt], dict[str, int]]:
     """The target's sampled passages as prompts: every kept passage once under a summary request,
-    and every fourth count of them again as one long input of 3 to 6 passages with a question (about
-    the held-out long_context prompts' 1,000-1,400 tokens).
+    and every fourth count of them again as one long input of 3 to 5 passages with a question (about
+    the held-out long_context prompts' 1,000-1,400 tokens; 5 passages of up to 320 tokens leave
+    the 256-token answer whole within the 2,048 tokens a sample is cut at).
     A passage is kept at 40 to 400 words, distinct, and with no 8-word run shared with the
     held-out prompts; the same texts give the same prompts."""
     rng = random.Random(f"passage-prompts:{seed}")
@@ -349,7 +350,7 @@ def from_self_passages(texts: list[str], seed: int = SEED) -> tuple[list[Trainin
     prompts = [TrainingPrompt("summarisation", (Message("user", f"{rng.choice(SUMMARY_ASKS)}\n\n{p}"),)) for p in kept]
     if len(kept) >= 4:
         for _ in range(len(kept) // 4):
-            chosen = rng.sample(kept, min(len(kept), rng.randint(3, 6)))
+            chosen = rng.sample(kept, min(len(kept), rng.randint(3, 5)))
             ask = rng.choice(LONG_INPUT_ASKS)
             prompts.append(TrainingPrompt("long_context", (Message("user", ask + "\n\n" + "\n\n".join(chosen)),)))
     return prompts, dropped

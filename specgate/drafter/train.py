@@ -129,7 +129,7 @@ def vocab_coverage(samples: list[tuple[list[int], list[int]]], in_vocab: list[bo
         for token, learned in zip(ids, learn, strict=False):
             if learned:
                 total += 1
-                covered += bool(in_vocab[token])
+                covered += token < len(in_vocab) and bool(in_vocab[token])
     return covered / total if total else 1.0
 
 
