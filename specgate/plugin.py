@@ -94,10 +94,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, speed, gates)")
-    try:
-        commit_info_from_environment()  # a malformed time fails now, not in pytest-benchmark's hook at the end
-    except SpecgateError as exc:
-        raise pytest.UsageError(f"specgate: {exc}") from None
     config.stash[_PHASES] = {}
     config.stash[_MESSAGES] = []
     config.stash[_PREVIOUS_PROJECT] = project._current  # restored at unconfigure (pytester runs nest)
@@ -113,6 +109,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if gate_too:
         config.args.append(str(gate_tests_dir()))
     if config.getoption("specgate_deployment") is not None or gate_too:
+        try:
+            # A malformed commit time fails now, not in pytest-benchmark's hook after the servers
+            # ran; only where specgate runs (the plugin loads in every pytest of its environment).
+            commit_info_from_environment()
+        except SpecgateError as exc:
+            raise pytest.UsageError(f"specgate: {exc}") from None
         dep = deployment(config)  # a bad file named on the command line fails before collection
         clear_previous_report(report_dir(config), dep, _named_by(config, "report_dir"))
         baselines = baselines_dir(config)
@@ -312,21 +314,21 @@ def specgate(request: pytest.FixtureRequest) -> Any:
 # Ctrl-C in pytest_sessionfinish). The phase ordering reads a gate test's `specgate` mark and
 # parameters, never these names, so a gate test may take them instead of `specgate`.
 @pytest.fixture(scope="session")
-def specgate_deployment(specgate: GateSession) -> Deployment:
-    """The run's parsed deployment (`specgate.deployment`): its configs, launch, workload,
-    equivalence and gate settings, as checked from the deployment file.
-    Asking for it sets up the `specgate` session if nothing has yet: where the servers coexist
-    (`launch.coexist`) that boots, at once, every server the run will use; otherwise each server
-    boots when a measurement or check first needs it. All stop at session end, or on Ctrl-C."""
-    return specgate.deployment
+def specgate_deployment(request: pytest.FixtureRequest) -> Deployment:
+    """The run's parsed deployment (`specgate.deployment`, the same object): its configs, launch,
+    workload, equivalence and gate settings, as checked from the deployment file. It boots
+    nothing and sets up no session: a test that only reads the deployment costs no server (on a
+    GPU host a boot is minutes) and writes no report."""
+    return deployment(request.config)
 
 
 @pytest.fixture(scope="session")
 def specgate_plan(specgate: GateSession) -> SamplingPlan:
     """The run's sampling plan (`specgate.plan`): it measures the configs' decode speed in
     interleaved rounds (`ensure`) and says why a config could not be measured (`raise_for`).
-    Asking for it sets up the `specgate` session if nothing has yet (booting as
-    `specgate_deployment` says); `ensure` boots the servers it measures where they are not up."""
+    Asking for it sets up the `specgate` session if nothing has yet (where the servers coexist,
+    `launch.coexist`, that boots every server the run will use at once; otherwise each boots when
+    first needed); `ensure` boots the servers it measures where they are not up."""
     return specgate.plan
 
 
@@ -334,8 +336,9 @@ def specgate_plan(specgate: GateSession) -> SamplingPlan:
 def specgate_meter(specgate: GateSession) -> SpeedMeter:
     """The run's speed records (`specgate.meter`): per config and concurrency, the requests
     the sampling plan measured (`record`). It sends nothing itself.
-    Asking for it sets up the `specgate` session if nothing has yet (booting as
-    `specgate_deployment` says)."""
+    Asking for it sets up the `specgate` session if nothing has yet (where the servers coexist,
+    `launch.coexist`, that boots every server the run will use at once; otherwise each boots when
+    first needed)."""
     return specgate.meter
 
 
@@ -343,8 +346,9 @@ def specgate_meter(specgate: GateSession) -> SpeedMeter:
 def specgate_oracle(specgate: GateSession) -> EquivalenceOracle:
     """The run's greedy-equivalence oracle (`specgate.oracle`): it draws the cases, asks the
     reference and a speculative config for greedy answers, and checks them token by token.
-    Asking for it sets up the `specgate` session if nothing has yet (booting as
-    `specgate_deployment` says); a check boots the servers it asks where they are not up."""
+    Asking for it sets up the `specgate` session if nothing has yet (where the servers coexist,
+    `launch.coexist`, that boots every server the run will use at once; otherwise each boots when
+    first needed); a check boots the servers it asks where they are not up."""
     return specgate.oracle
 
 
@@ -353,11 +357,12 @@ def specgate_server(specgate: GateSession) -> Callable[[str], LiveServer]:
     """`specgate_server(config)`: that config's running server (booted on first use, the same
     one the gate measures), with `.generate(GenerateRequest(...))`, `.handle.base_url` and what
     SGLang says of itself (`.server_info`). Where the deployment's servers do not coexist,
-    asking for one stops the others first, as the gate's own phases do. A name the deployment
-    does not define is an error naming the ones it does."""
+    asking for one stops the others first, as the gate's own phases do (a server asked for
+    earlier then says so when used: ask for it again). A name the deployment does not define is
+    an error naming the ones it does."""
 
     def server(config: str) -> LiveServer:
-        if config not in specgate.deployment.configs:
+        if not isinstance(config, str) or config not in specgate.deployment.configs:
             known = ", ".join(specgate.deployment.configs)
             raise SpecgateError(f"specgate_server({config!r}): the deployment {specgate.deployment.name!r} has no such config (it has: {known})")
         return specgate.pool.acquire(config)
@@ -369,8 +374,9 @@ def specgate_server(specgate: GateSession) -> Callable[[str], LiveServer]:
 def specgate_judge(specgate: GateSession) -> Judge:
     """The run's verdict judge (`specgate.judge`): it decides the beats, accept-length and
     regression gates against the reference and the stored baselines; the report reads its verdicts.
-    Asking for it sets up the `specgate` session if nothing has yet (booting as
-    `specgate_deployment` says); a verdict measures, and so boots, what it still lacks."""
+    Asking for it sets up the `specgate` session if nothing has yet (where the servers coexist,
+    `launch.coexist`, that boots every server the run will use at once; otherwise each boots when
+    first needed); a verdict measures, and so boots, what it still lacks."""
     return specgate.judge
 
 
@@ -722,4 +728,7 @@ def pytest_benchmark_update_commit_info(config: pytest.Config, commit_info: dict
         # with what the caller says of it (checked at configure: commit_info_from_environment).
         for key in ("time", "author_time", "project", "branch"):
             commit_info[key] = None
-        commit_info.update(commit_info_from_environment())
+        try:
+            commit_info.update(commit_info_from_environment())
+        except SpecgateError:  # refused at configure where specgate runs; elsewhere left unnamed
+            pass
