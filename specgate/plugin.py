@@ -109,6 +109,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if gate_too:
         config.args.append(str(gate_tests_dir()))
     if config.getoption("specgate_deployment") is not None or gate_too:
+        if getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
+            # pytest-xdist would hand the gate's tests to several processes, each with a session of
+            # its own: every server booted once per worker, phases out of order, verdicts split.
+            raise pytest.UsageError(
+                "specgate: the gate runs in one pytest process (one session boots each server once and "
+                "orders its phases): drop -n / --numprocesses (pytest-xdist is for specgate's own self-tests)"
+            )
         try:
             # A malformed commit time fails now, not in pytest-benchmark's hook after the servers
             # ran; only where specgate runs (the plugin loads in every pytest of its environment).

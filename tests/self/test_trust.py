@@ -516,3 +516,13 @@ def test_a_commit_time_that_names_no_commit_or_no_instant_is_refused_before_the_
     # The plugin loads in every pytest of its environment: a run that does not use specgate
     # is none of its business.
     assert pytester.runpytest_subprocess().ret == pytest.ExitCode.OK
+
+
+def test_the_gate_refuses_to_be_spread_over_xdist_workers(pytester):
+    """Each worker would have a session of its own (every server booted per worker, phases out
+    of order): the gate says so at configure, before anything boots."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess("-n", "2", "--specgate-deployment=sim")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the gate runs in one pytest process*drop -n*"])
