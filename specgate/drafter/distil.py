@@ -122,24 +122,24 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
                 with ThreadPoolExecutor(settings.parallel_calls) as ex:
                     return [a for part in ex.map(ask, chunks) for a in part]
 
+            def sampled(seeds: list[TrainingPrompt], max_new_tokens: int) -> list[str]:
+                """What the target writes when asked `seeds`, sampled (prompts and passages of its own)."""
+                answers = ask_all(
+                    [render(p.messages, settings.prompt_format) for p in seeds],
+                    {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": max_new_tokens},
+                )
+                return [str(a.get("text", "")) for a in answers]
+
             words = vocabulary_words(tokenizer.get_vocab())
             if settings.self_prompts:
                 seeds = self_prompt_seeds(settings.self_prompts, words)
-                sampled = ask_all(
-                    [render(p.messages, settings.prompt_format) for p in seeds],
-                    {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": settings.self_max_tokens},
-                )
-                own, dropped = from_self_written([str(a.get("text", "")) for a in sampled])
+                own, dropped = from_self_written(sampled(seeds, settings.self_max_tokens))
                 written = {"asked": len(seeds), "kept": len(own), "dropped": dropped,
                            "temperature": settings.self_temperature, "vocabulary_words": len(words)}
                 prompts = [*prompts, *own]
             if settings.self_passages:
                 seeds = self_passage_seeds(settings.self_passages, words)
-                sampled = ask_all(
-                    [render(p.messages, settings.prompt_format) for p in seeds],
-                    {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": settings.passage_max_tokens},
-                )
-                made, dropped = from_self_passages([str(a.get("text", "")) for a in sampled])
+                made, dropped = from_self_passages(sampled(seeds, settings.passage_max_tokens))
                 passages = {"asked": len(seeds), "prompts": len(made), "dropped": dropped,
                             "by_kind": {k: sum(p.kind == k for p in made) for k in sorted({p.kind for p in made})}}
                 prompts = [*prompts, *made]

@@ -267,23 +267,30 @@ def self_prompt_seeds(n: int, words: list[str] | tuple[str, ...] = (), seed: int
 def from_self_written(texts: list[str]) -> tuple[list[TrainingPrompt], dict[str, int]]:
     """The target's sampled texts as user prompts: first paragraph, quotes and labels stripped,
     4 to 60 words, distinct, and no 8-word run shared with the held-out prompts."""
-    kept, seen = [], set()
-    dropped = {"length": 0, "duplicate": 0, "held-out": 0}
+    firsts = []
     for text in texts:
         first = text.strip().split("\n\n")[0].strip().strip('"').strip()
-        first = re.sub(r"^(question|request|instruction)\s*:\s*", "", first, flags=re.IGNORECASE)
-        if not SELF_MIN_WORDS <= len(first.split()) <= SELF_MAX_WORDS:
+        firsts.append(re.sub(r"^(question|request|instruction)\s*:\s*", "", first, flags=re.IGNORECASE))
+    kept, dropped = _kept(firsts, SELF_MIN_WORDS, SELF_MAX_WORDS)
+    return [TrainingPrompt("self", (Message("user", first),)) for first in kept], dropped
+
+
+def _kept(texts: list[str], min_words: int, max_words: int) -> tuple[list[str], dict[str, int]]:
+    """The texts of `min_words` to `max_words` words, distinct (ignoring case), and with no 8-word
+    run shared with the held-out prompts, in order; how many were dropped, by why."""
+    kept: list[str] = []
+    seen: set[str] = set()
+    dropped = {"length": 0, "duplicate": 0, "held-out": 0}
+    for text in texts:
+        if not min_words <= len(text.split()) <= max_words:
             dropped["length"] += 1
-            continue
-        if first.lower() in seen:
+        elif text.lower() in seen:
             dropped["duplicate"] += 1
-            continue
-        prompt = TrainingPrompt("self", (Message("user", first),))
-        if leaks([prompt]):
+        elif leaks([TrainingPrompt("candidate", (Message("user", text),))]):
             dropped["held-out"] += 1
-            continue
-        seen.add(first.lower())
-        kept.append(prompt)
+        else:
+            seen.add(text.lower())
+            kept.append(text)
     return kept, dropped
 
 
@@ -331,22 +338,7 @@ def from_self_passages(texts: list[str], seed: int = SEED) -> tuple[list[Trainin
     A passage is kept at 40 to 400 words, distinct, and with no 8-word run shared with the
     held-out prompts; the same texts give the same prompts."""
     rng = random.Random(f"passage-prompts:{seed}")
-    kept: list[str] = []
-    seen: set[str] = set()
-    dropped = {"length": 0, "duplicate": 0, "held-out": 0}
-    for text in texts:
-        passage = text.strip()
-        if not PASSAGE_MIN_WORDS <= len(passage.split()) <= PASSAGE_MAX_WORDS:
-            dropped["length"] += 1
-            continue
-        if passage.lower() in seen:
-            dropped["duplicate"] += 1
-            continue
-        if leaks([TrainingPrompt("passage", (Message("user", passage),))]):
-            dropped["held-out"] += 1
-            continue
-        seen.add(passage.lower())
-        kept.append(passage)
+    kept, dropped = _kept([text.strip() for text in texts], PASSAGE_MIN_WORDS, PASSAGE_MAX_WORDS)
     prompts = [TrainingPrompt("summarisation", (Message("user", f"{rng.choice(SUMMARY_ASKS)}\n\n{p}"),)) for p in kept]
     if len(kept) >= 4:
         for _ in range(len(kept) // 4):
