@@ -94,37 +94,29 @@ def test_a_kept_handle_of_a_stopped_server(specgate_server):
 """
 
 
-def test_a_kept_handle_of_a_server_that_took_its_turn_says_so(sim_deployment, pytester):
-    d = sim_deployment({"launch": {"coexist": False}})
-    tests = pytester.makepyfile(test_mine=TAKING_TURNS)
-    result = d.run(pytester, tests=tests)
+def _users_tests_pass(sim_deployment, pytester, source: str, passed: int, overrides: dict | None = None):
+    """Run `source` as a user's test file against a simulator deployment: every test passes and
+    no process of the run is left (the `sim_deployment` fixture checks that again at teardown)."""
+    d = sim_deployment(overrides)
+    result = d.run(pytester, tests=pytester.makepyfile(test_mine=source))
     assert result.ret == 0, result.stdout.str()[-4000:]
-    assert result.parseoutcomes() == {"passed": 1}
+    assert result.parseoutcomes() == {"passed": passed}
+    assert not d.leftovers(), f"processes left behind: {d.leftovers()}"
+    return d
+
+
+def test_a_kept_handle_of_a_server_that_took_its_turn_says_so(sim_deployment, pytester):
+    _users_tests_pass(sim_deployment, pytester, TAKING_TURNS, 1, {"launch": {"coexist": False}})
 
 
 def test_a_users_test_asks_a_configs_server_by_name(sim_deployment, pytester):
-    d = sim_deployment()
-    tests = pytester.makepyfile(test_mine=SERVER_BY_CONFIG)
-    result = d.run(pytester, tests=tests)
-    assert result.ret == 0, result.stdout.str()[-4000:]
-    assert result.parseoutcomes() == {"passed": 1}
-    assert not d.leftovers(), f"processes left behind: {d.leftovers()}"
+    _users_tests_pass(sim_deployment, pytester, SERVER_BY_CONFIG, 1)
 
 
 def test_a_users_test_gets_the_sessions_own_objects(sim_deployment, pytester):
-    d = sim_deployment()
-    tests = pytester.makepyfile(test_mine=SAME_OBJECTS)
-    result = d.run(pytester, tests=tests)
-    assert result.ret == 0, result.stdout.str()[-4000:]
-    assert result.parseoutcomes() == {"passed": 2}
-    assert not d.leftovers()
+    _users_tests_pass(sim_deployment, pytester, SAME_OBJECTS, 2)
 
 
 def test_the_deployment_alone_boots_nothing_and_writes_no_report(sim_deployment, pytester):
-    d = sim_deployment()
-    tests = pytester.makepyfile(test_mine=DEPLOYMENT_ALONE)
-    result = d.run(pytester, tests=tests)
-    assert result.ret == 0, result.stdout.str()[-4000:]
-    assert result.parseoutcomes() == {"passed": 1}
-    assert not d.leftovers(), f"processes left behind: {d.leftovers()}"
+    d = _users_tests_pass(sim_deployment, pytester, DEPLOYMENT_ALONE, 1)
     assert not (d.report_dir / "report.json").exists()  # no session, so no report of one
