@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specgate import __version__, project
+from specgate import __version__, hardware, project
 from specgate.errors import SpecgateError
 
 
@@ -69,10 +69,8 @@ def git_commit() -> str:
 def host_id() -> str:
     """Tells machines apart where host names do not (lent GPU machines are all called "vm"):
     the GPUs' own UUIDs where a GPU answers, else a digest of /etc/machine-id."""
-    from specgate.hardware import gpu_uuids
-
     try:
-        uuids = gpu_uuids()
+        uuids = hardware.gpu_uuids()
     except SpecgateError:  # a GPU host without NVML bindings: the fingerprint says so where it matters
         uuids = None
     if uuids:

@@ -116,39 +116,37 @@ def edge_cases(deployment: Deployment) -> list[GenerationCase]:
     is the first answer token, depends on what the reference answers and is not in this list:
     first_token_stop_case builds it from the reference's answer to the one-token case here."""
     eq = deployment.equivalence
-    first = deployment.workload.prompts()[0]
-    text = render(first.messages, deployment.workload.prompt_format)
-    label = f"{first.label} (edge: %s)"
     out = [one_token_case(deployment)]
     if eq.stop_strings:
         stops = tuple(eq.stop_strings)
-        out.append(GenerationCase(label % "every stop string", text, eq.max_new_tokens, stops, 1))
+        out.append(_edge(deployment, "every stop string", eq.max_new_tokens, stops, 1))
         past = [b for b in graph_bounds(deployment) if b + 1 <= MAX_GRAPH_EDGE]
         # The batched case goes past the highest graph bound where that is more than the highest
         # concurrency anyway (one case, not two); a lower bound gets a case of its own.
         top = max([max(eq.concurrency), *(b + 1 for b in past)])
         if top > 1:
             beyond = f", past --cuda-graph-max-bs {top - 1}" if top - 1 in past else ""
-            out.append(GenerationCase(label % f"every stop string, batched{beyond}", text, eq.max_new_tokens, stops, top))
+            out.append(_edge(deployment, f"every stop string, batched{beyond}", eq.max_new_tokens, stops, top))
         for bound in past:
             if bound + 1 < top:
-                out.append(
-                    GenerationCase(
-                        label % f"concurrency {bound + 1}, past --cuda-graph-max-bs {bound}",
-                        text,
-                        eq.max_new_tokens,
-                        stops,
-                        bound + 1,
-                    )
-                )
+                name = f"concurrency {bound + 1}, past --cuda-graph-max-bs {bound}"
+                out.append(_edge(deployment, name, eq.max_new_tokens, stops, bound + 1))
     return out
+
+
+EDGE_MARK = " (edge: "  # in an edge case's label, before its name: edge_name reads it back
+
+
+def _edge(deployment: Deployment, name: str, max_new_tokens: int, stop: tuple[str, ...], concurrency: int) -> GenerationCase:
+    """An edge case: the deployment's first prompt, labelled with the edge's name."""
+    first = deployment.workload.prompts()[0]
+    text = render(first.messages, deployment.workload.prompt_format)
+    return GenerationCase(f"{first.label}{EDGE_MARK}{name})", text, max_new_tokens, stop, concurrency)
 
 
 def one_token_case(deployment: Deployment) -> GenerationCase:
     """The first prompt with max_new_tokens 1: the answer is the prefill's token alone."""
-    first = deployment.workload.prompts()[0]
-    text = render(first.messages, deployment.workload.prompt_format)
-    return GenerationCase(f"{first.label} (edge: max_new_tokens 1)", text, 1, (), 1)
+    return _edge(deployment, "max_new_tokens 1", 1, (), 1)
 
 
 FIRST_TOKEN_STOP_EDGE = "stop string is the reference's first token"
@@ -181,19 +179,15 @@ def first_token_stop_case(deployment: Deployment, first_token_text: str) -> Gene
     The stop string cannot be known from the deployment: it is what the reference answers."""
     if first_token_stop_left_out(first_token_text) is not None:
         return None
-    first = deployment.workload.prompts()[0]
-    text = render(first.messages, deployment.workload.prompt_format)
-    label = f"{first.label} (edge: {FIRST_TOKEN_STOP_EDGE})"
-    return GenerationCase(label, text, deployment.equivalence.max_new_tokens, (first_token_text,), 1)
+    return _edge(deployment, FIRST_TOKEN_STOP_EDGE, deployment.equivalence.max_new_tokens, (first_token_text,), 1)
 
 
 def edge_name(case: GenerationCase) -> str | None:
     """Which edge a case is, for the report (None for a drawn case): the name in its label, and
     for the derived first-token stop edge the stop string too (it differs by model and release)."""
-    marker = " (edge: "
-    if marker not in case.label:
+    if EDGE_MARK not in case.label:
         return None
-    name = case.label.split(marker, 1)[1].removesuffix(")")
+    name = case.label.split(EDGE_MARK, 1)[1].removesuffix(")")
     return f"{name} {case.stop[0]!r}" if name == FIRST_TOKEN_STOP_EDGE and case.stop else name
 
 
