@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
         "and long-input prompts (0: none)",
     )
     assets.add_argument(
-        "--train-until", type=float, default=None, help="smollm2-eagle3: a Unix time by which training stops"
+        "--train-until", type=float, default=None, help="smollm2-eagle3: a Unix time by which the work stops (training ends by it; a distillation stops "
+        "sending prompts 75 s before it, or before it less the training's seconds, and keeps what was answered)"
     )
     # 8192 padded tokens per step ran 7.2 steps/s on the H200 (results/2026-11-30-h200-drafter-retry),
     # a small model's step being mostly fixed cost: wider steps buy more passes in a device call.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -34,6 +35,10 @@ from specgate.errors import SpecgateError
 from specgate.prompts import render
 from specgate.server.local import free_port
 
+# The order the answered prompts are sent in: shuffled with a fixed seed, so that a distillation
+# cut at its deadline keeps a sample of every kind rather than the first kinds in full.
+ANSWER_ORDER_SEED = 20261202
+
 
 @dataclass(frozen=True)
 class DistilSettings:
@@ -51,6 +56,27 @@ class DistilSettings:
     # summarisation and long-input prompts (specgate.drafter.prompts.from_self_passages).
     self_passages: int = 0
     passage_max_tokens: int = 320
+    # time.time() after which no new batch is sent (batches in flight still finish: one took up to
+    # ~40 s on the H200). A device call that runs past its limit brings nothing back, so a cut
+    # distillation keeps what was answered and its record says how much was left out.
+    answer_until: float | None = None
+
+
+def answer_in_batches(ask, texts: list[str], batch: int, parallel: int, until: float | None) -> list[dict | None]:
+    """`ask(texts)` for each batch of `texts`, `parallel` at a time; a batch not started by `until`
+    is not sent, and its answers are None (the caller keeps only what was answered)."""
+
+    def one(chunk: list[str]) -> list[dict | None]:
+        if until is not None and time.time() > until:
+            return [None] * len(chunk)
+        answers = ask(chunk)
+        if len(answers) != len(chunk):
+            raise SpecgateError(f"distillation: {len(chunk)} prompts sent in one call, {len(answers)} answers came back")
+        return answers
+
+    chunks = [texts[i : i + batch] for i in range(0, len(texts), batch)]
+    with ThreadPoolExecutor(parallel) as ex:
+        return [a for part in ex.map(one, chunks) for a in part]
 
 
 def boot_server(model: Path, log_path: Path, timeout_s: float, extra: list[str]) -> tuple[subprocess.Popen, str]:
@@ -112,23 +138,22 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
     try:
         with httpx.Client(timeout=1800) as client:
 
-            def ask_all(texts: list[str], sampling: dict) -> list[dict]:
+            def ask_all(texts: list[str], sampling: dict) -> list[dict | None]:
                 def ask(chunk: list[str]) -> list[dict]:
                     resp = client.post(f"{url}/generate", json={"text": chunk, "sampling_params": sampling})
                     resp.raise_for_status()
                     return resp.json()
 
-                chunks = [texts[i : i + settings.batch] for i in range(0, len(texts), settings.batch)]
-                with ThreadPoolExecutor(settings.parallel_calls) as ex:
-                    return [a for part in ex.map(ask, chunks) for a in part]
+                return answer_in_batches(ask, texts, settings.batch, settings.parallel_calls, settings.answer_until)
 
             def sampled(seeds: list[TrainingPrompt], max_new_tokens: int) -> list[str]:
-                """What the target writes when asked `seeds`, sampled (prompts and passages of its own)."""
+                """What the target writes when asked `seeds`, sampled (prompts and passages of its own);
+                a seed not asked before the deadline writes nothing (and is dropped as empty)."""
                 answers = ask_all(
                     [render(p.messages, settings.prompt_format) for p in seeds],
                     {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": max_new_tokens},
                 )
-                return [str(a.get("text", "")) for a in answers]
+                return [str(a.get("text", "")) if a is not None else "" for a in answers]
 
             words = vocabulary_words(tokenizer.get_vocab())
             if settings.self_prompts:
@@ -143,15 +168,17 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
                 passages = {"asked": len(seeds), "prompts": len(made), "dropped": dropped,
                             "by_kind": {k: sum(p.kind == k for p in made) for k in sorted({p.kind for p in made})}}
                 prompts = [*prompts, *made]
+            random.Random(ANSWER_ORDER_SEED).shuffle(prompts)
             texts = [render(p.messages, settings.prompt_format) for p in prompts]
             answers = ask_all(texts, {"temperature": 0.0, "max_new_tokens": settings.max_new_tokens})
     finally:
         stop_server(proc)
-    if len(answers) != len(prompts):
-        raise SpecgateError(f"distillation: {len(prompts)} prompts sent, {len(answers)} answers came back")
+    kept = [(p, text, a) for p, text, a in zip(prompts, texts, answers, strict=True) if a is not None]
+    if not kept:
+        raise SpecgateError(f"distillation: the deadline passed before any of {len(prompts)} prompts was answered")
     tokens = 0
     with out_path.open("w") as f:
-        for p, text, answer in zip(prompts, texts, answers, strict=True):
+        for p, text, answer in kept:
             ids = answer.get("output_ids")
             if not isinstance(ids, list) or not ids:
                 raise SpecgateError(f"distillation: an answer carries no output_ids (keys: {sorted(answer)})")
@@ -161,7 +188,9 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
     return {
         "self_written_prompts": written,
         "self_written_passages": passages,
-        "samples": len(prompts),
+        "samples": len(kept),
+        "prompts_not_answered_by_the_deadline": len(prompts) - len(kept),
+        "samples_by_kind": {k: sum(p.kind == k for p, _, _ in kept) for k in sorted({p.kind for p, _, _ in kept})},
         "answer_tokens": tokens,
         "max_new_tokens": settings.max_new_tokens,
         "boot_s": round(booted - started, 1),

@@ -94,7 +94,8 @@ def make_smollm2_eagle3(
     work.mkdir(parents=True, exist_ok=True)
     data = work / DATA_FILE
     if stage in ("all", "distil"):
-        record = _distil_stage(target, data, n_prompts, max_new_tokens, self_prompts, self_passages, log)
+        until = _answer_until(stage, train_settings)
+        record = _distil_stage(target, data, n_prompts, max_new_tokens, self_prompts, self_passages, log, until)
         (work / DATA_RECORD).write_text(json.dumps(record, indent=2) + "\n")
         if stage == "distil":
             return {**record, "data": str(data), "total_s": round(time.monotonic() - started, 1), "checkpoints": {}}
@@ -134,8 +135,23 @@ def _link_and_summarise(out_dir: Path, made: dict, checkpoints: dict) -> dict:
     return summary
 
 
+# What a distillation leaves of the deadline: batches in flight when it stops sending (~40 s),
+# writing the data, and (a distil stage in a device call) packing it to be sent back.
+DISTIL_RESERVE_S = 75.0
+
+
+def _answer_until(stage: str, settings: TrainSettings) -> float | None:
+    """When the distillation stops sending prompts: the deadline less its reserve, and, where
+    training follows in the same run, less the training's time too."""
+    if settings.deadline is None:
+        return None
+    training = settings.time_budget_s if stage == "all" else 0.0
+    return settings.deadline - DISTIL_RESERVE_S - training
+
+
 def _distil_stage(
-    target: Path, data: Path, n_prompts: int, max_new_tokens: int, self_prompts: int, self_passages: int, log
+    target: Path, data: Path, n_prompts: int, max_new_tokens: int, self_prompts: int, self_passages: int, log,
+    answer_until: float | None = None,
 ) -> dict:
     prompts = training_prompts.generate(n_prompts)
     leaked = training_prompts.leaks(prompts)
@@ -143,10 +159,13 @@ def _distil_stage(
         raise SpecgateError(f"{len(leaked)} training prompt(s) share text with fixtures/prompts, e.g. {leaked[0]!r}")
     log(f"distilling {len(prompts)} prompts through SGLang ...")
     settings = replace(
-        DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts, self_passages=self_passages
+        DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts, self_passages=self_passages,
+        answer_until=answer_until,
     )
     distilled = distil(target, prompts, data, settings, SERVER_ARGS)
     log(f"distilled: {distilled}")
+    if distilled["prompts_not_answered_by_the_deadline"]:
+        log(f"the deadline cut the distillation: {distilled['prompts_not_answered_by_the_deadline']} prompts not answered")
     return {
         "prompts": {
             "n": len(prompts),

@@ -356,3 +356,39 @@ def test_an_interrupted_swap_is_named_with_where_each_checkpoint_is(tmp_path, mo
     (work / STAGING / "drafter.json").write_text("{}")
     with pytest.raises(SpecgateError, match=rf"refine stopped between moving the parent aside \(parent-\w+ in .*move .*{STAGING}"):
         _refine(tmp_path, record, _fake_train(beats=True), monkeypatch)
+
+
+def test_a_distillation_cut_at_its_deadline_sends_no_more_and_keeps_what_was_answered(monkeypatch):
+    from specgate.drafter import distil
+
+    clock = iter([0.0, 0.0, 100.0, 100.0])  # two batches start before the deadline, two after it
+    monkeypatch.setattr(distil.time, "time", lambda: next(clock))
+    sent: list[list[str]] = []
+
+    def ask(chunk: list[str]) -> list[dict]:
+        sent.append(chunk)
+        return [{"text": t.upper()} for t in chunk]
+
+    texts = [f"p{i}" for i in range(8)]
+    got = distil.answer_in_batches(ask, texts, batch=2, parallel=1, until=50.0)
+    assert sent == [["p0", "p1"], ["p2", "p3"]]
+    assert got == [{"text": "P0"}, {"text": "P1"}, {"text": "P2"}, {"text": "P3"}, None, None, None, None]
+    assert distil.answer_in_batches(ask, texts[:2], batch=2, parallel=1, until=None) == [{"text": "P0"}, {"text": "P1"}]
+
+
+def test_a_batch_answered_short_is_an_error_not_a_misaligned_sample():
+    from specgate.drafter.distil import answer_in_batches
+    from specgate.errors import SpecgateError
+
+    with pytest.raises(SpecgateError, match="2 prompts sent in one call, 1 answers came back"):
+        answer_in_batches(lambda chunk: [{"text": ""}], ["a", "b"], batch=2, parallel=1, until=None)
+
+
+def test_the_distillation_leaves_the_training_its_time_and_the_call_its_reserve():
+    from specgate.drafter.make import DISTIL_RESERVE_S, _answer_until
+    from specgate.drafter.train import TrainSettings
+
+    settings = TrainSettings(time_budget_s=200.0, deadline=1000.0)
+    assert _answer_until("distil", settings) == 1000.0 - DISTIL_RESERVE_S
+    assert _answer_until("all", settings) == 1000.0 - DISTIL_RESERVE_S - 200.0
+    assert _answer_until("distil", TrainSettings()) is None
