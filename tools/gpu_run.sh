@@ -16,6 +16,9 @@
 #           drafter:distil makes only the training data (sent back as distilled.tar.zst.partNN: carry
 #           their concatenation as DISTILLED_IN; a fresh
 #           machine's first SGLang boot took 259 s, so data and training may need a call each);
+#           it stops sending prompts before the call's deadline and keeps what was answered: run
+#           drafter:distil again with the same sizes (this machine's data, or DISTILLED_IN) to
+#           answer the rest of the same plan;
 #           drafter:train trains from the data on this machine, or from DISTILLED_IN (a carried copy);
 #           drafter:refine trains the trained drafter (this machine's, or DRAFTERS_IN) further on that
 #           data, keeping the weak one. DRAFTER_LR: the peak learning rate (default 3e-4).
@@ -78,6 +81,13 @@ else
 fi
 source /tmp/gpu-env.sh
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+versions='import importlib.metadata as m, sys
+def v(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return "not installed"
+print(" ".join(n.split("-python")[0] + " " + v(n) for n in sys.argv[1:]))'
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "commit: ${SPECGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}${SPECGATE_COMMIT_TIME:+ ($SPECGATE_COMMIT_TIME)}${SPECGATE_BRANCH:+ on $SPECGATE_BRANCH}"
@@ -85,9 +95,11 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
   echo "gpus (name, driver, memory.total, uuid):"; nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid --format=csv,noheader
   nvidia-smi | grep "CUDA Version" | sed 's/|//g;s/  */ /g'
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-  python3 -c "import sglang, torch, transformers, flashinfer; print('sglang', sglang.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__)" 2>/dev/null
+  # Versions from the installed packages' metadata: importing SGLang and torch to ask them cost
+  # ~25 s per interpreter on every call (60 s before a training job started).
+  python3 -c "$versions" sglang torch transformers flashinfer-python specforge
   for py in /tmp/sglang-*/python; do
-    [[ -x $py ]] && echo "$py: $("$py" -c "import sglang, transformers, flashinfer; print('sglang', sglang.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__)" 2>/dev/null | tail -1)"
+    [[ -x $py ]] && echo "$py: $("$py" -c "$versions" sglang transformers flashinfer-python 2>/dev/null | tail -1)"
   done
 } > "$work/pack/provenance.txt"
 cat "$work/pack/provenance.txt"
@@ -104,10 +116,13 @@ if [[ -n ${DISTILLED_IN:-} && -f $DISTILLED_IN && ! -f /tmp/assets/smollm2-eagle
   mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$DISTILLED_IN" | tar -C /tmp/assets -xf - \
     && echo "distilled data restored from $DISTILLED_IN"
 fi
+# Each kind of asset once per machine: a later call (or job) finds them made. Starting Python
+# with torch and transformers only to find the files there cost ~40 s per job.
+made() { [[ -f /tmp/assets/$1/config.json && -f /tmp/assets/$2/config.json ]]; }
 for job in "$@" ${WARM_KERNELS:-}; do
   case ${job%%:*} in
-    llama8b*) python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
-    smollm2*) python3 -m specgate.cli assets smollm2 /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
+    llama8b*) made llama-3.1-8b-dummy llama-3.1-8b-eagle3-dummy || python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
+    smollm2*) made smollm2-135m-instruct smollm2-eagle3-random || python3 -m specgate.cli assets smollm2 /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
   esac
 done
 echo "unpack and assets done after $(elapsed) s"
@@ -186,7 +201,7 @@ for job in "$@"; do
     cp /tmp/assets/smollm2-eagle3.json /tmp/assets/smollm2-eagle3-work/*.server.log /tmp/assets/smollm2-eagle3-work/distilled.json "$dir/" 2>/dev/null
     if ((code == 0)) && [[ $stage == distil ]]; then
       # In 15-MiB parts, as the drafters: a file over 16 MiB does not come back from a call.
-      tar -C /tmp/assets -cf - smollm2-eagle3-work/distilled.jsonl smollm2-eagle3-work/distilled.json \
+      tar -C /tmp/assets -cf - smollm2-eagle3-work/distilled.jsonl smollm2-eagle3-work/distilled.json smollm2-eagle3-work/distil-plan.jsonl \
         | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/distilled.tar.zst"
       send_parts "$work/distilled.tar.zst"
       sha256sum "$work/distilled.tar.zst" | tee -a "$dir/distilled.sha256"

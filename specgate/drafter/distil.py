@@ -32,11 +32,10 @@ from specgate.drafter.prompts import (
     vocabulary_words,
 )
 from specgate.errors import SpecgateError
-from specgate.prompts import render
+from specgate.prompts import Message, render
 from specgate.server.local import free_port
 
-# The order the answered prompts are sent in: shuffled with a fixed seed, so that a distillation
-# cut at its deadline keeps a sample of every kind rather than the first kinds in full.
+# The order the answered prompts are sent in (see _new_plan).
 ANSWER_ORDER_SEED = 20261202
 
 
@@ -114,10 +113,69 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+PLAN_FILE = "distil-plan.jsonl"  # beside the data: every prompt to answer, in the order sent
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The prompts a distillation answers, in the order it sends them, and what the target wrote to
+    make them (kept, so that a later call answers the rest of the same prompts)."""
+
+    prompts: list[TrainingPrompt]
+    made: dict
+
+
+def save_plan(path: Path, plan: Plan) -> None:
+    with path.open("w") as f:
+        f.write(json.dumps({"made": plan.made, "prompts": len(plan.prompts)}) + "\n")
+        for p in plan.prompts:
+            f.write(json.dumps({"kind": p.kind, "messages": [[m.role, m.content] for m in p.messages]}) + "\n")
+
+
+def load_plan(path: Path) -> Plan:
+    try:
+        lines = path.read_text().splitlines()
+        head = json.loads(lines[0])
+        prompts = [
+            TrainingPrompt(row["kind"], tuple(Message(role, content) for role, content in row["messages"]))
+            for row in map(json.loads, lines[1:])
+        ]
+    except (OSError, IndexError, KeyError, TypeError, ValueError) as exc:
+        raise SpecgateError(f"{path}: not a distillation plan (a header line, then one prompt per line): {exc}") from None
+    if len(prompts) != head.get("prompts"):
+        raise SpecgateError(f"{path}: the header says {head.get('prompts')} prompts, the file holds {len(prompts)}")
+    return Plan(prompts, head.get("made") or {})
+
+
+def answered_so_far(data: Path) -> dict:
+    """What the data file holds: the plan indices answered, answer tokens, and samples by kind."""
+    done: set[int] = set()
+    tokens = 0
+    kinds: dict[str, int] = {}
+    if data.is_file():
+        for n, line in enumerate(data.read_text().splitlines(), 1):
+            try:
+                row = json.loads(line)
+                done.add(int(row["i"]))
+                tokens += len(row["output_ids"])
+                kinds[row["kind"]] = kinds.get(row["kind"], 0) + 1
+            except (KeyError, TypeError, ValueError) as exc:
+                raise SpecgateError(f"{data}, line {n}: not a distilled sample with its plan index: {exc}") from None
+    return {"indices": done, "answer_tokens": tokens, "by_kind": dict(sorted(kinds.items()))}
+
+
 def distil(
-    model: Path, prompts: list[TrainingPrompt], out_path: Path, settings: DistilSettings, server_args: list[str]
+    model: Path,
+    prompts: list[TrainingPrompt],
+    out_path: Path,
+    settings: DistilSettings,
+    server_args: list[str],
+    resume: bool = False,
 ) -> dict:
-    """Write one JSON line per prompt ({kind, prompt_ids, output_ids}); returns figures."""
+    """Answer the plan's prompts, one JSON line each ({i, kind, prompt_ids, output_ids}) in
+    `out_path`; returns figures. A new plan is `prompts` plus what the target writes (saved
+    beside the data); with `resume`, the saved plan's prompts not yet answered are sent, and
+    their answers appended."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model))
@@ -125,16 +183,19 @@ def distil(
     # SIGTERM (gpu_run.sh's timeout, a CI cancel) unwinds like Ctrl-C, so the server is stopped.
     previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        return _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
+        return _distil(model, prompts, tokenizer, out_path, settings, server_args, started, resume)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _distil(model, prompts, tokenizer, out_path, settings, server_args, started) -> dict:  # noqa: ANN001
+def _distil(model, prompts, tokenizer, out_path, settings, server_args, started, resume) -> dict:  # noqa: ANN001
+    plan_path = out_path.parent / PLAN_FILE
+    plan = load_plan(plan_path) if resume else None
+    done = answered_so_far(out_path)["indices"] if resume else set()
+    if not resume:
+        out_path.unlink(missing_ok=True)
     proc, url = boot_server(model, out_path.with_suffix(".server.log"), settings.boot_timeout_s, server_args)
     booted = time.monotonic()
-    written: dict = {}
-    passages: dict = {}
     try:
         with httpx.Client(timeout=1800) as client:
 
@@ -146,54 +207,65 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started)
 
                 return answer_in_batches(ask, texts, settings.batch, settings.parallel_calls, settings.answer_until)
 
-            def sampled(seeds: list[TrainingPrompt], max_new_tokens: int) -> list[str]:
-                """What the target writes when asked `seeds`, sampled (prompts and passages of its own);
-                a seed not asked before the deadline writes nothing (and is dropped as empty)."""
-                answers = ask_all(
-                    [render(p.messages, settings.prompt_format) for p in seeds],
-                    {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": max_new_tokens},
-                )
-                return [str(a.get("text", "")) if a is not None else "" for a in answers]
-
-            words = vocabulary_words(tokenizer.get_vocab())
-            if settings.self_prompts:
-                seeds = self_prompt_seeds(settings.self_prompts, words)
-                own, dropped = from_self_written(sampled(seeds, settings.self_max_tokens))
-                written = {"asked": len(seeds), "kept": len(own), "dropped": dropped,
-                           "temperature": settings.self_temperature, "vocabulary_words": len(words)}
-                prompts = [*prompts, *own]
-            if settings.self_passages:
-                seeds = self_passage_seeds(settings.self_passages, words)
-                made, dropped = from_self_passages(sampled(seeds, settings.passage_max_tokens))
-                passages = {"asked": len(seeds), "prompts": len(made), "dropped": dropped,
-                            "by_kind": {k: sum(p.kind == k for p in made) for k in sorted({p.kind for p in made})}}
-                prompts = [*prompts, *made]
-            random.Random(ANSWER_ORDER_SEED).shuffle(prompts)
-            texts = [render(p.messages, settings.prompt_format) for p in prompts]
+            if plan is None:
+                plan = _new_plan(prompts, tokenizer, settings, ask_all)
+                save_plan(plan_path, plan)
+            todo = [(i, p) for i, p in enumerate(plan.prompts) if i not in done]
+            texts = [render(p.messages, settings.prompt_format) for _, p in todo]
             answers = ask_all(texts, {"temperature": 0.0, "max_new_tokens": settings.max_new_tokens})
     finally:
         stop_server(proc)
-    kept = [(p, text, a) for p, text, a in zip(prompts, texts, answers, strict=True) if a is not None]
-    if not kept:
-        raise SpecgateError(f"distillation: the deadline passed before any of {len(prompts)} prompts was answered")
-    tokens = 0
-    with out_path.open("w") as f:
-        for p, text, answer in kept:
+    kept = [(i, p, text, a) for (i, p), text, a in zip(todo, texts, answers, strict=True) if a is not None]
+    if todo and not kept:
+        raise SpecgateError(f"distillation: the deadline passed before any of {len(todo)} prompts was answered")
+    with out_path.open("a") as f:
+        for i, p, text, answer in kept:
             ids = answer.get("output_ids")
             if not isinstance(ids, list) or not ids:
                 raise SpecgateError(f"distillation: an answer carries no output_ids (keys: {sorted(answer)})")
             prompt_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-            tokens += len(ids)
-            f.write(json.dumps({"kind": p.kind, "prompt_ids": prompt_ids, "output_ids": ids}) + "\n")
+            f.write(json.dumps({"i": i, "kind": p.kind, "prompt_ids": prompt_ids, "output_ids": ids}) + "\n")
+    total = answered_so_far(out_path)
     return {
-        "self_written_prompts": written,
-        "self_written_passages": passages,
-        "samples": len(kept),
-        "prompts_not_answered_by_the_deadline": len(prompts) - len(kept),
-        "samples_by_kind": {k: sum(p.kind == k for p, _, _ in kept) for k in sorted({p.kind for p, _, _ in kept})},
-        "answer_tokens": tokens,
+        **plan.made,
+        "samples": len(total["indices"]),
+        "prompts_not_answered_by_the_deadline": len(plan.prompts) - len(total["indices"]),
+        "samples_by_kind": total["by_kind"],
+        "answer_tokens": total["answer_tokens"],
         "max_new_tokens": settings.max_new_tokens,
-        "boot_s": round(booted - started, 1),
-        "generate_s": round(time.monotonic() - booted, 1),
+        "this_call": {"answered": len(kept), "boot_s": round(booted - started, 1),
+                      "generate_s": round(time.monotonic() - booted, 1), "resumed": resume},
         "server_args": server_args,
     }
+
+
+def _new_plan(prompts: list[TrainingPrompt], tokenizer, settings: DistilSettings, ask_all) -> Plan:  # noqa: ANN001
+    """`prompts`, plus the prompts and passages the target writes (sampled), in a seeded shuffled
+    order, so that a distillation cut at its deadline keeps a sample of every kind."""
+
+    def sampled(seeds: list[TrainingPrompt], max_new_tokens: int) -> list[str]:
+        """What the target writes when asked `seeds`; a seed not asked before the deadline writes
+        nothing (and is dropped as empty)."""
+        answers = ask_all(
+            [render(p.messages, settings.prompt_format) for p in seeds],
+            {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": max_new_tokens},
+        )
+        return [str(a.get("text", "")) if a is not None else "" for a in answers]
+
+    made: dict = {"self_written_prompts": {}, "self_written_passages": {}}
+    words = vocabulary_words(tokenizer.get_vocab())
+    if settings.self_prompts:
+        seeds = self_prompt_seeds(settings.self_prompts, words)
+        own, dropped = from_self_written(sampled(seeds, settings.self_max_tokens))
+        made["self_written_prompts"] = {"asked": len(seeds), "kept": len(own), "dropped": dropped,
+                                        "temperature": settings.self_temperature, "vocabulary_words": len(words)}
+        prompts = [*prompts, *own]
+    if settings.self_passages:
+        seeds = self_passage_seeds(settings.self_passages, words)
+        written, dropped = from_self_passages(sampled(seeds, settings.passage_max_tokens))
+        made["self_written_passages"] = {"asked": len(seeds), "prompts": len(written), "dropped": dropped,
+                                         "by_kind": {k: sum(p.kind == k for p in written) for k in sorted({p.kind for p in written})}}
+        prompts = [*prompts, *written]
+    prompts = list(prompts)
+    random.Random(ANSWER_ORDER_SEED).shuffle(prompts)
+    return Plan(prompts, made)

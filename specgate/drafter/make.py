@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from specgate.drafter import prompts as training_prompts
-from specgate.drafter.distil import DistilSettings, distil
+from specgate.drafter.distil import PLAN_FILE, DistilSettings, distil
 from specgate.drafter.train import TrainSettings, train
 from specgate.errors import SpecgateError
 from specgate.measure.drafters import weights_sha256
@@ -34,8 +34,13 @@ WEAK_DIR = "smollm2-eagle3-weak"
 # half a device call: tools/gpu_run.sh compiles the gate's FlashInfer kernels beside it instead,
 # with tools/warm_kernels.py), no CUDA graphs (capturing many batch sizes costs more than it
 # saves here), and wide batches: a 135M model decodes launch-bound, so 2048 sequences cost little
-# more per step than 512 (4000 answers took 51 s at 512 on the H200).
+# more per step than 512 (4000 answers took 51 s at 512 on the H200). Sampling in PyTorch: every
+# distillation that sampled (the target writing prompts and passages) waited 82-120 s at its first
+# sampled request, and the one that only decoded greedily did not; FlashInfer compiles its
+# sampling kernels on first use, the likely cause (not yet shown on a GPU).
 SERVER_ARGS = [
+    "--sampling-backend",
+    "pytorch",
     "--attention-backend",
     "triton",
     "--disable-cuda-graph",
@@ -153,31 +158,58 @@ def _distil_stage(
     target: Path, data: Path, n_prompts: int, max_new_tokens: int, self_prompts: int, self_passages: int, log,
     answer_until: float | None = None,
 ) -> dict:
+    """Distil anew, or go on with the plan an earlier distil stage of the same request left
+    unfinished (its deadline cut it): a device call is 10 minutes, a data set may need several."""
     prompts = training_prompts.generate(n_prompts)
     leaked = training_prompts.leaks(prompts)
     if leaked:
         raise SpecgateError(f"{len(leaked)} training prompt(s) share text with fixtures/prompts, e.g. {leaked[0]!r}")
-    log(f"distilling {len(prompts)} prompts through SGLang ...")
+    asked = {
+        "n": len(prompts),
+        "seed": training_prompts.SEED,
+        "digest": training_prompts.digest(prompts),
+        "source": "specgate.drafter.prompts (templates and Python's module docs; no 8-word run shared with "
+        "fixtures/prompts)",
+        "self_written_asked": self_prompts,
+        "self_written_passages_asked": self_passages,
+    }
+    earlier = _unfinished(data.parent, asked, max_new_tokens, log)
+    if earlier is not None and not earlier["prompts_not_answered_by_the_deadline"]:
+        log(f"distilled already: {earlier['samples']} samples, every prompt of the plan answered; nothing to do")
+        return {"prompts": asked, "distillation": earlier}
+    resume = earlier is not None
+    log(f"{'going on with' if resume else 'distilling'} the plan of {len(prompts)} templated prompts through SGLang ...")
     settings = replace(
         DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts, self_passages=self_passages,
         answer_until=answer_until,
     )
-    distilled = distil(target, prompts, data, settings, SERVER_ARGS)
+    distilled = distil(target, prompts, data, settings, SERVER_ARGS, resume=resume)
+    distilled["calls"] = [*(earlier or {}).get("calls", []), distilled.pop("this_call")]
     log(f"distilled: {distilled}")
     if distilled["prompts_not_answered_by_the_deadline"]:
-        log(f"the deadline cut the distillation: {distilled['prompts_not_answered_by_the_deadline']} prompts not answered")
-    return {
-        "prompts": {
-            "n": len(prompts),
-            "seed": training_prompts.SEED,
-            "digest": training_prompts.digest(prompts),
-            "source": "specgate.drafter.prompts (templates and Python's module docs; no 8-word run shared with "
-            "fixtures/prompts)",
-            "self_written_asked": self_prompts,
-            "self_written_passages_asked": self_passages,
-        },
-        "distillation": distilled,
-    }
+        log(
+            f"the deadline cut the distillation: {distilled['prompts_not_answered_by_the_deadline']} prompts of the "
+            "plan not answered yet; run the distil stage again (same sizes) to go on, or train on what there is"
+        )
+    return {"prompts": asked, "distillation": distilled}
+
+
+def _unfinished(work: Path, asked: dict, max_new_tokens: int, log) -> dict | None:
+    """The distillation record of an earlier distil stage with this very request whose plan and
+    data are still here, or None (then the distillation starts anew, and says why)."""
+    record, plan = work / DATA_RECORD, work / PLAN_FILE
+    if not record.is_file():
+        return None
+    try:
+        doc = json.loads(record.read_text())
+        earlier = doc["distillation"]
+        same = doc["prompts"] == asked and earlier["max_new_tokens"] == max_new_tokens and "calls" in earlier
+    except (OSError, ValueError, KeyError, TypeError):
+        same, earlier = False, None
+    if not same or not plan.is_file() or not (work / DATA_FILE).is_file():
+        log(f"{record}: not an unfinished distillation of this request (sizes, prompts, plan or data differ): starting anew")
+        return None
+    return earlier
 
 
 def _recorded_data(work: Path, stage: str = "train") -> dict:

@@ -392,3 +392,109 @@ def test_the_distillation_leaves_the_training_its_time_and_the_call_its_reserve(
     assert _answer_until("distil", settings) == 1000.0 - DISTIL_RESERVE_S
     assert _answer_until("all", settings) == 1000.0 - DISTIL_RESERVE_S - 200.0
     assert _answer_until("distil", TrainSettings()) is None
+
+
+_REAL_CLIENT = __import__("httpx").Client
+
+
+class _Tokenizer:
+    """Stands in for the target's tokenizer: a few vocabulary words, one id per character."""
+
+    def get_vocab(self) -> dict[str, int]:
+        return {"\u0120garden": 1, "\u0120river": 2}
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+        return {"input_ids": [ord(c) % 100 for c in text[:5]]}
+
+
+def _fake_sglang(monkeypatch, cut_after_batches: int | None) -> list[dict]:
+    """Patches the distillation's server and clock: /generate answers each text with token ids,
+    and the deadline passes once `cut_after_batches` batches of answers have been asked."""
+    import httpx
+
+    from specgate.drafter import distil
+
+    asked: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        asked.append(body)
+        return httpx.Response(200, json=[{"text": f"Some words about {t[-12:]} written here.", "output_ids": [7, 8, 9]}
+                                         for t in body["text"]])
+
+    monkeypatch.setattr(distil.httpx, "Client", lambda **kw: _REAL_CLIENT(transport=httpx.MockTransport(handler), **kw))
+    monkeypatch.setattr(distil, "boot_server", lambda *a, **k: (None, "http://sglang"))
+    monkeypatch.setattr(distil, "stop_server", lambda proc: None)
+    greedy = lambda: sum(b["sampling_params"]["temperature"] == 0.0 for b in asked)  # noqa: E731
+    monkeypatch.setattr(distil.time, "time", lambda: 100.0 if cut_after_batches is not None and greedy() >= cut_after_batches else 0.0)
+    return asked
+
+
+def test_a_cut_distillation_goes_on_with_the_same_plan_and_answers_each_prompt_once(tmp_path, monkeypatch):
+    from specgate.drafter import distil
+
+    prompts = training_prompts.generate(30)
+    settings = distil.DistilSettings(batch=4, parallel_calls=1, self_prompts=6, answer_until=50.0)
+    data = tmp_path / "distilled.jsonl"
+    _fake_sglang(monkeypatch, cut_after_batches=2)
+    first = distil._distil(Path("m"), prompts, _Tokenizer(), data, settings, [], 0.0, False)
+    plan = distil.load_plan(tmp_path / distil.PLAN_FILE)
+    assert first["samples"] == 8 and first["prompts_not_answered_by_the_deadline"] == len(plan.prompts) - 8
+    assert first["self_written_prompts"]["asked"] == 6 and len(plan.prompts) == 30 + first["self_written_prompts"]["kept"]
+
+    asked = _fake_sglang(monkeypatch, cut_after_batches=None)
+    second = distil._distil(Path("m"), prompts, _Tokenizer(), data, settings, [], 0.0, True)
+    assert all(b["sampling_params"]["temperature"] == 0.0 for b in asked)  # the plan is not written again
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    assert sorted(r["i"] for r in rows) == list(range(len(plan.prompts)))
+    assert second["samples"] == len(plan.prompts) and second["prompts_not_answered_by_the_deadline"] == 0
+    assert second["answer_tokens"] == 3 * len(plan.prompts) and sum(second["samples_by_kind"].values()) == len(plan.prompts)
+    assert distil.load_plan(tmp_path / distil.PLAN_FILE) == plan
+
+
+def test_a_broken_plan_or_data_file_is_named(tmp_path):
+    from specgate.drafter import distil
+    from specgate.errors import SpecgateError
+
+    bad = tmp_path / distil.PLAN_FILE
+    bad.write_text('{"made": {}, "prompts": 2}\n{"kind": "chat", "messages": [["user", "hi"]]}\n')
+    with pytest.raises(SpecgateError, match="header says 2 prompts, the file holds 1"):
+        distil.load_plan(bad)
+    data = tmp_path / "distilled.jsonl"
+    data.write_text('{"kind": "chat", "prompt_ids": [1], "output_ids": [2]}\n')
+    with pytest.raises(SpecgateError, match=r"distilled.jsonl, line 1: not a distilled sample with its plan index"):
+        distil.answered_so_far(data)
+
+
+def test_the_distil_stage_goes_on_only_with_an_unfinished_plan_of_the_same_request(tmp_path, monkeypatch):
+    from specgate.drafter import make
+
+    calls: list[bool] = []
+
+    def fake_distil(target, prompts, data, settings, args, resume=False):  # noqa: ANN001
+        calls.append(resume)
+        left = 0 if resume else 5
+        return {"samples": 10 - left, "prompts_not_answered_by_the_deadline": left, "max_new_tokens": 256,
+                "this_call": {"answered": 10 - left if not resume else 5}}
+
+    monkeypatch.setattr(make, "distil", fake_distil)
+    work = tmp_path / "work"
+    work.mkdir()
+    data = work / make.DATA_FILE
+    said: list[str] = []
+
+    def stage(n: int = 20) -> dict:
+        record = make._distil_stage(Path("t"), data, n, 256, 0, 0, said.append)
+        (work / make.DATA_RECORD).write_text(json.dumps(record))
+        data.touch()
+        (work / make.PLAN_FILE).touch()
+        return record
+
+    assert stage()["distillation"]["prompts_not_answered_by_the_deadline"] == 5 and calls == [False]
+    assert any("run the distil stage again" in m for m in said)
+    done = stage()
+    assert calls == [False, True] and len(done["distillation"]["calls"]) == 2
+    assert stage()["distillation"] == done["distillation"] and calls == [False, True]  # finished: nothing sent
+    assert any("every prompt of the plan answered" in m for m in said)
+    stage(n=21)  # another request: anew, and said why
+    assert calls == [False, True, False] and any("starting anew" in m for m in said)
