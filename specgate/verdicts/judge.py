@@ -82,6 +82,7 @@ class Judge:
     _calibration_read: bool = False
     _drafters: dict[str, dict] | None = None
     _stand_in: StoredReference | StoredReferenceError | None = None
+    _host_now: str | None = None
 
     @property
     def meter(self):  # noqa: ANN201 - the plan's meter, read-only here
@@ -125,6 +126,26 @@ class Judge:
                 f"{now[:16]} now): the drafter itself is the first suspect"
             )
         return f"{config}'s draft weights are the ones the baseline was stored with (sha256 {now[:16]}): look at the verify path, tokenizer or inputs"
+
+    def _machine_note(self, stored: StoredBaseline) -> str | None:
+        """Where the stored speeds came from another machine of the same fingerprint: named, since
+        the declared between-boot spread covers boots of one machine (seen: one H200's plain
+        SmolLM2 decoded at 561 tok/s where another's stored 914)."""
+        if self.deployment.simulator:  # simulated speeds do not depend on the host
+            return None
+        if self._host_now is None:
+            from specgate.provenance import host_id
+
+            self._host_now = host_id()
+        then, now = str(stored.provenance.get("host_id") or ""), self._host_now
+        if not then or then == now or "unknown" in (then, now):
+            return None
+        return (
+            f"the baseline was stored on another machine (host id {then[:17]}… then, {now[:17]}… now; the same "
+            "GPU model, driver and SGLang): absolute speeds differ between machines of one fingerprint, and the "
+            "declared between-boot spread covers boots of one machine; a baseline stored on this runner compares "
+            "like with like"
+        )
 
     # --- fingerprint, stored baselines, calibration ------------------------------------
     def fingerprint_source(self) -> str:
@@ -619,6 +640,9 @@ class Judge:
             "stored": figs.decode_tps_median,
             "baseline_file": stored.path.name,
         }
+        machine = self._machine_note(stored) if status != PASS else None
+        if machine is not None:
+            notes.append(machine)
         if status == FAIL and two_sided:
             direction = "faster" if ratio.low > 1 + allowed else "slower"
             notes.append(
@@ -713,6 +737,9 @@ class Judge:
                 )
         else:
             notes.append(context)
+            machine = self._machine_note(stored)
+            if machine is not None:
+                notes.append(machine)
             if status == FAIL:
                 where = "measured side by side" if self.deployment.launch.coexist else "each measured in its own boot"
                 notes.append(f"speculation itself lost ground: its speedup over plain decoding fell ({where})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,20 @@ def test_corrupt_file_is_an_error_naming_it_and_is_never_overwritten(tmp_path, c
     with pytest.raises(BaselineError):
         write_baseline("dep", FP, doc(), tmp_path)
     assert path.read_text() == content
+
+
+def test_a_speed_verdict_against_a_baseline_of_another_machine_says_so(monkeypatch):
+    from types import SimpleNamespace
+
+    import specgate.provenance
+    from specgate.verdicts.judge import Judge
+
+    monkeypatch.setattr(specgate.provenance, "host_id", lambda: "GPU-163babb0-01bc-e354-5730-d45a11677370")
+    stored = SimpleNamespace(provenance={"host_id": "GPU-97a52846-7ef4-bd76-8eb5-a25ee95c91b2"})
+    real = Judge(SimpleNamespace(simulator=False), None, Path("."))  # type: ignore[arg-type]
+    note = real._machine_note(stored)  # type: ignore[arg-type]
+    assert note is not None and "GPU-97a52846-7ef4… then, GPU-163babb0-01bc… now" in note
+    assert real._machine_note(SimpleNamespace(provenance={"host_id": "GPU-163babb0-01bc-e354-5730-d45a11677370"})) is None  # type: ignore[arg-type]
+    assert real._machine_note(SimpleNamespace(provenance={})) is None  # type: ignore[arg-type]  # older baselines name none
+    sim = Judge(SimpleNamespace(simulator=True), None, Path("."))  # type: ignore[arg-type]
+    assert sim._machine_note(stored) is None  # type: ignore[arg-type]
