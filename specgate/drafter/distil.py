@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from specgate.drafter.prompts import (
+    GATE_KIND,
     TrainingPrompt,
     from_self_passages,
     from_self_written,
@@ -266,6 +267,7 @@ def _new_plan(prompts: list[TrainingPrompt], tokenizer, settings: DistilSettings
         made["self_written_passages"] = {"asked": len(seeds), "prompts": len(written), "dropped": dropped,
                                          "by_kind": {k: sum(p.kind == k for p in written) for k in sorted({p.kind for p in written})}}
         prompts = [*prompts, *written]
-    prompts = list(prompts)
-    random.Random(ANSWER_ORDER_SEED).shuffle(prompts)
-    return Plan(prompts, made)
+    judged = [p for p in prompts if p.kind.startswith(GATE_KIND)]  # first: a deadline never cuts them
+    taught = [p for p in prompts if not p.kind.startswith(GATE_KIND)]
+    random.Random(ANSWER_ORDER_SEED).shuffle(taught)
+    return Plan([*judged, *taught], made)

@@ -172,6 +172,8 @@ def _distil_stage(
         "fixtures/prompts)",
         "self_written_asked": self_prompts,
         "self_written_passages_asked": self_passages,
+        # answered with the rest, judged on, never taught (specgate.drafter.prompts.gate_prompts)
+        "gate_prompts_judged": training_prompts.digest(training_prompts.gate_prompts()),
     }
     earlier = _unfinished(data.parent, asked, max_new_tokens, log)
     if earlier is not None and not earlier["prompts_not_answered_by_the_deadline"]:
@@ -183,7 +185,7 @@ def _distil_stage(
         DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts, self_passages=self_passages,
         answer_until=answer_until,
     )
-    distilled = distil(target, prompts, data, settings, SERVER_ARGS, resume=resume)
+    distilled = distil(target, [*training_prompts.gate_prompts(), *prompts], data, settings, SERVER_ARGS, resume=resume)
     distilled["calls"] = [*(earlier or {}).get("calls", []), distilled.pop("this_call")]
     log(f"distilled: {distilled}")
     if distilled["prompts_not_answered_by_the_deadline"]:

@@ -200,6 +200,20 @@ def _held_out_shingles() -> frozenset[tuple[str, ...]]:
     return frozenset(held)
 
 
+# The gate's own prompts (fixtures/prompts) go through the distillation too, answered by the
+# target, but only to judge the drafter on: training never learns them, and epochs are not chosen
+# by them (that would fit the drafter to the test). They tell whether training's expected accept
+# length misses the server's because the gate's prompts differ from the training data (then it
+# is low on them too) or because serving differs from training (then it is not).
+GATE_KIND = "gate:"  # a sample kind that starts so is judged on, never taught
+
+
+def gate_prompts() -> list[TrainingPrompt]:
+    from specgate.prompts import KNOWN_SETS, load_prompts
+
+    return [TrainingPrompt(f"{GATE_KIND}{p.set_name}", p.messages) for p in load_prompts(KNOWN_SETS)]
+
+
 def leaks(prompts: list[TrainingPrompt]) -> list[str]:
     """Training prompts that share an 8-word run with a held-out (fixtures/prompts) prompt."""
     held = _held_out_shingles()

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from specgate.drafter.prompts import GATE_KIND
 from specgate.errors import SpecgateError
 from specgate.measure.drafters import weights_sha256
 
@@ -76,18 +77,23 @@ def draft_config(target_cfg: dict, settings: TrainSettings) -> dict:
     return cfg
 
 
-def load_samples(path: Path, max_length: int) -> list[tuple[list[int], list[int]]]:
-    """(token ids, loss mask): the answer's tokens are learned, the prompt's only read."""
-    out = []
+Sample = tuple[list[int], list[int]]  # token ids, and which of them are learned (the answer's)
+
+
+def load_samples(path: Path, max_length: int) -> tuple[list[Sample], list[Sample]]:
+    """The samples to train on (and hold out from), and apart, the gate's own prompts' (judged
+    only); in each, the answer's tokens are learned and the prompt's only read."""
+    out: list[Sample] = []
+    gate: list[Sample] = []
     for line in path.read_text().splitlines():
         row = json.loads(line)
         ids = (row["prompt_ids"] + row["output_ids"])[:max_length]
         mask = ([0] * len(row["prompt_ids"]) + [1] * len(row["output_ids"]))[:max_length]
         if sum(mask) >= 2:
-            out.append((ids, mask))
+            (gate if str(row.get("kind", "")).startswith(GATE_KIND) else out).append((ids, mask))
     if not out:
         raise SpecgateError(f"{path}: no usable samples")
-    return out
+    return out, gate
 
 
 def batches(samples: list, batch_tokens: int, rng: random.Random) -> list[list[int]]:
@@ -198,7 +204,7 @@ def train(
     dev = torch.device(device)
     target_cfg = json.loads((target_dir / "config.json").read_text())
     layers = capture_layers(target_cfg["num_hidden_layers"])
-    samples = load_samples(data_path, settings.max_length)
+    samples, gate = load_samples(data_path, settings.max_length)
     train_ix, held_ix = split_held_out(len(samples), settings.held_out, rng)
     held = [samples[i] for i in held_ix]
     taught = [samples[i] for i in train_ix]
@@ -218,6 +224,8 @@ def train(
         _load_parent(draft, Path(settings.init_from))
     in_vocab = draft.t2d.bool().tolist()  # after a parent's mapping replaced the fresh one
     coverage = {"taught": vocab_coverage(taught, in_vocab), "held_out": vocab_coverage(held, in_vocab)}
+    if gate:
+        coverage["gate_prompts"] = vocab_coverage(gate, in_vocab)
     log(f"draft vocabulary ({settings.draft_vocab_size} tokens) holds {coverage['held_out']:.4f} of the held-out answer tokens")
     draft = draft.to(dev, torch.bfloat16)
     model = OnlineEagle3Model(draft_model=draft, length=settings.ttt_length, attention_backend="sdpa").to(dev)
@@ -253,20 +261,23 @@ def train(
         )
         return sum(0.8**i * p for i, p in enumerate(plosses)), acces
 
-    def judge_held_out(epoch: int) -> dict:
-        """Accuracy per draft step on the held-out answers, weighted by their learned tokens."""
+    def accuracy(rows_of: list) -> list[float]:
+        """Accuracy per draft step on `rows_of`' answers, weighted by their learned tokens."""
         sums, weight = [0.0] * settings.ttt_length, 0
         model.eval()
         with torch.no_grad():
-            for group in batches(held, settings.batch_tokens, random.Random(0)):
-                rows = [held[i] for i in group]
+            for group in batches(rows_of, settings.batch_tokens, random.Random(0)):
+                rows = [rows_of[i] for i in group]
                 _, acces = run(rows)
                 w = sum(sum(m) for _, m in rows)
                 sums = [a + float(x) * w for a, x in zip(sums, acces, strict=False)]
                 weight += w
         model.train()
-        acc = [round(a / max(weight, 1), 4) for a in sums]
-        return {
+        return [round(a / max(weight, 1), 4) for a in sums]
+
+    def judge_held_out(epoch: int) -> dict:
+        acc = accuracy(held)
+        judged = {
             "epoch": epoch,
             "step": step,
             "acc": acc,  # SpecForge's: over positions whose target token the draft vocabulary holds
@@ -275,6 +286,11 @@ def train(
             # server should measure on answers like these, and what the best epoch is chosen by
             "expected_tau_all_tokens": expected_accept_length([a * coverage["held_out"] for a in acc]),
         }
+        if gate:  # reported beside, never chosen by
+            judged["expected_tau_gate_prompts"] = expected_accept_length(
+                [a * coverage["gate_prompts"] for a in accuracy(gate)]
+            )
+        return judged
 
     def progress(loss: Any, acces: list, lr: float) -> dict:
         return {
@@ -389,6 +405,7 @@ def train(
         "learned_tokens": sum(sum(m) for _, m in taught),  # answer tokens trained on
         "held_out_tokens": sum(sum(m) for _, m in held),  # answer tokens only judged on
         "held_out_samples": len(held),
+        "gate_prompt_samples": len(gate),  # the gate's own prompts' answers: judged on, never taught
         "vocab_coverage": {k: round(v, 5) for k, v in coverage.items()},  # answer tokens the draft vocabulary holds
         "held_out": held_history,
         "parent_held_out": parent,  # the starting checkpoint, judged on the same held-out answers

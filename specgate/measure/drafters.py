@@ -90,6 +90,9 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 # answer token counted; records before that figure give none (theirs flattered).
                 "held_out_tau": ((ckpt.get("held_out") or {}).get("expected_tau_all_tokens")),
                 "vocab_coverage": (training.get("vocab_coverage") or {}).get("held_out"),
+                # The same figure on the gate's own prompts' answers (judged, never taught): near the
+                # gate's τ, the gap to held_out_tau is the prompts; far above it, it is the serving.
+                "gate_prompts_tau": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts")),
             }
             recorded = ckpt.get("sha256")
             out["matches_record"] = recorded == out["sha256"] if recorded and out["sha256"] else None
@@ -128,6 +131,8 @@ def describe(identity: dict) -> str:
             held = f"training expected τ {made['held_out_tau']} at 2 steps, topk 1, on its held-out answers"
             if made.get("vocab_coverage") is not None:
                 held += f" (its draft vocabulary holds {100 * made['vocab_coverage']:.1f}% of their tokens)"
+            if made.get("gate_prompts_tau") is not None:
+                held += f", {made['gate_prompts_tau']} on the gate's own prompts (answers judged on, never trained on)"
             parts.append(held)
     if identity.get("matches_record") is False:
         parts.append("WEIGHTS DIFFER from the checksum recorded when it was trained")

@@ -498,3 +498,31 @@ def test_the_distil_stage_goes_on_only_with_an_unfinished_plan_of_the_same_reque
     assert any("every prompt of the plan answered" in m for m in said)
     stage(n=21)  # another request: anew, and said why
     assert calls == [False, True, False] and any("starting anew" in m for m in said)
+
+
+def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path, monkeypatch):
+    from specgate.drafter import distil
+    from specgate.drafter.train import load_samples
+
+    gate = training_prompts.gate_prompts()
+    assert len(gate) == 41 and all(p.kind.startswith(training_prompts.GATE_KIND) for p in gate)
+    prompts = [*training_prompts.generate(30), *gate]  # a deadline must not cut the gate's, wherever given
+    settings = distil.DistilSettings(batch=41, parallel_calls=1, answer_until=50.0)
+    data = tmp_path / "distilled.jsonl"
+    _fake_sglang(monkeypatch, cut_after_batches=1)
+    got = distil._distil(Path("m"), prompts, _Tokenizer(), data, settings, [], 0.0, False)
+    assert got["samples"] == 41 and set(got["samples_by_kind"]) == {f"gate:{s}" for s in
+                                                                      ("chat", "code", "math", "summarisation", "translation", "long_context")}
+    with data.open("a") as f:  # one taught sample more, as a later batch would add
+        f.write(json.dumps({"i": 99, "kind": "chat", "prompt_ids": [1, 2], "output_ids": [3, 4]}) + "\n")
+    taught, judged = load_samples(data, 2048)
+    assert taught == [([1, 2, 3, 4], [0, 0, 1, 1])] and len(judged) == 41
+
+
+def test_the_report_puts_the_gate_prompts_expectation_beside_the_held_out_one(tmp_path):
+    d = _drafter(tmp_path, b"weights", None)
+    record = json.loads((d / "drafter.json").read_text())
+    record["checkpoint"]["held_out"]["expected_tau_gate_prompts"] = 1.41
+    (d / "drafter.json").write_text(json.dumps(record))
+    line = describe(drafter_identity(_with_drafter(d), "eagle3-decode"))
+    assert "training expected τ 2.21" in line and "1.41 on the gate's own prompts" in line
