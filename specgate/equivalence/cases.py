@@ -137,11 +137,18 @@ def edge_cases(deployment: Deployment) -> list[GenerationCase]:
 EDGE_MARK = " (edge: "  # in an edge case's label, before its name: edge_name reads it back
 
 
-def _edge(deployment: Deployment, name: str, max_new_tokens: int, stop: tuple[str, ...], concurrency: int) -> GenerationCase:
-    """An edge case: the deployment's first prompt, labelled with the edge's name."""
+def edge_case(
+    deployment: Deployment, name: str, text: str | None, max_new_tokens: int, stop: tuple[str, ...], concurrency: int
+) -> GenerationCase:
+    """An edge case: the deployment's first prompt (or `text`, made from it), labelled with the
+    edge's name."""
     first = deployment.workload.prompts()[0]
-    text = render(first.messages, deployment.workload.prompt_format)
+    text = render(first.messages, deployment.workload.prompt_format) if text is None else text
     return GenerationCase(f"{first.label}{EDGE_MARK}{name})", text, max_new_tokens, stop, concurrency)
+
+
+def _edge(deployment: Deployment, name: str, max_new_tokens: int, stop: tuple[str, ...], concurrency: int) -> GenerationCase:
+    return edge_case(deployment, name, None, max_new_tokens, stop, concurrency)
 
 
 def one_token_case(deployment: Deployment) -> GenerationCase:

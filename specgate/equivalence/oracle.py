@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from specgate.atomic import write_json_atomic
-from specgate.client import GenerateResult
+from specgate.client import ClientError, GenerateRequest, GenerateResult
 from specgate.deployment import Deployment
 from specgate.equivalence.cases import (
     FIRST_TOKEN_STOP_EDGE,
@@ -32,6 +32,7 @@ from specgate.equivalence.cases import (
     one_token_case,
 )
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
+from specgate.equivalence.context_edge import CONTEXT_EDGE, context_edge_case
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError, EquivalenceFailure, NotRecordedYet
@@ -139,11 +140,31 @@ class EquivalenceOracle:
                 self.baselines[one.key] = self._ask_baseline(one)
             first_text = self.baselines[one.key].text
             derived = first_token_stop_case(self.deployment, first_text)
-            self._reference_edges = [derived] if derived is not None else []
+            edges = [derived] if derived is not None else []
             if derived is None:
                 why = first_token_stop_left_out(first_text)
                 self._edges_left_out.append(f"{FIRST_TOKEN_STOP_EDGE}: LEFT OUT ({why})")
+            at_length = self._context_edge()
+            if isinstance(at_length, str):
+                self._edges_left_out.append(f"{CONTEXT_EDGE}: LEFT OUT ({at_length})")
+            else:
+                edges.append(at_length)
+            self._reference_edges = edges
         return self._reference_edges
+
+    def _context_edge(self) -> GenerationCase | str:
+        """The prompt-at-the-context-length edge, sized by the reference's own token counts (it is
+        up: reference_edge_cases asks only then), or why it is left out."""
+        reference = self.deployment.reference
+        server = self.pool.acquire(reference)
+
+        def count_tokens(text: str) -> int:
+            return server.generate(GenerateRequest(max_new_tokens=1, text=text)).prompt_tokens
+
+        try:
+            return context_edge_case(self.deployment, self.pool.server_infos.get(reference) or {}, count_tokens)
+        except ClientError as exc:
+            return f"the reference refused a prompt while it was sized: {str(exc)[:200]}"
 
     def replay_cases(self) -> list[GenerationCase]:
         """Cases that failed on an earlier run, oldest first."""
@@ -243,10 +264,11 @@ class EquivalenceOracle:
         missing = [c for c in cases if c.key not in self.baselines]
         stats = self.stats.setdefault(config, EquivalenceStats())
         stats.not_checked = [c.label for c in missing]
-        if not any(FIRST_TOKEN_STOP_EDGE in c.label for c in cases):
-            note = f"{FIRST_TOKEN_STOP_EDGE}: NOT CHECKED (the stored answers hold none: stored before this edge)"
-            if note not in self._edges_left_out:
-                self._edges_left_out.append(note)
+        for edge in (FIRST_TOKEN_STOP_EDGE, CONTEXT_EDGE):
+            if not any(edge in c.label for c in cases):
+                note = f"{edge}: NOT CHECKED (the stored answers hold none: stored before this edge, or left out then)"
+                if note not in self._edges_left_out:
+                    self._edges_left_out.append(note)
         return answered, missing
 
     def golden_answers(self) -> GoldenAnswers | None:

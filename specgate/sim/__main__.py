@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decode-attention-backend", default=None)
     p.add_argument("--disable-cuda-graph", action="store_true")
     p.add_argument("--cuda-graph-max-bs", type=int, default=None)
+    # SGLang's flag; its default is the model's own length, the toy model's is this.
+    p.add_argument("--context-length", type=int, default=4096)
     p.add_argument("--disable-overlap-schedule", action="store_true")
     p.add_argument("--enable-metrics", action="store_true")
     # Simulator-only flags
@@ -179,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         "disable_cuda_graph": args.disable_cuda_graph,
         "cuda_graph_max_bs": args.cuda_graph_max_bs,
         "disable_overlap_schedule": args.disable_overlap_schedule,
+        "context_length": args.context_length,
+        # As SGLang's scheduler reports it (its context length less one, where the KV pool is larger).
+        "max_req_input_len": args.context_length - 1,
     }
     state = SimServerState(
         server_args=server_args,

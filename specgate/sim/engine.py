@@ -98,7 +98,8 @@ class Generation:
                 )
 
     def _token_at(self, context: list[int], position: int, verify: bool) -> int:
-        if self.spec is not None and self.faults.diverge_at == position:
+        past = self.faults.diverge_past is not None and len(self.prompt_ids) + position >= self.faults.diverge_past
+        if self.spec is not None and (self.faults.diverge_at == position or past):
             return self.model.distribution(context).tokens[2]  # never top-1 or top-2: decisive
         return self.model.greedy(context, verify_kernel=verify)
 

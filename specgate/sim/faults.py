@@ -14,6 +14,9 @@ in `SPECGATE_CONFIG`.
 | stop-overshoot   | keeps the verify step's tokens after a stop string (text cut there)| token count at a stop        |
 | prefill-stop-miss| speculative output looks for stop strings only after the first    | the first-token stop edge    |
 |                  | (prefill) token's text: a stop string that token holds is missed   | (cases.first_token_stop_case)|
+| diverge-past=P   | speculative output takes a non-top-2 token at every position from  | the context-length edge      |
+|                  | sequence position P on (prompt and answer): a drafter past its     | (context_edge.context_edge_  |
+|                  | position limit corrupting what verify keeps                        | case)                        |
 | accept-collapse  | the draft is always wrong: accept length 1.0                       | accept length / beats        |
 | slowdown=F       | every step costs (1+F) times as much                               | no-regression (decode tok/s) |
 | crash-after=N    | the process exits when request N+1 arrives                         | every test of that config    |
@@ -38,6 +41,7 @@ KNOWN = (
     "overshoot",
     "stop-overshoot",
     "prefill-stop-miss",
+    "diverge-past",
     "accept-collapse",
     "slowdown",
     "crash-after",
@@ -61,6 +65,7 @@ class Faults:
     # whose stop check runs on verify output alone would: narrower than stop-leak, so only a stop
     # string within the first token's text tells it from a healthy server.
     prefill_stop_miss: bool = False
+    diverge_past: int | None = None  # a sequence position (prompt tokens + answer tokens)
     accept_collapse: bool = False
     slowdown: float = 0.0
     crash_after: int | None = None
@@ -84,7 +89,7 @@ def parse_faults(specs: list[str]) -> Faults:
         if name not in KNOWN:
             raise ValueError(f"--sim-fault {spec!r}: unknown fault; known: {', '.join(KNOWN)}")
         key = name.replace("-", "_")
-        if name in ("diverge-at", "crash-after", "trickle-after", "node-crash"):
+        if name in ("diverge-at", "diverge-past", "crash-after", "trickle-after", "node-crash"):
             if not value.isdigit():
                 raise ValueError(f"--sim-fault {spec!r}: expected {name}=<non-negative integer>")
             values[key] = int(value)

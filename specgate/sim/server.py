@@ -189,6 +189,14 @@ class Handler(BaseHTTPRequestHandler):
             # The toy model only knows greedy decoding; sampling would need a real model.
             raise ValueError("the simulator serves greedy requests only (sampling_params.temperature = 0)")
         stop = sp.get("stop") or ()
+        context = int(self.state.server_args["context_length"])
+        if len(prompt_ids) + int(sp.get("max_new_tokens", 128)) >= context:
+            # SGLang's refusal, in its words (tokenizer_manager): a request must leave the last slot free.
+            raise ValueError(
+                f"Requested token count exceeds the model's maximum context length of {context} tokens. You requested "
+                f"a total of {len(prompt_ids) + int(sp.get('max_new_tokens', 128))} tokens: {len(prompt_ids)} tokens "
+                f"from the input messages and {int(sp.get('max_new_tokens', 128))} tokens for the completion."
+            )
         params = GenParams(
             max_new_tokens=int(sp.get("max_new_tokens", 128)),
             stop=(stop,) if isinstance(stop, str) else tuple(stop),

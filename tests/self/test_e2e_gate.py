@@ -16,7 +16,9 @@ import pytest
 from helpers import default_sigint, recorded_baselines, sim_deployment_dict, with_baselines
 
 from specgate.equivalence.cases import FIRST_TOKEN_STOP_EDGE
+from specgate.equivalence.context_edge import CONTEXT_EDGE, SIZE_TOLERANCE
 from specgate.resources import SOURCE_ROOT as REPO_ROOT
+from specgate.sim.tokenizer import encode
 
 # The simulator paces its steps with sleep() against wall-clock deadlines, and the client times
 # the stream on the same clock: on a busy 2-core CI machine, scheduling delays move the figures
@@ -179,6 +181,32 @@ def test_a_stop_string_the_first_token_holds_is_checked_live_and_from_a_golden_f
     one = next(e for e in entries if e["case"]["label"].endswith("(edge: max_new_tokens 1)"))
     edge = next(e for e in entries if e["case"]["label"].endswith(f"(edge: {FIRST_TOKEN_STOP_EDGE})"))
     assert edge["case"]["stop"] == [one["baseline"]["text"]] and edge["baseline"]["text"] == ""
+
+
+def test_a_prompt_at_the_context_length_is_checked_live_and_from_a_golden_file(sim_deployment, pytester):
+    """Issue 14: the edge whose prompt is sized by the reference so that the answer ends on the
+    server's last slot catches a speculative server that goes wrong only that far into a
+    sequence (the fault diverge-past), live and where the reference answers first; nothing
+    else the gate sends reaches there."""
+    for mode in ({}, {"launch": {"coexist": False}}):
+        d = sim_deployment(mode)
+        result = d.run(pytester, "-k", "equivalence or golden", faults="eagle3-decode:diverge-past=4000")
+        assert result.ret == 1, result.stdout.str()[-3000:]
+        assert outcomes(result)["failed"] == 1, result.stdout.str()[-3000:]
+        result.stdout.fnmatch_lines(
+            [
+                "*decisive divergence at output token 0*",
+                f"*(edge: {CONTEXT_EDGE}: * prompt tokens, a whole answer reaches the server's context length 4096)*",
+                "FAILED *test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]*",
+            ]
+        )
+        failed = [e["config"] for e in d.report()["equivalence"] if e["decisive_failures"]]
+        assert failed == ["eagle3-decode"]
+    # Recorded with the other golden cases: a prompt the simulator's context holds with the answer.
+    entries = json.loads((d.report_dir / "sim-golden.json").read_text())["entries"]
+    edge = next(e for e in entries if f"(edge: {CONTEXT_EDGE}: " in e["case"]["label"])
+    prompt_tokens = len(encode(edge["case"]["text"]))
+    assert 4096 - 32 - 1 - SIZE_TOLERANCE <= prompt_tokens <= 4096 - 32 - 1
 
 
 def test_a_declared_known_difference_is_counted_not_failed(sim_deployment, pytester):

@@ -1,0 +1,115 @@
+"""The edge "a prompt at the context length": a prompt long enough that its answer crosses the
+drafter's context length, or, where the drafter's is not below the server's, ends at the
+server's own.
+
+A drafter trained at a shorter length than the target serves (SpecForge trains at 2,048 tokens;
+targets serve 8k to 256k) runs past its position limit there; and at the server's context end a
+speculative cycle drafts and verifies tokens past the last slot the request may use. Neither may
+change a greedy answer, and both are where a server's bookkeeping is least exercised. Drawn cases
+never get there: the workload's prompts are short.
+
+The prompt's length is counted by the reference server itself (meta_info.prompt_tokens of a
+one-token request), so that no tokenizer is needed here: the first prompt, with plain filler
+prose before its question, is resized until it holds the tokens wanted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specgate.deployment import Deployment
+from specgate.equivalence.cases import GenerationCase, edge_case
+from specgate.prompts import Message, render
+from specgate.server_info import lookup
+
+CONTEXT_EDGE = "prompt at the context length"
+# Beyond this many prompt tokens the edge costs more than it shows (a 128k-token prefill per
+# config); the report says it was left out, and why.
+MAX_CONTEXT_EDGE_TOKENS = 32768
+# The answer must end within this many tokens of the limit wanted: a verify step of up to 8
+# draft tokens still reaches past it.
+SIZE_TOLERANCE = 8
+MAX_PROBES = 8
+CALIBRATION_WORDS = 200
+_FILLER = (
+    "The river runs past the old mill and the quiet fields. People walk along the water in the "
+    "morning and talk about the weather, the harvest and the news from town. "
+).split()
+
+
+def server_context_length(info: dict[str, Any]) -> int | None:
+    """Tokens a request may hold in all (prompt and answer), as the server reports it: SGLang's
+    scheduler says `max_req_input_len` (its context length less one), older or other releases a
+    `context_length` (or `context_len`)."""
+    longest_input = lookup(info, "max_req_input_len")
+    if isinstance(longest_input, int) and longest_input > 0:
+        return longest_input + 1
+    length = lookup(info, "context_length", "context_len")
+    return length if isinstance(length, int) and length > 0 else None
+
+
+def drafter_context_length(deployment: Deployment) -> int | None:
+    """The shortest `max_position_embeddings` among the speculative configs' draft models whose
+    config.json is on this machine (None where none is)."""
+    from specgate.measure.drafters import drafters
+
+    found = []
+    for identity in drafters(deployment).values():
+        try:
+            value = json.loads((Path(identity["path"]) / "config.json").read_text()).get("max_position_embeddings")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if isinstance(value, int) and value > 0:
+            found.append(value)
+    return min(found, default=None)
+
+
+def target_prompt_tokens(server: int, drafter: int | None, answer: int) -> tuple[int, str]:
+    """(prompt tokens, what an answer of `answer` tokens then reaches): it crosses the drafter's
+    length at its middle where that fits below the server's; else it ends on the server's last
+    slot (SGLang refuses a prompt and answer of the whole context length). An answer that ends
+    early (EOS, a stop string) reaches less: the edge's name says what a whole one would."""
+    if drafter is not None and drafter + answer // 2 < server:
+        return drafter - answer // 2, f"a whole answer crosses the drafter's context length {drafter}"
+    return server - answer - 1, f"a whole answer reaches the server's context length {server}"
+
+
+def context_edge_case(
+    deployment: Deployment, server_info: dict[str, Any], count_tokens: Callable[[str], int]
+) -> GenerationCase | str:
+    """The edge case, or why it is left out. `count_tokens(text)` is the reference's prompt
+    token count for `text` (one short request each; at most MAX_PROBES of them)."""
+    server = server_context_length(server_info)
+    if server is None:
+        return "the reference server reports no context length (max_req_input_len, context_length)"
+    answer = deployment.equivalence.max_new_tokens
+    wanted, reaches = target_prompt_tokens(server, drafter_context_length(deployment), answer)
+    if wanted > MAX_CONTEXT_EDGE_TOKENS:
+        return f"a prompt of {wanted} tokens ({reaches}) is over {MAX_CONTEXT_EDGE_TOKENS}: it costs more than it shows"
+    first = deployment.workload.prompts()[0]
+
+    def text_with(words: int) -> str:
+        filler = " ".join(_FILLER[i % len(_FILLER)] for i in range(words))
+        last = first.messages[-1]
+        messages = (*first.messages[:-1], Message(last.role, f"{filler}\n\n{last.content}" if words else last.content))
+        return render(messages, deployment.workload.prompt_format)
+
+    bare = count_tokens(text_with(0))
+    if bare > wanted:
+        return f"the first prompt alone holds {bare} tokens, more than the {wanted} wanted"
+    # A short filler first, to learn its tokens per word: a first guess too long would be refused
+    # (the probe's prompt past the context length) rather than measured.
+    words = min(CALIBRATION_WORDS, wanted - bare)
+    got, probes = count_tokens(text_with(words)), 2
+    while not wanted - SIZE_TOLERANCE <= got <= wanted:
+        if probes >= MAX_PROBES:
+            return f"could not size the prompt to {wanted} tokens in {MAX_PROBES} requests (last: {got})"
+        per_word = (got - bare) / words if words else 1.0
+        # Aim at the middle of the tolerance; a step of at least one word either way.
+        step = round((wanted - SIZE_TOLERANCE // 2 - got) / max(per_word, 0.1))
+        words = max(0, words + (step or (1 if got < wanted else -1)))
+        got, probes = count_tokens(text_with(words)), probes + 1
+    return edge_case(deployment, f"{CONTEXT_EDGE}: {got} prompt tokens, {reaches}", text_with(words), answer, (), 1)
