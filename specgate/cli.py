@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
         "and long-input prompts (0: none)",
     )
     assets.add_argument(
+        "--fresh",
+        action="store_true",
+        help="smollm2-eagle3: distil anew even where an earlier distillation of the same request is here "
+        "(it is moved aside as *.replaced); without it, a distil stage goes on with that one",
+    )
+    assets.add_argument(
         "--train-until", type=float, default=None, help="smollm2-eagle3: a Unix time by which the work stops (training ends by it; a distillation stops "
         "sending prompts 75 s before it, or before it less the training's seconds, and keeps what was answered)"
     )
@@ -406,6 +412,7 @@ def _make_drafter(args: argparse.Namespace) -> int:
             self_prompts=args.self_prompts,
             stage=args.stage,
             self_passages=args.self_passages,
+            fresh=args.fresh,
         )
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)

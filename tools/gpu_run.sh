@@ -18,7 +18,7 @@
 #           machine's first SGLang boot took 259 s, so data and training may need a call each);
 #           it stops sending prompts before the call's deadline and keeps what was answered: run
 #           drafter:distil again with the same sizes (this machine's data, or DISTILLED_IN) to
-#           answer the rest of the same plan;
+#           answer the rest of the same plan (DRAFTER_FRESH=1: distil anew all the same);
 #           drafter:train trains from the data on this machine, or from DISTILLED_IN (a carried copy);
 #           drafter:refine trains the trained drafter (this machine's, or DRAFTERS_IN) further on that
 #           data, keeping the weak one. DRAFTER_LR: the peak learning rate (default 3e-4).
@@ -192,10 +192,10 @@ for job in "$@"; do
       continue
     fi
     if ((remaining < 300)); then summary+=("drafter: NOT STARTED (only $remaining s left)"); status=4; continue; fi
-    timeout $((remaining - 10)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" --stage "$stage" \
+    timeout -k 15 $((remaining - 25)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" --stage "$stage" \
       --prompts "${DRAFTER_PROMPTS:-4000}" --self-prompts "${DRAFTER_SELF_PROMPTS:-4000}" --self-passages "${DRAFTER_SELF_PASSAGES:-0}" --epochs "${DRAFTER_EPOCHS:-12}" \
       --train-seconds "${DRAFTER_TRAIN_S:-240}" --batch-tokens "${DRAFTER_BATCH_TOKENS:-16384}" --lr "${DRAFTER_LR:-3e-4}" \
-      --train-until $(($(date +%s) + remaining - 45)) 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8
+      --train-until $(($(date +%s) + remaining - 45)) ${DRAFTER_FRESH:+--fresh} 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8
     code=${PIPESTATUS[0]}
     ((code == 0)) || status=$code
     cp /tmp/assets/smollm2-eagle3.json /tmp/assets/smollm2-eagle3-work/*.server.log /tmp/assets/smollm2-eagle3-work/distilled.json "$dir/" 2>/dev/null

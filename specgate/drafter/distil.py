@@ -16,8 +16,9 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,21 +63,43 @@ class DistilSettings:
     answer_until: float | None = None
 
 
-def answer_in_batches(ask, texts: list[str], batch: int, parallel: int, until: float | None) -> list[dict | None]:
+def answer_in_batches(
+    ask, texts: list[str], batch: int, parallel: int, until: float | None, keep=None  # noqa: ANN001
+) -> list[dict | None]:
     """`ask(texts)` for each batch of `texts`, `parallel` at a time; a batch not started by `until`
-    is not sent, and its answers are None (the caller keeps only what was answered)."""
+    is not sent, and its answers are None (the caller keeps only what was answered). `keep(start,
+    answers)`, where given, takes each batch's answers as it comes back (so that an interrupted
+    run keeps what was answered). On an interrupt no queued batch is sent, and the caller's
+    stopping of the server ends those in flight: nothing waits for them."""
 
-    def one(chunk: list[str]) -> list[dict | None]:
+    def one(start: int) -> list[dict | None]:
+        chunk = texts[start : start + batch]
         if until is not None and time.time() > until:
             return [None] * len(chunk)
         answers = ask(chunk)
         if len(answers) != len(chunk):
             raise SpecgateError(f"distillation: {len(chunk)} prompts sent in one call, {len(answers)} answers came back")
+        if keep is not None:
+            keep(start, answers)
         return answers
 
-    chunks = [texts[i : i + batch] for i in range(0, len(texts), batch)]
-    with ThreadPoolExecutor(parallel) as ex:
-        return [a for part in ex.map(one, chunks) for a in part]
+    ex = ThreadPoolExecutor(parallel)
+    try:
+        futures = [ex.submit(one, start) for start in range(0, len(texts), batch)]
+        pending = set(futures)
+        while pending:
+            # Short waits: a signal that reaches another thread is handled only when the main
+            # thread runs Python again, and a wait without a timeout may last a whole batch.
+            _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f.done() and f.exception() is not None), None)
+            if failed is not None:
+                failed.result()
+        out = [a for f in futures for a in f.result()]
+    except BaseException:
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown()
+    return out
 
 
 def boot_server(model: Path, log_path: Path, timeout_s: float, extra: list[str]) -> tuple[subprocess.Popen, str]:
@@ -148,20 +171,32 @@ def load_plan(path: Path) -> Plan:
     return Plan(prompts, head.get("made") or {})
 
 
-def answered_so_far(data: Path) -> dict:
-    """What the data file holds: the plan indices answered, answer tokens, and samples by kind."""
+def answered_so_far(data: Path, plan_size: int | None = None) -> dict:
+    """What the data file holds: the plan indices answered, answer tokens, and samples by kind.
+    A last line cut short (a run stopped while writing it) is dropped from the file: its prompt
+    is answered again. An index outside the plan, or one answered twice, is an error naming the
+    line: the data and the plan beside it do not belong together."""
     done: set[int] = set()
     tokens = 0
     kinds: dict[str, int] = {}
-    if data.is_file():
-        for n, line in enumerate(data.read_text().splitlines(), 1):
-            try:
-                row = json.loads(line)
-                done.add(int(row["i"]))
-                tokens += len(row["output_ids"])
-                kinds[row["kind"]] = kinds.get(row["kind"], 0) + 1
-            except (KeyError, TypeError, ValueError) as exc:
-                raise SpecgateError(f"{data}, line {n}: not a distilled sample with its plan index: {exc}") from None
+    if not data.is_file():
+        return {"indices": done, "answer_tokens": tokens, "by_kind": kinds}
+    raw = data.read_text()
+    if raw and not raw.endswith("\n"):
+        raw = raw[: raw.rfind("\n") + 1]
+        data.write_text(raw)
+    for n, line in enumerate(raw.splitlines(), 1):
+        try:
+            row = json.loads(line)
+            i = int(row["i"])
+            tokens += len(row["output_ids"])
+            kinds[row["kind"]] = kinds.get(row["kind"], 0) + 1
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecgateError(f"{data}, line {n}: not a distilled sample with its plan index: {exc}") from None
+        if i in done or i < 0 or (plan_size is not None and i >= plan_size):
+            why = "answered twice" if i in done else f"outside the plan's {plan_size} prompts"
+            raise SpecgateError(f"{data}, line {n}: plan index {i} {why}: this data is not the plan's beside it")
+        done.add(i)
     return {"indices": done, "answer_tokens": tokens, "by_kind": dict(sorted(kinds.items()))}
 
 
@@ -190,43 +225,54 @@ def distil(
 
 
 def _distil(model, prompts, tokenizer, out_path, settings, server_args, started, resume) -> dict:  # noqa: ANN001
+    if settings.answer_until is not None and time.time() > settings.answer_until:
+        raise SpecgateError("distillation: its deadline has passed before the server booted; nothing was asked")
     plan_path = out_path.parent / PLAN_FILE
     plan = load_plan(plan_path) if resume else None
-    done = answered_so_far(out_path)["indices"] if resume else set()
-    if not resume:
+    done = answered_so_far(out_path, len(plan.prompts))["indices"] if plan is not None else set()
+    if plan is None:
         out_path.unlink(missing_ok=True)
     proc, url = boot_server(model, out_path.with_suffix(".server.log"), settings.boot_timeout_s, server_args)
     booted = time.monotonic()
+    answered = [0]
     try:
-        with httpx.Client(timeout=1800) as client:
+        with httpx.Client(timeout=1800) as client, out_path.open("a") as data:
+            lock = threading.Lock()
 
-            def ask_all(texts: list[str], sampling: dict) -> list[dict | None]:
+            def ask_all(texts: list[str], sampling: dict, keep=None) -> list[dict | None]:  # noqa: ANN001
                 def ask(chunk: list[str]) -> list[dict]:
                     resp = client.post(f"{url}/generate", json={"text": chunk, "sampling_params": sampling})
                     resp.raise_for_status()
                     return resp.json()
 
-                return answer_in_batches(ask, texts, settings.batch, settings.parallel_calls, settings.answer_until)
+                return answer_in_batches(ask, texts, settings.batch, settings.parallel_calls, settings.answer_until, keep)
 
             if plan is None:
                 plan = _new_plan(prompts, tokenizer, settings, ask_all)
                 save_plan(plan_path, plan)
             todo = [(i, p) for i, p in enumerate(plan.prompts) if i not in done]
             texts = [render(p.messages, settings.prompt_format) for _, p in todo]
-            answers = ask_all(texts, {"temperature": 0.0, "max_new_tokens": settings.max_new_tokens})
+
+            def keep(start: int, answers: list[dict]) -> None:
+                """A batch's samples, appended as one write as soon as it is answered."""
+                lines = []
+                for (i, p), text, answer in zip(todo[start:], texts[start:], answers, strict=False):
+                    ids = answer.get("output_ids")
+                    if not isinstance(ids, list) or not ids:
+                        raise SpecgateError(f"distillation: an answer carries no output_ids (keys: {sorted(answer)})")
+                    prompt_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+                    lines.append(json.dumps({"i": i, "kind": p.kind, "prompt_ids": prompt_ids, "output_ids": ids}) + "\n")
+                with lock:
+                    data.write("".join(lines))
+                    data.flush()
+                    answered[0] += len(lines)
+
+            ask_all(texts, {"temperature": 0.0, "max_new_tokens": settings.max_new_tokens}, keep)
     finally:
         stop_server(proc)
-    kept = [(i, p, text, a) for (i, p), text, a in zip(todo, texts, answers, strict=True) if a is not None]
-    if todo and not kept:
+    if todo and not answered[0]:
         raise SpecgateError(f"distillation: the deadline passed before any of {len(todo)} prompts was answered")
-    with out_path.open("a") as f:
-        for i, p, text, answer in kept:
-            ids = answer.get("output_ids")
-            if not isinstance(ids, list) or not ids:
-                raise SpecgateError(f"distillation: an answer carries no output_ids (keys: {sorted(answer)})")
-            prompt_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-            f.write(json.dumps({"i": i, "kind": p.kind, "prompt_ids": prompt_ids, "output_ids": ids}) + "\n")
-    total = answered_so_far(out_path)
+    total = answered_so_far(out_path, len(plan.prompts))
     return {
         **plan.made,
         "samples": len(total["indices"]),
@@ -234,7 +280,7 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started,
         "samples_by_kind": total["by_kind"],
         "answer_tokens": total["answer_tokens"],
         "max_new_tokens": settings.max_new_tokens,
-        "this_call": {"answered": len(kept), "boot_s": round(booted - started, 1),
+        "this_call": {"answered": answered[0], "boot_s": round(booted - started, 1),
                       "generate_s": round(time.monotonic() - booted, 1), "resumed": resume},
         "server_args": server_args,
     }
@@ -244,27 +290,31 @@ def _new_plan(prompts: list[TrainingPrompt], tokenizer, settings: DistilSettings
     """`prompts`, plus the prompts and passages the target writes (sampled), in a seeded shuffled
     order, so that a distillation cut at its deadline keeps a sample of every kind."""
 
-    def sampled(seeds: list[TrainingPrompt], max_new_tokens: int) -> list[str]:
-        """What the target writes when asked `seeds`; a seed not asked before the deadline writes
-        nothing (and is dropped as empty)."""
+    def sampled(seeds: list[TrainingPrompt], max_new_tokens: int) -> tuple[list[str], int]:
+        """What the target writes when asked `seeds`, and how many seeds the deadline left unasked
+        (counted apart: they were never written, not dropped)."""
         answers = ask_all(
             [render(p.messages, settings.prompt_format) for p in seeds],
             {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": max_new_tokens},
         )
-        return [str(a.get("text", "")) if a is not None else "" for a in answers]
+        return [str(a.get("text", "")) for a in answers if a is not None], sum(a is None for a in answers)
 
     made: dict = {"self_written_prompts": {}, "self_written_passages": {}}
     words = vocabulary_words(tokenizer.get_vocab())
     if settings.self_prompts:
         seeds = self_prompt_seeds(settings.self_prompts, words)
-        own, dropped = from_self_written(sampled(seeds, settings.self_max_tokens))
-        made["self_written_prompts"] = {"asked": len(seeds), "kept": len(own), "dropped": dropped,
+        texts, unasked = sampled(seeds, settings.self_max_tokens)
+        own, dropped = from_self_written(texts)
+        made["self_written_prompts"] = {"asked": len(seeds) - unasked, "kept": len(own), "dropped": dropped,
+                                        "not_asked_by_the_deadline": unasked,
                                         "temperature": settings.self_temperature, "vocabulary_words": len(words)}
         prompts = [*prompts, *own]
     if settings.self_passages:
         seeds = self_passage_seeds(settings.self_passages, words)
-        written, dropped = from_self_passages(sampled(seeds, settings.passage_max_tokens))
-        made["self_written_passages"] = {"asked": len(seeds), "prompts": len(written), "dropped": dropped,
+        texts, unasked = sampled(seeds, settings.passage_max_tokens)
+        written, dropped = from_self_passages(texts)
+        made["self_written_passages"] = {"asked": len(seeds) - unasked, "prompts": len(written), "dropped": dropped,
+                                         "not_asked_by_the_deadline": unasked,
                                          "by_kind": {k: sum(p.kind == k for p in written) for k in sorted({p.kind for p in written})}}
         prompts = [*prompts, *written]
     judged = [p for p in prompts if p.kind.startswith(GATE_KIND)]  # first: a deadline never cuts them

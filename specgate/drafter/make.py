@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from specgate.drafter import prompts as training_prompts
-from specgate.drafter.distil import PLAN_FILE, DistilSettings, distil
+from specgate.drafter.distil import PLAN_FILE, DistilSettings, answered_so_far, distil, load_plan
 from specgate.drafter.train import TrainSettings, train
 from specgate.errors import SpecgateError
 from specgate.measure.drafters import weights_sha256
@@ -84,6 +84,7 @@ def make_smollm2_eagle3(
     self_prompts: int = 0,
     stage: str = "all",
     self_passages: int = 0,
+    fresh: bool = False,
 ) -> dict:
     """`distil` makes the training data, `train` trains from data already in DIR (a device call
     is 10 minutes: a fresh machine's first SGLang boot alone took 259 s), `all` does both;
@@ -100,7 +101,7 @@ def make_smollm2_eagle3(
     data = work / DATA_FILE
     if stage in ("all", "distil"):
         until = _answer_until(stage, train_settings)
-        record = _distil_stage(target, data, n_prompts, max_new_tokens, self_prompts, self_passages, log, until)
+        record = _distil_stage(target, data, n_prompts, max_new_tokens, self_prompts, self_passages, log, until, fresh)
         (work / DATA_RECORD).write_text(json.dumps(record, indent=2) + "\n")
         if stage == "distil":
             return {**record, "data": str(data), "total_s": round(time.monotonic() - started, 1), "checkpoints": {}}
@@ -156,7 +157,7 @@ def _answer_until(stage: str, settings: TrainSettings) -> float | None:
 
 def _distil_stage(
     target: Path, data: Path, n_prompts: int, max_new_tokens: int, self_prompts: int, self_passages: int, log,
-    answer_until: float | None = None,
+    answer_until: float | None = None, fresh: bool = False,
 ) -> dict:
     """Distil anew, or go on with the plan an earlier distil stage of the same request left
     unfinished (its deadline cut it): a device call is 10 minutes, a data set may need several."""
@@ -175,7 +176,7 @@ def _distil_stage(
         # answered with the rest, judged on, never taught (specgate.drafter.prompts.gate_prompts)
         "gate_prompts_judged": training_prompts.digest(training_prompts.gate_prompts()),
     }
-    earlier = _unfinished(data.parent, asked, max_new_tokens, log)
+    earlier = _unfinished(data.parent, asked, max_new_tokens, log, fresh)
     if earlier is not None and not earlier["prompts_not_answered_by_the_deadline"]:
         log(f"distilled already: {earlier['samples']} samples, every prompt of the plan answered; nothing to do")
         return {"prompts": asked, "distillation": earlier}
@@ -196,22 +197,47 @@ def _distil_stage(
     return {"prompts": asked, "distillation": distilled}
 
 
-def _unfinished(work: Path, asked: dict, max_new_tokens: int, log) -> dict | None:
-    """The distillation record of an earlier distil stage with this very request whose plan and
-    data are still here, or None (then the distillation starts anew, and says why)."""
-    record, plan = work / DATA_RECORD, work / PLAN_FILE
-    if not record.is_file():
+def _unfinished(work: Path, asked: dict, max_new_tokens: int, log, fresh: bool = False) -> dict | None:
+    """The distillation record of an earlier distil stage with this very request, its counts
+    taken again from the plan and data beside it; or None, and then the distillation starts
+    anew: it says why, and moves what was there aside (`*.replaced`) rather than deleting it."""
+    record, plan_path, data = work / DATA_RECORD, work / PLAN_FILE, work / DATA_FILE
+    if not record.is_file() and not data.exists():
         return None
+    why = "--fresh asked for new data" if fresh else _differs(record, plan_path, data, asked, max_new_tokens)
+    if why is None:
+        earlier = json.loads(record.read_text())["distillation"]
+        plan = load_plan(plan_path)
+        total = answered_so_far(data, len(plan.prompts))  # the data, not the record, says what is answered
+        earlier.update(samples=len(total["indices"]), answer_tokens=total["answer_tokens"],
+                       samples_by_kind=total["by_kind"],
+                       prompts_not_answered_by_the_deadline=len(plan.prompts) - len(total["indices"]))
+        return earlier
+    moved = [f"{p.name} → {p.name}.replaced" for p in (record, plan_path, data) if p.exists()]
+    for p in (record, plan_path, data):
+        if p.exists():
+            p.replace(p.with_name(p.name + ".replaced"))
+    log(f"{work}: starting the distillation anew ({why}); moved aside: {', '.join(moved)}")
+    return None
+
+
+def _differs(record: Path, plan: Path, data: Path, asked: dict, max_new_tokens: int) -> str | None:
+    """Why the earlier distillation here is not one this request can go on with, or None."""
+    if not plan.is_file() or not data.is_file():
+        return f"{plan.name if not plan.is_file() else data.name} is missing"
     try:
         doc = json.loads(record.read_text())
         earlier = doc["distillation"]
-        same = doc["prompts"] == asked and earlier["max_new_tokens"] == max_new_tokens and "calls" in earlier
-    except (OSError, ValueError, KeyError, TypeError):
-        same, earlier = False, None
-    if not same or not plan.is_file() or not (work / DATA_FILE).is_file():
-        log(f"{record}: not an unfinished distillation of this request (sizes, prompts, plan or data differ): starting anew")
-        return None
-    return earlier
+        if "calls" not in earlier:
+            return "its record predates plans that go on over calls"
+        for key, value in asked.items():
+            if doc["prompts"].get(key) != value:
+                return f"prompts.{key} was {doc['prompts'].get(key)!r}, this request's is {value!r}"
+        if earlier.get("max_new_tokens") != max_new_tokens:
+            return f"max_new_tokens was {earlier.get('max_new_tokens')!r}, this request's is {max_new_tokens}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"{record.name} is unreadable ({exc})"
+    return None
 
 
 def _recorded_data(work: Path, stage: str = "train") -> dict:

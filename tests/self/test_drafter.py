@@ -389,7 +389,9 @@ def test_the_distillation_leaves_the_training_its_time_and_the_call_its_reserve(
     from specgate.drafter.train import TrainSettings
 
     settings = TrainSettings(time_budget_s=200.0, deadline=1000.0)
-    assert _answer_until("distil", settings) == 1000.0 - DISTIL_RESERVE_S
+    # room for the batches in flight when it stops sending (up to ~40 s each on the H200) and for
+    # writing and packing the data before the call's end
+    assert _answer_until("distil", settings) == 1000.0 - DISTIL_RESERVE_S <= 1000.0 - 60
     assert _answer_until("all", settings) == 1000.0 - DISTIL_RESERVE_S - 200.0
     assert _answer_until("distil", TrainSettings()) is None
 
@@ -466,38 +468,102 @@ def test_a_broken_plan_or_data_file_is_named(tmp_path):
         distil.answered_so_far(data)
 
 
-def test_the_distil_stage_goes_on_only_with_an_unfinished_plan_of_the_same_request(tmp_path, monkeypatch):
-    from specgate.drafter import make
+def _stage_runner(tmp_path, monkeypatch, cut_after_batches: int | None):
+    """make's distil stage on real files, the fake SGLang answering (41 gate prompts first, then
+    the templated ones in batches of 8); returns a function running it once."""
+    from dataclasses import replace
+
+    from specgate.drafter import distil, make
 
     calls: list[bool] = []
+    real_settings = make.DistilSettings
 
-    def fake_distil(target, prompts, data, settings, args, resume=False):  # noqa: ANN001
+    def distil_here(target, prompts, data, settings, args, resume=False):  # noqa: ANN001
         calls.append(resume)
-        left = 0 if resume else 5
-        return {"samples": 10 - left, "prompts_not_answered_by_the_deadline": left, "max_new_tokens": 256,
-                "this_call": {"answered": 10 - left if not resume else 5}}
+        settings = replace(settings, batch=8, parallel_calls=1, answer_until=50.0)
+        return distil._distil(target, prompts, _Tokenizer(), data, settings, args, 0.0, resume)
 
-    monkeypatch.setattr(make, "distil", fake_distil)
+    monkeypatch.setattr(make, "distil", distil_here)
+    monkeypatch.setattr(make, "DistilSettings", real_settings)
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(exist_ok=True)
     data = work / make.DATA_FILE
     said: list[str] = []
 
-    def stage(n: int = 20) -> dict:
-        record = make._distil_stage(Path("t"), data, n, 256, 0, 0, said.append)
+    def stage(n: int = 20, cut: int | None = cut_after_batches, fresh: bool = False) -> dict:
+        _fake_sglang(monkeypatch, cut_after_batches=cut)
+        record = make._distil_stage(Path("t"), data, n, 256, 0, 0, said.append, fresh=fresh)
         (work / make.DATA_RECORD).write_text(json.dumps(record))
-        data.touch()
-        (work / make.PLAN_FILE).touch()
         return record
 
-    assert stage()["distillation"]["prompts_not_answered_by_the_deadline"] == 5 and calls == [False]
+    return stage, calls, said, data
+
+
+def test_the_distil_stage_goes_on_only_with_an_unfinished_plan_of_the_same_request(tmp_path, monkeypatch):
+    stage, calls, said, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=7)
+    first = stage()["distillation"]  # 41 gate prompts + 20 templated; the cut leaves some
+    assert 0 < first["prompts_not_answered_by_the_deadline"] < 20 and calls == [False]
     assert any("run the distil stage again" in m for m in said)
-    done = stage()
-    assert calls == [False, True] and len(done["distillation"]["calls"]) == 2
-    assert stage()["distillation"] == done["distillation"] and calls == [False, True]  # finished: nothing sent
+    done = stage(cut=None)["distillation"]
+    assert calls == [False, True] and len(done["calls"]) == 2 and done["prompts_not_answered_by_the_deadline"] == 0
+    assert done["samples"] == 61 and sorted(json.loads(line)["i"] for line in data.read_text().splitlines()) == list(range(61))
+    assert stage()["distillation"]["samples"] == 61 and calls == [False, True]  # finished: nothing sent
     assert any("every prompt of the plan answered" in m for m in said)
-    stage(n=21)  # another request: anew, and said why
-    assert calls == [False, True, False] and any("starting anew" in m for m in said)
+    stage(n=21, cut=None)  # another request: anew, and says which field differs; the old files kept
+    assert calls == [False, True, False]
+    assert any("prompts.n was 20, this request's is 21" in m and "moved aside" in m for m in said)
+    assert (data.parent / (data.name + ".replaced")).is_file()
+    stage(n=21, cut=None, fresh=True)
+    assert calls[-1] is False and any("--fresh asked for new data" in m for m in said)
+
+
+def test_finished_means_what_the_data_holds_not_what_the_record_says(tmp_path, monkeypatch):
+    stage, calls, said, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=None)
+    assert stage()["distillation"]["prompts_not_answered_by_the_deadline"] == 0
+    lines = data.read_text().splitlines(keepends=True)
+    data.write_text("".join(lines[:3]) + lines[3][:10])  # three whole samples, and one cut mid-line
+    again = stage()["distillation"]
+    assert calls == [False, True] and again["samples"] == 61  # the lost ones answered again, once each
+    assert sorted(json.loads(line)["i"] for line in data.read_text().splitlines()) == list(range(61))
+
+
+def test_data_that_is_not_the_plans_is_named_with_its_line(tmp_path):
+    from specgate.drafter.distil import answered_so_far
+    from specgate.errors import SpecgateError
+
+    data = tmp_path / "distilled.jsonl"
+    row = {"i": 0, "kind": "chat", "prompt_ids": [1], "output_ids": [2]}
+    data.write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(SpecgateError, match=r"line 2: plan index 0 answered twice"):
+        answered_so_far(data, 5)
+    data.write_text(json.dumps({**row, "i": 9}) + "\n")
+    with pytest.raises(SpecgateError, match=r"line 1: plan index 9 outside the plan's 5 prompts"):
+        answered_so_far(data, 5)
+
+
+def test_an_interrupt_sends_no_queued_batch_and_keeps_the_answered_ones():
+    import _thread
+    import threading
+    import time
+
+    from specgate.drafter.distil import answer_in_batches
+
+    kept: list[int] = []
+    sent: list[list[str]] = []
+    release = threading.Event()
+
+    def ask(chunk: list[str]) -> list[dict]:
+        sent.append(chunk)
+        if len(sent) == 2:
+            _thread.interrupt_main()  # Ctrl-C (or SIGTERM made one) in the main thread, this batch out
+            release.wait(5)  # in flight until the server is stopped; here, released after
+        return [{"text": t} for t in chunk]
+
+    with pytest.raises(KeyboardInterrupt):
+        answer_in_batches(ask, [f"p{i}" for i in range(10)], 2, 1, None, lambda start, answers: kept.append(start))
+    release.set()
+    time.sleep(0.2)
+    assert len(sent) == 2 and kept[0] == 0 and set(kept) <= {0, 2}  # nothing queued was sent after it
 
 
 def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path, monkeypatch):
@@ -526,3 +592,14 @@ def test_the_report_puts_the_gate_prompts_expectation_beside_the_held_out_one(tm
     (d / "drafter.json").write_text(json.dumps(record))
     line = describe(drafter_identity(_with_drafter(d), "eagle3-decode"))
     assert "training expected τ 2.21" in line and "1.41 on the gate's own prompts" in line
+
+
+def test_a_deadline_already_past_boots_nothing(tmp_path, monkeypatch):
+    from specgate.drafter import distil
+    from specgate.errors import SpecgateError
+
+    monkeypatch.setattr(distil.time, "time", lambda: 100.0)
+    monkeypatch.setattr(distil, "boot_server", lambda *a, **k: pytest.fail("booted past the deadline"))
+    settings = distil.DistilSettings(answer_until=50.0)
+    with pytest.raises(SpecgateError, match="deadline has passed before the server booted"):
+        distil._distil(Path("m"), [], _Tokenizer(), tmp_path / "d.jsonl", settings, [], 0.0, False)
