@@ -130,22 +130,15 @@ class Judge:
     def _machine_note(self, stored: StoredBaseline) -> str | None:
         """Where the stored speeds came from another machine of the same fingerprint: named, since
         the declared between-boot spread covers boots of one machine (seen: one H200's plain
-        SmolLM2 decoded at 561 tok/s where another's stored 914)."""
-        if self.deployment.simulator:  # simulated speeds do not depend on the host
+        SmolLM2 decoded at 561 tok/s where another's stored 914). Only where the servers run on
+        this host (the local launcher): elsewhere this host's id says nothing of theirs."""
+        if self.deployment.simulator or self.deployment.launch.launcher != "local":
             return None
         if self._host_now is None:
             from specgate.provenance import host_id
 
             self._host_now = host_id()
-        then, now = str(stored.provenance.get("host_id") or ""), self._host_now
-        if not then or then == now or "unknown" in (then, now):
-            return None
-        return (
-            f"the baseline was stored on another machine (host id {then[:17]}… then, {now[:17]}… now; the same "
-            "GPU model, driver and SGLang): absolute speeds differ between machines of one fingerprint, and the "
-            "declared between-boot spread covers boots of one machine; a baseline stored on this runner compares "
-            "like with like"
-        )
+        return other_machine(str(stored.provenance.get("host_id") or ""), self._host_now)
 
     # --- fingerprint, stored baselines, calibration ------------------------------------
     def fingerprint_source(self) -> str:
@@ -737,9 +730,6 @@ class Judge:
                 )
         else:
             notes.append(context)
-            machine = self._machine_note(stored)
-            if machine is not None:
-                notes.append(machine)
             if status == FAIL:
                 where = "measured side by side" if self.deployment.launch.coexist else "each measured in its own boot"
                 notes.append(f"speculation itself lost ground: its speedup over plain decoding fell ({where})")
@@ -818,6 +808,24 @@ class Judge:
             notes.append(why)
         suffix = " — REGRESSED" if status == FAIL else " — INCONCLUSIVE"
         return Verdict(name, config, FAIL, head + suffix, notes, figures, noise)
+
+
+def other_machine(then: str, now: str) -> str | None:
+    """A note where two host ids (provenance.host_id: GPU UUIDs joined by commas, or
+    "machine-id:…") name different machines, or None. Ids of different kinds are not compared
+    (a GPU host whose NVML failed once falls back to its machine id), nor an unknown one; GPUs
+    are compared as sets, and the note names the GPUs that differ."""
+    if not then or not now or "unknown" in (then, now) or then.startswith("machine-id:") != now.startswith("machine-id:"):
+        return None
+    before, after = set(then.split(",")), set(now.split(","))
+    if before == after:
+        return None
+    gone, new = sorted(before - after), sorted(after - before)
+    return (
+        f"the baseline was stored on another machine ({', '.join(gone)} then; {', '.join(new)} now; the same GPU "
+        "model, driver and SGLang): absolute speeds differ between machines of one fingerprint, and the declared "
+        "between-boot spread covers boots of one machine; a baseline stored on this runner compares like with like"
+    )
 
 
 def _plain_explains(absolute: float, reference: float, tolerance: float) -> str | None:

@@ -83,14 +83,23 @@ def test_a_speed_verdict_against_a_baseline_of_another_machine_says_so(monkeypat
     from types import SimpleNamespace
 
     import specgate.provenance
-    from specgate.verdicts.judge import Judge
+    from specgate.verdicts.judge import Judge, other_machine
 
-    monkeypatch.setattr(specgate.provenance, "host_id", lambda: "GPU-163babb0-01bc-e354-5730-d45a11677370")
-    stored = SimpleNamespace(provenance={"host_id": "GPU-97a52846-7ef4-bd76-8eb5-a25ee95c91b2"})
-    real = Judge(SimpleNamespace(simulator=False), None, Path("."))  # type: ignore[arg-type]
-    note = real._machine_note(stored)  # type: ignore[arg-type]
-    assert note is not None and "GPU-97a52846-7ef4… then, GPU-163babb0-01bc… now" in note
-    assert real._machine_note(SimpleNamespace(provenance={"host_id": "GPU-163babb0-01bc-e354-5730-d45a11677370"})) is None  # type: ignore[arg-type]
-    assert real._machine_note(SimpleNamespace(provenance={})) is None  # type: ignore[arg-type]  # older baselines name none
-    sim = Judge(SimpleNamespace(simulator=True), None, Path("."))  # type: ignore[arg-type]
-    assert sim._machine_note(stored) is None  # type: ignore[arg-type]
+    a, b, c = "GPU-97a52846-7ef4", "GPU-163babb0-01bc", "GPU-2f0c9d11-aaaa"
+    assert other_machine(a, b) is not None and f"({a} then; {b} now;" in other_machine(a, b)  # type: ignore[operator]
+    assert other_machine(f"{a},{c}", f"{c},{a}") is None  # the same GPUs, listed in another order
+    assert f"({a} then; {b} now;" in (other_machine(f"{c},{a}", f"{c},{b}") or "")  # names the one that differs
+    assert other_machine(a, "machine-id:34e37c21e9a2c7bc") is None  # NVML failed once: ids of two kinds
+    assert other_machine("", b) is None and other_machine(a, "unknown") is None  # older baselines name none
+
+    monkeypatch.setattr(specgate.provenance, "host_id", lambda: b)
+    stored = SimpleNamespace(provenance={"host_id": a})
+
+    def judge(simulator: bool = False, launcher: str = "local") -> Judge:
+        return Judge(SimpleNamespace(simulator=simulator, launch=SimpleNamespace(launcher=launcher)), None, Path("."))  # type: ignore[arg-type]
+
+    assert judge()._machine_note(stored) == other_machine(a, b)  # type: ignore[arg-type]
+    assert judge(simulator=True)._machine_note(stored) is None  # type: ignore[arg-type]
+    # servers elsewhere: this host's id says nothing of theirs
+    assert judge(launcher="url")._machine_note(stored) is None  # type: ignore[arg-type]
+    assert judge(launcher="ssh")._machine_note(stored) is None  # type: ignore[arg-type]
