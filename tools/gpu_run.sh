@@ -116,13 +116,20 @@ if [[ -n ${DISTILLED_IN:-} && -f $DISTILLED_IN && ! -f /tmp/assets/smollm2-eagle
   mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$DISTILLED_IN" | tar -C /tmp/assets -xf - \
     && echo "distilled data restored from $DISTILLED_IN"
 fi
-# Each kind of asset once per machine: a later call (or job) finds them made. Starting Python
-# with torch and transformers only to find the files there cost ~40 s per job.
-made() { [[ -f /tmp/assets/$1/config.json && -f /tmp/assets/$2/config.json ]]; }
+# Each kind of asset once per machine and per version of the code that makes them: a stamp
+# names both, written only once `specgate assets` succeeded (a conversion stopped halfway leaves
+# none). Starting Python with torch and transformers only to find the files there cost ~40 s a job.
+assets_digest=$(cat specgate/assets.py specgate/drafter/train.py | sha256sum | cut -c1-16)
+make_assets() {
+  local stamp=/tmp/assets/.made-$1-$assets_digest
+  [[ -f $stamp ]] && return 0
+  python3 -m specgate.cli assets "$1" /tmp/assets --gguf "$gguf" > "$work/assets-$1.log" 2>&1 \
+    && touch "$stamp" && tail -1 "$work/assets-$1.log" || { echo "specgate assets $1 failed:"; tail -5 "$work/assets-$1.log"; }
+}
 for job in "$@" ${WARM_KERNELS:-}; do
   case ${job%%:*} in
-    llama8b*) made llama-3.1-8b-dummy llama-3.1-8b-eagle3-dummy || python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
-    smollm2*) made smollm2-135m-instruct smollm2-eagle3-random || python3 -m specgate.cli assets smollm2 /tmp/assets --gguf "$gguf" 2>&1 | tail -1 ;;
+    llama8b*) make_assets llama8b-dummy ;;
+    smollm2*) make_assets smollm2 ;;
   esac
 done
 echo "unpack and assets done after $(elapsed) s"

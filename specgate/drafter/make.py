@@ -34,10 +34,11 @@ WEAK_DIR = "smollm2-eagle3-weak"
 # half a device call: tools/gpu_run.sh compiles the gate's FlashInfer kernels beside it instead,
 # with tools/warm_kernels.py), no CUDA graphs (capturing many batch sizes costs more than it
 # saves here), and wide batches: a 135M model decodes launch-bound, so 2048 sequences cost little
-# more per step than 512 (4000 answers took 51 s at 512 on the H200). Sampling in PyTorch: every
-# distillation that sampled (the target writing prompts and passages) waited 82-120 s at its first
-# sampled request, and the one that only decoded greedily did not; FlashInfer compiles its
-# sampling kernels on first use, the likely cause (not yet shown on a GPU).
+# more per step than 512 (4000 answers took 51 s at 512 on the H200). Sampling in PyTorch: in
+# every distillation that sampled (the target writing prompts and passages) no batch was scheduled
+# for 82-120 s after the first sampled requests arrived (1,767 of them queued by then), and in the
+# one that only decoded greedily none waited. The cause is not shown; FlashInfer compiling its
+# sampling kernels on first use is one candidate, and sampling in PyTorch rules it out.
 SERVER_ARGS = [
     "--sampling-backend",
     "pytorch",
