@@ -461,7 +461,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     messages = config.stash[_MESSAGES]
     interrupted = None
     if exitstatus == pytest.ExitCode.INTERRUPTED or gate.pool.cancelled:
-        interrupted = "the run was interrupted (a signal or Ctrl-C) before every test ran: no verdict"
+        t = gate.tally()
+        if t.passed + t.failed + t.skipped >= len(session.items):
+            # Every verdict was reached; the stop came while the servers were being stopped.
+            interrupted = (
+                "the run was interrupted (a signal or Ctrl-C) after every test had run, while it stopped its "
+                "servers: no verdict, though every gate above was judged"
+            )
+        else:
+            interrupted = (
+                "the run was interrupted (a signal or Ctrl-C) before every test ran: no verdict: nothing after the "
+                "interruption was judged"
+            )
     try:
         fingerprint, report = _write_report(gate, messages, interrupted)
     except Exception as exc:  # a report must exist and say the run failed, whatever broke it

@@ -99,7 +99,7 @@ def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dic
     if failed_tests > 0 or tally.errors or failed_gates:
         reasons.append(f"{failed_tests} test(s) failed, {tally.errors} errored, {len(failed_gates)} gate(s) failed")
     if c.get("interrupted"):
-        reasons.append(f"{c['interrupted']}: nothing after the interruption was judged")
+        reasons.append(str(c["interrupted"]))
     for v in unjudged:
         reasons.append(f"{v.gate}: {v.status.upper()} — {v.summary}")
     for phase, want in (c.get("expected") or {}).items():

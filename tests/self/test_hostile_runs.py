@@ -68,6 +68,7 @@ def test_cancelled_baseline_update_keeps_the_stored_baseline(sim_deployment, sig
     assert "baseline NOT written: the run was interrupted" in out
     report = d.report()
     assert report["overall"] == "INTERRUPTED" and "interrupted" in report["interrupted"]
+    assert "before every test ran" in report["interrupted"]  # cancelled mid-measurement, not at teardown
     assert "INTERRUPTED" in (d.report_dir / "report.md").read_text()
     assert not list(d.baselines_dir.rglob("*.tmp"))
 
