@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from specgate.atomic import write_json_atomic
-from specgate.client import ClientError, GenerateRequest, GenerateResult
+from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment
 from specgate.equivalence.cases import (
     FIRST_TOKEN_STOP_EDGE,
@@ -35,7 +35,7 @@ from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invar
 from specgate.equivalence.context_edge import CONTEXT_EDGE, context_edge_case
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
-from specgate.errors import BaselineError, EquivalenceFailure, NotRecordedYet
+from specgate.errors import BaselineError, EquivalenceFailure, HTTPStatusError, NotRecordedYet
 from specgate.server.pool import ServerPool
 
 # Cases that once failed, replayed first on every later run: baselines/<deployment>/REPLAY_FILE
@@ -163,7 +163,9 @@ class EquivalenceOracle:
 
         try:
             return context_edge_case(self.deployment, self.pool.server_infos.get(reference) or {}, count_tokens)
-        except ClientError as exc:
+        except HTTPStatusError as exc:
+            # Only a refusal of the prompt leaves the edge out; a dead, hung or cancelled server is
+            # the run's problem, raised as anywhere else.
             return f"the reference refused a prompt while it was sized: {str(exc)[:200]}"
 
     def replay_cases(self) -> list[GenerationCase]:
