@@ -178,7 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--max-seconds", type=float, default=None, help="start no round that would end past this")
     calibrate.add_argument("--seed", type=int, default=None, help="fix the interleaving order (self-tests)")
     schema = sub.add_parser(
-        "schema", help="print (or write) the JSON Schema of the deployment file, generated from the parser's reads"
+        "schema",
+        help="print (or write) a JSON Schema: the deployment file's (generated from the parser's reads) or "
+        "report.json's (from the report model)",
+    )
+    schema.add_argument(
+        "document", nargs="?", choices=("deployment", "report"), default="deployment", help="which (default: deployment)"
     )
     schema.add_argument("-o", "--output", default=None, help="write it to this file ('-': standard output, the default)")
     spread = sub.add_parser("spread", help="run-to-run spread of several report.json files of one deployment")
@@ -428,9 +433,15 @@ def _schema(args: argparse.Namespace) -> int:
     import json
 
     from specgate.atomic import write_json_atomic
-    from specgate.schema import deployment_schema
 
-    schema = deployment_schema()
+    if args.document == "report":
+        from specgate.report.model import report_schema
+
+        schema = report_schema()
+    else:
+        from specgate.schema import deployment_schema
+
+        schema = deployment_schema()
     if args.output in (None, "-"):
         try:
             if sys.stdout is None:

@@ -47,6 +47,14 @@ class BaselineError(SpecgateError):
         super().__init__(f"{self.path}: {problem}")
 
 
+class ReportError(SpecgateError):
+    """A report.json that cannot be read back: not JSON, of a newer version, or a bad field."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{self.path}: {problem}")
+
+
 class ServerBootError(SpecgateError):
     """A server never became ready: it exited (`died`), or the boot timeout passed."""
 

@@ -1,0 +1,420 @@
+"""report.json as a typed document: one definition for what `build_report` writes, what the
+renderers read, what `specgate spread` and the CLI's closing line read back, and
+`docs/report.schema.json` (`specgate schema report`).
+
+Versions (`schema_version`): 1 is the first written through these models. Reports written
+before them carry no `schema_version` and read as version 0: the fields that arrived since the
+first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
+baseline reader keeps defaults for its older format, and `results/` holds such reports (a
+self-test reads every one). A version-1 report must hold every field: it is read with the
+context `complete`, and a missing field is an error naming it, not a default.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
+
+from specgate.documents import problem
+from specgate.errors import ReportError
+from specgate.verdicts.gates import RunVerdict, Status
+
+SCHEMA_VERSION: Literal[1] = 1
+SCHEMA_ID = "https://specgate.invalid/report.schema.json"
+
+# The enums are written as their values; read back from JSON they arrive as strings, which strict
+# mode would refuse.
+_RunVerdict = Annotated[RunVerdict, Field(strict=False)]
+_Status = Annotated[Status, Field(strict=False)]
+# 0 is a report written before this model, which has no such field: it reads, and is never written.
+_Version = Annotated[
+    Literal[0, 1],
+    Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
+]
+
+
+class _Part(BaseModel):
+    """Every part of the report: strict types, and unknown keys kept (a newer writer's additions
+    survive a read, as in the other stored documents). The defaults exist only for reports that
+    predate a field; `complete` in the validation context (a report of schema_version >= 1)
+    turns each missing field back into an error."""
+
+    model_config = ConfigDict(extra="allow", strict=True, json_schema_serialization_defaults_required=True)
+
+    def document(self) -> dict[str, Any]:
+        """The JSON-ready dict the file holds. Python mode, not pydantic's JSON mode: the open parts
+        go to json.dumps as they are (JSON mode would write an infinite figure as null)."""
+        return self.model_dump()
+
+    @model_validator(mode="after")
+    def _complete(self, info: ValidationInfo) -> _Part:
+        if info.context and info.context.get("complete"):
+            missing = [name for name in type(self).model_fields if name not in self.model_fields_set]
+            if missing:
+                raise ValueError(
+                    f"lacks {', '.join(repr(m) for m in missing)}, which every report of schema_version "
+                    f"{info.context.get('version')} holds"
+                )
+        return self
+
+
+class Interval(_Part):
+    """An estimate with its bootstrap interval (specgate.measure.stats.Interval.as_dict)."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+
+
+class Tally(_Part):
+    """The pytest tally of the run's gate tests."""
+
+    passed: int
+    failed: int
+    skipped: int
+    errors: int
+
+
+class Plan(_Part):
+    """How the figures were gathered (specgate.measure.plan.PlanLog)."""
+
+    interleaved: bool
+    boots: int
+    rounds: int
+    orders: list[list[str]]  # the first rounds' orders, as evidence
+
+
+class Fingerprint(_Part):
+    """The machine the figures are from (specgate.verdicts.fingerprint.Fingerprint)."""
+
+    gpu: str
+    gpu_count: int
+    driver: str
+    cuda: str
+    sglang: str
+    model: str
+
+
+class StandIn(_Part):
+    """Where the reference was not booted (`launch.reference_from = "stored"`): which stored
+    baseline stood in for it, what that saved, and what it could not show (plugin._stand_in).
+    Every field but the few that hold whatever the deployment says is None where the stored
+    baseline could not be used (`problem` says why)."""
+
+    reference: str
+    baseline_file: str | None
+    commit: str | None
+    recorded: str | None
+    host: str | None
+    fingerprint_from: str | None
+    args_digest: str
+    golden_cases: int | None
+    note: str
+    problem: str | None
+    noise: dict[str, str]  # gate -> which noise its interval against the stored figures holds
+    boots_saved: int
+    stored_boot_seconds: float | None
+    not_checked: dict[str, list[str]]  # config -> equivalence cases with no stored answer
+
+
+class SetAccept(_Part):
+    accept_length: float  # pooled tokens / verify steps
+    requests: int
+
+
+class SpeedRow(_Part):
+    """One measured config at one concurrency."""
+
+    config: str
+    concurrency: int
+    speculative: bool
+    n: int
+    decode_tps: Interval
+    ratio_to_reference: Interval | None  # None for the reference, or where it was not measured
+    accept_length: Interval | None  # None where the server reported no verify counters
+    accept_length_by_set: dict[str, SetAccept] | None = None  # prompt set -> pooled accept length
+    ttft_ms: Interval
+    warmup_requests: int
+    warmup_settled: bool | None
+    warmup_first_tps: float | None = None
+    warmup_last_tps: float | None = None
+    cv: float | None = None  # per-request spread of decode tok/s
+    boots: int | None = None
+    verdict: _RunVerdict | Literal["—"]  # "—": no gate judged the config
+    stored: str | None = None  # the stored baseline whose figures stand in for an unbooted reference
+
+
+class Unmeasured(_Part):
+    """A config whose server never booted, or died before a figure: its row, with the cause."""
+
+    config: str
+    concurrency: int
+    error: str
+
+
+class GateEntry(_Part):
+    gate: str
+    config: str
+    status: _Status
+    summary: str
+    notes: list[str]
+    # Open: each kind of gate records its own figures (intervals, bars, tolerances, the stored
+    # run's values); the summary and notes are what a reader is meant to read.
+    figures: dict[str, Any]
+    noise: str = ""  # which noise the interval holds, in words
+
+
+class Flip(_Part):
+    """A near-tie flip: the baseline's top-1/top-2 margin was below the tie margin."""
+
+    prompt: str
+    position: int
+    baseline_token: int
+    spec_token: int
+    margin: float
+
+
+class EquivalenceRow(_Part):
+    known_defects: list[str] = []  # known upstream defects this config's failure shapes match
+    unused_tolerances: list[str] = []  # declared tolerances that matched nothing here
+    server_version: str | None = None
+    shapes: dict[str, int] = {}  # named shape of a failure or tolerated answer -> count
+    config: str
+    cases: int
+    requests: int
+    exact_matches: int
+    not_checked: list[str] = []  # cases with no stored answer of the reference
+    edges: list[str] = []  # the edge cases checked
+    near_tie_flips: int
+    decisive_failures: int
+    tolerated: list[str] = []
+    tokens_compared: int
+    flips: list[Flip]
+    failures: list[str]
+    failure_details: list[str] = []
+    divergence_margins: list[float] = []
+
+
+class Margins(_Part):
+    """The baseline's top-1/top-2 margins (specgate.equivalence.margins.MarginSummary)."""
+
+    positions: int
+    below_tie: int
+    quantum: float | None
+    tie_margin: float
+    warning: str | None
+
+
+class Boot(_Part):
+    config: str
+    seconds: float
+    ok: bool
+    note: str = ""
+
+
+class FidelityRow(_Part):
+    """The suite's single-stream figures against the server's own (specgate.measure.fidelity)."""
+
+    config: str
+    suite_decode_tps: float
+    log_decode_tps: float | None
+    log_lines: int
+    log_lines_low: int
+    log_gap: float | None
+    log_note: str = ""
+    meta_decode_tps: float | None = None
+    meta_gap: float | None = None
+    client_overhead_ms: float | None
+    e2e_gap: float | None
+
+
+class Settings(_Part):
+    """What a server runs as, read from its own server info (specgate.diagnosis.settings)."""
+
+    version: str | None
+    algorithm: str | None
+    num_steps: int | None
+    topk: int | None
+    draft_tokens: int | None
+    attention_mode: str | None
+    attention_backend: str | None
+    prefill_backend: str | None
+    decode_backend: str | None
+    cuda_graph_disabled: bool | None
+    cuda_graph_max_bs: int | None
+    overlap_disabled: bool | None
+    tp_size: int | None
+    context_length: int | None
+    draft_model_path: str | None
+
+
+class Cycle(_Part):
+    """The cycle model (specgate.diagnosis.cycle.CycleModel)."""
+
+    config: str
+    concurrency: int
+    tau: Interval
+    t_d_ms: Interval
+    t_c_ms: Interval
+    cycle_cost: float
+    break_even_tau: float
+    predicted_speedup: float
+    measured_speedup: Interval
+    efficiency: float
+    model_gap: float
+
+
+class Lever(_Part):
+    key: str
+    action: str
+    why: str
+    evidence: list[str]
+    strength: Literal["measured", "observed", "setting"]
+    gain: float | None
+    sibling: str | None
+
+
+class Diagnosis(_Part):
+    config: str
+    concurrency: int
+    settings: Settings
+    cycle: Cycle
+    underperforms: list[str]
+    levers: list[Lever]
+    notes: list[str]
+
+
+class Report(_Part):
+    """report.json: one run's measurements and verdicts; report.md and report.png are rendered
+    from it, so what a person reads and what a machine reads cannot disagree."""
+
+    schema_version: _Version = 0
+    deployment: str
+    deployment_file: str
+    description: str
+    simulator: bool
+    overall: _RunVerdict
+    overall_reasons: list[str] = []
+    tests: Tally
+    plan: Plan | None = None
+    calibration: str | None = None  # the calibration record's file name, where one widened the intervals
+    fingerprint: Fingerprint | None
+    reference_from_stored: StandIn | None = None
+    # Open: what specgate.provenance records has grown over versions (host_id came later), and the
+    # baseline and calibration documents keep it open as well.
+    provenance: dict[str, Any]
+    tie_margin: float
+    speed: list[SpeedRow]
+    unmeasured: list[Unmeasured] = []
+    gates: list[GateEntry]
+    equivalence: list[EquivalenceRow]
+    equivalence_not_checked: str | None = None  # why the deployment declares outputs uncomparable
+    baseline_problems: list[str]
+    baseline_margins: Margins | None
+    boots: list[Boot]
+    phase_seconds: dict[str, float]
+    fidelity: list[FidelityRow] = []
+    diagnosis: list[Diagnosis] = []
+    # Open: per server, the SGLang settings of build.SETTINGS_SHOWN as the server reports them,
+    # whatever their JSON type in that release.
+    server_settings: dict[str, dict[str, Any]]
+    interrupted: str | None = None  # why nothing after an interruption was judged
+    # Open: per speculative config, the drafter's identity as specgate.measure.drafters records it
+    # (path, checksum, and the training record's fields, which depend on how it was made).
+    drafters: dict[str, dict[str, Any]] | None = None
+
+
+class ErrorReport(_Part):
+    """What report.json holds when the report itself could not be built: the run is an ERROR."""
+
+    schema_version: _Version = 0
+    overall: Literal["ERROR"]
+    error: str  # the cause: exception type and message
+
+
+class _Dated(_Part):
+    date: str  # ISO 8601, UTC
+
+
+class _SpeedFigures(_Part):
+    config: str
+    concurrency: int
+    decode_tps: Interval
+    ratio_to_reference: Interval | None
+    accept_length: Interval | None
+
+
+class ReportFigures(_Part):
+    """The part of a report every version has held, from the first GPU runs (2026-11-29) on:
+    what reads reports across versions (`specgate spread`) reads, so that reports older than the
+    rest of this model (another verdict vocabulary) still compare."""
+
+    deployment: str
+    fingerprint: dict[str, Any] | None = None  # compared whole between reports, never read by field
+    provenance: _Dated
+    speed: list[_SpeedFigures]
+
+
+AnyReport = Report | ErrorReport
+_ANY = TypeAdapter[AnyReport](AnyReport)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ReportError(path, f"not a specgate report.json ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict):
+        raise ReportError(path, f"not a specgate report.json (expected a JSON object, got {type(data).__name__})")
+    version = data.get("schema_version", 0)
+    if version not in (0, SCHEMA_VERSION):
+        raise ReportError(
+            path,
+            f"field 'schema_version': expected at most {SCHEMA_VERSION}, got {version!r}: a report of a newer "
+            "specgate, or not a report",
+        )
+    return data
+
+
+def read_report(path: Path) -> AnyReport:
+    """report.json read through the models; an error names the file and the field, and says
+    where the file predates the model."""
+    data = _load(path)
+    version = data.get("schema_version", 0)
+    kind: type[Report] | type[ErrorReport] = ErrorReport if data.get("overall") == "ERROR" else Report
+    try:
+        return kind.model_validate(data, context={"complete": version >= 1, "version": version})
+    except ValidationError as exc:
+        what = (
+            f"of schema_version {version}"
+            if version
+            else "(written before schema_version 1: it has no such field, and this version cannot read it)"
+        )
+        raise ReportError(path, f"not a specgate report.json {what}: {problem(exc)}") from None
+
+
+def read_run_figures(path: Path) -> ReportFigures:
+    """The figures every version of report.json holds (ReportFigures), from a report of any version."""
+    data = _load(path)
+    try:
+        return ReportFigures.model_validate(data)
+    except ValidationError as exc:
+        raise ReportError(path, f"not a specgate report.json: {problem(exc)}") from None
+
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of what this version writes (every field required: the defaults above are
+    for reading older reports)."""
+    schema = _ANY.json_schema(mode="serialization")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "specgate report.json",
+        "description": f"Generated by `specgate schema report` from specgate.report.model (schema_version "
+        f"{SCHEMA_VERSION}). A run whose report could not be built writes the short ERROR form.",
+        **schema,
+    }
