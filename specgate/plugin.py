@@ -7,7 +7,6 @@ collected: the self-tests never read a deployment or boot a server.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from specgate import project
+from specgate.atomic import write_json_atomic
 from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.equivalence.oracle import EquivalenceOracle
@@ -29,6 +29,7 @@ from specgate.provenance import commit_info_from_environment, git_commit, proven
 from specgate.report.build import build_report
 from specgate.report.chart import render_chart
 from specgate.report.markdown import render_markdown
+from specgate.report.model import SCHEMA_VERSION, ErrorReport, Report
 from specgate.report.progress import BootDisplay
 from specgate.resources import gate_tests_dir
 from specgate.server.pool import LiveServer
@@ -40,7 +41,7 @@ from specgate.verdicts.stored_reference import MeasuredView, StoredReference
 _DEPLOYMENT = pytest.StashKey[Deployment]()
 _SESSION = pytest.StashKey[GateSession]()
 _PHASES = pytest.StashKey[dict[str, tuple[str, str]]]()
-_REPORT = pytest.StashKey[dict]()
+_REPORT = pytest.StashKey[Report]()
 _MESSAGES = pytest.StashKey[list[str]]()
 _PREVIOUS_PROJECT = pytest.StashKey[project.Project | None]()
 
@@ -493,7 +494,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _update_baselines(session, gate, fingerprint, interrupted)
 
 
-def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, dict]:
+def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, Report]:
     fingerprint = gate.judge.fingerprint_if_known()  # the run is over: never boot for it
     stand_in = _stand_in(gate)
     report = build_report(
@@ -517,13 +518,13 @@ def _write_report(gate: GateSession, messages: list[str], interrupted: str | Non
         calibration=_calibration_name(gate),
         failed_tests=gate.failed_tests,
         stand_in=stand_in,
+        interrupted=interrupted,
+        drafters=gate.judge.drafters(),
     )
-    report["interrupted"] = interrupted  # what ran may all have passed; the run as a whole did not
-    report["drafters"] = gate.judge.drafters()
     out = gate.options.report_dir
     out.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(report)
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_json_atomic(out / "report.json", report.document())  # whole or not at all: CI reads it
     (out / "report.md").write_text(markdown)
     try:
         render_chart(report, out / "report.png")
@@ -546,7 +547,8 @@ def _write_error_report(out: Path, exc: Exception, messages: list[str]) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.md").write_text(text)
-        (out / "report.json").write_text(json.dumps({"overall": "ERROR", "error": cause}, indent=2) + "\n")
+        error = ErrorReport(schema_version=SCHEMA_VERSION, overall="ERROR", error=cause)
+        write_json_atomic(out / "report.json", error.document())
     except OSError as write_exc:
         messages.append(f"error report NOT written to {out}: {write_exc}")
 

@@ -1,7 +1,7 @@
-"""Gather one run's measurements and verdicts into a single JSON-ready document.
+"""Gather one run's measurements and verdicts into a single document, report.json.
 
-The Markdown summary and the chart are both rendered from this document, so what a
-human reads and what a machine reads cannot disagree.
+The Markdown summary and the chart are both rendered from this document (a
+specgate.report.model.Report), so what a human reads and what a machine reads cannot disagree.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from specgate.equivalence.check import EquivalenceStats
 from specgate.equivalence.known import known_defects_for
 from specgate.measure.speed import Measurements
 from specgate.measure.summary import accept_by_set, summarise_speed
+from specgate.report.model import SCHEMA_VERSION, Report
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import RunVerdict, Verdict
@@ -194,12 +195,15 @@ def build_report(
     calibration: str | None = None,
     failed_tests: list[str] | None = None,
     stand_in: dict | None = None,
-) -> dict:
+    interrupted: str | None = None,
+    drafters: dict[str, dict] | None = None,
+) -> Report:
     overall, reasons = overall_verdict(tally, verdicts, completeness)
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
     # dead server) are named in the report too, not only in pytest's traceback.
     reasons += [f"failed: {f}" for f in (failed_tests or [])[:10]]
-    return {
+    document = {
+        "schema_version": SCHEMA_VERSION,
         "deployment": deployment.name,
         "deployment_file": str(deployment.path),
         "description": deployment.description,
@@ -240,7 +244,12 @@ def build_report(
         "server_settings": {
             name: {k: info.get(k) for k in SETTINGS_SHOWN if k in info} for name, info in server_infos.items()
         },
+        # What ran may all have passed; a run that was interrupted as a whole did not.
+        "interrupted": interrupted,
+        "drafters": drafters,
     }
+    # Checked as a reader checks it (every field present): a report no reader accepts is never written.
+    return Report.model_validate(document, context={"complete": True, "version": SCHEMA_VERSION})
 
 
 # The server settings worth showing next to a figure: what actually ran, per SGLang itself.

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specgate.report.model import Report, SpeedRow
 from specgate.verdicts.gates import RunVerdict
 
 
-def render_chart(report: dict, path: Path) -> Path | None:
+def render_chart(report: Report, path: Path) -> Path | None:
     rows = (
-        [r for r in report["speed"] if r["concurrency"] == min(x["concurrency"] for x in report["speed"])]
-        if report["speed"]
+        [r for r in report.speed if r.concurrency == min(x.concurrency for x in report.speed)]
+        if report.speed
         else []
     )
     if not rows:
@@ -20,24 +21,24 @@ def render_chart(report: dict, path: Path) -> Path | None:
     matplotlib.use("Agg")  # no display on CI runners
     import matplotlib.pyplot as plt
 
-    names = [r["config"] for r in rows]
-    est = [r["decode_tps"]["estimate"] for r in rows]
+    names = [r.config for r in rows]
+    est = [r.decode_tps.estimate for r in rows]
     err = [
-        [r["decode_tps"]["estimate"] - r["decode_tps"]["low"] for r in rows],
-        [r["decode_tps"]["high"] - r["decode_tps"]["estimate"] for r in rows],
+        [r.decode_tps.estimate - r.decode_tps.low for r in rows],
+        [r.decode_tps.high - r.decode_tps.estimate for r in rows],
     ]
     colours = [_colour(r) for r in rows]
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(rows)), 4), dpi=110)
     bars = ax.bar(names, est, yerr=err, color=colours, capsize=6)
-    reference = next((r for r in rows if r["ratio_to_reference"] is None and not r["speculative"]), None)
+    reference = next((r for r in rows if r.ratio_to_reference is None and not r.speculative), None)
     if reference is not None:
-        ax.axhline(reference["decode_tps"]["estimate"], color="#34495e", linestyle="--", linewidth=1)
+        ax.axhline(reference.decode_tps.estimate, color="#34495e", linestyle="--", linewidth=1)
     for bar, r, up in zip(bars, rows, err[1]):
-        label = f"{r['decode_tps']['estimate']:.0f}"
-        if r["ratio_to_reference"]:
-            label += f"\n{r['ratio_to_reference']['estimate']:.2f}×"
-        if r["accept_length"]:
-            label += f"\nτ {r['accept_length']['estimate']:.2f}"
+        label = f"{r.decode_tps.estimate:.0f}"
+        if r.ratio_to_reference:
+            label += f"\n{r.ratio_to_reference.estimate:.2f}×"
+        if r.accept_length:
+            label += f"\nτ {r.accept_length.estimate:.2f}"
         top = bar.get_height() + up  # above the error bar, not on it
         ax.annotate(
             label,
@@ -48,8 +49,8 @@ def render_chart(report: dict, path: Path) -> Path | None:
             xytext=(0, 3),
             textcoords="offset points",
         )
-    title = f"{report['deployment']}: decode tok/s (concurrency {rows[0]['concurrency']}) — {report['overall']}"
-    if report["simulator"]:
+    title = f"{report.deployment}: decode tok/s (concurrency {rows[0].concurrency}) — {report.overall}"
+    if report.simulator:
         title += "\nSIMULATOR — not SGLang figures"
     ax.set_title(title, fontsize=10)
     ax.set_ylabel("decode tok/s per request (median)")
@@ -70,10 +71,10 @@ def render_chart(report: dict, path: Path) -> Path | None:
     return path
 
 
-def _colour(row: dict) -> str:
-    if row["verdict"] == RunVerdict.FAIL:
+def _colour(row: SpeedRow) -> str:
+    if row.verdict == RunVerdict.FAIL:
         return "#c0392b"
-    ratio = row["ratio_to_reference"]
-    if ratio is not None and ratio["high"] < 1.0:
+    ratio = row.ratio_to_reference
+    if ratio is not None and ratio.high < 1.0:
         return "#e67e22"  # slower than the plain baseline, even if no gate asks otherwise
-    return "#27ae60" if row["verdict"] == RunVerdict.PASS else "#7f8c8d"
+    return "#27ae60" if row.verdict == RunVerdict.PASS else "#7f8c8d"

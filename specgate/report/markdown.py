@@ -4,121 +4,120 @@ from __future__ import annotations
 
 from collections import Counter
 
-from specgate.verdicts.gates import RunVerdict
+from specgate.report.model import Interval, Report, Settings
+from specgate.verdicts.gates import RunVerdict, Status
 
 
-def _iv(d: dict | None, fmt: str = "{:.1f}") -> str:
+def _iv(d: Interval | None, fmt: str = "{:.1f}") -> str:
     if not d:
         return "—"
-    return f"{fmt.format(d['estimate'])} [{fmt.format(d['low'])}, {fmt.format(d['high'])}]"
+    return f"{fmt.format(d.estimate)} [{fmt.format(d.low)}, {fmt.format(d.high)}]"
 
 
-def render_markdown(report: dict) -> str:
+def render_markdown(report: Report) -> str:
     out: list[str] = []
-    title = f"# specgate — {report['deployment']}: **{report['overall']}**"
+    title = f"# specgate — {report.deployment}: **{report.overall}**"
     out.append(title)
-    reasons = report.get("overall_reasons") or []
-    if report["overall"] != RunVerdict.PASS and reasons:
-        out.append(f"\n**Why {report['overall']}:**\n")
+    reasons = report.overall_reasons
+    if report.overall != RunVerdict.PASS and reasons:
+        out.append(f"\n**Why {report.overall}:**\n")
         out.extend(f"- {r}" for r in reasons[:15])
         if len(reasons) > 15:
             out.append(f"- … and {len(reasons) - 15} more in report.json")
     out.extend(_stand_in_banner(report))
-    if report["simulator"]:
+    if report.simulator:
         out.append(
             "\n> **SIMULATOR run.** These figures come from specgate's simulated engine, not SGLang; "
             "they prove the gates work, not how fast anything is."
         )
-    t = report["tests"]
-    out.append(f"\nTests: {t['passed']} passed, {t['failed']} failed, {t['errors']} errors, {t['skipped']} skipped.")
-    fp = report.get("fingerprint")
+    tally = report.tests
+    out.append(
+        f"\nTests: {tally.passed} passed, {tally.failed} failed, {tally.errors} errors, {tally.skipped} skipped."
+    )
+    fp = report.fingerprint
     if fp:
         out.append(
-            f"Machine: {fp['gpu']} ×{fp['gpu_count']}, driver {fp['driver']}, CUDA {fp['cuda']}; "
-            f"SGLang {fp['sglang']}; model `{fp['model']}`."
+            f"Machine: {fp.gpu} ×{fp.gpu_count}, driver {fp.driver}, CUDA {fp.cuda}; "
+            f"SGLang {fp.sglang}; model `{fp.model}`."
         )
 
-    plan = report.get("plan") or {}
+    plan = report.plan
     if plan:
         how = (
-            f"interleaved: {plan['rounds']} rounds, each sending the next pinned request to every server in a fresh "
+            f"interleaved: {plan.rounds} rounds, each sending the next pinned request to every server in a fresh "
             "random order (drift over minutes hits every config alike)"
-            if plan.get("interleaved")
+            if plan.interleaved
             else "one block per server (servers cannot coexist): the ratios also hold whatever drifted between blocks"
         )
-        out.append(f"Measured {how}; {plan.get('boots', 1)} boot(s) per config.")
-    if report.get("calibration"):
-        out.append(f"Between-boot spread from this machine's calibration: `{report['calibration']}`.")
-    blind = [g for g in report["gates"] if "NOT the between-boot" in (g.get("noise") or "")]
+        out.append(f"Measured {how}; {plan.boots} boot(s) per config.")
+    if report.calibration:
+        out.append(f"Between-boot spread from this machine's calibration: `{report.calibration}`.")
+    blind = [g for g in report.gates if "NOT the between-boot" in (g.noise or "")]
     if blind:
         out.append(
             f"**{len(blind)} timing gate(s) judged on intervals that do not hold the noise between boots** "
             "(no calibration for this machine): a PASS there can still be a difference of boots, not of the "
             "change. `specgate calibrate` measures it; `launch.boots` shows it in the run."
         )
-    if report["speed"] or report.get("unmeasured"):
+    if report.speed or report.unmeasured:
         out.append("\n## Decode speed (median per request, bootstrap interval)\n")
         out.append("| config | conc. | decode tok/s | × reference | accept length | TTFT ms | n | warmup | verdict |")
         out.append("|---|---|---|---|---|---|---|---|---|")
-        for r in report["speed"]:
-            warm = f"{r['warmup_requests']}" + ("" if r["warmup_settled"] in (True, None) else " (unsettled)")
-            name = f"{r['config']} (STORED, not booted)" if r.get("stored") else r["config"]
+        for r in report.speed:
+            warm = f"{r.warmup_requests}" + ("" if r.warmup_settled in (True, None) else " (unsettled)")
+            name = f"{r.config} (STORED, not booted)" if r.stored else r.config
             out.append(
-                f"| {name} | {r['concurrency']} | {_iv(r['decode_tps'])} | {_iv(r['ratio_to_reference'], '{:.3f}')} "
-                f"| {_iv(r['accept_length'], '{:.2f}')} | {_iv(r['ttft_ms'], '{:.1f}')} | {r['n']} | {warm} | {r['verdict']} |"
+                f"| {name} | {r.concurrency} | {_iv(r.decode_tps)} | {_iv(r.ratio_to_reference, '{:.3f}')} "
+                f"| {_iv(r.accept_length, '{:.2f}')} | {_iv(r.ttft_ms, '{:.1f}')} | {r.n} | {warm} | {r.verdict} |"
             )
-        for r in report.get("unmeasured") or []:
-            out.append(
-                f"| {r['config']} | {r['concurrency']} | NOT MEASURED | — | — | — | 0 | — | FAIL: {r['error']} |"
-            )
-        by_set = [r for r in report["speed"] if r.get("accept_length_by_set")]
+        for u in report.unmeasured:
+            out.append(f"| {u.config} | {u.concurrency} | NOT MEASURED | — | — | — | 0 | — | FAIL: {u.error} |")
+        by_set = [(r, r.accept_length_by_set) for r in report.speed if r.accept_length_by_set]
         if by_set:
             out.append("\nAccept length by prompt set (pooled tokens / verify steps; requests in brackets):\n")
-            for r in by_set:
-                parts = ", ".join(
-                    f"{name} {f['accept_length']:.2f} ({f['requests']})" for name, f in r["accept_length_by_set"].items()
-                )
-                out.append(f"- {r['config']} (concurrency {r['concurrency']}): {parts}")
-        stored = next((r["stored"] for r in report["speed"] if r.get("stored")), None)
+            for r, sets in by_set:
+                parts = ", ".join(f"{name} {f.accept_length:.2f} ({f.requests})" for name, f in sets.items())
+                out.append(f"- {r.config} (concurrency {r.concurrency}): {parts}")
+        stored = next((r.stored for r in report.speed if r.stored), None)
         if stored:
             out.append(
                 f"\nThe reference's row is the stored baseline's (`{stored}`), and every × reference above is over "
                 "those stored figures: it also holds whatever differs between that run's boot and this one."
             )
 
-    if report["gates"]:
+    if report.gates:
         out.append("\n## Gates\n")
         out.append("| gate | verdict | detail |")
         out.append("|---|---|---|")
-        for g in report["gates"]:
-            out.append(f"| {g['gate']} | {g['status'].upper()} | {g['summary']} |")
-        notes = [(g["gate"], n) for g in report["gates"] for n in g["notes"]]
-        notes += [(g["gate"], f"interval covers {g['noise']}") for g in report["gates"] if g.get("noise")]
+        for g in report.gates:
+            out.append(f"| {g.gate} | {g.status.upper()} | {g.summary} |")
+        notes = [(g.gate, n) for g in report.gates for n in g.notes]
+        notes += [(g.gate, f"interval covers {g.noise}") for g in report.gates if g.noise]
         if notes:
             out.append("")
             out.extend(f"- *{gate}*: {note}" for gate, note in notes)
-        unjudged = [g for g in report["gates"] if g["status"] in ("not compared", "vacuous")]
+        unjudged = [g for g in report.gates if g.status in (Status.NOT_COMPARED, Status.VACUOUS)]
         if unjudged:
             out.append("\n### Not judged (NOT COMPARED or VACUOUS: never a pass)\n")
-            out.extend(f"- **{g['gate']}** {g['status'].upper()}: {g['summary']}" for g in unjudged)
+            out.extend(f"- **{g.gate}** {g.status.upper()}: {g.summary}" for g in unjudged)
 
     out.extend(_diagnosis(report))
 
-    if report.get("equivalence_not_checked"):
+    if report.equivalence_not_checked:
         out.append(
             "\n## Greedy equivalence: **NOT CHECKED**\n\nThis deployment declares its outputs uncomparable: "
-            f"{report['equivalence_not_checked']}. Nothing in this report says the speculative outputs are right."
+            f"{report.equivalence_not_checked}. Nothing in this report says the speculative outputs are right."
         )
-    if report["equivalence"]:
-        out.append(f"\n## Greedy equivalence (tie margin {report['tie_margin']:g} nats)\n")
+    if report.equivalence:
+        out.append(f"\n## Greedy equivalence (tie margin {report.tie_margin:g} nats)\n")
         out.append("| config | cases | requests | exact | near-tie flips | decisive failures | tokens compared |")
         out.append("|---|---|---|---|---|---|---|")
-        for e in report["equivalence"]:
+        for e in report.equivalence:
             out.append(
-                f"| {e['config']} | {e['cases']} | {e['requests']} | {e['exact_matches']} | {e['near_tie_flips']} "
-                f"| {e['decisive_failures']} | {e['tokens_compared']} |"
+                f"| {e.config} | {e.cases} | {e.requests} | {e.exact_matches} | {e.near_tie_flips} "
+                f"| {e.decisive_failures} | {e.tokens_compared} |"
             )
-        edges = {e["config"]: e.get("edges") or [] for e in report["equivalence"]}
+        edges = {e.config: e.edges for e in report.equivalence}
         if any(edges.values()):
             if len({tuple(v) for v in edges.values()}) == 1:
                 out.append(f"\nEdge cases checked on every config: {'; '.join(next(iter(edges.values())))}.")
@@ -126,9 +125,9 @@ def render_markdown(report: dict) -> str:
                 out.append("\nEdge cases checked:\n")
                 out.extend(f"- {config}: {'; '.join(names) or 'none'}" for config, names in edges.items())
         flips: dict[tuple, int] = {}
-        for e in report["equivalence"]:
-            for f in e["flips"]:
-                key = (e["config"], f["prompt"], f["position"], f["baseline_token"], f["spec_token"], f["margin"])
+        for e in report.equivalence:
+            for f in e.flips:
+                key = (e.config, f.prompt, f.position, f.baseline_token, f.spec_token, f.margin)
                 flips[key] = flips.get(key, 0) + 1
         if flips:
             out.append("\nEvery near-tie flip, explained (baseline top-1/top-2 margin below the tie margin):\n")
@@ -139,136 +138,137 @@ def render_markdown(report: dict) -> str:
                 )
             if len(flips) > 30:
                 out.append(f"- … and {len(flips) - 30} more in report.json")
-        m = report.get("baseline_margins")
+        m = report.baseline_margins
         if m:
-            quantum = f"{m['quantum']:.4g}" if m["quantum"] is not None else "—"
+            quantum = f"{m.quantum:.4g}" if m.quantum is not None else "—"
             out.append(
-                f"\nBaseline margins: {m['positions']} positions, {m['below_tie']} below the tie margin; "
+                f"\nBaseline margins: {m.positions} positions, {m.below_tie} below the tie margin; "
                 f"smallest non-zero margin (the logprobs' precision step here) {quantum} nats."
             )
-            if m["warning"]:
-                out.append(f"\n**Warning:** {m['warning']}.")
-        tolerated = [(e["config"], t) for e in report["equivalence"] for t in e.get("tolerated", [])]
+            if m.warning:
+                out.append(f"\n**Warning:** {m.warning}.")
+        tolerated = [(e.config, t) for e in report.equivalence for t in e.tolerated]
         if tolerated:
             out.append(
                 f"\n{len(tolerated)} answer(s) differ in a way the deployment declares known "
                 "(the config's `tolerate`); counted as declared known differences, not failures:\n"
             )
             out.extend(f"- {config}: {t}" for config, t in tolerated[:10])
-        for e in report["equivalence"]:
-            for t in e.get("unused_tolerances") or []:
+        for e in report.equivalence:
+            for t in e.unused_tolerances:
                 out.append(
-                    f"\n**{e['config']}: the declared tolerance `{t}` matched nothing** in {e['requests']} answers "
-                    f"(SGLang {e.get('server_version') or '?'}): the difference it covered did not occur here; "
+                    f"\n**{e.config}: the declared tolerance `{t}` matched nothing** in {e.requests} answers "
+                    f"(SGLang {e.server_version or '?'}): the difference it covered did not occur here; "
                     "if the defect is fixed in this release, remove the declaration."
                 )
-            for known in e.get("known_defects") or []:
-                out.append(f"\n*{e['config']}*: its {', '.join(e.get('shapes') or {})} answers {known}.")
-        for e in report["equivalence"]:
-            if e.get("not_checked"):
+            for known in e.known_defects:
+                out.append(f"\n*{e.config}*: its {', '.join(e.shapes)} answers {known}.")
+        for e in report.equivalence:
+            if e.not_checked:
                 out.append(
-                    f"\n**{e['config']}: {len(e['not_checked'])} case(s) NOT CHECKED**: the stored reference has no "
+                    f"\n**{e.config}: {len(e.not_checked)} case(s) NOT CHECKED**: the stored reference has no "
                     "answer for them (cases that failed since the baseline was recorded; a baseline update stores "
-                    "them): " + "; ".join(f"`{label}`" for label in e["not_checked"][:5])
+                    "them): " + "; ".join(f"`{label}`" for label in e.not_checked[:5])
                 )
-        for e in report["equivalence"]:
-            details = e.get("failure_details") or []
-            if not e["failures"]:
+        for e in report.equivalence:
+            details = e.failure_details
+            if not e.failures:
                 continue
-            out.append(f"\n### {e['config']}: {len(e['failures'])} decisive failure(s)\n")
+            out.append(f"\n### {e.config}: {len(e.failures)} decisive failure(s)\n")
             for d in details[:2]:
                 out.append("```\n" + d + "\n```")
-            rest = len(e["failures"]) - min(2, len(details))
+            rest = len(e.failures) - min(2, len(details))
             if rest > 0:
                 out.append(f"… and {rest} more (first lines):\n")
-                out.extend(f"- {f}" for f in e["failures"][min(2, len(details)) : min(2, len(details)) + 8])
-    if report["baseline_problems"]:
+                out.extend(f"- {f}" for f in e.failures[min(2, len(details)) : min(2, len(details)) + 8])
+    if report.baseline_problems:
         out.append("\n**The plain baseline itself broke an invariant:**\n")
-        out.extend(f"- {p}" for p in report["baseline_problems"][:10])
+        out.extend(f"- {p}" for p in report.baseline_problems[:10])
 
-    settings = report["server_settings"]
+    settings = report.server_settings
     if settings:
         out.append("\n## What ran (as each server reports itself)\n")
         names = list(settings)
         out.append("| setting | " + " | ".join(names) + " |")
         out.append("|---|" + "---|" * len(names))
-        for key in sorted({k for s in settings.values() for k in s}):
-            out.append(f"| {key} | " + " | ".join(str(settings[n].get(key, "—")) for n in names) + " |")
+        for setting in sorted({k for s in settings.values() for k in s}):
+            out.append(f"| {setting} | " + " | ".join(str(settings[n].get(setting, "—")) for n in names) + " |")
 
-    if report.get("drafters"):
+    if report.drafters:
         from specgate.measure.drafters import describe
 
         out.append("\n## Drafters (the weights each speculative config ran, checksummed at this run)\n")
-        out.extend(f"- {config}: {describe(identity)}" for config, identity in report["drafters"].items())
+        out.extend(f"- {config}: {describe(identity)}" for config, identity in report.drafters.items())
 
     out.extend(_calibration(report))
     out.extend(_fidelity(report))
 
     out.append("\n## Time to verdict\n")
     boots = ", ".join(
-        f"{b['config']} {b['seconds']:.1f} s{'' if b['ok'] else ' (FAILED)'}{' (' + b['note'] + ')' if b.get('note') else ''}"
-        for b in report["boots"]
+        f"{b.config} {b.seconds:.1f} s{'' if b.ok else ' (FAILED)'}{' (' + b.note + ')' if b.note else ''}"
+        for b in report.boots
     )
     out.append(f"Boots: {boots or 'none'}.")
-    stand_in = report.get("reference_from_stored")
+    stand_in = report.reference_from_stored
     if stand_in:
-        then = stand_in.get("stored_boot_seconds")
+        then = stand_in.stored_boot_seconds
         took = f"; it booted in {then:.1f} s when the baseline was recorded" if then is not None else ""
         out.append(
-            f"Boots saved: {stand_in['reference']} ×{stand_in['boots_saved']} (not booted: reference from the stored "
+            f"Boots saved: {stand_in.reference} ×{stand_in.boots_saved} (not booted: reference from the stored "
             f"baseline{took})."
         )
-    phases = ", ".join(f"{k} {v:.1f} s" for k, v in report["phase_seconds"].items())
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
     out.append(f"Phases: {phases or 'none'}.")
-    p = report["provenance"]
+    p = report.provenance
     out.append(f"\n<sub>{p['date']} · commit {p['commit']} · host {p['host']} · `{p['command']}`</sub>")
     return "\n".join(out) + "\n"
 
 
-def _stand_in_banner(report: dict) -> list[str]:
+def _stand_in_banner(report: Report) -> list[str]:
     """Said at the top, before any figure: the reference was not booted, where its figures and
     answers come from, and which noise the intervals against it hold."""
-    s = report.get("reference_from_stored")
+    s = report.reference_from_stored
     if not s:
         return []
-    if s.get("problem"):
+    if s.problem:
         return [
             f"\n> **REFERENCE NOT BOOTED** (`launch.reference_from = \"stored\"`), and the stored baseline could "
-            f"NOT stand in for `{s['reference']}`: {s['problem']}. Nothing was compared with the reference."
+            f"NOT stand in for `{s.reference}`: {s.problem}. Nothing was compared with the reference."
         ]
     golden = (
-        f"its golden answers for {s['golden_cases']} fixed cases"
-        if s.get("golden_cases")
+        f"its golden answers for {s.golden_cases} fixed cases"
+        if s.golden_cases
         else "no golden answers (equivalence could not be checked against it)"
     )
     out = [
-        f"\n> **REFERENCE NOT BOOTED** (`launch.reference_from = \"stored\"`). `{s['reference']}`'s figures and "
-        f"{golden} come from the stored baseline `{s['baseline_file']}` (commit {s['commit']}, recorded "
-        f"{s['recorded']} on {s['host']}), not from this run. The fingerprint was matched through the booted "
-        f"`{s['fingerprint_from']}` (same install), and the reference's launch digest {s['args_digest']} through "
+        f"\n> **REFERENCE NOT BOOTED** (`launch.reference_from = \"stored\"`). `{s.reference}`'s figures and "
+        f"{golden} come from the stored baseline `{s.baseline_file}` (commit {s.commit}, recorded "
+        f"{s.recorded} on {s.host}), not from this run. The fingerprint was matched through the booted "
+        f"`{s.fingerprint_from}` (same install), and the reference's launch digest {s.args_digest} through "
         "the deployment. Not seen: how the reference drifted between that run and now; every speed ratio "
         "against it crosses boots."
     ]
-    if s.get("note"):
-        out.append(f">\n> **{s['note']}.**")
-    if s.get("noise"):
+    if s.note:
+        out.append(f">\n> **{s.note}.**")
+    if s.noise:
         out.append(">\n> Which noise each interval against it holds:\n>")
-        out.extend(f"> - *{gate}*: {noise}" for gate, noise in s["noise"].items())
+        out.extend(f"> - *{gate}*: {noise}" for gate, noise in s.noise.items())
     return out
 
 
-def _settings_line(st: dict) -> str:
+def _settings_line(st: Settings) -> str:
     def v(key: str) -> str:
-        return "?" if st.get(key) is None else str(st[key])
+        value = getattr(st, key)
+        return "?" if value is None else str(value)
 
     graphs = (
         "CUDA graphs OFF"
-        if st.get("cuda_graph_disabled")
+        if st.cuda_graph_disabled
         else f"CUDA graphs on (up to batch {v('cuda_graph_max_bs')})"
-        if st.get("cuda_graph_disabled") is False
+        if st.cuda_graph_disabled is False
         else "CUDA graphs ?"
     )
-    overlap_disabled = st.get("overlap_disabled")
+    overlap_disabled = st.overlap_disabled
     overlap = (
         "overlap scheduler off" if overlap_disabled is True
         else "overlap scheduler on" if overlap_disabled is False
@@ -281,9 +281,9 @@ def _settings_line(st: dict) -> str:
     )
 
 
-def _diagnosis(report: dict) -> list[str]:
+def _diagnosis(report: Report) -> list[str]:
     """The cycle model and the levers, per speculative config (specgate.diagnosis)."""
-    found = report.get("diagnosis") or []
+    found = report.diagnosis
     if not found:
         return []
     out = [
@@ -297,56 +297,53 @@ def _diagnosis(report: dict) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for d in found:
-        c = d["cycle"]
+        c = d.cycle
         out.append(
-            f"| {d['config']} | {d['concurrency']} | {_iv(c['tau'], '{:.2f}')} | {_iv(c['t_d_ms'], '{:.2f}')} "
-            f"| {_iv(c['t_c_ms'], '{:.2f}')} | {c['cycle_cost']:.2f} | {c['predicted_speedup']:.3f} "
-            f"| {_iv(c['measured_speedup'], '{:.3f}')} | {c['efficiency']:.0%} |"
+            f"| {d.config} | {d.concurrency} | {_iv(c.tau, '{:.2f}')} | {_iv(c.t_d_ms, '{:.2f}')} "
+            f"| {_iv(c.t_c_ms, '{:.2f}')} | {c.cycle_cost:.2f} | {c.predicted_speedup:.3f} "
+            f"| {_iv(c.measured_speedup, '{:.3f}')} | {c.efficiency:.0%} |"
         )
     for d in found:
-        out.append(f"\n### {d['config']} (concurrency {d['concurrency']})\n")
-        out.append(f"Runs as (from the server itself): {_settings_line(d['settings'])}.")
-        if not d["underperforms"]:
-            out.append(
-                f"\n**Healthy**: {d['cycle']['efficiency']:.0%} of its accept length becomes speed; no lever looked for."
-            )
+        out.append(f"\n### {d.config} (concurrency {d.concurrency})\n")
+        out.append(f"Runs as (from the server itself): {_settings_line(d.settings)}.")
+        if not d.underperforms:
+            out.append(f"\n**Healthy**: {d.cycle.efficiency:.0%} of its accept length becomes speed; no lever looked for.")
         else:
-            out.append("\n**Underperforms**: " + "; ".join(d["underperforms"]) + ".")
-            if d["levers"]:
+            out.append("\n**Underperforms**: " + "; ".join(d.underperforms) + ".")
+            if d.levers:
                 out.append("\nLevers, most supported first:\n")
-                for i, lever in enumerate(d["levers"], 1):
-                    gain = f": {lever['gain']:.2f}x as fast" if lever.get("gain") else ""
-                    out.append(f"{i}. **`{lever['action']}`** ({lever['strength']}{gain}): {lever['why']}.")
-                    out.extend(f"   - {e}" for e in lever["evidence"])
+                for i, lever in enumerate(d.levers, 1):
+                    gain = f": {lever.gain:.2f}x as fast" if lever.gain else ""
+                    out.append(f"{i}. **`{lever.action}`** ({lever.strength}{gain}): {lever.why}.")
+                    out.extend(f"   - {e}" for e in lever.evidence)
             else:
                 out.append(
                     "\nNo lever is supported by this run\u2019s settings, log or counters. Measure the candidates "
                     "side by side: `specgate sweep` with this deployment."
                 )
-        out.extend(f"\n*Note*: {n}." for n in d["notes"])
+        out.extend(f"\n*Note*: {n}." for n in d.notes)
     return out
 
 
-def _calibration(report: dict) -> list[str]:
+def _calibration(report: Report) -> list[str]:
     """What a tolerance, a tie margin or a warmup length has to be chosen from."""
     out: list[str] = []
-    rows = report["speed"]
+    rows = report.speed
     if rows:
         out.append("\n## Calibration\n")
         out.append("| config | conc. | warmup requests | first cold → last warmup tok/s | per-request spread (CV) |")
         out.append("|---|---|---|---|---|")
         for r in rows:
             cold = (
-                f"{r['warmup_first_tps']:.1f} → {r['warmup_last_tps']:.1f}"
-                if r.get("warmup_first_tps") is not None
+                f"{r.warmup_first_tps:.1f} → {r.warmup_last_tps:.1f}"
+                if r.warmup_first_tps is not None and r.warmup_last_tps is not None
                 else "—"
             )
-            out.append(
-                f"| {r['config']} | {r['concurrency']} | {r['warmup_requests']} | {cold} | {r.get('cv', 0):.1%} |"
-            )
-    margins = Counter(m for e in report["equivalence"] for m in e.get("divergence_margins", []))
+            cv = r.cv if r.cv is not None else 0  # absent from reports older than the field
+            out.append(f"| {r.config} | {r.concurrency} | {r.warmup_requests} | {cold} | {cv:.1%} |")
+    margins = Counter(m for e in report.equivalence for m in e.divergence_margins)
     if margins:
-        tie = report["tie_margin"]
+        tie = report.tie_margin
         seen = ", ".join(f"{m:g}: {n}" for m, n in sorted(margins.items()))
         above = sum(n for m, n in margins.items() if m >= tie)
         out.append(
@@ -356,8 +353,8 @@ def _calibration(report: dict) -> list[str]:
     return out
 
 
-def _fidelity(report: dict) -> list[str]:
-    rows = report.get("fidelity") or []
+def _fidelity(report: Report) -> list[str]:
+    rows = report.fidelity
     if not rows:
         return []
     out = [
@@ -368,16 +365,16 @@ def _fidelity(report: dict) -> list[str]:
     ]
     notes = []
     for f in rows:
-        meta = f"{f['meta_decode_tps']:.1f} ({f['meta_gap']:+.1%})" if f.get("meta_decode_tps") else "—"
-        if f["log_decode_tps"]:
-            log = f"{f['log_decode_tps']:.1f} ({f['log_lines']}, {f['log_gap']:+.1%})"
+        meta = f"{f.meta_decode_tps:.1f} ({f.meta_gap:+.1%})" if f.meta_decode_tps else "—"
+        if f.log_decode_tps:
+            log = f"{f.log_decode_tps:.1f} ({f.log_lines}, {f.log_gap:+.1%})"
         else:
             log = "—"
-            if f.get("log_note"):
-                notes.append(f"- {f['config']}: log not compared: {f['log_note']}")
-        overhead = f"{f['client_overhead_ms']:.1f} ms" if f["client_overhead_ms"] is not None else "—"
-        e2e = f"{f['e2e_gap']:+.1%}" if f["e2e_gap"] is not None else "—"
-        out.append(f"| {f['config']} | {f['suite_decode_tps']:.1f} | {meta} | {log} | {overhead} | {e2e} |")
+            if f.log_note:
+                notes.append(f"- {f.config}: log not compared: {f.log_note}")
+        overhead = f"{f.client_overhead_ms:.1f} ms" if f.client_overhead_ms is not None else "—"
+        e2e = f"{f.e2e_gap:+.1%}" if f.e2e_gap is not None else "—"
+        out.append(f"| {f.config} | {f.suite_decode_tps:.1f} | {meta} | {log} | {overhead} | {e2e} |")
     out.extend(["", *notes] if notes else [])
     out.append(
         "\nThe suite times decoding at the client, from the first streamed chunk to the last. meta_info's "

@@ -8,6 +8,9 @@ first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for t
 baseline reader keeps defaults for its older format, and `results/` holds such reports (a
 self-test reads every one). A version-1 report must hold every field: it is read with the
 context `complete`, and a missing field is an error naming it, not a default.
+
+The writer and the reader share the models, so a report this version would refuse is never
+written: `build_report` validates what it assembles.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from specgate.diagnosis.settings import read_settings
 from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.measure.stats import Interval
 from specgate.report.markdown import render_markdown
+from specgate.report.model import Report
 
 EAGLE = [
     "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "specgate-sim/toy-drafter",
@@ -120,7 +121,7 @@ def test_cycle_model_decomposes_the_measured_speedup(lever_run):
 
 
 def test_report_names_the_flag_and_the_healthy_config(lever_run):
-    md = render_markdown(lever_run)
+    md = render_markdown(Report.model_validate(lever_run))
     assert "## Diagnosis" in md
     assert "**`--speculative-attention-mode decode`** (measured" in md
     assert "**Healthy**" in md

@@ -1,5 +1,7 @@
-"""report.json is a typed document (specgate.report.model): its committed JSON Schema is the one
-the model generates, and reports of older versions (results/) read, or are named as older."""
+"""report.json is a typed document (specgate.report.model): what a run writes reads back through
+the model value for value, fits the committed JSON Schema, and holds the fields it held before the
+model plus `schema_version`; reports of older versions (results/) read, or are named as older; a
+bad field is named with its file."""
 
 from __future__ import annotations
 
@@ -7,12 +9,60 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from specgate.cli import main
 from specgate.errors import ReportError
-from specgate.report.model import Report, read_report, read_run_figures, report_schema
+from specgate.report.model import (
+    SCHEMA_VERSION,
+    ErrorReport,
+    Report,
+    read_report,
+    read_run_figures,
+    report_schema,
+)
 
 REPO = Path(__file__).resolve().parents[2]
+
+# report.json's fields before the model, in their order: the model adds schema_version and
+# nothing else (consumers of report.json read these names).
+FIELDS_BEFORE_THE_MODEL = [
+    "deployment", "deployment_file", "description", "simulator", "overall", "overall_reasons", "tests", "plan",
+    "calibration", "fingerprint", "reference_from_stored", "provenance", "tie_margin", "speed", "unmeasured",
+    "gates", "equivalence", "equivalence_not_checked", "baseline_problems", "baseline_margins", "boots",
+    "phase_seconds", "fidelity", "diagnosis", "server_settings", "interrupted", "drafters",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sim_report(tmp_path_factory) -> Path:
+    """report.json of a simulator run with every section filled: speed, equivalence, gates,
+    fidelity, diagnosis, drafters (no stored baseline: the regression gates say NOT COMPARED)."""
+    from helpers import SimDeployment
+
+    d = SimDeployment(tmp_path_factory.mktemp("report-model"), {})
+    result = d.run(None)
+    assert not d.leftovers()
+    path = d.report_dir / "report.json"
+    assert path.is_file(), "\n".join(result.outlines[-40:])
+    return path
+
+
+def test_a_run_writes_the_fields_it_wrote_before_plus_schema_version(sim_report):
+    data = json.loads(sim_report.read_text())
+    assert list(data) == ["schema_version", *FIELDS_BEFORE_THE_MODEL]
+    assert data["schema_version"] == SCHEMA_VERSION
+    for section in ("speed", "gates", "equivalence", "boots", "fidelity", "diagnosis"):
+        assert data[section], f"the run left {section} empty: the test would check nothing of it"
+
+
+def test_a_run_reads_back_value_for_value_and_fits_the_committed_schema(sim_report):
+    text = sim_report.read_text()
+    report = read_report(sim_report)
+    assert isinstance(report, Report) and report.schema_version == SCHEMA_VERSION
+    # Every value survives the model: what the renderers read is what the file holds.
+    assert json.dumps(report.document(), indent=2) + "\n" == text
+    jsonschema.Draft202012Validator(report_schema()).validate(json.loads(text))
 
 
 def test_the_committed_report_schema_is_the_one_the_model_generates(tmp_path):
@@ -47,3 +97,39 @@ def test_every_committed_report_reads_or_is_named_as_older():
                 assert report.schema_version == 0
     assert read, "no committed report reads through the model"
     assert all("2026-11-29" in str(p) for p in older), older
+
+
+def _written(sim_report: Path, tmp_path: Path, change) -> Path:  # noqa: ANN001
+    data = json.loads(sim_report.read_text())
+    change(data)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
+    def drop_boots(d):  # noqa: ANN001
+        del d["speed"][0]["boots"]
+
+    with pytest.raises(ReportError, match=r"report\.json: .*field 'speed\[0\]': lacks 'boots'"):
+        read_report(_written(sim_report, tmp_path, drop_boots))
+    with pytest.raises(ReportError, match=r"field 'gates\[1\]\.status'.*got 'skip'"):
+        read_report(_written(sim_report, tmp_path, lambda d: d["gates"][1].update(status="skip")))
+    with pytest.raises(ReportError, match=r"field 'tests\.passed': expected a whole number, got '3'"):
+        read_report(_written(sim_report, tmp_path, lambda d: d["tests"].update(passed="3")))
+    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 1, got 2"):
+        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=2)))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(ReportError, match=r"broken\.json: not a specgate report\.json \(JSONDecodeError"):
+        read_report(broken)
+
+
+def test_the_error_report_reads_back(tmp_path):
+    from specgate.plugin import _write_error_report
+
+    _write_error_report(tmp_path, ValueError("boom"), [])
+    report = read_report(tmp_path / "report.json")
+    assert isinstance(report, ErrorReport) and report.error == "ValueError: boom"
+    assert report.schema_version == SCHEMA_VERSION
+    jsonschema.Draft202012Validator(report_schema()).validate(json.loads((tmp_path / "report.json").read_text()))
