@@ -23,11 +23,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specgate import project
 from specgate.deployment import Deployment, SshSpec, load_deployment
-from specgate.errors import SpecgateError
+from specgate.errors import ReportError, SpecgateError
 from specgate.secrets import api_key
+
+if TYPE_CHECKING:
+    from specgate.report.model import AnyReport
 
 
 def _positive_int(text: str) -> int:
@@ -572,47 +576,51 @@ def _workflow_title(text: str) -> str:
     return _workflow_text(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def github_annotations(report: dict) -> list[str]:
+def github_annotations(report: AnyReport) -> list[str]:
     """The verdict first (GitHub shows ten annotations of a kind per step), then `::error::` for
     every failed gate and failed test (an equivalence failure is a test, not a gate) and
     `::warning::` for every gate that could not compare: on the pull request, without the logs."""
-    from specgate.verdicts.gates import RunVerdict  # here: verdicts load numpy, `specgate --help` need not
+    from specgate.report.model import ErrorReport  # here: the model loads numpy, `specgate --help` need not
+    from specgate.verdicts.gates import RunVerdict, Status
 
     out = []
-    overall = report.get("overall")
-    reasons = report.get("overall_reasons") or []
-    if overall and overall != RunVerdict.PASS:
+    overall = report.overall
+    reasons = [] if isinstance(report, ErrorReport) else report.overall_reasons
+    gates = [] if isinstance(report, ErrorReport) else report.gates
+    if overall != RunVerdict.PASS:
         kind = "warning" if overall == RunVerdict.PARTIAL else "error"
         out.append(f"::{kind} title={_workflow_title(f'specgate {overall}')}::{_workflow_text('; '.join(reasons)[:2000] or overall)}")
     for reason in reasons:
         if reason.startswith("failed: "):
             test, _, cause = reason[len("failed: ") :].partition(": ")
             out.append(f"::error title={_workflow_title(f'specgate test failed: {test}')}::{_workflow_text(cause or test)}")
-    for gate in report.get("gates") or []:
-        status = gate.get("status")
-        if status in ("fail", "not compared", "vacuous"):
-            kind = "error" if status == "fail" else "warning"
-            title = _workflow_title(f"specgate {status.upper()}: {gate.get('gate')}")
-            out.append(f"::{kind} title={title}::{_workflow_text(str(gate.get('summary', '')))}")
+    for gate in gates:
+        status = gate.status
+        if status in (Status.FAIL, Status.NOT_COMPARED, Status.VACUOUS):
+            kind = "error" if status == Status.FAIL else "warning"
+            title = _workflow_title(f"specgate {status.upper()}: {gate.gate}")
+            out.append(f"::{kind} title={title}::{_workflow_text(gate.summary)}")
     return out
 
 
 def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed: bool) -> int:
     """Say the report's verdict and exit by it: a run whose report says PARTIAL or INTERRUPTED
     must not end on a line saying PASS, nor exit 0 unless partial runs were allowed."""
-    import json
-
+    from specgate.report.model import ErrorReport, read_report
     from specgate.verdicts.gates import RunVerdict
 
     report_file = report_dir / "report.json"
     overall: str | None = None
     reasons: list[str] = []
+    report: AnyReport | None = None
     if report_file.is_file() and report_file.stat().st_mtime >= started - 1:
         try:
-            data = json.loads(report_file.read_text())
-            overall, reasons = data.get("overall"), data.get("overall_reasons") or []
-        except (OSError, ValueError):
-            overall = None
+            report = read_report(report_file)
+        except ReportError as exc:  # counted as no report, and said why
+            print(f"specgate: {exc}", file=sys.stderr)
+        else:
+            overall = report.overall
+            reasons = [] if isinstance(report, ErrorReport) else report.overall_reasons
     if overall is None:
         if pytest_code in (3, 4):  # pytest's internal and usage errors: the input or the setup
             print(f"specgate: ERROR — no report (pytest exit code {pytest_code})")
@@ -621,8 +629,8 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         return EXIT_PARTIAL if pytest_code in (0, 5) and not partial_allowed else (EXIT_ERROR if pytest_code else 0)
     why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
     print(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}")
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in github_annotations(data):
+    if os.environ.get("GITHUB_ACTIONS") == "true" and report is not None:
+        for line in github_annotations(report):
             print(line)
     if overall == RunVerdict.PASS:
         return EXIT_PASS

@@ -18,6 +18,7 @@ from pathlib import Path
 from statistics import median
 
 from specgate.errors import SpecgateError
+from specgate.report.model import read_run_figures
 
 
 @dataclass(frozen=True)
@@ -76,24 +77,23 @@ def load_runs(paths: list[Path]) -> tuple[str, list[ConfigSpread], list[str]]:
     per_config: dict[str, list[RunFigures]] = {}
     deployments, fingerprints, warnings = set(), set(), []
     for path in paths:
-        try:
-            report = json.loads(path.read_text())
-            deployments.add(report["deployment"])
-            fingerprints.add(json.dumps(report.get("fingerprint"), sort_keys=True))
-            label = f"{path.parent.name or path.name} ({report['provenance']['date'][:16]})"
-            for row in report["speed"]:
-                if row["concurrency"] != 1:
-                    continue
-                per_config.setdefault(row["config"], []).append(
-                    RunFigures(
-                        label,
-                        row["decode_tps"]["estimate"],
-                        row["ratio_to_reference"]["estimate"] if row["ratio_to_reference"] else None,
-                        row["accept_length"]["estimate"] if row["accept_length"] else None,
-                    )
+        # Only the figures every version of report.json holds: reports older than the report model
+        # (results/ keeps some) compare with new ones.
+        report = read_run_figures(path)
+        deployments.add(report.deployment)
+        fingerprints.add(json.dumps(report.fingerprint, sort_keys=True))
+        label = f"{path.parent.name or path.name} ({report.provenance.date[:16]})"
+        for row in report.speed:
+            if row.concurrency != 1:
+                continue
+            per_config.setdefault(row.config, []).append(
+                RunFigures(
+                    label,
+                    row.decode_tps.estimate,
+                    row.ratio_to_reference.estimate if row.ratio_to_reference else None,
+                    row.accept_length.estimate if row.accept_length else None,
                 )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SpecgateError(f"{path}: not a specgate report.json ({type(exc).__name__}: {exc})") from None
+            )
     if len(deployments) > 1:
         raise SpecgateError(f"specgate spread: the reports are of different deployments: {sorted(deployments)}")
     if len(fingerprints) > 1:

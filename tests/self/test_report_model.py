@@ -1,7 +1,7 @@
 """report.json is a typed document (specgate.report.model): what a run writes reads back through
 the model value for value, fits the committed JSON Schema, and holds the fields it held before the
 model plus `schema_version`; reports of older versions (results/) read, or are named as older; a
-bad field is named with its file."""
+bad field is named with its file, by the model and by the readers of report.json."""
 
 from __future__ import annotations
 
@@ -133,3 +133,26 @@ def test_the_error_report_reads_back(tmp_path):
     assert isinstance(report, ErrorReport) and report.error == "ValueError: boom"
     assert report.schema_version == SCHEMA_VERSION
     jsonschema.Draft202012Validator(report_schema()).validate(json.loads((tmp_path / "report.json").read_text()))
+
+
+def test_readers_of_report_json_name_the_file_and_the_field(sim_report, tmp_path, capsys):
+    """`specgate spread` and the CLI's closing verdict read report.json through the model."""
+    import time
+
+    from specgate.cli import _closing
+    from specgate.report.spread import load_runs
+
+    def no_decode_tps(d):  # noqa: ANN001
+        del d["speed"][0]["decode_tps"]
+
+    bad = _written(sim_report, tmp_path, no_decode_tps)
+    with pytest.raises(ReportError, match=r"report\.json: not a specgate report\.json: field 'speed\[0\]\.decode_tps'"):
+        load_runs([sim_report, bad])
+    # The run's own report, unreadable: said, and counted as no report (pytest's failure decides).
+    assert _closing(tmp_path, 1, time.time() - 5, False) == 6
+    assert "field 'speed[0].decode_tps'" in capsys.readouterr().err
+    # A readable one decides the exit code and the line.
+    (tmp_path / "report.json").write_text(sim_report.read_text())
+    overall = json.loads(sim_report.read_text())["overall"]  # PARTIAL without baselines, unless a gate failed
+    assert _closing(tmp_path, 1, time.time() - 5, False) == {"PASS": 0, "FAIL": 1, "PARTIAL": 4}[overall]
+    assert f"specgate: {overall}" in capsys.readouterr().out
