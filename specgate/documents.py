@@ -5,7 +5,7 @@ expected, what was found), so a corrupt file is named as precisely as a bad depl
 pydantic v2 rather than msgspec: it generates JSON Schema from the same models (the deployment
 file's schema is the next step), and its error locations map directly onto dotted fields. The
 documents migrate one at a time behind their existing self-tests: the calibration record, the
-sweep state and the stored baseline so far.
+sweep state, the stored baseline, golden answers and report.json (specgate.report.model) so far.
 """
 
 from __future__ import annotations
