@@ -34,6 +34,7 @@ MAX_CONTEXT_EDGE_TOKENS = 32768
 SIZE_TOLERANCE = 8
 MAX_PROBES = 8
 CALIBRATION_WORDS = 200
+MIN_DRAFTER_CONTEXT = 256  # a draft config's max_position_embeddings below this is not taken as its length
 _FILLER = (
     "The river runs past the old mill and the quiet fields. People walk along the water in the "
     "morning and talk about the weather, the harvest and the news from town. "
@@ -45,10 +46,15 @@ def server_context_length(info: dict[str, Any]) -> int | None:
     scheduler says `max_req_input_len` (its context length less one), older or other releases a
     `context_length` (or `context_len`)."""
     longest_input = lookup(info, "max_req_input_len")
-    if isinstance(longest_input, int) and longest_input > 0:
+    if _count(longest_input):
         return longest_input + 1
     length = lookup(info, "context_length", "context_len")
-    return length if isinstance(length, int) and length > 0 else None
+    return length if _count(length) else None
+
+
+def _count(value: object) -> bool:
+    """A positive whole number (JSON's `true` is not one, though Python's bool is an int)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def drafter_context_length(deployment: Deployment) -> int | None:
@@ -62,8 +68,8 @@ def drafter_context_length(deployment: Deployment) -> int | None:
             value = json.loads((Path(identity["path"]) / "config.json").read_text()).get("max_position_embeddings")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-        if isinstance(value, int) and value > 0:
-            found.append(value)
+        if _count(value) and value >= MIN_DRAFTER_CONTEXT:
+            found.append(value)  # anything else is no length a drafter serves at: the server's stands
     return min(found, default=None)
 
 
@@ -72,7 +78,7 @@ def target_prompt_tokens(server: int, drafter: int | None, answer: int) -> tuple
     length at its middle where that fits below the server's; else it ends on the server's last
     slot (SGLang refuses a prompt and answer of the whole context length). An answer that ends
     early (EOS, a stop string) reaches less: the edge's name says what a whole one would."""
-    if drafter is not None and drafter + answer // 2 < server:
+    if drafter is not None and answer // 2 < drafter and drafter + answer // 2 < server:
         return drafter - answer // 2, f"a whole answer crosses the drafter's context length {drafter}"
     return server - answer - 1, f"a whole answer reaches the server's context length {server}"
 

@@ -32,7 +32,7 @@ from specgate.equivalence.cases import (
     one_token_case,
 )
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
-from specgate.equivalence.context_edge import CONTEXT_EDGE, context_edge_case
+from specgate.equivalence.context_edge import CONTEXT_EDGE, context_edge_case, server_context_length
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError, EquivalenceFailure, HTTPStatusError, NotRecordedYet
@@ -161,8 +161,14 @@ class EquivalenceOracle:
         def count_tokens(text: str) -> int:
             return server.generate(GenerateRequest(max_new_tokens=1, text=text)).prompt_tokens
 
+        # The shortest length among the servers that have said theirs (all of them where they run
+        # side by side): a case sized for the reference alone would be refused by a speculative
+        # server that holds less.
+        infos = self.pool.server_infos
+        known = [n for n in (server_context_length(i) for i in infos.values()) if n is not None]
+        info = {"max_req_input_len": min(known) - 1} if known else {}
         try:
-            return context_edge_case(self.deployment, self.pool.server_infos.get(reference) or {}, count_tokens)
+            return context_edge_case(self.deployment, info, count_tokens)
         except HTTPStatusError as exc:
             # Only a refusal of the prompt leaves the edge out; a dead, hung or cancelled server is
             # the run's problem, raised as anywhere else.
@@ -175,6 +181,10 @@ class EquivalenceOracle:
         seen, out = set(), []
         for entry in self._replay:
             case = GenerationCase.from_dict(entry["case"])
+            if CONTEXT_EDGE in case.label:
+                # Sized for the servers of its run: this run sizes its own (the edge is checked on
+                # every run), and the old one may not fit a server with another context length.
+                continue
             if case.key + str(case.concurrency) not in seen:
                 seen.add(case.key + str(case.concurrency))
                 out.append(case)
@@ -182,7 +192,7 @@ class EquivalenceOracle:
 
     def remember_failure(self, config: str, case: GenerationCase, message: str) -> None:
         """Keep a failing case so every later run tries it first (atomic write; never fatal)."""
-        if self.replay_path is None:
+        if self.replay_path is None or CONTEXT_EDGE in case.label:  # re-sized every run (replay_cases)
             return
         known = {GenerationCase.from_dict(e["case"]).key for e in (self._replay or [])}
         if case.key in known:
@@ -312,11 +322,16 @@ class EquivalenceOracle:
         baseline = self.baseline_for(case, reference)
         server = self.pool.acquire(config)
         request = case.request()
-        if case.concurrency == 1:
-            answers = [server.generate(request)]
-        else:
-            with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
-                answers = list(ex.map(server.generate, [request] * case.concurrency))
+        try:
+            if case.concurrency == 1:
+                answers = [server.generate(request)]
+            else:
+                with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
+                    answers = list(ex.map(server.generate, [request] * case.concurrency))
+        except HTTPStatusError as exc:
+            # A refusal names the request it refused: the gate's test reports the server error
+            # alone, and without the case it cannot be reproduced.
+            raise HTTPStatusError(f"{exc} (case {case.label!r})", url=exc.url, status=exc.status) from exc
         if self.live:
             reference_url = self.pool.live[reference].handle.base_url
         else:

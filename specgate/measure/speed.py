@@ -79,7 +79,7 @@ class SpeedSample:
 class WarmupRecord:
     requests: int
     settled: bool
-    decode_tps: list[float]
+    decode_tps_per_request: list[float]  # each warm-up request's, in order
 
 
 @dataclass
@@ -183,7 +183,7 @@ class SpeedMeter:
                 done = True
                 break
         self._warm.add(key)
-        record = WarmupRecord(requests=len(figures), settled=done, decode_tps=figures)
+        record = WarmupRecord(requests=len(figures), settled=done, decode_tps_per_request=figures)
         self.record(server.config, concurrency).warmups.append(record)
         return record
 

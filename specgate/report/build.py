@@ -60,8 +60,8 @@ def _speed_rows(
                 "warmup_settled": warm.settled if warm else None,
                 # Calibration: how far the first cold figure was from the settled ones, and the
                 # spread of the measured requests (what a tolerance has to live with).
-                "warmup_first_tps": round(warm.decode_tps[0], 2) if warm and warm.decode_tps else None,
-                "warmup_last_tps": round(warm.decode_tps[-1], 2) if warm and warm.decode_tps else None,
+                "warmup_first_tps": round(warm.decode_tps_per_request[0], 2) if warm and warm.decode_tps_per_request else None,
+                "warmup_last_tps": round(warm.decode_tps_per_request[-1], 2) if warm and warm.decode_tps_per_request else None,
                 "cv": round(_cv(record.decode_tps_per_request), 4),
                 "boots": len(record.by_boot()),
                 "verdict": RunVerdict.FAIL if any(v.failed for v in judged) else (RunVerdict.PASS if judged else "—"),

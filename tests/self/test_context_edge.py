@@ -120,3 +120,57 @@ def test_stand_in_pool_without_a_context_length_leaves_the_edge_out(tmp_path):
     o = oracle(tmp_path, {"baseline": SimServer("baseline")})
     assert at_length(o.explicit_cases()) == []
     assert any(f"{CONTEXT_EDGE}: LEFT OUT" in e for e in o._edges_left_out)
+
+
+def test_the_prompt_fits_the_shortest_context_any_server_has_reported(tmp_path):
+    servers = {"baseline": SimServer("baseline"), "eagle3-decode": SimServer("eagle3-decode", SPEC)}
+    infos = {"baseline": {"max_req_input_len": 4095}, "eagle3-decode": {"max_req_input_len": 2047}}
+    o = oracle(tmp_path, servers, server_infos=infos)
+    (edge,) = at_length(o.explicit_cases())
+    assert "reaches the server's context length 2048" in edge.label
+    assert len(encode(edge.text)) <= 2048 - o.deployment.equivalence.max_new_tokens - 1
+
+
+@pytest.mark.parametrize("length", [True, 1, 10, "4096", 4096.0, None])
+def test_a_drafter_length_that_is_no_length_leaves_the_servers_in_place(tmp_path, length):
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text(json.dumps({"max_position_embeddings": length}))
+    args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft)]
+    dep = deployment(tmp_path, {"configs": {"eagle3-decode": {"args": args}}})
+    case = context_edge_case(dep, INFO, lambda text: len(encode(text)))
+    assert not isinstance(case, str) and "reaches the server's context length 2048" in case.label
+    assert server_context_length({"max_req_input_len": True}) is None  # JSON's true is no length
+
+
+def test_a_context_case_is_never_replayed_it_is_sized_anew_each_run(tmp_path):
+    replay = tmp_path / "replay.json"
+    servers = {"baseline": SimServer("baseline"), "eagle3-decode": SimServer("eagle3-decode", SPEC)}
+    o = oracle(tmp_path / "a", servers, server_infos={"baseline": INFO}, replay_path=replay)
+    (edge,) = at_length(o.explicit_cases())
+    o.remember_failure("eagle3-decode", edge, "decisive divergence")
+    assert not replay.exists()  # not written: the next run sizes its own
+    stale = {"case": {**edge.as_dict(), "text": edge.text + " more words"}, "config": "eagle3-decode",
+             "first_failed": "2026-12-02T00:00:00+00:00", "why": "decisive divergence"}
+    replay.write_text(json.dumps({"deployment": o.deployment.name, "cases": [stale]}))
+    again = oracle(tmp_path / "b", servers, server_infos={"baseline": INFO}, replay_path=replay)
+    assert again.replay_cases() == []  # one sized for other servers is skipped
+
+
+def test_a_refused_request_names_the_case(tmp_path):
+    from specgate.errors import HTTPStatusError
+
+    class Refusing(SimServer):
+        def generate(self, request):  # noqa: ANN001, ANN201
+            if self.asked and request.max_new_tokens > 1:
+                raise HTTPStatusError("POST /generate answered HTTP 400: too long", url="http://x/generate", status=400)
+            self.asked.append(request)
+            return super().generate(request)
+
+    servers = {"baseline": SimServer("baseline"), "eagle3-decode": Refusing("eagle3-decode", SPEC)}
+    o = oracle(tmp_path, servers, server_infos={"baseline": INFO})
+    (edge,) = at_length(o.explicit_cases())
+    servers["eagle3-decode"].asked.append(edge.request())
+    with pytest.raises(HTTPStatusError, match=r"HTTP 400: too long \(case .chat/.*\(edge: prompt at the context length") as err:
+        o.check("eagle3-decode", edge)
+    assert err.value.status == 400 and err.value.url == "http://x/generate"
