@@ -10,6 +10,7 @@ sweep state, the stored baseline, golden answers and report.json (specgate.repor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -49,12 +50,17 @@ def meaning(expected: str, ok: Callable[[Any], bool], *, before: bool = False) -
     return BeforeValidator(check) if before else AfterValidator(check)
 
 
+_UNION_TAG = re.compile(r"[a-z][a-z0-9-]*\[.*\]")
+
+
 def problem(exc: ValidationError, at: str = "") -> str:
     """The first error of `exc` as "field 'a.b.c': expected ..., got ..."; `at` is where the
     validated object sits in its document (e.g. "points[3]")."""
     err = exc.errors()[0]
     field = at
     for part in err["loc"]:  # a list index as [i], a key as .key: the form the other documents' errors use
+        if isinstance(part, str) and _UNION_TAG.fullmatch(part):
+            continue  # pydantic's name for the branch of a union it tried ("str-enum[RunVerdict]"): no field
         field += f"[{part}]" if isinstance(part, int) else f".{part}" if field else str(part)
     field = field or "(the document)"
     ctx = err.get("ctx") or {}
@@ -67,7 +73,7 @@ def problem(exc: ValidationError, at: str = "") -> str:
         what = f"expected at most {ctx.get('le')}"
     elif kind == "too_short":
         what = f"expected at least {ctx.get('min_length')} entr{'y' if ctx.get('min_length') == 1 else 'ies'}"
-    elif kind == "literal_error":
+    elif kind in ("literal_error", "enum"):
         what = f"expected {ctx.get('expected')}"
     elif kind == "value_error":
         what = str(ctx.get("error") or err["msg"])

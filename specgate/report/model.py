@@ -383,11 +383,36 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
+# The verdict words of the first reports (2026-11-29), before the gate statuses were split:
+# a gate that could not compare said "skip" (now "not compared": nothing to compare with), and a
+# speed row's verdict was written in lower case.
+_OLD_GATE_STATUS = {"skip": "not compared"}
+
+
+def migrate_v0(data: dict[str, Any]) -> dict[str, Any]:
+    """A report without schema_version in the words this version reads (a copy; the file is
+    never rewritten): the old gate status `skip`, and lower-case speed-row verdicts."""
+    out = dict(data)
+    if isinstance(out.get("gates"), list):
+        out["gates"] = [
+            {**g, "status": _OLD_GATE_STATUS.get(str(g.get("status")), g.get("status"))} if isinstance(g, dict) else g
+            for g in out["gates"]
+        ]
+    if isinstance(out.get("speed"), list):
+        out["speed"] = [
+            {**r, "verdict": r["verdict"].upper()} if isinstance(r, dict) and r.get("verdict") in ("pass", "fail") else r
+            for r in out["speed"]
+        ]
+    return out
+
+
 def read_report(path: Path) -> AnyReport:
     """report.json read through the models; an error names the file and the field, and says
-    where the file predates the model."""
+    where the file predates the model. A report older than the model is read through migrate_v0."""
     data = _load(path)
     version = data.get("schema_version", 0)
+    if version == 0:
+        data = migrate_v0(data)
     kind: type[Report] | type[ErrorReport] = ErrorReport if data.get("overall") == "ERROR" else Report
     try:
         return kind.model_validate(data, context={"complete": version >= 1, "version": version})
