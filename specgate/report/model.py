@@ -5,8 +5,8 @@ renderers read, what `specgate spread` and the CLI's closing line read back, and
 Versions (`schema_version`): 1 is the first written through these models. Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
-baseline reader keeps defaults for its older format, and `results/` holds such reports (a
-self-test reads every one). A version-1 report must hold every field: it is read with the
+baseline reader keeps defaults for its older format, and the first runs' verdict words are
+read as today's (migrate_v0). `results/` holds such reports (a self-test reads every one). A version-1 report must hold every field: it is read with the
 context `complete`, and a missing field is an error naming it, not a default.
 
 The writer and the reader share the models, so a report this version would refuse is never
