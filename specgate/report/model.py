@@ -374,11 +374,12 @@ def _load(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ReportError(path, f"not a specgate report.json (expected a JSON object, got {type(data).__name__})")
     version = data.get("schema_version", 0)
-    if version not in (0, SCHEMA_VERSION):
+    if type(version) is not int or version not in (0, SCHEMA_VERSION):  # JSON's true and 1.0 are no version
+        newer = type(version) is int and version > SCHEMA_VERSION
         raise ReportError(
             path,
-            f"field 'schema_version': expected at most {SCHEMA_VERSION}, got {version!r}: a report of a newer "
-            "specgate, or not a report",
+            f"field 'schema_version': expected at most {SCHEMA_VERSION}, got {version!r}: "
+            + ("a report of a newer specgate" if newer else "not a version this or an older specgate wrote"),
         )
     return data
 

@@ -72,17 +72,20 @@ class ConfigSpread:
 
 def load_runs(paths: list[Path]) -> tuple[str, list[ConfigSpread], list[str]]:
     """(deployment, per-config spreads, warnings) from report.json files of one deployment."""
-    if len(paths) < 2:
-        raise SpecgateError("specgate spread: give at least two report.json files")
+    distinct = list(dict.fromkeys(p.resolve() for p in paths))  # one file named twice is one run
+    if len(distinct) < 2:
+        raise SpecgateError("specgate spread: give at least two different report.json files")
     per_config: dict[str, list[RunFigures]] = {}
     deployments, fingerprints, warnings = set(), set(), []
-    for path in paths:
+    for path in distinct:
         # Only the figures every version of report.json holds: reports older than the report model
         # (results/ keeps some) compare with new ones.
         report = read_run_figures(path)
         deployments.add(report.deployment)
         fingerprints.add(json.dumps(report.fingerprint, sort_keys=True))
-        label = f"{path.parent.name or path.name} ({report.provenance.date[:16]})"
+        # The run's folder: above `report/` where the report sits in one (specgate run --report-dir X/report).
+        folder = path.parent.parent if path.parent.name in ("report", "specgate-report") else path.parent
+        label = f"{folder.name or path.name} ({report.provenance.date[:16]})"
         for row in report.speed:
             if row.concurrency != 1:
                 continue
@@ -99,6 +102,11 @@ def load_runs(paths: list[Path]) -> tuple[str, list[ConfigSpread], list[str]]:
     if len(fingerprints) > 1:
         warnings.append("the reports' fingerprints differ (GPU, driver, SGLang or model): spread mixes them")
     spreads = [ConfigSpread(c, runs) for c, runs in per_config.items() if len(runs) > 1]
+    if not spreads:
+        raise SpecgateError(
+            "specgate spread: no config has speed figures (concurrency 1) in two of these reports: "
+            "equivalence-only runs, or runs of different configs, have no spread to show"
+        )
     return deployments.pop(), spreads, warnings
 
 

@@ -171,3 +171,10 @@ def test_a_wrong_verdict_is_named_in_the_projects_words(sim_report, tmp_path):
     path = _written(sim_report, tmp_path, lambda d: d["speed"][0].update(verdict="maybe"))
     with pytest.raises(ReportError, match=r"field 'speed\[0\]\.verdict': expected 'PASS', 'FAIL', 'PARTIAL' or 'INTERRUPTED', got 'maybe'$"):
         read_report(path)
+
+
+@pytest.mark.parametrize("version", [True, 1.0, -1, "1", None])
+def test_a_schema_version_that_is_no_version_is_named_so(sim_report, tmp_path, version):
+    path = _written(sim_report, tmp_path, lambda d: d.update(schema_version=version))
+    with pytest.raises(ReportError, match=r"field 'schema_version': .*not a version this or an older specgate wrote"):
+        read_report(path)

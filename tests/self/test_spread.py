@@ -66,3 +66,27 @@ def test_spread_refuses_one_report_and_mixed_deployments(tmp_path):
     broken.write_text("{")
     with pytest.raises(SpecgateError, match="broken.json: not a specgate report.json"):
         load_runs([one, broken])
+
+
+def test_one_file_twice_or_no_speed_figures_is_no_spread(tmp_path):
+    a = _report(tmp_path, "a", 100, 150)
+    with pytest.raises(SpecgateError, match="two different report.json files"):
+        load_runs([a, a.parent / ".." / "a" / "report.json"])
+    quiet = []
+    for name in ("x", "y"):  # equivalence-only runs: no speed rows
+        path = _report(tmp_path, name, 100, 150)
+        doc = json.loads(path.read_text())
+        doc["speed"] = []
+        path.write_text(json.dumps(doc))
+        quiet.append(path)
+    with pytest.raises(SpecgateError, match="no config has speed figures"):
+        load_runs(quiet)
+
+
+def test_a_run_is_named_by_the_folder_above_its_report_folder(tmp_path):
+    paths = []
+    for name in ("run-1", "run-2"):
+        (tmp_path / name).mkdir()
+        paths.append(_report(tmp_path / name, "report", 100, 150))
+    _, spreads, _ = load_runs(paths)
+    assert sorted(r.label.split(" (")[0] for r in spreads[0].runs) == ["run-1", "run-2"]
