@@ -299,24 +299,26 @@ def _new_plan(prompts: list[TrainingPrompt], tokenizer, settings: DistilSettings
         )
         return [str(a.get("text", "")) for a in answers if a is not None], sum(a is None for a in answers)
 
+    def written(seeds: list[TrainingPrompt], max_new_tokens: int, make) -> tuple[list[TrainingPrompt], dict]:  # noqa: ANN001
+        """The prompts `make` builds from what the target writes, and how many seeds were asked."""
+        texts, unasked = sampled(seeds, max_new_tokens)
+        built, dropped = make(texts)
+        return built, {"asked": len(seeds) - unasked, "not_asked_by_the_deadline": unasked, "dropped": dropped}
+
     made: dict = {"self_written_prompts": {}, "self_written_passages": {}}
     words = vocabulary_words(tokenizer.get_vocab())
     if settings.self_prompts:
         seeds = self_prompt_seeds(settings.self_prompts, words)
-        texts, unasked = sampled(seeds, settings.self_max_tokens)
-        own, dropped = from_self_written(texts)
-        made["self_written_prompts"] = {"asked": len(seeds) - unasked, "kept": len(own), "dropped": dropped,
-                                        "not_asked_by_the_deadline": unasked,
-                                        "temperature": settings.self_temperature, "vocabulary_words": len(words)}
+        own, figures = written(seeds, settings.self_max_tokens, from_self_written)
+        made["self_written_prompts"] = {**figures, "kept": len(own), "temperature": settings.self_temperature,
+                                        "vocabulary_words": len(words)}
         prompts = [*prompts, *own]
     if settings.self_passages:
         seeds = self_passage_seeds(settings.self_passages, words)
-        texts, unasked = sampled(seeds, settings.passage_max_tokens)
-        written, dropped = from_self_passages(texts)
-        made["self_written_passages"] = {"asked": len(seeds) - unasked, "prompts": len(written), "dropped": dropped,
-                                         "not_asked_by_the_deadline": unasked,
-                                         "by_kind": {k: sum(p.kind == k for p in written) for k in sorted({p.kind for p in written})}}
-        prompts = [*prompts, *written]
+        built, figures = written(seeds, settings.passage_max_tokens, from_self_passages)
+        made["self_written_passages"] = {**figures, "prompts": len(built),
+                                         "by_kind": {k: sum(p.kind == k for p in built) for k in sorted({p.kind for p in built})}}
+        prompts = [*prompts, *built]
     judged = [p for p in prompts if p.kind.startswith(GATE_KIND)]  # first: a deadline never cuts them
     taught = [p for p in prompts if not p.kind.startswith(GATE_KIND)]
     random.Random(ANSWER_ORDER_SEED).shuffle(taught)

@@ -92,7 +92,10 @@ class Plan(_Part):
 
 
 class Fingerprint(_Part):
-    """The machine the figures are from (specgate.verdicts.fingerprint.Fingerprint)."""
+    """The machine the figures are from (specgate.verdicts.fingerprint.Fingerprint). Its fields
+    mirror that dataclass on purpose: the dataclass is the run's object, this is the stored form
+    read strictly (pydantic validates a stdlib dataclass strictly only from an instance, not from
+    the JSON a report file holds); test_report_model checks that both name the same fields."""
 
     gpu: str
     gpu_count: int
@@ -236,7 +239,8 @@ class FidelityRow(_Part):
 
 
 class Settings(_Part):
-    """What a server runs as, read from its own server info (specgate.diagnosis.settings)."""
+    """What a server runs as, read from its own server info (specgate.diagnosis.settings.
+    EffectiveSettings, whose fields this mirrors for the same reason as Fingerprint's)."""
 
     version: str | None
     algorithm: str | None

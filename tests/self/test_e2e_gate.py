@@ -156,26 +156,28 @@ def test_output_faults_fail_equivalence_with_a_reproducer(
     assert len(failed) == 1 and failed[0]["config"] == fault.split(":")[0]
 
 
+def _only_eagle3_decode_fails_live_and_golden(sim_deployment, pytester, fault: str, lines: list[str]):  # noqa: ANN001, ANN202
+    """The gate, live and with the reference recorded first (golden), under `fault` on
+    eagle3-decode: exactly its equivalence test fails, with `lines` in the output. The last
+    deployment (golden mode) is returned for its golden file."""
+    for mode in ({}, {"launch": {"coexist": False}}):
+        d = sim_deployment(mode)
+        result = d.run(pytester, "-k", "equivalence or golden", faults=f"eagle3-decode:{fault}")
+        assert result.ret == 1, result.stdout.str()[-3000:]
+        assert outcomes(result)["failed"] == 1, result.stdout.str()[-3000:]
+        result.stdout.fnmatch_lines([*lines, "FAILED *test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]*"])
+        failed = [e["config"] for e in d.report()["equivalence"] if e["decisive_failures"]]
+        assert failed == ["eagle3-decode"]
+    return d
+
+
 def test_a_stop_string_the_first_token_holds_is_checked_live_and_from_a_golden_file(sim_deployment, pytester):
     """Issue 14: the edge whose stop string is the reference's first answer token, derived from
     its answer to the one-token edge, catches a server that looks for stop strings only after
     the prefill's token, live and where the reference answers first and is stopped (no other
     edge, nor the seed-0 cases, does: test_first_token_stop_edge.py and test_stored_reference.py)."""
-    label = f"*(edge: {FIRST_TOKEN_STOP_EDGE})*"
-    for mode in ({}, {"launch": {"coexist": False}}):
-        d = sim_deployment(mode)
-        result = d.run(pytester, "-k", "equivalence or golden", faults="eagle3-decode:prefill-stop-miss")
-        assert result.ret == 1, result.stdout.str()[-3000:]
-        assert outcomes(result)["failed"] == 1, result.stdout.str()[-3000:]
-        result.stdout.fnmatch_lines(
-            [
-                "*text runs past stop string *: found at char 0*",
-                label,
-                "FAILED *test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]*",
-            ]
-        )
-        failed = [e["config"] for e in d.report()["equivalence"] if e["decisive_failures"]]
-        assert failed == ["eagle3-decode"]
+    lines = ["*text runs past stop string *: found at char 0*", f"*(edge: {FIRST_TOKEN_STOP_EDGE})*"]
+    d = _only_eagle3_decode_fails_live_and_golden(sim_deployment, pytester, "prefill-stop-miss", lines)
     # Recorded with the other golden cases, its stop string the recorded one-token answer.
     entries = json.loads((d.report_dir / "sim-golden.json").read_text())["entries"]
     one = next(e for e in entries if e["case"]["label"].endswith("(edge: max_new_tokens 1)"))
@@ -188,20 +190,11 @@ def test_a_prompt_at_the_context_length_is_checked_live_and_from_a_golden_file(s
     server's last slot catches a speculative server that goes wrong only that far into a
     sequence (the fault diverge-past), live and where the reference answers first; nothing
     else the gate sends reaches there."""
-    for mode in ({}, {"launch": {"coexist": False}}):
-        d = sim_deployment(mode)
-        result = d.run(pytester, "-k", "equivalence or golden", faults="eagle3-decode:diverge-past=4000")
-        assert result.ret == 1, result.stdout.str()[-3000:]
-        assert outcomes(result)["failed"] == 1, result.stdout.str()[-3000:]
-        result.stdout.fnmatch_lines(
-            [
-                "*decisive divergence at output token 0*",
-                f"*(edge: {CONTEXT_EDGE}: * prompt tokens, a whole answer reaches the server's context length 4096)*",
-                "FAILED *test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]*",
-            ]
-        )
-        failed = [e["config"] for e in d.report()["equivalence"] if e["decisive_failures"]]
-        assert failed == ["eagle3-decode"]
+    lines = [
+        "*decisive divergence at output token 0*",
+        f"*(edge: {CONTEXT_EDGE}: * prompt tokens, a whole answer reaches the server's context length 4096)*",
+    ]
+    d = _only_eagle3_decode_fails_live_and_golden(sim_deployment, pytester, "diverge-past=4000", lines)
     # Recorded with the other golden cases: a prompt the simulator's context holds with the answer.
     entries = json.loads((d.report_dir / "sim-golden.json").read_text())["entries"]
     edge = next(e for e in entries if f"(edge: {CONTEXT_EDGE}: " in e["case"]["label"])

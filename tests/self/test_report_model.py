@@ -178,3 +178,16 @@ def test_a_schema_version_that_is_no_version_is_named_so(sim_report, tmp_path, v
     path = _written(sim_report, tmp_path, lambda d: d.update(schema_version=version))
     with pytest.raises(ReportError, match=r"field 'schema_version': .*not a version this or an older specgate wrote"):
         read_report(path)
+
+
+def test_the_stored_forms_name_the_same_fields_as_the_runs_objects():
+    """Fingerprint and Settings mirror dataclasses of the run (strict reads need a model of their
+    own): a field added to one and not the other would be lost or refused."""
+    from dataclasses import fields
+
+    from specgate.diagnosis.settings import EffectiveSettings
+    from specgate.report.model import Fingerprint, Settings
+    from specgate.verdicts.fingerprint import Fingerprint as RunFingerprint
+
+    assert [f.name for f in fields(RunFingerprint)] == list(Fingerprint.model_fields)
+    assert [f.name for f in fields(EffectiveSettings)] == list(Settings.model_fields)
