@@ -10,6 +10,7 @@ sweep state, the stored baseline, golden answers and report.json (specgate.repor
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -81,4 +82,9 @@ def problem(exc: ValidationError, at: str = "") -> str:
         what = _EXPECTED.get(kind, err["msg"])
     # A validator's own message already says what it got.
     got = "" if kind in ("missing", "value_error") else f", got {repr(err.get('input'))[:80]}"
+    if kind == "missing" and isinstance(err.get("input"), dict) and err["loc"]:
+        # A misspelt key reads as a missing one: name the key that is there instead.
+        close = difflib.get_close_matches(str(err["loc"][-1]), [str(k) for k in err["input"]], n=1, cutoff=0.75)
+        if close:
+            got = f" (did you mean it for the key {close[0]!r}, which is there?)"
     return f"field '{field}': {what}{got}"

@@ -45,7 +45,11 @@ class _Part(BaseModel):
     predate a field; `complete` in the validation context (a report of schema_version >= 1)
     turns each missing field back into an error."""
 
-    model_config = ConfigDict(extra="allow", strict=True, json_schema_serialization_defaults_required=True)
+    # No NaN or infinity in a typed figure: json.loads accepts them, and a NaN compares false with
+    # everything, so a gate reading it could neither pass nor fail (the open parts may hold them).
+    model_config = ConfigDict(
+        extra="allow", strict=True, allow_inf_nan=False, json_schema_serialization_defaults_required=True
+    )
 
     def document(self) -> dict[str, Any]:
         """The JSON-ready dict the file holds. Python mode, not pydantic's JSON mode: the open parts
@@ -91,11 +95,11 @@ class Plan(_Part):
     orders: list[list[str]]  # the first rounds' orders, as evidence
 
 
+# Fingerprint and Settings mirror dataclasses of the run on purpose: those are the run's objects,
+# these the stored forms read strictly (pydantic validates a stdlib dataclass strictly only from an
+# instance, not from the JSON a report holds); test_report_model holds their fields equal.
 class Fingerprint(_Part):
-    """The machine the figures are from (specgate.verdicts.fingerprint.Fingerprint). Its fields
-    mirror that dataclass on purpose: the dataclass is the run's object, this is the stored form
-    read strictly (pydantic validates a stdlib dataclass strictly only from an instance, not from
-    the JSON a report file holds); test_report_model checks that both name the same fields."""
+    """The machine the figures are from (specgate.verdicts.fingerprint.Fingerprint)."""
 
     gpu: str
     gpu_count: int
@@ -239,8 +243,7 @@ class FidelityRow(_Part):
 
 
 class Settings(_Part):
-    """What a server runs as, read from its own server info (specgate.diagnosis.settings.
-    EffectiveSettings, whose fields this mirrors for the same reason as Fingerprint's)."""
+    """What a server runs as, read from its own server info (specgate.diagnosis.settings)."""
 
     version: str | None
     algorithm: str | None

@@ -191,3 +191,9 @@ def test_the_stored_forms_name_the_same_fields_as_the_runs_objects():
 
     assert [f.name for f in fields(RunFingerprint)] == list(Fingerprint.model_fields)
     assert [f.name for f in fields(EffectiveSettings)] == list(Settings.model_fields)
+
+
+def test_a_misspelt_key_is_named_beside_the_missing_one(sim_report, tmp_path):
+    path = _written(sim_report, tmp_path, lambda d: d.update(overal=d.pop("overall")))
+    with pytest.raises(ReportError, match=r"field 'overall': is required but missing \(did you mean it for the key 'overal'"):
+        read_report(path)
