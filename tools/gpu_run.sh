@@ -119,7 +119,7 @@ fi
 # Each kind of asset once per machine and per version of the code that makes them: a stamp
 # names both, written only once `specgate assets` succeeded (a conversion stopped halfway leaves
 # none). Starting Python with torch and transformers only to find the files there cost ~40 s a job.
-assets_digest=$(cat specgate/assets.py specgate/drafter/train.py | sha256sum | cut -c1-16)
+assets_digest=$(sha256sum < specgate/assets.py | cut -c1-16)
 make_assets() {
   local stamp=/tmp/assets/.made-$1-$assets_digest
   [[ -f $stamp ]] && return 0

@@ -290,19 +290,16 @@ def _new_plan(prompts: list[TrainingPrompt], tokenizer, settings: DistilSettings
     """`prompts`, plus the prompts and passages the target writes (sampled), in a seeded shuffled
     order, so that a distillation cut at its deadline keeps a sample of every kind."""
 
-    def sampled(seeds: list[TrainingPrompt], max_new_tokens: int) -> tuple[list[str], int]:
-        """What the target writes when asked `seeds`, and how many seeds the deadline left unasked
-        (counted apart: they were never written, not dropped)."""
+    def written(seeds: list[TrainingPrompt], max_new_tokens: int, make) -> tuple[list[TrainingPrompt], dict]:  # noqa: ANN001
+        """The prompts `make` builds from what the target writes when asked `seeds` (sampled), and
+        how many seeds were asked: those the deadline left unasked are counted apart (never
+        written, not dropped)."""
         answers = ask_all(
             [render(p.messages, settings.prompt_format) for p in seeds],
             {"temperature": settings.self_temperature, "top_p": 0.95, "max_new_tokens": max_new_tokens},
         )
-        return [str(a.get("text", "")) for a in answers if a is not None], sum(a is None for a in answers)
-
-    def written(seeds: list[TrainingPrompt], max_new_tokens: int, make) -> tuple[list[TrainingPrompt], dict]:  # noqa: ANN001
-        """The prompts `make` builds from what the target writes, and how many seeds were asked."""
-        texts, unasked = sampled(seeds, max_new_tokens)
-        built, dropped = make(texts)
+        unasked = sum(a is None for a in answers)
+        built, dropped = make([str(a.get("text", "")) for a in answers if a is not None])
         return built, {"asked": len(seeds) - unasked, "not_asked_by_the_deadline": unasked, "dropped": dropped}
 
     made: dict = {"self_written_prompts": {}, "self_written_passages": {}}

@@ -163,6 +163,7 @@ def _distil_stage(
     """Distil anew, or go on with the plan an earlier distil stage of the same request left
     unfinished (its deadline cut it): a device call is 10 minutes, a data set may need several."""
     prompts = training_prompts.generate(n_prompts)
+    judged = training_prompts.gate_prompts()
     leaked = training_prompts.leaks(prompts)
     if leaked:
         raise SpecgateError(f"{len(leaked)} training prompt(s) share text with fixtures/prompts, e.g. {leaked[0]!r}")
@@ -175,7 +176,7 @@ def _distil_stage(
         "self_written_asked": self_prompts,
         "self_written_passages_asked": self_passages,
         # answered with the rest, judged on, never taught (specgate.drafter.prompts.gate_prompts)
-        "gate_prompts_judged": training_prompts.digest(training_prompts.gate_prompts()),
+        "gate_prompts_judged": training_prompts.digest(judged),
     }
     earlier = _unfinished(data.parent, asked, max_new_tokens, log, fresh)
     if earlier is not None and not earlier["prompts_not_answered_by_the_deadline"]:
@@ -187,7 +188,7 @@ def _distil_stage(
         DistilSettings(), max_new_tokens=max_new_tokens, self_prompts=self_prompts, self_passages=self_passages,
         answer_until=answer_until,
     )
-    distilled = distil(target, [*training_prompts.gate_prompts(), *prompts], data, settings, SERVER_ARGS, resume=resume)
+    distilled = distil(target, [*judged, *prompts], data, settings, SERVER_ARGS, resume=resume)
     distilled["calls"] = [*(earlier or {}).get("calls", []), distilled.pop("this_call")]
     log(f"distilled: {distilled}")
     if distilled["prompts_not_answered_by_the_deadline"]:
@@ -214,10 +215,11 @@ def _unfinished(work: Path, asked: dict, max_new_tokens: int, log, fresh: bool =
                        samples_by_kind=total["by_kind"],
                        prompts_not_answered_by_the_deadline=len(plan.prompts) - len(total["indices"]))
         return earlier
-    moved = [f"{p.name} → {p.name}.replaced" for p in (record, plan_path, data) if p.exists()]
+    moved = []
     for p in (record, plan_path, data):
         if p.exists():
             p.replace(p.with_name(p.name + ".replaced"))
+            moved.append(f"{p.name} → {p.name}.replaced")
     log(f"{work}: starting the distillation anew ({why}); moved aside: {', '.join(moved)}")
     return None
 

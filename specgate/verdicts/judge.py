@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specgate import provenance as run_provenance
 from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment
 from specgate.equivalence.golden import GoldenAnswers
 from specgate.measure.drafters import drafters
@@ -135,9 +136,7 @@ class Judge:
         if self.deployment.simulator or self.deployment.launch.launcher != "local":
             return None
         if self._host_now is None:
-            from specgate.provenance import host_id
-
-            self._host_now = host_id()
+            self._host_now = run_provenance.host_id()
         return other_machine(str(stored.provenance.get("host_id") or ""), self._host_now)
 
     # --- fingerprint, stored baselines, calibration ------------------------------------
