@@ -205,6 +205,11 @@ class SglangClient:
     def model_info(self) -> dict[str, Any]:
         return self._get_first(("/model_info", "/get_model_info"))
 
+    def served_models(self) -> dict[str, Any]:
+        """The OpenAI-compatible model list: SGLang's names the model's context length there
+        (`max_model_len`), which no field of /server_info holds."""
+        return self._get_first(("/v1/models",))
+
     # --- generation ---------------------------------------------------------------
     def generate(self, request: GenerateRequest) -> GenerateResult:
         url = self.base_url + "/generate"

@@ -63,6 +63,8 @@ class EquivalenceStats:
     not_checked: list[str] = field(default_factory=list)
     # The edge cases checked (cases.edge_name), so that a report says which ran, not only how many.
     edges: list[str] = field(default_factory=list)
+    # Edge requests this config refused that the reference answered (oracle.check): NOT CHECKED.
+    refused: list[str] = field(default_factory=list)
 
     def add(self, outcome: Outcome) -> None:
         self.requests += 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +42,68 @@ _FILLER = (
 ).split()
 
 
-def server_context_length(info: dict[str, Any]) -> int | None:
-    """Tokens a request may hold in all (prompt and answer), as the server reports it: SGLang's
-    scheduler says `max_req_input_len` (its context length less one), older or other releases a
-    `context_length` (or `context_len`)."""
+@dataclass(frozen=True)
+class Capacity:
+    """What one server lets a request hold, prompt and whole answer together, and the limit
+    that sets it.
+
+    SGLang (0.5.14's tokenizer manager and scheduler, read from its source) refuses a request
+    whose prompt, plus the slots an EAGLE-family server reserves for draft tokens
+    (max(topk x steps, draft tokens)), plus max_new_tokens passes the context length; and its
+    scheduler refuses a prompt of `max_req_input_len` tokens or more."""
+
+    tokens: int
+    limit: str  # e.g. "context length 8192, less 12 slots reserved for draft tokens"
+
+    def describe(self) -> str:
+        return f"{self.tokens} tokens, the most a request may hold ({self.limit})"
+
+
+def served_context_length(models: dict[str, Any] | None) -> int | None:
+    """`max_model_len` of the first model in an OpenAI-style /v1/models list (SGLang's model
+    config context length), where one is given."""
+    data = (models or {}).get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        value = data[0].get("max_model_len")
+        return value if _count(value) else None
+    return None
+
+
+def draft_reservation(info: dict[str, Any]) -> int:
+    """Slots a speculative server keeps per request for draft tokens: SGLang's EAGLE family
+    reserves max(topk x steps, draft tokens); taken for every speculative algorithm (a few
+    tokens too many shorten the edge's prompt by as many; too few get it refused)."""
+    algorithm = lookup(info, "speculative_algorithm")
+    if not isinstance(algorithm, str) or algorithm.upper() in ("", "NONE"):
+        return 0
+    topk, steps, drafts = (lookup(info, name) for name in (
+        "speculative_eagle_topk", "speculative_num_steps", "speculative_num_draft_tokens"))
+    product = topk * steps if _count(topk) and _count(steps) else 0
+    return max(product, drafts if _count(drafts) else 0)
+
+
+def server_capacity(info: dict[str, Any], models: dict[str, Any] | None = None) -> Capacity | None:
+    """The server's capacity, or None where it reports no length at all."""
     longest_input = lookup(info, "max_req_input_len")
-    if _count(longest_input):
-        return longest_input + 1
-    length = lookup(info, "context_length", "context_len")
-    return length if _count(length) else None
+    longest_input = longest_input if _count(longest_input) else None
+    context = served_context_length(models)
+    if context is None:
+        length = lookup(info, "context_length", "context_len")
+        context = length if _count(length) else None
+    reserved = draft_reservation(info)
+    spare = f", less {reserved} slots reserved for draft tokens" if reserved else ""
+    found = []
+    if context is not None:
+        found.append(Capacity(context - reserved, f"context length {context}{spare}"))
+    if longest_input is not None:
+        # The scheduler takes a prompt shorter than max_req_input_len and leaves room for its
+        # answer within it in every release whose source was read; without a context length
+        # the context is at least one more, less the reservation all the same.
+        found.append(Capacity(longest_input, f"max_req_input_len {longest_input}"))
+        if context is None and reserved:
+            found.append(Capacity(longest_input + 1 - reserved, f"max_req_input_len {longest_input} + 1{spare}"))
+    capacity = min(found, key=lambda c: c.tokens, default=None)
+    return capacity if capacity is not None and capacity.tokens > 0 else None
 
 
 def _count(value: object) -> bool:
@@ -73,26 +127,28 @@ def drafter_context_length(deployment: Deployment) -> int | None:
     return min(found, default=None)
 
 
-def target_prompt_tokens(server: int, drafter: int | None, answer: int) -> tuple[int, str]:
+def target_prompt_tokens(capacity: Capacity, drafter: int | None, answer: int) -> tuple[int, str]:
     """(prompt tokens, what an answer of `answer` tokens then reaches): it crosses the drafter's
-    length at its middle where that fits below the server's; else it ends on the server's last
-    slot (SGLang refuses a prompt and answer of the whole context length). An answer that ends
-    early (EOS, a stop string) reaches less: the edge's name says what a whole one would."""
-    if drafter is not None and answer // 2 < drafter and drafter + answer // 2 < server:
+    length at its middle where that fits within the capacity; else it ends on the last slot a
+    request may hold. An answer that ends early (EOS, a stop string) reaches less: the edge's
+    name says what a whole one would."""
+    if drafter is not None and answer // 2 < drafter and drafter + answer // 2 <= capacity.tokens:
         return drafter - answer // 2, f"a whole answer crosses the drafter's context length {drafter}"
-    return server - answer - 1, f"a whole answer reaches the server's context length {server}"
+    return capacity.tokens - answer, f"a whole answer reaches {capacity.describe()}"
 
 
 def context_edge_case(
-    deployment: Deployment, server_info: dict[str, Any], count_tokens: Callable[[str], int]
+    deployment: Deployment, capacity: Capacity | None, count_tokens: Callable[[str], int]
 ) -> GenerationCase | str:
-    """The edge case, or why it is left out. `count_tokens(text)` is the reference's prompt
-    token count for `text` (one short request each; at most MAX_PROBES of them)."""
-    server = server_context_length(server_info)
-    if server is None:
-        return "the reference server reports no context length (max_req_input_len, context_length)"
+    """The edge case, or why it is left out. `capacity` is the least any running server allows
+    (server_capacity); `count_tokens(text)` is the reference's prompt token count for `text`
+    (one short request each; at most MAX_PROBES of them)."""
+    if capacity is None:
+        return "no server reports a context length (/v1/models max_model_len, max_req_input_len, context_length)"
     answer = deployment.equivalence.max_new_tokens
-    wanted, reaches = target_prompt_tokens(server, drafter_context_length(deployment), answer)
+    wanted, reaches = target_prompt_tokens(capacity, drafter_context_length(deployment), answer)
+    if wanted < 1:
+        return f"an answer of {answer} tokens does not fit: {capacity.describe()}"
     if wanted > MAX_CONTEXT_EDGE_TOKENS:
         return f"a prompt of {wanted} tokens ({reaches}) is over {MAX_CONTEXT_EDGE_TOKENS}: it costs more than it shows"
     first = deployment.workload.prompts()[0]

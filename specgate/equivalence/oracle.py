@@ -32,7 +32,7 @@ from specgate.equivalence.cases import (
     one_token_case,
 )
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
-from specgate.equivalence.context_edge import CONTEXT_EDGE, context_edge_case, server_context_length
+from specgate.equivalence.context_edge import CONTEXT_EDGE, context_edge_case, server_capacity
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError, EquivalenceFailure, HTTPStatusError, NotRecordedYet
@@ -161,14 +161,15 @@ class EquivalenceOracle:
         def count_tokens(text: str) -> int:
             return server.generate(GenerateRequest(max_new_tokens=1, text=text)).prompt_tokens
 
-        # The shortest length among the servers that have said theirs (all of them where they run
+        # The least capacity among the servers that have said theirs (all of them where they run
         # side by side): a case sized for the reference alone would be refused by a speculative
-        # server that holds less.
-        infos = self.pool.server_infos
-        known = [n for n in (server_context_length(i) for i in infos.values()) if n is not None]
-        info = {"max_req_input_len": min(known) - 1} if known else {}
+        # server that reserves slots for its drafts.
+        models = self.pool.served_models
+        found = (server_capacity(info, models.get(config)) for config, info in self.pool.server_infos.items())
+        known = [c for c in found if c is not None]
+        capacity = min(known, key=lambda c: c.tokens, default=None)
         try:
-            return context_edge_case(self.deployment, info, count_tokens)
+            return context_edge_case(self.deployment, capacity, count_tokens)
         except HTTPStatusError as exc:
             # Only a refusal of the prompt leaves the edge out; a dead, hung or cancelled server is
             # the run's problem, raised as anywhere else.
@@ -329,6 +330,12 @@ class EquivalenceOracle:
                 with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
                     answers = list(ex.map(server.generate, [request] * case.concurrency))
         except HTTPStatusError as exc:
+            if CONTEXT_EDGE in case.label and exc.status is not None and 400 <= exc.status < 500:
+                # The reference answered it; this server refused it: its limits are not the ones
+                # the edge was sized for. Not a wrong answer and never a pass: NOT CHECKED for
+                # this config (the gate's test fails on it), and its other cases still run.
+                self._refused(config, case, str(exc))
+                return []
             # A refusal names the request it refused: the gate's test reports the server error
             # alone, and without the case it cannot be reproduced.
             raise HTTPStatusError(f"{exc} (case {case.label!r})", url=exc.url, status=exc.status) from exc
@@ -357,6 +364,13 @@ class EquivalenceOracle:
             stats.add(outcome)
             outcomes.append(outcome)
         return outcomes
+
+    def _refused(self, config: str, case: GenerationCase, message: str) -> None:
+        stats = self.stats.setdefault(config, EquivalenceStats())
+        why = f"{edge_name(case)}: REFUSED by {config} although the reference answered it ({message[:300]})"
+        stats.refused.append(why)
+        if why not in stats.edges:
+            stats.edges.append(why)
 
     def check_and_remember(self, config: str, case: GenerationCase) -> list[Outcome]:
         outcomes = self.check(config, case)

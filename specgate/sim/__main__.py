@@ -182,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         "cuda_graph_max_bs": args.cuda_graph_max_bs,
         "disable_overlap_schedule": args.disable_overlap_schedule,
         "context_length": args.context_length,
-        # As SGLang's scheduler reports it (its context length less one, where the KV pool is larger).
-        "max_req_input_len": args.context_length - 1,
+        # As SGLang's scheduler reports it where the KV pool is larger: max_req_len (the context
+        # length less one) less 5 (tp_worker.get_worker_info).
+        "max_req_input_len": args.context_length - 6,
     }
     state = SimServerState(
         server_args=server_args,

@@ -17,6 +17,8 @@ in `SPECGATE_CONFIG`.
 | diverge-past=P   | speculative output takes a non-top-2 token at every position from  | the context-length edge      |
 |                  | sequence position P on (prompt and answer): a drafter past its     | (context_edge.context_edge_  |
 |                  | position limit corrupting what verify keeps                        | case)                        |
+| reserve=N        | keeps N more slots per request than SGLang's draft-token reservation| the context-length edge's    |
+|                  | (a release that changed it): the context edge's request is refused | refusal: NOT CHECKED         |
 | accept-collapse  | the draft is always wrong: accept length 1.0                       | accept length / beats        |
 | slowdown=F       | every step costs (1+F) times as much                               | no-regression (decode tok/s) |
 | crash-after=N    | the process exits when request N+1 arrives                         | every test of that config    |
@@ -42,6 +44,7 @@ KNOWN = (
     "stop-overshoot",
     "prefill-stop-miss",
     "diverge-past",
+    "reserve",
     "accept-collapse",
     "slowdown",
     "crash-after",
@@ -66,6 +69,7 @@ class Faults:
     # string within the first token's text tells it from a healthy server.
     prefill_stop_miss: bool = False
     diverge_past: int | None = None  # a sequence position (prompt tokens + answer tokens)
+    reserve: int = 0  # slots kept per request beyond SGLang's draft-token reservation
     accept_collapse: bool = False
     slowdown: float = 0.0
     crash_after: int | None = None
@@ -89,7 +93,7 @@ def parse_faults(specs: list[str]) -> Faults:
         if name not in KNOWN:
             raise ValueError(f"--sim-fault {spec!r}: unknown fault; known: {', '.join(KNOWN)}")
         key = name.replace("-", "_")
-        if name in ("diverge-at", "diverge-past", "crash-after", "trickle-after", "node-crash"):
+        if name in ("diverge-at", "diverge-past", "crash-after", "trickle-after", "node-crash", "reserve"):
             if not value.isdigit():
                 raise ValueError(f"--sim-fault {spec!r}: expected {name}=<non-negative integer>")
             values[key] = int(value)

@@ -1,6 +1,6 @@
 """SIMULATOR HTTP server: the subset of SGLang's native API that specgate speaks.
 
-Endpoints: GET /health, /health_generate, /get_server_info, /get_model_info,
+Endpoints: GET /health, /health_generate, /get_server_info, /get_model_info, /v1/models,
 POST /generate (non-streaming JSON, or server-sent events with `"stream": true`),
 POST /flush_cache. Response shapes follow SGLang's: `text`, `output_ids` and a
 `meta_info` with token counts, finish_reason, latency, optional logprobs and, for
@@ -100,6 +100,31 @@ class Handler(BaseHTTPRequestHandler):
         self._send_json(401, {"error": "Unauthorized"})
         return True
 
+    def _check_length(self, prompt: int, max_new: int) -> None:
+        """SGLang 0.5.14's refusals, in its words: the tokenizer manager counts the slots an EAGLE
+        server reserves for draft tokens (max(topk x steps, draft tokens)) with the prompt and
+        refuses past the context length; the scheduler refuses a prompt of max_req_input_len."""
+        context = int(self.state.server_args["context_length"])
+        spec = self.state.spec
+        reserved = max(spec.topk * spec.steps, spec.draft_tokens) if spec else 0
+        reserved += self.state.faults.reserve
+        held = prompt + reserved
+        if held >= context:
+            raise ValueError(f"The input ({held} tokens) is longer than the model's context length ({context} tokens).")
+        if held + max_new > context:
+            raise ValueError(
+                f"Requested token count exceeds the model's maximum context length of {context} tokens. You requested "
+                f"a total of {held + max_new} tokens: {held} tokens from the input messages and {max_new} tokens for "
+                "the completion. Please reduce the number of tokens in the input messages or the completion to fit "
+                "within the limit."
+            )
+        longest = int(self.state.server_args["max_req_input_len"])
+        if prompt >= longest:
+            raise ValueError(
+                f"Input length ({prompt} tokens) exceeds the maximum allowed length ({longest} tokens). Use a shorter "
+                "input or enable --allow-auto-truncate."
+            )
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?")[0]
         if self._refused(path):
@@ -117,6 +142,11 @@ class Handler(BaseHTTPRequestHandler):
             info["simulator"] = SIM_LABEL
             info["internal_states"] = [{"avg_spec_accept_length": avg, "last_gen_throughput": 0.0}]
             self._send_json(200, [info] if self.state.faults.server_info_list else info)
+        elif path == "/v1/models":
+            # SGLang's OpenAI-style list: the only place it names the model's context length.
+            model = self.state.server_args["model_path"]
+            card = {"id": model, "object": "model", "root": model, "max_model_len": self.state.server_args["context_length"]}
+            self._send_json(200, {"object": "list", "data": [card]})
         elif path == "/get_model_info":
             self._send_json(
                 200,
@@ -189,14 +219,7 @@ class Handler(BaseHTTPRequestHandler):
             # The toy model only knows greedy decoding; sampling would need a real model.
             raise ValueError("the simulator serves greedy requests only (sampling_params.temperature = 0)")
         stop = sp.get("stop") or ()
-        context = int(self.state.server_args["context_length"])
-        if len(prompt_ids) + int(sp.get("max_new_tokens", 128)) >= context:
-            # SGLang's refusal, in its words (tokenizer_manager): a request must leave the last slot free.
-            raise ValueError(
-                f"Requested token count exceeds the model's maximum context length of {context} tokens. You requested "
-                f"a total of {len(prompt_ids) + int(sp.get('max_new_tokens', 128))} tokens: {len(prompt_ids)} tokens "
-                f"from the input messages and {int(sp.get('max_new_tokens', 128))} tokens for the completion."
-            )
+        self._check_length(len(prompt_ids), int(sp.get("max_new_tokens", 128)))
         params = GenParams(
             max_new_tokens=int(sp.get("max_new_tokens", 128)),
             stop=(stop,) if isinstance(stop, str) else tuple(stop),

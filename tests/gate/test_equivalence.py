@@ -37,6 +37,13 @@ def _not_checked(specgate, why):
     pytest.fail(what + "\n(allow with --specgate-allow-uncompared or [gates] uncompared = \"warn\")", pytrace=False)
 
 
+def _not_checked_if_refused(specgate, config):
+    """An edge request the reference answered and this config refused compared nothing."""
+    stats = specgate.oracle.stats.get(config)
+    if stats is not None and stats.refused:
+        _not_checked(specgate, f"[{config}] {'; '.join(stats.refused)}")
+
+
 @pytest.mark.specgate("golden")
 def test_record_baseline_golden(specgate_deployment, specgate_oracle):
     """Where servers cannot coexist: record the baseline's answers (with top-2
@@ -78,6 +85,7 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
             if server_errors:
                 raise server_errors[0] from None
             raise
+        _not_checked_if_refused(specgate, spec_config)
     else:
         # The baseline ran earlier and left its answers, or (the reference taken from the stored
         # baseline) they were stored with it: check every case that has one.
@@ -96,6 +104,7 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
             if not outcome.ok
         ]
         assert not failures, f"[{spec_config}] {len(failures)} decisive failure(s); first:\n{failures[0]}"
+        _not_checked_if_refused(specgate, spec_config)
         if unanswered:
             labels = "; ".join(c.label for c in unanswered[:5])
             _not_checked(

@@ -17,14 +17,21 @@ from specgate.equivalence.context_edge import (
     CONTEXT_EDGE,
     MAX_CONTEXT_EDGE_TOKENS,
     SIZE_TOLERANCE,
+    Capacity,
     context_edge_case,
-    server_context_length,
+    draft_reservation,
+    server_capacity,
     target_prompt_tokens,
 )
 from specgate.sim.faults import parse_faults
 from specgate.sim.tokenizer import encode
 
-INFO = {"max_req_input_len": 2047}  # as SGLang's scheduler reports a 2,048-token context
+INFO = {"max_req_input_len": 2042}  # as SGLang 0.5.14's scheduler reports a 2,048-token context
+CAPACITY = server_capacity(INFO)
+# SGLang 0.5.14 serving SmolLM2 (8,192 tokens) with the topk-4 tree, as the H200 run of 2026-12-02 saw it
+TREE = {"max_req_input_len": 8186, "speculative_algorithm": "EAGLE3", "speculative_eagle_topk": 4,
+        "speculative_num_steps": 3, "speculative_num_draft_tokens": 8}
+MODELS_8K = {"object": "list", "data": [{"id": "smollm2", "max_model_len": 8192}]}
 
 
 def at_length(cases):
@@ -32,24 +39,48 @@ def at_length(cases):
 
 
 @pytest.mark.parametrize(
-    ("info", "length"),
+    ("info", "models", "tokens"),
     [
-        ({"max_req_input_len": 8191}, 8192),  # SGLang 0.5: the scheduler's figure
-        ({"server_args": {"context_length": 4096}}, 4096),  # a release that nests its arguments
-        ({"context_len": 2048}, 2048),
-        ({"context_length": None, "max_req_input_len": None}, None),
-        ({}, None),
+        ({"max_req_input_len": 8186}, None, 8186),  # SGLang 0.5: the scheduler's figure
+        ({"max_req_input_len": 8186}, MODELS_8K, 8186),  # the scheduler's is the tighter
+        (TREE, MODELS_8K, 8180),  # 8192 less max(4 x 3, 8) slots for the tree's drafts
+        (TREE, None, 8175),  # no context length: max_req_input_len + 1 is the least it can be
+        ({"server_args": {"context_length": 4096}}, None, 4096),  # a release that nests its arguments
+        ({"context_len": 2048}, None, 2048),
+        ({}, {"data": [{"max_model_len": 2048}]}, 2048),
+        ({"context_length": None, "max_req_input_len": None}, None, None),
+        ({}, None, None),
+        ({"max_req_input_len": True}, {"data": [{"max_model_len": True}]}, None),  # JSON's true is no length
+        ({}, {"data": "8192"}, None),
+        ({}, {"data": [{"max_model_len": None}]}, None),
     ],
 )
-def test_the_servers_context_length_is_read_under_each_name(info, length):
-    assert server_context_length(info) == length
+def test_a_servers_capacity_is_read_under_each_name_less_its_draft_reservation(info, models, tokens):
+    capacity = server_capacity(info, models)
+    assert (capacity.tokens if capacity else None) == tokens
 
 
-def test_the_answer_crosses_the_drafters_length_or_ends_on_the_servers_last_slot():
-    assert target_prompt_tokens(8192, 2048, 64) == (2016, "a whole answer crosses the drafter's context length 2048")
+def test_the_draft_reservation_is_sglangs_for_every_speculative_algorithm():
+    assert draft_reservation(TREE) == 12
+    assert draft_reservation({**TREE, "speculative_eagle_topk": 1, "speculative_num_steps": 2,
+                              "speculative_num_draft_tokens": 3}) == 3
+    assert draft_reservation({"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 8}) == 8
+    assert draft_reservation({"server_args": TREE}) == 12
+    assert draft_reservation({"speculative_algorithm": None, "speculative_num_draft_tokens": 8}) == 0
+    assert draft_reservation({**TREE, "speculative_eagle_topk": True, "speculative_num_draft_tokens": "8"}) == 0
+
+
+def test_the_answer_crosses_the_drafters_length_or_ends_on_the_last_slot_a_request_may_hold():
+    eight_k = Capacity(8192, "context length 8192")
+    assert target_prompt_tokens(eight_k, 2048, 64) == (2016, "a whole answer crosses the drafter's context length 2048")
     # no drafter length below the server's: the answer's last token takes the last slot SGLang allows
-    assert target_prompt_tokens(8192, None, 64) == (8127, "a whole answer reaches the server's context length 8192")
-    assert target_prompt_tokens(8192, 8192, 64)[0] == 8127
+    tree = server_capacity(TREE, MODELS_8K)
+    assert target_prompt_tokens(tree, None, 64) == (
+        8116,
+        "a whole answer reaches 8180 tokens, the most a request may hold "
+        "(context length 8192, less 12 slots reserved for draft tokens)",
+    )
+    assert target_prompt_tokens(eight_k, 8192, 64)[0] == 8128
 
 
 def test_the_prompt_is_sized_by_the_servers_own_counts_within_the_tolerance(tmp_path):
@@ -60,11 +91,14 @@ def test_the_prompt_is_sized_by_the_servers_own_counts_within_the_tolerance(tmp_
         counts.append(round(1.3 * len(text.split())) + 11)
         return counts[-1]
 
-    case = context_edge_case(dep, INFO, count_tokens)
+    case = context_edge_case(dep, CAPACITY, count_tokens)
     assert not isinstance(case, str), case
-    wanted = 2048 - dep.equivalence.max_new_tokens - 1
+    wanted = 2042 - dep.equivalence.max_new_tokens
     assert wanted - SIZE_TOLERANCE <= counts[-1] <= wanted and len(counts) <= 8
-    assert edge_name(case) == f"{CONTEXT_EDGE}: {counts[-1]} prompt tokens, a whole answer reaches the server's context length 2048"
+    assert edge_name(case) == (
+        f"{CONTEXT_EDGE}: {counts[-1]} prompt tokens, a whole answer reaches 2042 tokens, the most a request may hold "
+        "(max_req_input_len 2042)"
+    )
     assert case.max_new_tokens == dep.equivalence.max_new_tokens and case.stop == () and case.concurrency == 1
     assert dep.workload.prompts()[0].messages[-1].content in case.text  # the first prompt's question, last
 
@@ -72,14 +106,15 @@ def test_the_prompt_is_sized_by_the_servers_own_counts_within_the_tolerance(tmp_
 @pytest.mark.parametrize(
     ("info", "count", "why"),
     [
-        ({}, lambda t: 10, "reports no context length"),
+        ({}, lambda t: 10, "no server reports a context length"),
         ({"max_req_input_len": 10 * MAX_CONTEXT_EDGE_TOKENS}, lambda t: 10, "costs more than it shows"),
         (INFO, lambda t: 5000, "the first prompt alone holds 5000 tokens"),
         (INFO, lambda t: 7 if len(t) < 2000 else 3000, "could not size the prompt"),  # a count that jumps past it
+        ({"max_req_input_len": 5}, lambda t: 1, "does not fit"),  # no room for a whole answer
     ],
 )
 def test_where_no_prompt_can_be_sized_the_edge_is_left_out_and_says_why(tmp_path, info, count, why):
-    left_out = context_edge_case(deployment(tmp_path), info, count)
+    left_out = context_edge_case(deployment(tmp_path), server_capacity(info), count)
     assert isinstance(left_out, str) and why in left_out
 
 
@@ -89,7 +124,7 @@ def test_a_drafter_shorter_than_the_server_sets_where_the_answer_crosses(tmp_pat
     (draft / "config.json").write_text(json.dumps({"max_position_embeddings": 1000}))
     args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft)]
     dep = deployment(tmp_path, {"configs": {"eagle3-decode": {"args": args}}})
-    case = context_edge_case(dep, INFO, lambda text: len(encode(text)))
+    case = context_edge_case(dep, CAPACITY, lambda text: len(encode(text)))
     assert not isinstance(case, str)
     half = dep.equivalence.max_new_tokens // 2
     assert 1000 - half - SIZE_TOLERANCE <= len(encode(case.text)) <= 1000 - half
@@ -124,11 +159,25 @@ def test_stand_in_pool_without_a_context_length_leaves_the_edge_out(tmp_path):
 
 def test_the_prompt_fits_the_shortest_context_any_server_has_reported(tmp_path):
     servers = {"baseline": SimServer("baseline"), "eagle3-decode": SimServer("eagle3-decode", SPEC)}
-    infos = {"baseline": {"max_req_input_len": 4095}, "eagle3-decode": {"max_req_input_len": 2047}}
+    infos = {"baseline": {"max_req_input_len": 4090}, "eagle3-decode": {"max_req_input_len": 2042}}
     o = oracle(tmp_path, servers, server_infos=infos)
     (edge,) = at_length(o.explicit_cases())
-    assert "reaches the server's context length 2048" in edge.label
-    assert len(encode(edge.text)) <= 2048 - o.deployment.equivalence.max_new_tokens - 1
+    assert "reaches 2042 tokens, the most a request may hold (max_req_input_len 2042)" in edge.label
+    assert len(encode(edge.text)) <= 2042 - o.deployment.equivalence.max_new_tokens
+
+
+def test_the_prompt_leaves_room_for_the_slots_a_speculative_server_reserves(tmp_path):
+    """The H200 run of 2026-12-02: sized by the plain server's figures alone, the edge's 8,118
+    prompt tokens and 64 answer tokens were refused by the topk-4 tree (SGLang counts 12 slots
+    for its drafts: 8,194 of 8,192)."""
+    servers = {"baseline": SimServer("baseline"), "eagle3-decode": SimServer("eagle3-decode", SPEC)}
+    infos = {"baseline": {"max_req_input_len": 8186}, "eagle3-decode": TREE}
+    models = {"baseline": MODELS_8K, "eagle3-decode": MODELS_8K}
+    o = oracle(tmp_path, servers, server_infos=infos, served_models=models)
+    (edge,) = at_length(o.explicit_cases())
+    answer = o.deployment.equivalence.max_new_tokens
+    assert len(encode(edge.text)) + 12 + answer <= 8192
+    assert "(context length 8192, less 12 slots reserved for draft tokens)" in edge.label
 
 
 @pytest.mark.parametrize("length", [True, 1, 10, "4096", 4096.0, None])
@@ -138,9 +187,8 @@ def test_a_drafter_length_that_is_no_length_leaves_the_servers_in_place(tmp_path
     (draft / "config.json").write_text(json.dumps({"max_position_embeddings": length}))
     args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft)]
     dep = deployment(tmp_path, {"configs": {"eagle3-decode": {"args": args}}})
-    case = context_edge_case(dep, INFO, lambda text: len(encode(text)))
-    assert not isinstance(case, str) and "reaches the server's context length 2048" in case.label
-    assert server_context_length({"max_req_input_len": True}) is None  # JSON's true is no length
+    case = context_edge_case(dep, CAPACITY, lambda text: len(encode(text)))
+    assert not isinstance(case, str) and "reaches 2042 tokens" in case.label
 
 
 def test_a_context_case_is_never_replayed_it_is_sized_anew_each_run(tmp_path):
@@ -157,20 +205,39 @@ def test_a_context_case_is_never_replayed_it_is_sized_anew_each_run(tmp_path):
     assert again.replay_cases() == []  # one sized for other servers is skipped
 
 
+class Refusing(SimServer):
+    """Refuses every answer longer than one token, as a server with less room than it said."""
+
+    def generate(self, request):  # noqa: ANN001, ANN201
+        if request.max_new_tokens > 1:
+            from specgate.errors import HTTPStatusError
+
+            raise HTTPStatusError("POST /generate answered HTTP 400: too long", url="http://x/generate", status=400)
+        return super().generate(request)
+
+
 def test_a_refused_request_names_the_case(tmp_path):
     from specgate.errors import HTTPStatusError
 
-    class Refusing(SimServer):
-        def generate(self, request):  # noqa: ANN001, ANN201
-            if self.asked and request.max_new_tokens > 1:
-                raise HTTPStatusError("POST /generate answered HTTP 400: too long", url="http://x/generate", status=400)
-            self.asked.append(request)
-            return super().generate(request)
+    servers = {"baseline": SimServer("baseline"), "eagle3-decode": Refusing("eagle3-decode", SPEC)}
+    o = oracle(tmp_path, servers, server_infos={"baseline": INFO})
+    drawn = next(c for c in draw_cases(o.deployment, 10, 0) if c.max_new_tokens > 1)
+    with pytest.raises(HTTPStatusError, match=r"HTTP 400: too long \(case .*") as err:
+        o.check("eagle3-decode", drawn)
+    assert err.value.status == 400 and err.value.url == "http://x/generate"
+    assert drawn.label in str(err.value)
 
+
+def test_a_refused_context_edge_is_not_checked_and_the_other_cases_still_run(tmp_path):
+    """A speculative server that refuses the edge the reference answered compared nothing there:
+    no outcome (never a pass), REFUSED in its edges, and the rest of its cases still checked."""
     servers = {"baseline": SimServer("baseline"), "eagle3-decode": Refusing("eagle3-decode", SPEC)}
     o = oracle(tmp_path, servers, server_infos={"baseline": INFO})
     (edge,) = at_length(o.explicit_cases())
-    servers["eagle3-decode"].asked.append(edge.request())
-    with pytest.raises(HTTPStatusError, match=r"HTTP 400: too long \(case .chat/.*\(edge: prompt at the context length") as err:
-        o.check("eagle3-decode", edge)
-    assert err.value.status == 400 and err.value.url == "http://x/generate"
+    assert o.check("eagle3-decode", edge) == []
+    stats = o.stats["eagle3-decode"]
+    assert len(stats.refused) == 1 and "REFUSED by eagle3-decode although the reference answered it" in stats.refused[0]
+    assert "HTTP 400: too long" in stats.refused[0] and stats.refused[0] in stats.edges
+    assert stats.requests == 0 and stats.matches == 0
+    one = [c for c in o.explicit_cases() if c.max_new_tokens == 1]
+    assert one and all(out.ok for c in one for out in o.check("eagle3-decode", c))

@@ -76,12 +76,16 @@ class SimServer:
 class Pool:
     """What the oracle asks of a ServerPool: a server per config, and which are live."""
 
-    def __init__(self, servers: dict[str, SimServer], server_infos: dict[str, dict] | None = None) -> None:
+    def __init__(
+        self, servers: dict[str, SimServer], server_infos: dict[str, dict] | None = None,
+        served_models: dict[str, dict] | None = None,
+    ) -> None:
         self.servers = servers
         self.live = {name: s for name, s in servers.items()}
         # What each server says of itself: none a context length unless given (the context
         # edge is then left out, and sends nothing)
         self.server_infos = server_infos or {}
+        self.served_models = served_models or {}  # /v1/models
 
     def acquire(self, name: str) -> SimServer:
         if name not in self.servers:
@@ -97,7 +101,7 @@ def oracle(
     tmp_path: Path, servers: dict[str, SimServer], overrides: dict | None = None, server_infos: dict | None = None, **kw
 ) -> EquivalenceOracle:
     tmp_path.mkdir(parents=True, exist_ok=True)
-    pool = Pool(servers, server_infos)
+    pool = Pool(servers, server_infos, kw.pop("served_models", None))
     return EquivalenceOracle(deployment(tmp_path, overrides), pool, tmp_path, examples=10, case_seed=0, **kw)
 
 
