@@ -53,6 +53,10 @@ class TrainSettings:
     seed: int = 0
     deadline: float | None = None  # time.time() by which training must have stopped (the call's end)
     init_from: str | None = None  # a checkpoint directory to start from instead of fresh weights
+    # The gate's answers are this long (smollm2-eagle3-h200's max_new_tokens) while the distilled
+    # ones run to 256: the gate-prompt figure is also taken over each answer's first this many
+    # tokens, what the gate reads, so that a gap between it and the gate's τ is the serving's.
+    gate_answer_tokens: int = 128
 
 
 FIT_AFTER = 50  # steps timed before the schedule's length is fitted to the time left (step 1 compiles)
@@ -110,6 +114,19 @@ def batches(samples: list, batch_tokens: int, rng: random.Random) -> list[list[i
         groups.append(current)
     rng.shuffle(groups)
     return groups
+
+
+def first_answer_tokens(samples: list, n: int) -> list:
+    """The samples with only their first `n` learned (answer) positions still learned."""
+    out = []
+    for ids, learn in samples:
+        kept, mask = 0, []
+        for learned in learn:
+            keep = bool(learned) and kept < n
+            kept += keep
+            mask.append(1 if keep else 0)
+        out.append((ids, mask))
+    return out
 
 
 def split_held_out(n: int, share: float, rng: random.Random) -> tuple[list[int], list[int]]:
@@ -289,6 +306,11 @@ def train(
         if gate:  # reported beside, never chosen by
             judged["expected_tau_gate_prompts"] = expected_accept_length(
                 [a * coverage["gate_prompts"] for a in accuracy(gate)]
+            )
+            head = first_answer_tokens(gate, settings.gate_answer_tokens)
+            judged["gate_answer_tokens"] = settings.gate_answer_tokens
+            judged["expected_tau_gate_prompts_head"] = expected_accept_length(
+                [a * vocab_coverage(head, in_vocab) for a in accuracy(head)]
             )
         return judged
 

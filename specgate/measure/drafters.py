@@ -93,6 +93,9 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 # The same figure on the gate's own prompts' answers (judged, never taught): near the
                 # gate's τ, the gap to held_out_tau is the prompts; far above it, it is the serving.
                 "gate_prompts_tau": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts")),
+                # ... over each answer's first gate_answer_tokens tokens, what a gate of that length reads
+                "gate_head_tau": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts_head")),
+                "gate_answer_tokens": ((ckpt.get("held_out") or {}).get("gate_answer_tokens")),
             }
             recorded = ckpt.get("sha256")
             out["matches_record"] = recorded == out["sha256"] if recorded and out["sha256"] else None
@@ -132,7 +135,10 @@ def describe(identity: dict) -> str:
             if made.get("vocab_coverage") is not None:
                 held += f" (its draft vocabulary holds {100 * made['vocab_coverage']:.1f}% of their tokens)"
             if made.get("gate_prompts_tau") is not None:
-                held += f", {made['gate_prompts_tau']} on the gate's own prompts (answers judged on, never trained on)"
+                held += f", {made['gate_prompts_tau']} on the gate's own prompts (answers judged on, never trained on"
+                if made.get("gate_head_tau") is not None:
+                    held += f"; {made['gate_head_tau']} over their first {made.get('gate_answer_tokens')} answer tokens"
+                held += ")"
             parts.append(held)
     if identity.get("matches_record") is False:
         parts.append("WEIGHTS DIFFER from the checksum recorded when it was trained")

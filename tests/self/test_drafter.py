@@ -592,6 +592,20 @@ def test_the_report_puts_the_gate_prompts_expectation_beside_the_held_out_one(tm
     (d / "drafter.json").write_text(json.dumps(record))
     line = describe(drafter_identity(_with_drafter(d), "eagle3-decode"))
     assert "training expected τ 2.21" in line and "1.41 on the gate's own prompts" in line
+    assert "first" not in line  # a record before the head figure names none
+    record["checkpoint"]["held_out"].update(expected_tau_gate_prompts_head=1.33, gate_answer_tokens=128)
+    (d / "drafter.json").write_text(json.dumps(record))
+    line = describe(drafter_identity(_with_drafter(d), "eagle3-decode"))
+    assert "1.41 on the gate's own prompts (answers judged on, never trained on; 1.33 over their first 128 answer tokens)" in line
+
+
+def test_the_gate_prompts_head_keeps_only_the_first_answer_tokens_learned():
+    from specgate.drafter.train import first_answer_tokens
+
+    samples = [([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 1, 1]), ([7, 8], [0, 1])]
+    assert first_answer_tokens(samples, 2) == [([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 0]), ([7, 8], [0, 1])]
+    assert first_answer_tokens(samples, 0) == [([1, 2, 3, 4, 5, 6], [0] * 6), ([7, 8], [0, 0])]
+    assert first_answer_tokens(samples, 99) == samples
 
 
 def test_a_deadline_already_past_boots_nothing(tmp_path, monkeypatch):
