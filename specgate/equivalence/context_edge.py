@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specgate.deployment import Deployment
+from specgate.deployment import Deployment, flag_int
 from specgate.equivalence.cases import GenerationCase, edge_case
 from specgate.prompts import Message, render
 from specgate.server_info import lookup
@@ -54,27 +54,35 @@ class Capacity:
 
     tokens: int
     limit: str  # e.g. "context length 8192, less 12 slots reserved for draft tokens"
+    longest_prompt: int | None = None  # the scheduler takes prompts shorter than max_req_input_len
 
     def describe(self) -> str:
         return f"{self.tokens} tokens, the most a request may hold ({self.limit})"
 
 
-def served_context_length(models: dict[str, Any] | None) -> int | None:
+def served_context_length(models: object) -> int | None:
     """`max_model_len` of the first model in an OpenAI-style /v1/models list (SGLang's model
     config context length), where one is given."""
-    data = (models or {}).get("data")
+    data = models.get("data") if isinstance(models, dict) else None
     if isinstance(data, list) and data and isinstance(data[0], dict):
         value = data[0].get("max_model_len")
         return value if _count(value) else None
     return None
 
 
+# SGLang 0.5.14's SpeculativeAlgorithm.is_eagle(): the algorithms whose requests hold draft slots.
+_RESERVING = ("EAGLE", "EAGLE3", "FROZEN_KV_MTP")
+# tp_worker.get_worker_info: max_req_input_len = max_req_len - 5, max_req_len = context length - 1
+# (where the KV pool is larger); the scheduler clips an answer to max_req_len - prompt - 1.
+_INPUT_SHORTFALL = 6
+_ANSWER_ROOM = 4  # prompt + whole answer <= max_req_input_len + 4
+
+
 def draft_reservation(info: dict[str, Any]) -> int:
-    """Slots a speculative server keeps per request for draft tokens: SGLang's EAGLE family
-    reserves max(topk x steps, draft tokens); taken for every speculative algorithm (a few
-    tokens too many shorten the edge's prompt by as many; too few get it refused)."""
+    """Slots an EAGLE-family server keeps per request for draft tokens (SGLang's tokenizer
+    manager counts them with the prompt): max(topk x steps, draft tokens)."""
     algorithm = lookup(info, "speculative_algorithm")
-    if not isinstance(algorithm, str) or algorithm.upper() in ("", "NONE"):
+    if not isinstance(algorithm, str) or algorithm.upper() not in _RESERVING:
         return 0
     topk, steps, drafts = (lookup(info, name) for name in (
         "speculative_eagle_topk", "speculative_num_steps", "speculative_num_draft_tokens"))
@@ -82,28 +90,41 @@ def draft_reservation(info: dict[str, Any]) -> int:
     return max(product, drafts if _count(drafts) else 0)
 
 
-def server_capacity(info: dict[str, Any], models: dict[str, Any] | None = None) -> Capacity | None:
-    """The server's capacity, or None where it reports no length at all."""
+def declared_speculation(args: tuple[str, ...]) -> dict[str, Any]:
+    """A config's speculative launch arguments in /server_info's names: a server not booted yet
+    (the golden mode boots the reference alone first) still reserves what it declares."""
+    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--speculative-algorithm"]
+    values += [a.split("=", 1)[1] for a in args if a.startswith("--speculative-algorithm=")]
+    return {
+        "speculative_algorithm": values[-1] if values else None,
+        "speculative_eagle_topk": flag_int(args, "--speculative-eagle-topk"),
+        "speculative_num_steps": flag_int(args, "--speculative-num-steps"),
+        "speculative_num_draft_tokens": flag_int(args, "--speculative-num-draft-tokens"),
+    }
+
+
+def server_capacity(info: dict[str, Any], models: object = None) -> Capacity | None:
+    """The server's capacity, or None where it reports no length at all (or no room)."""
     longest_input = lookup(info, "max_req_input_len")
     longest_input = longest_input if _count(longest_input) else None
     context = served_context_length(models)
     if context is None:
         length = lookup(info, "context_length", "context_len")
         context = length if _count(length) else None
+    if context is None and longest_input is None:
+        return None
+    if longest_input is None:
+        longest_input = context - _INPUT_SHORTFALL  # type: ignore[operator]
     reserved = draft_reservation(info)
     spare = f", less {reserved} slots reserved for draft tokens" if reserved else ""
-    found = []
+    found = [Capacity(longest_input + _ANSWER_ROOM, f"max_req_input_len {longest_input} + {_ANSWER_ROOM}")]
     if context is not None:
         found.append(Capacity(context - reserved, f"context length {context}{spare}"))
-    if longest_input is not None:
-        # The scheduler takes a prompt shorter than max_req_input_len and leaves room for its
-        # answer within it in every release whose source was read; without a context length
-        # the context is at least one more, less the reservation all the same.
-        found.append(Capacity(longest_input, f"max_req_input_len {longest_input}"))
-        if context is None and reserved:
-            found.append(Capacity(longest_input + 1 - reserved, f"max_req_input_len {longest_input} + 1{spare}"))
-    capacity = min(found, key=lambda c: c.tokens, default=None)
-    return capacity if capacity is not None and capacity.tokens > 0 else None
+    elif reserved:
+        # The context is at least max_req_input_len + 1; the reservation is counted against it.
+        found.append(Capacity(longest_input + 1 - reserved, f"max_req_input_len {longest_input} + 1{spare}"))
+    capacity = min(found, key=lambda c: c.tokens)
+    return Capacity(capacity.tokens, capacity.limit, longest_input - 1)
 
 
 def _count(value: object) -> bool:
@@ -132,9 +153,12 @@ def target_prompt_tokens(capacity: Capacity, drafter: int | None, answer: int) -
     length at its middle where that fits within the capacity; else it ends on the last slot a
     request may hold. An answer that ends early (EOS, a stop string) reaches less: the edge's
     name says what a whole one would."""
-    if drafter is not None and answer // 2 < drafter and drafter + answer // 2 <= capacity.tokens:
+    if drafter is not None and answer // 2 < drafter and drafter + (answer - answer // 2) <= capacity.tokens:
         return drafter - answer // 2, f"a whole answer crosses the drafter's context length {drafter}"
-    return capacity.tokens - answer, f"a whole answer reaches {capacity.describe()}"
+    prompt = capacity.tokens - answer
+    if capacity.longest_prompt is not None and prompt > capacity.longest_prompt:
+        return capacity.longest_prompt, f"the prompt is the longest the server takes ({capacity.describe()})"
+    return prompt, f"a whole answer reaches {capacity.describe()}"
 
 
 def context_edge_case(
@@ -147,7 +171,7 @@ def context_edge_case(
         return "no server reports a context length (/v1/models max_model_len, max_req_input_len, context_length)"
     answer = deployment.equivalence.max_new_tokens
     wanted, reaches = target_prompt_tokens(capacity, drafter_context_length(deployment), answer)
-    if wanted < 1:
+    if capacity.tokens < 1 or wanted < 1:
         return f"an answer of {answer} tokens does not fit: {capacity.describe()}"
     if wanted > MAX_CONTEXT_EDGE_TOKENS:
         return f"a prompt of {wanted} tokens ({reaches}) is over {MAX_CONTEXT_EDGE_TOKENS}: it costs more than it shows"

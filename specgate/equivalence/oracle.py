@@ -32,7 +32,7 @@ from specgate.equivalence.cases import (
     one_token_case,
 )
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
-from specgate.equivalence.context_edge import CONTEXT_EDGE, context_edge_case, server_capacity
+from specgate.equivalence.context_edge import CONTEXT_EDGE, context_edge_case, declared_speculation, server_capacity
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError, EquivalenceFailure, HTTPStatusError, NotRecordedYet
@@ -164,10 +164,16 @@ class EquivalenceOracle:
         # The least capacity among the servers that have said theirs (all of them where they run
         # side by side): a case sized for the reference alone would be refused by a speculative
         # server that reserves slots for its drafts.
-        models = self.pool.served_models
-        found = (server_capacity(info, models.get(config)) for config, info in self.pool.server_infos.items())
-        known = [c for c in found if c is not None]
-        capacity = min(known, key=lambda c: c.tokens, default=None)
+        infos, models = self.pool.server_infos, self.pool.served_models
+        found = [server_capacity(info, models.get(config)) for config, info in infos.items()]
+        # A speculative config not booted yet (the golden mode boots the reference alone first)
+        # reserves what its arguments declare, against the reference's length: the same model.
+        reference_info = infos.get(reference, {})
+        for config, settings in self.deployment.configs.items():
+            if config not in infos and settings.speculative:
+                declared = {**reference_info, **declared_speculation(settings.args)}
+                found.append(server_capacity(declared, models.get(reference)))
+        capacity = min((c for c in found if c is not None), key=lambda c: c.tokens, default=None)
         try:
             return context_edge_case(self.deployment, capacity, count_tokens)
         except HTTPStatusError as exc:
@@ -330,7 +336,7 @@ class EquivalenceOracle:
                 with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
                     answers = list(ex.map(server.generate, [request] * case.concurrency))
         except HTTPStatusError as exc:
-            if CONTEXT_EDGE in case.label and exc.status is not None and 400 <= exc.status < 500:
+            if (edge_name(case) or "").startswith(CONTEXT_EDGE) and exc.status in (400, 413):
                 # The reference answered it; this server refused it: its limits are not the ones
                 # the edge was sized for. Not a wrong answer and never a pass: NOT CHECKED for
                 # this config (the gate's test fails on it), and its other cases still run.

@@ -94,7 +94,7 @@ def parse_faults(specs: list[str]) -> Faults:
             raise ValueError(f"--sim-fault {spec!r}: unknown fault; known: {', '.join(KNOWN)}")
         key = name.replace("-", "_")
         if name in ("diverge-at", "diverge-past", "crash-after", "trickle-after", "node-crash", "reserve"):
-            if not value.isdigit():
+            if not (value.isascii() and value.isdigit()):
                 raise ValueError(f"--sim-fault {spec!r}: expected {name}=<non-negative integer>")
             values[key] = int(value)
         elif name == "boot-crash-once":

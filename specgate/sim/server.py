@@ -106,7 +106,8 @@ class Handler(BaseHTTPRequestHandler):
         refuses past the context length; the scheduler refuses a prompt of max_req_input_len."""
         context = int(self.state.server_args["context_length"])
         spec = self.state.spec
-        reserved = max(spec.topk * spec.steps, spec.draft_tokens) if spec else 0
+        eagle = spec is not None and spec.algorithm.upper() in ("EAGLE", "EAGLE3", "FROZEN_KV_MTP")
+        reserved = max(spec.topk * spec.steps, spec.draft_tokens) if spec and eagle else 0
         reserved += self.state.faults.reserve
         held = prompt + reserved
         if held >= context:

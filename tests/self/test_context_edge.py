@@ -41,17 +41,18 @@ def at_length(cases):
 @pytest.mark.parametrize(
     ("info", "models", "tokens"),
     [
-        ({"max_req_input_len": 8186}, None, 8186),  # SGLang 0.5: the scheduler's figure
-        ({"max_req_input_len": 8186}, MODELS_8K, 8186),  # the scheduler's is the tighter
+        ({"max_req_input_len": 8186}, None, 8190),  # SGLang 0.5: the scheduler clips an answer past + 4
+        ({"max_req_input_len": 8186}, MODELS_8K, 8190),  # the scheduler's is the tighter
         (TREE, MODELS_8K, 8180),  # 8192 less max(4 x 3, 8) slots for the tree's drafts
         (TREE, None, 8175),  # no context length: max_req_input_len + 1 is the least it can be
-        ({"server_args": {"context_length": 4096}}, None, 4096),  # a release that nests its arguments
-        ({"context_len": 2048}, None, 2048),
-        ({}, {"data": [{"max_model_len": 2048}]}, 2048),
+        ({"server_args": {"context_length": 4096}}, None, 4094),  # nested; max_req_input_len taken as 4090
+        ({"context_len": 2048}, None, 2046),
+        ({}, {"data": [{"max_model_len": 2048}]}, 2046),
         ({"context_length": None, "max_req_input_len": None}, None, None),
         ({}, None, None),
         ({"max_req_input_len": True}, {"data": [{"max_model_len": True}]}, None),  # JSON's true is no length
         ({}, {"data": "8192"}, None),
+        ({}, ["not", "an", "object"], None),
         ({}, {"data": [{"max_model_len": None}]}, None),
     ],
 )
@@ -64,7 +65,7 @@ def test_the_draft_reservation_is_sglangs_for_every_speculative_algorithm():
     assert draft_reservation(TREE) == 12
     assert draft_reservation({**TREE, "speculative_eagle_topk": 1, "speculative_num_steps": 2,
                               "speculative_num_draft_tokens": 3}) == 3
-    assert draft_reservation({"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 8}) == 8
+    assert draft_reservation({"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 8}) == 0  # not is_eagle()
     assert draft_reservation({"server_args": TREE}) == 12
     assert draft_reservation({"speculative_algorithm": None, "speculative_num_draft_tokens": 8}) == 0
     assert draft_reservation({**TREE, "speculative_eagle_topk": True, "speculative_num_draft_tokens": "8"}) == 0
@@ -81,6 +82,11 @@ def test_the_answer_crosses_the_drafters_length_or_ends_on_the_last_slot_a_reque
         "(context length 8192, less 12 slots reserved for draft tokens)",
     )
     assert target_prompt_tokens(eight_k, 8192, 64)[0] == 8128
+    # an odd answer: its longer half lies past the drafter's length, and must still fit
+    assert target_prompt_tokens(Capacity(8180, "x"), 8180 - 16, 33)[1].startswith("a whole answer reaches")
+    # a one-token answer: the prompt is the longest the scheduler takes, not capacity less one
+    plain = server_capacity({"max_req_input_len": 8186})
+    assert target_prompt_tokens(plain, None, 1) == (8185, f"the prompt is the longest the server takes ({plain.describe()})")
 
 
 def test_the_prompt_is_sized_by_the_servers_own_counts_within_the_tolerance(tmp_path):
@@ -93,11 +99,11 @@ def test_the_prompt_is_sized_by_the_servers_own_counts_within_the_tolerance(tmp_
 
     case = context_edge_case(dep, CAPACITY, count_tokens)
     assert not isinstance(case, str), case
-    wanted = 2042 - dep.equivalence.max_new_tokens
+    wanted = 2046 - dep.equivalence.max_new_tokens
     assert wanted - SIZE_TOLERANCE <= counts[-1] <= wanted and len(counts) <= 8
     assert edge_name(case) == (
-        f"{CONTEXT_EDGE}: {counts[-1]} prompt tokens, a whole answer reaches 2042 tokens, the most a request may hold "
-        "(max_req_input_len 2042)"
+        f"{CONTEXT_EDGE}: {counts[-1]} prompt tokens, a whole answer reaches 2046 tokens, the most a request may hold "
+        "(max_req_input_len 2042 + 4)"
     )
     assert case.max_new_tokens == dep.equivalence.max_new_tokens and case.stop == () and case.concurrency == 1
     assert dep.workload.prompts()[0].messages[-1].content in case.text  # the first prompt's question, last
@@ -162,8 +168,20 @@ def test_the_prompt_fits_the_shortest_context_any_server_has_reported(tmp_path):
     infos = {"baseline": {"max_req_input_len": 4090}, "eagle3-decode": {"max_req_input_len": 2042}}
     o = oracle(tmp_path, servers, server_infos=infos)
     (edge,) = at_length(o.explicit_cases())
-    assert "reaches 2042 tokens, the most a request may hold (max_req_input_len 2042)" in edge.label
-    assert len(encode(edge.text)) <= 2042 - o.deployment.equivalence.max_new_tokens
+    assert "reaches 2046 tokens, the most a request may hold (max_req_input_len 2042 + 4)" in edge.label
+    assert len(encode(edge.text)) <= 2046 - o.deployment.equivalence.max_new_tokens
+
+
+def test_a_speculative_config_not_booted_yet_reserves_what_its_arguments_declare(tmp_path):
+    """The golden mode boots the reference alone first: the tree it has not booted is sized for
+    from its launch arguments (and the reference's length: the same model)."""
+    tree_args = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                 "--speculative-eagle-topk=4", "--speculative-num-draft-tokens", "8"]
+    servers = {"baseline": SimServer("baseline")}
+    o = oracle(tmp_path, servers, {"configs": {"eagle3-decode": {"args": tree_args}}},
+               server_infos={"baseline": {"max_req_input_len": 8186}}, served_models={"baseline": MODELS_8K})
+    (edge,) = at_length(o.explicit_cases())
+    assert "(context length 8192, less 12 slots reserved for draft tokens)" in edge.label
 
 
 def test_the_prompt_leaves_room_for_the_slots_a_speculative_server_reserves(tmp_path):
@@ -188,7 +206,7 @@ def test_a_drafter_length_that_is_no_length_leaves_the_servers_in_place(tmp_path
     args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft)]
     dep = deployment(tmp_path, {"configs": {"eagle3-decode": {"args": args}}})
     case = context_edge_case(dep, CAPACITY, lambda text: len(encode(text)))
-    assert not isinstance(case, str) and "reaches 2042 tokens" in case.label
+    assert not isinstance(case, str) and "reaches 2046 tokens" in case.label
 
 
 def test_a_context_case_is_never_replayed_it_is_sized_anew_each_run(tmp_path):
