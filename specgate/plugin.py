@@ -584,6 +584,8 @@ def _completeness(gate: GateSession, interrupted: str | None) -> dict:
         # had no stored answer: never a PASS, whatever else passed.
         "stand_in_problem": gate.judge.stand_in_problem() if gate.reference_stored else None,
         "equivalence_not_checked": {c: len(s.not_checked) for c, s in gate.oracle.stats.items() if s.not_checked},
+        # Edge requests a speculative config refused that its reference answered: compared nothing.
+        "equivalence_refused": {c: list(s.refused) for c, s in gate.oracle.stats.items() if s.refused},
     }
 
 

@@ -123,6 +123,12 @@ def server_capacity(info: dict[str, Any], models: object = None) -> Capacity | N
     elif reserved:
         # The context is at least max_req_input_len + 1; the reservation is counted against it.
         found.append(Capacity(longest_input + 1 - reserved, f"max_req_input_len {longest_input} + 1{spare}"))
+    pool, page = lookup(info, "max_total_num_tokens"), lookup(info, "page_size")
+    if _count(pool):
+        # The scheduler also clips an answer to the KV pool: paged prompt + answer + page + 1 at
+        # most; a page rounds the prompt up by less than a page.
+        page = page if _count(page) else 1
+        found.append(Capacity(pool - 2 * page, f"KV pool of {pool} tokens, pages of {page}"))
     capacity = min(found, key=lambda c: c.tokens)
     return Capacity(capacity.tokens, capacity.limit, longest_input - 1)
 

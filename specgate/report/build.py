@@ -113,6 +113,8 @@ def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dic
         reasons.append(f"the reference was NOT BOOTED and the stored baseline cannot stand in for it: {c['stand_in_problem']}")
     for config, n in (c.get("equivalence_not_checked") or {}).items():
         reasons.append(f"equivalence: {n} case(s) of {config} NOT CHECKED (no stored answer of the reference)")
+    for config, refused in (c.get("equivalence_refused") or {}).items():
+        reasons.append(f"equivalence: {config} NOT CHECKED on {len(refused)} edge(s) it refused: {refused[0][:240]}")
     if c.get("interrupted"):
         return RunVerdict.INTERRUPTED, reasons
     if failed_tests > 0 or tally.errors or failed_gates:
@@ -152,6 +154,7 @@ def _equivalence_rows(
             "exact_matches": s.matches,
             "not_checked": list(s.not_checked),
             "edges": list(s.edges),
+            "refused": list(s.refused),
             "near_tie_flips": len(s.flips),
             "decisive_failures": len(s.failures),
             "tolerated": s.tolerated[:20],

@@ -120,9 +120,9 @@ def render_markdown(report: Report) -> str:
         edges = {e.config: e.edges for e in report.equivalence}
         if any(edges.values()):
             if len({tuple(v) for v in edges.values()}) == 1:
-                out.append(f"\nEdge cases checked on every config: {'; '.join(next(iter(edges.values())))}.")
+                out.append(f"\nEdge cases on every config (checked unless LEFT OUT or REFUSED): {'; '.join(next(iter(edges.values())))}.")
             else:
-                out.append("\nEdge cases checked:\n")
+                out.append("\nEdge cases (checked unless LEFT OUT or REFUSED):\n")
                 out.extend(f"- {config}: {'; '.join(names) or 'none'}" for config, names in edges.items())
         flips: dict[tuple, int] = {}
         for e in report.equivalence:

@@ -2,12 +2,14 @@
 renderers read, what `specgate spread` and the CLI's closing line read back, and
 `docs/report.schema.json` (`specgate schema report`).
 
-Versions (`schema_version`): 1 is the first written through these models. Reports written
+Versions (`schema_version`): 1 is the first written through these models; 2 adds an
+equivalence row's `refused` (edge requests its config refused). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
 read as today's (migrate_v0). `results/` holds such reports (a self-test reads every one). A version-1 report must hold every field: it is read with the
-context `complete`, and a missing field is an error naming it, not a default.
+context `complete`, and a missing field is an error naming it, not a default, unless it arrived
+in a later version (a part's `_since`).
 
 The writer and the reader share the models, so a report this version would refuse is never
 written: `build_report` validates what it assembles.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
 
@@ -25,7 +27,7 @@ from specgate.documents import problem
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[1] = 1
+SCHEMA_VERSION: Literal[2] = 2
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -34,7 +36,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1],
+    Literal[0, 1, 2],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -51,6 +53,10 @@ class _Part(BaseModel):
         extra="allow", strict=True, allow_inf_nan=False, json_schema_serialization_defaults_required=True
     )
 
+    # Fields that arrived after schema_version 1, with the version that brought them: a report of
+    # an earlier version lacks them (and reads their default); one of this version must hold them.
+    _since: ClassVar[dict[str, int]] = {}
+
     def document(self) -> dict[str, Any]:
         """The JSON-ready dict the file holds. Python mode, not pydantic's JSON mode: the open parts
         go to json.dumps as they are (JSON mode would write an infinite figure as null)."""
@@ -59,7 +65,12 @@ class _Part(BaseModel):
     @model_validator(mode="after")
     def _complete(self, info: ValidationInfo) -> _Part:
         if info.context and info.context.get("complete"):
-            missing = [name for name in type(self).model_fields if name not in self.model_fields_set]
+            version = info.context.get("version", SCHEMA_VERSION)
+            missing = [
+                name
+                for name in type(self).model_fields
+                if name not in self.model_fields_set and self._since.get(name, 1) <= version
+            ]
             if missing:
                 raise ValueError(
                     f"lacks {', '.join(repr(m) for m in missing)}, which every report of schema_version "
@@ -198,7 +209,9 @@ class EquivalenceRow(_Part):
     requests: int
     exact_matches: int
     not_checked: list[str] = []  # cases with no stored answer of the reference
-    edges: list[str] = []  # the edge cases checked
+    edges: list[str] = []  # the edge cases checked (and those LEFT OUT or REFUSED, saying so)
+    refused: list[str] = []  # edge requests this config refused that the reference answered: NOT CHECKED
+    _since: ClassVar[dict[str, int]] = {"refused": 2}
     near_tie_flips: int
     decisive_failures: int
     tolerated: list[str] = []
@@ -381,7 +394,7 @@ def _load(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ReportError(path, f"not a specgate report.json (expected a JSON object, got {type(data).__name__})")
     version = data.get("schema_version", 0)
-    if type(version) is not int or version not in (0, SCHEMA_VERSION):  # JSON's true and 1.0 are no version
+    if type(version) is not int or not 0 <= version <= SCHEMA_VERSION:  # JSON's true and 1.0 are no version
         newer = type(version) is int and version > SCHEMA_VERSION
         raise ReportError(
             path,

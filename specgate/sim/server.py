@@ -100,10 +100,12 @@ class Handler(BaseHTTPRequestHandler):
         self._send_json(401, {"error": "Unauthorized"})
         return True
 
-    def _check_length(self, prompt: int, max_new: int) -> None:
+    def _check_length(self, prompt: int, max_new: int) -> int:
         """SGLang 0.5.14's refusals, in its words: the tokenizer manager counts the slots an EAGLE
         server reserves for draft tokens (max(topk x steps, draft tokens)) with the prompt and
-        refuses past the context length; the scheduler refuses a prompt of max_req_input_len."""
+        refuses past the context length; the scheduler refuses a prompt of max_req_input_len, and
+        clips an answer to max_req_len (the context length less one) less the prompt less one.
+        Returns the answer length the request gets."""
         context = int(self.state.server_args["context_length"])
         spec = self.state.spec
         eagle = spec is not None and spec.algorithm.upper() in ("EAGLE", "EAGLE3", "FROZEN_KV_MTP")
@@ -125,6 +127,7 @@ class Handler(BaseHTTPRequestHandler):
                 f"Input length ({prompt} tokens) exceeds the maximum allowed length ({longest} tokens). Use a shorter "
                 "input or enable --allow-auto-truncate."
             )
+        return max(0, min(max_new, context - 1 - prompt - 1))
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?")[0]
@@ -220,9 +223,9 @@ class Handler(BaseHTTPRequestHandler):
             # The toy model only knows greedy decoding; sampling would need a real model.
             raise ValueError("the simulator serves greedy requests only (sampling_params.temperature = 0)")
         stop = sp.get("stop") or ()
-        self._check_length(len(prompt_ids), int(sp.get("max_new_tokens", 128)))
+        max_new = self._check_length(len(prompt_ids), int(sp.get("max_new_tokens", 128)))
         params = GenParams(
-            max_new_tokens=int(sp.get("max_new_tokens", 128)),
+            max_new_tokens=max_new,
             stop=(stop,) if isinstance(stop, str) else tuple(stop),
             stop_token_ids=tuple(sp.get("stop_token_ids") or ()),
             ignore_eos=bool(sp.get("ignore_eos", False)),

@@ -53,6 +53,7 @@ def at_length(cases):
         ({"max_req_input_len": True}, {"data": [{"max_model_len": True}]}, None),  # JSON's true is no length
         ({}, {"data": "8192"}, None),
         ({}, ["not", "an", "object"], None),
+        ({"max_req_input_len": 8186, "max_total_num_tokens": 5000, "page_size": 64}, None, 4872),  # the KV pool's clip
         ({}, {"data": [{"max_model_len": None}]}, None),
     ],
 )

@@ -233,9 +233,18 @@ def test_a_context_edge_a_speculative_server_refuses_is_not_checked_and_fails(si
             "the reference answered it*Requested token count exceeds*",
             "FAILED *test_speculative_output_is_greedy_baseline[[]eagle3-decode[]]*",
         ])
-        row = {e["config"]: e for e in d.report()["equivalence"]}["eagle3-decode"]
+        report = d.report()
+        row = {e["config"]: e for e in report["equivalence"]}["eagle3-decode"]
         assert row["decisive_failures"] == 0 and row["cases"] > 5
-        assert any("REFUSED by eagle3-decode" in e for e in row["edges"])
+        assert any("REFUSED by eagle3-decode" in e for e in row["edges"]) and len(row["refused"]) == 1
+        assert any("eagle3-decode NOT CHECKED on 1 edge(s) it refused" in r for r in report["overall_reasons"])
+    # Allowed to leave it uncompared, the run is PARTIAL and says why: never a PASS.
+    d = sim_deployment()
+    result = d.run(pytester, "-k", "equivalence", faults="eagle3-decode:reserve=20")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    report = d.report()
+    assert report["overall"] == "PARTIAL"
+    assert any("eagle3-decode NOT CHECKED on 1 edge(s) it refused" in r for r in report["overall_reasons"])
 
 
 def test_a_declared_known_difference_is_counted_not_failed(sim_deployment, pytester):

@@ -126,8 +126,8 @@ def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
         read_report(_written(sim_report, tmp_path, lambda d: d["gates"][1].update(status="skip")))
     with pytest.raises(ReportError, match=r"field 'tests\.passed': expected a whole number, got '3'"):
         read_report(_written(sim_report, tmp_path, lambda d: d["tests"].update(passed="3")))
-    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 1, got 2"):
-        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=2)))
+    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 2, got 3"):
+        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=3)))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(ReportError, match=r"broken\.json: not a specgate report\.json \(JSONDecodeError"):
@@ -197,3 +197,22 @@ def test_a_misspelt_key_is_named_beside_the_missing_one(sim_report, tmp_path):
     path = _written(sim_report, tmp_path, lambda d: d.update(overal=d.pop("overall")))
     with pytest.raises(ReportError, match=r"field 'overall': is required but missing \(did you mean it for the key 'overal'"):
         read_report(path)
+
+
+def test_a_field_of_a_later_version_is_required_only_from_that_version_on(sim_report, tmp_path):
+    """schema_version 2 added an equivalence row's `refused`: a version-1 report lacks it and reads
+    (its default), a version-2 one must hold it."""
+
+    def drop_refused(version):
+        def edit(d):
+            d["schema_version"] = version
+            for row in d["equivalence"]:
+                row.pop("refused", None)
+        return edit
+
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    old = read_report(_written(sim_report, tmp_path / "v1", drop_refused(1)))
+    assert old.schema_version == 1 and all(row.refused == [] for row in old.equivalence)
+    with pytest.raises(ReportError, match=r"lacks 'refused', which every report of schema_version 2 holds"):
+        read_report(_written(sim_report, tmp_path / "v2", drop_refused(2)))
