@@ -58,6 +58,10 @@ class TrainSettings:
     # tokens, what the gate reads, so that a gap between it and the gate's τ is the serving's.
     gate_answer_tokens: int = 128
 
+    def __post_init__(self) -> None:
+        if self.gate_answer_tokens < 1:
+            raise SpecgateError(f"gate_answer_tokens {self.gate_answer_tokens}: expected a whole number of tokens >= 1")
+
 
 FIT_AFTER = 50  # steps timed before the schedule's length is fitted to the time left (step 1 compiles)
 JUDGE_RESERVE_S = 15.0  # kept back from the fitted steps for the last held-out judgement and the save
@@ -297,21 +301,21 @@ def train(
         judged = {
             "epoch": epoch,
             "step": step,
-            "acc": acc,  # SpecForge's: over positions whose target token the draft vocabulary holds
-            "expected_tau_topk1_2steps": expected_accept_length(acc),  # from those alone: flatters
-            # every answer token counted (one outside the vocabulary is never accepted): what a
-            # server should measure on answers like these, and what the best epoch is chosen by
-            "expected_tau_all_tokens": expected_accept_length([a * coverage["held_out"] for a in acc]),
+            # SpecForge 0.2.0's accuracy is over every answer position (its loss mask): a target
+            # token outside the draft vocabulary is never predicted, so it already counts as wrong
+            # there (its loss alone is restricted to in-vocabulary targets). Drafters trained before
+            # this was read multiplied by the coverage once more, understating by under 1% here.
+            "acc": acc,
+            "expected_tau_topk1_2steps": expected_accept_length(acc),
+            # every answer token counted: what a server should measure on answers like these, and
+            # what the best epoch is chosen by (the same figure; both names kept for old records)
+            "expected_tau_all_tokens": expected_accept_length(acc),
         }
         if gate:  # reported beside, never chosen by
-            judged["expected_tau_gate_prompts"] = expected_accept_length(
-                [a * coverage["gate_prompts"] for a in accuracy(gate)]
-            )
+            judged["expected_tau_gate_prompts"] = expected_accept_length(accuracy(gate))
             head = first_answer_tokens(gate, settings.gate_answer_tokens)
             judged["gate_answer_tokens"] = settings.gate_answer_tokens
-            judged["expected_tau_gate_prompts_head"] = expected_accept_length(
-                [a * vocab_coverage(head, in_vocab) for a in accuracy(head)]
-            )
+            judged["expected_tau_gate_prompts_head"] = expected_accept_length(accuracy(head))
         return judged
 
     def progress(loss: Any, acces: list, lr: float) -> dict:

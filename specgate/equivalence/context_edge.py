@@ -70,8 +70,13 @@ def served_context_length(models: object) -> int | None:
     return None
 
 
-# SGLang 0.5.14's SpeculativeAlgorithm.is_eagle(): the algorithms whose requests hold draft slots.
-_RESERVING = ("EAGLE", "EAGLE3", "FROZEN_KV_MTP")
+# SGLang 0.5.14's SpeculativeAlgorithm.is_eagle(): the algorithms whose requests hold draft slots
+# (NEXTN is SGLang's other name for EAGLE, rewritten before it reaches the server's own report).
+_RESERVING = ("EAGLE", "EAGLE3", "FROZEN_KV_MTP", "NEXTN")
+# A config that declares an EAGLE-family algorithm but none of topk, steps or draft tokens lets
+# SGLang choose them: before it has booted and said, this many slots are assumed (more than any
+# chain or tree a server picks for itself; a few tokens of prompt are the whole cost).
+ASSUMED_RESERVATION = 64
 # tp_worker.get_worker_info: max_req_input_len = max_req_len - 5, max_req_len = context length - 1
 # (where the KV pool is larger); the scheduler clips an answer to max_req_len - prompt - 1.
 _INPUT_SHORTFALL = 6
@@ -92,15 +97,25 @@ def draft_reservation(info: dict[str, Any]) -> int:
 
 def declared_speculation(args: tuple[str, ...]) -> dict[str, Any]:
     """A config's speculative launch arguments in /server_info's names: a server not booted yet
-    (the golden mode boots the reference alone first) still reserves what it declares."""
-    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--speculative-algorithm"]
-    values += [a.split("=", 1)[1] for a in args if a.startswith("--speculative-algorithm=")]
-    return {
+    (the golden mode boots the reference alone first) still reserves what it declares, or
+    ASSUMED_RESERVATION where it leaves the choice to SGLang."""
+    flag = "--speculative-algorithm"
+    values = [
+        args[i + 1] if a == flag else a.split("=", 1)[1]
+        for i, a in enumerate(args)
+        if (a == flag and i + 1 < len(args)) or a.startswith(flag + "=")
+    ]  # in argument order: the last one given wins, as in SGLang's parser
+    declared = {
         "speculative_algorithm": values[-1] if values else None,
         "speculative_eagle_topk": flag_int(args, "--speculative-eagle-topk"),
         "speculative_num_steps": flag_int(args, "--speculative-num-steps"),
         "speculative_num_draft_tokens": flag_int(args, "--speculative-num-draft-tokens"),
     }
+    eagle = isinstance(declared["speculative_algorithm"], str) and declared["speculative_algorithm"].upper() in _RESERVING
+    if eagle and all(v is None for k, v in declared.items() if k != "speculative_algorithm"):
+        declared["speculative_num_draft_tokens"] = ASSUMED_RESERVATION
+        declared["reservation_assumed"] = True
+    return declared
 
 
 def server_capacity(info: dict[str, Any], models: object = None) -> Capacity | None:
@@ -117,6 +132,8 @@ def server_capacity(info: dict[str, Any], models: object = None) -> Capacity | N
         longest_input = context - _INPUT_SHORTFALL  # type: ignore[operator]
     reserved = draft_reservation(info)
     spare = f", less {reserved} slots reserved for draft tokens" if reserved else ""
+    if reserved and info.get("reservation_assumed"):
+        spare = f", less {reserved} slots assumed for draft tokens (its launch arguments name none)"
     found = [Capacity(longest_input + _ANSWER_ROOM, f"max_req_input_len {longest_input} + {_ANSWER_ROOM}")]
     if context is not None:
         found.append(Capacity(context - reserved, f"context length {context}{spare}"))

@@ -171,7 +171,10 @@ class EquivalenceOracle:
         reference_info = infos.get(reference, {})
         for config, settings in self.deployment.configs.items():
             if config not in infos and settings.speculative:
-                declared = {**reference_info, **declared_speculation(settings.args)}
+                # Not the reference's KV pool: a speculative server's is smaller (draft weights and
+                # KV); its own report, once booted, is the one that counts.
+                own = {k: v for k, v in reference_info.items() if k != "max_total_num_tokens"}
+                declared = {**own, **declared_speculation(settings.args)}
                 found.append(server_capacity(declared, models.get(reference)))
         capacity = min((c for c in found if c is not None), key=lambda c: c.tokens, default=None)
         try:

@@ -136,7 +136,7 @@ def describe(identity: dict) -> str:
                 held += f" (its draft vocabulary holds {100 * made['vocab_coverage']:.1f}% of their tokens)"
             if made.get("gate_prompts_tau") is not None:
                 held += f", {made['gate_prompts_tau']} on the gate's own prompts (answers judged on, never trained on"
-                if made.get("gate_head_tau") is not None:
+                if made.get("gate_head_tau") is not None and made.get("gate_answer_tokens") is not None:
                     held += f"; {made['gate_head_tau']} over their first {made.get('gate_answer_tokens')} answer tokens"
                 held += ")"
             parts.append(held)

@@ -108,7 +108,7 @@ class Handler(BaseHTTPRequestHandler):
         Returns the answer length the request gets."""
         context = int(self.state.server_args["context_length"])
         spec = self.state.spec
-        eagle = spec is not None and spec.algorithm.upper() in ("EAGLE", "EAGLE3", "FROZEN_KV_MTP")
+        eagle = spec is not None and spec.algorithm.upper() in ("EAGLE", "EAGLE3", "FROZEN_KV_MTP", "NEXTN")
         reserved = max(spec.topk * spec.steps, spec.draft_tokens) if spec and eagle else 0
         reserved += self.state.faults.reserve
         held = prompt + reserved

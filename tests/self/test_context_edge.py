@@ -260,3 +260,23 @@ def test_a_refused_context_edge_is_not_checked_and_the_other_cases_still_run(tmp
     assert stats.requests == 0 and stats.matches == 0
     one = [c for c in o.explicit_cases() if c.max_new_tokens == 1]
     assert one and all(out.ok for c in one for out in o.check("eagle3-decode", c))
+
+
+def test_an_eagle_config_declaring_no_shape_is_sized_with_slots_assumed():
+    """SGLang chooses topk, steps and draft tokens itself where none is given: before the server
+    has booted and said which, ASSUMED_RESERVATION slots are kept free (and the name says so)."""
+    from specgate.equivalence.context_edge import ASSUMED_RESERVATION, declared_speculation
+
+    reference = {"max_req_input_len": 8186, "max_total_num_tokens": 900_000}
+    bare = declared_speculation(("--speculative-algorithm", "EAGLE3"))
+    capacity = server_capacity({**reference, **bare}, MODELS_8K)
+    assert capacity.tokens == 8192 - ASSUMED_RESERVATION
+    assert f"less {ASSUMED_RESERVATION} slots assumed for draft tokens (its launch arguments name none)" in capacity.limit
+    shaped = declared_speculation(("--speculative-algorithm=NEXTN", "--speculative-num-steps", "3",
+                                   "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"))
+    assert server_capacity({**reference, **shaped}, MODELS_8K).tokens == 8180  # NEXTN is EAGLE
+    # the last --speculative-algorithm given wins, whichever form it takes
+    assert declared_speculation(("--speculative-algorithm=NGRAM", "--speculative-algorithm", "EAGLE3"))[
+        "speculative_algorithm"] == "EAGLE3"
+    assert declared_speculation(("--speculative-algorithm", "EAGLE3", "--speculative-algorithm=NGRAM"))[
+        "speculative_algorithm"] == "NGRAM"

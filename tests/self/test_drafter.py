@@ -617,3 +617,11 @@ def test_a_deadline_already_past_boots_nothing(tmp_path, monkeypatch):
     settings = distil.DistilSettings(answer_until=50.0)
     with pytest.raises(SpecgateError, match="deadline has passed before the server booted"):
         distil._distil(Path("m"), [], _Tokenizer(), tmp_path / "d.jsonl", settings, [], 0.0, False)
+
+
+def test_a_gate_answer_length_below_one_token_is_refused():
+    from specgate.drafter.train import TrainSettings
+    from specgate.errors import SpecgateError
+
+    with pytest.raises(SpecgateError, match=r"gate_answer_tokens 0: expected a whole number of tokens >= 1"):
+        TrainSettings(gate_answer_tokens=0)
