@@ -510,16 +510,22 @@ def _check_stored_reference(top: Table, configs: dict[str, ServerConfig], refere
         )
 
 
-def flag_int(args: tuple[str, ...], flag: str) -> int | None:
-    """The whole number `flag` is given in `args` (`--flag N` or `--flag=N`), the last one where it
-    is given twice, as SGLang's argument parser keeps; None where it is absent or not a number."""
+def flag_value(args: tuple[str, ...], flag: str) -> str | None:
+    """The value `flag` is given in `args` (`--flag V` or `--flag=V`), the last one where it is
+    given twice, as SGLang's argument parser keeps; None where it is absent."""
     values = [
         args[i + 1] if arg == flag else arg.split("=", 1)[1]
         for i, arg in enumerate(args)
         if (arg == flag and i + 1 < len(args)) or arg.startswith(flag + "=")
     ]
+    return values[-1] if values else None
+
+
+def flag_int(args: tuple[str, ...], flag: str) -> int | None:
+    """flag_value as a whole number; None where it is absent or not a number."""
+    value = flag_value(args, flag)
     try:
-        return int(values[-1]) if values else None
+        return int(value) if value is not None else None
     except ValueError:
         return None
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specgate.deployment import Deployment, flag_int
+from specgate.deployment import Deployment, flag_int, flag_value
 from specgate.equivalence.cases import GenerationCase, edge_case
 from specgate.prompts import Message, render
 from specgate.server_info import lookup
@@ -99,14 +99,8 @@ def declared_speculation(args: tuple[str, ...]) -> dict[str, Any]:
     """A config's speculative launch arguments in /server_info's names: a server not booted yet
     (the golden mode boots the reference alone first) still reserves what it declares, or
     ASSUMED_RESERVATION where it leaves the choice to SGLang."""
-    flag = "--speculative-algorithm"
-    values = [
-        args[i + 1] if a == flag else a.split("=", 1)[1]
-        for i, a in enumerate(args)
-        if (a == flag and i + 1 < len(args)) or a.startswith(flag + "=")
-    ]  # in argument order: the last one given wins, as in SGLang's parser
     declared = {
-        "speculative_algorithm": values[-1] if values else None,
+        "speculative_algorithm": flag_value(args, "--speculative-algorithm"),
         "speculative_eagle_topk": flag_int(args, "--speculative-eagle-topk"),
         "speculative_num_steps": flag_int(args, "--speculative-num-steps"),
         "speculative_num_draft_tokens": flag_int(args, "--speculative-num-draft-tokens"),
