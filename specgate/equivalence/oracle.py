@@ -174,7 +174,7 @@ class EquivalenceOracle:
                 # Not the reference's KV pool: a speculative server's is smaller (draft weights and
                 # KV); its own report, once booted, is the one that counts.
                 own = {k: v for k, v in reference_info.items() if k != "max_total_num_tokens"}
-                declared = {**own, **declared_speculation(settings.args)}
+                declared = {**own, **declared_speculation((*self.deployment.launch.args, *settings.args))}
                 found.append(server_capacity(declared, models.get(reference)))
         capacity = min((c for c in found if c is not None), key=lambda c: c.tokens, default=None)
         try:

@@ -183,6 +183,13 @@ def test_a_speculative_config_not_booted_yet_reserves_what_its_arguments_declare
                server_infos={"baseline": {"max_req_input_len": 8186}}, served_models={"baseline": MODELS_8K})
     (edge,) = at_length(o.explicit_cases())
     assert "(context length 8192, less 12 slots reserved for draft tokens)" in edge.label
+    # the shape given once for every config, in [launch] args, as the launcher passes it
+    shape = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"]
+    shared = {"launch": {"args": shape}, "configs": {"eagle3-decode": {"args": ["--speculative-algorithm", "EAGLE3"]}}}
+    o = oracle(tmp_path / "shared", servers, shared,
+               server_infos={"baseline": {"max_req_input_len": 8186}}, served_models={"baseline": MODELS_8K})
+    (edge,) = at_length(o.explicit_cases())
+    assert "(context length 8192, less 12 slots reserved for draft tokens)" in edge.label
 
 
 def test_the_prompt_leaves_room_for_the_slots_a_speculative_server_reserves(tmp_path):
