@@ -200,6 +200,18 @@ def answered_so_far(data: Path, plan_size: int | None = None) -> dict:
     return {"indices": done, "answer_tokens": tokens, "by_kind": dict(sorted(kinds.items()))}
 
 
+def data_figures(data: Path, plan: Plan) -> dict:
+    """The distillation record's counts, as the data file says them (not as a record remembers):
+    samples, answer tokens, samples by kind, and the plan's prompts not answered yet."""
+    total = answered_so_far(data, len(plan.prompts))
+    return {
+        "samples": len(total["indices"]),
+        "prompts_not_answered_by_the_deadline": len(plan.prompts) - len(total["indices"]),
+        "samples_by_kind": total["by_kind"],
+        "answer_tokens": total["answer_tokens"],
+    }
+
+
 def distil(
     model: Path,
     prompts: list[TrainingPrompt],
@@ -272,13 +284,9 @@ def _distil(model, prompts, tokenizer, out_path, settings, server_args, started,
         stop_server(proc)
     if todo and not answered[0]:
         raise SpecgateError(f"distillation: the deadline passed before any of {len(todo)} prompts was answered")
-    total = answered_so_far(out_path, len(plan.prompts))
     return {
         **plan.made,
-        "samples": len(total["indices"]),
-        "prompts_not_answered_by_the_deadline": len(plan.prompts) - len(total["indices"]),
-        "samples_by_kind": total["by_kind"],
-        "answer_tokens": total["answer_tokens"],
+        **data_figures(out_path, plan),
         "max_new_tokens": settings.max_new_tokens,
         "this_call": {"answered": answered[0], "boot_s": round(booted - started, 1),
                       "generate_s": round(time.monotonic() - booted, 1), "resumed": resume},

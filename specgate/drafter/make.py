@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from specgate.drafter import prompts as training_prompts
-from specgate.drafter.distil import PLAN_FILE, DistilSettings, answered_so_far, distil, load_plan
+from specgate.drafter.distil import PLAN_FILE, DistilSettings, data_figures, distil, load_plan
 from specgate.drafter.train import TrainSettings, train
 from specgate.errors import SpecgateError
 from specgate.measure.drafters import weights_sha256
@@ -209,11 +209,7 @@ def _unfinished(work: Path, asked: dict, max_new_tokens: int, log, fresh: bool =
     why = "--fresh asked for new data" if fresh else _differs(record, plan_path, data, asked, max_new_tokens)
     if why is None:
         earlier = json.loads(record.read_text())["distillation"]
-        plan = load_plan(plan_path)
-        total = answered_so_far(data, len(plan.prompts))  # the data, not the record, says what is answered
-        earlier.update(samples=len(total["indices"]), answer_tokens=total["answer_tokens"],
-                       samples_by_kind=total["by_kind"],
-                       prompts_not_answered_by_the_deadline=len(plan.prompts) - len(total["indices"]))
+        earlier.update(data_figures(data, load_plan(plan_path)))  # the data, not the record, says what is answered
         return earlier
     moved = []
     for p in (record, plan_path, data):
