@@ -120,7 +120,7 @@ def batches(samples: list, batch_tokens: int, rng: random.Random) -> list[list[i
     return groups
 
 
-def first_answer_tokens(samples: list, n: int) -> list:
+def first_answer_tokens(samples: list[Sample], n: int) -> list[Sample]:
     """The samples with only their first `n` learned (answer) positions still learned."""
     out = []
     for ids, learn in samples:
@@ -298,6 +298,7 @@ def train(
 
     def judge_held_out(epoch: int) -> dict:
         acc = accuracy(held)
+        tau = expected_accept_length(acc)
         judged = {
             "epoch": epoch,
             "step": step,
@@ -306,10 +307,10 @@ def train(
             # there (its loss alone is restricted to in-vocabulary targets). Drafters trained before
             # this was read multiplied by the coverage once more, understating by under 1% here.
             "acc": acc,
-            "expected_tau_topk1_2steps": expected_accept_length(acc),
+            "expected_tau_topk1_2steps": tau,
             # every answer token counted: what a server should measure on answers like these, and
             # what the best epoch is chosen by (the same figure; both names kept for old records)
-            "expected_tau_all_tokens": expected_accept_length(acc),
+            "expected_tau_all_tokens": tau,
         }
         if gate:  # reported beside, never chosen by
             judged["expected_tau_gate_prompts"] = expected_accept_length(accuracy(gate))

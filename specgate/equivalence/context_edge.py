@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from specgate.deployment import Deployment, flag_int, flag_value
-from specgate.equivalence.cases import GenerationCase, edge_case
+from specgate.equivalence.cases import GenerationCase, edge_case, edge_name
 from specgate.prompts import Message, render
 from specgate.server_info import lookup
 
@@ -40,6 +40,11 @@ _FILLER = (
     "The river runs past the old mill and the quiet fields. People walk along the water in the "
     "morning and talk about the weather, the harvest and the news from town. "
 ).split()
+
+
+def is_context_edge(case: GenerationCase) -> bool:
+    """The case is this edge (by its edge name: a workload label holding the words is not)."""
+    return (edge_name(case) or "").startswith(CONTEXT_EDGE)
 
 
 @dataclass(frozen=True)
@@ -125,9 +130,12 @@ def server_capacity(info: dict[str, Any], models: object = None) -> Capacity | N
     if longest_input is None:
         longest_input = context - _INPUT_SHORTFALL  # type: ignore[operator]
     reserved = draft_reservation(info)
-    spare = f", less {reserved} slots reserved for draft tokens" if reserved else ""
-    if reserved and info.get("reservation_assumed"):
+    if not reserved:
+        spare = ""
+    elif info.get("reservation_assumed"):
         spare = f", less {reserved} slots assumed for draft tokens (its launch arguments name none)"
+    else:
+        spare = f", less {reserved} slots reserved for draft tokens"
     found = [Capacity(longest_input + _ANSWER_ROOM, f"max_req_input_len {longest_input} + {_ANSWER_ROOM}")]
     if context is not None:
         found.append(Capacity(context - reserved, f"context length {context}{spare}"))
@@ -140,8 +148,7 @@ def server_capacity(info: dict[str, Any], models: object = None) -> Capacity | N
         # most; a page rounds the prompt up by less than a page.
         page = page if _count(page) else 1
         found.append(Capacity(pool - 2 * page, f"KV pool of {pool} tokens, pages of {page}"))
-    capacity = min(found, key=lambda c: c.tokens)
-    return Capacity(capacity.tokens, capacity.limit, longest_input - 1)
+    return replace(min(found, key=lambda c: c.tokens), longest_prompt=longest_input - 1)
 
 
 def _count(value: object) -> bool:

@@ -32,7 +32,13 @@ from specgate.equivalence.cases import (
     one_token_case,
 )
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare, invariant_violations
-from specgate.equivalence.context_edge import CONTEXT_EDGE, context_edge_case, declared_speculation, server_capacity
+from specgate.equivalence.context_edge import (
+    CONTEXT_EDGE,
+    context_edge_case,
+    declared_speculation,
+    is_context_edge,
+    server_capacity,
+)
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError, EquivalenceFailure, HTTPStatusError, NotRecordedYet
@@ -191,7 +197,7 @@ class EquivalenceOracle:
         seen, out = set(), []
         for entry in self._replay:
             case = GenerationCase.from_dict(entry["case"])
-            if CONTEXT_EDGE in case.label:
+            if is_context_edge(case):
                 # Sized for the servers of its run: this run sizes its own (the edge is checked on
                 # every run), and the old one may not fit a server with another context length.
                 continue
@@ -202,7 +208,7 @@ class EquivalenceOracle:
 
     def remember_failure(self, config: str, case: GenerationCase, message: str) -> None:
         """Keep a failing case so every later run tries it first (atomic write; never fatal)."""
-        if self.replay_path is None or CONTEXT_EDGE in case.label:  # re-sized every run (replay_cases)
+        if self.replay_path is None or is_context_edge(case):  # re-sized every run (replay_cases)
             return
         known = {GenerationCase.from_dict(e["case"]).key for e in (self._replay or [])}
         if case.key in known:
@@ -339,7 +345,7 @@ class EquivalenceOracle:
                 with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
                     answers = list(ex.map(server.generate, [request] * case.concurrency))
         except HTTPStatusError as exc:
-            if (edge_name(case) or "").startswith(CONTEXT_EDGE) and exc.status in (400, 413):
+            if is_context_edge(case) and exc.status in (400, 413):
                 # The reference answered it; this server refused it: its limits are not the ones
                 # the edge was sized for. Not a wrong answer and never a pass: NOT CHECKED for
                 # this config (the gate's test fails on it), and its other cases still run.
