@@ -170,8 +170,9 @@ class EquivalenceOracle:
         # The least capacity among the servers that have said theirs (all of them where they run
         # side by side): a case sized for the reference alone would be refused by a speculative
         # server that reserves slots for its drafts.
-        infos, models = self.pool.server_infos, self.pool.served_models
-        found = [server_capacity(info, models.get(config)) for config, info in infos.items()]
+        infos = self.pool.server_infos
+        models = {config: self.pool.served_models(config) for config in infos}  # asked once each
+        found = [server_capacity(info, models[config]) for config, info in infos.items()]
         # A speculative config not booted yet (the golden mode boots the reference alone first)
         # reserves what its arguments declare, against the reference's length: the same model.
         reference_info = infos.get(reference, {})

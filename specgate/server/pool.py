@@ -62,7 +62,6 @@ class LiveServer:
     pool: ServerPool
     server_info: dict[str, Any] = field(default_factory=dict)
     model_info: dict[str, Any] = field(default_factory=dict)
-    models: dict[str, Any] = field(default_factory=dict)  # /v1/models
 
     @property
     def name(self) -> str:
@@ -114,7 +113,6 @@ class ServerPool:
         self.boots: list[BootRecord] = []
         self.server_infos: dict[str, dict[str, Any]] = {}  # kept after a server stops: the report needs them
         self.model_infos: dict[str, dict[str, Any]] = {}
-        self.served_models: dict[str, dict[str, Any]] = {}  # /v1/models: the context length (context_edge)
         self._closed = False  # closed or cancelled: no server may boot any more
         self._death_lock = threading.Lock()
         self.cancelled = False  # a signal (SIGINT, SIGTERM, SIGHUP) asked the run to stop: its figures are partial
@@ -277,16 +275,26 @@ class ServerPool:
         )
         server = LiveServer(handle, client, self)
         # Best effort: old SGLang releases lack one or the other endpoint.
-        fetches = (("server_info", client.server_info), ("model_info", client.model_info), ("models", client.served_models))
-        for attr, fetch in fetches:
+        for attr, fetch in (("server_info", client.server_info), ("model_info", client.model_info)):
             try:
                 setattr(server, attr, fetch())
             except ClientError:
                 pass
         self.server_infos[handle.config] = server.server_info
         self.model_infos[handle.config] = server.model_info
-        self.served_models[handle.config] = server.models
         return server
+
+    def served_models(self, config: str) -> dict[str, Any]:
+        """The running server's /v1/models (SGLang names the context length only there), or {}
+        where it is not running or does not answer. Asked when the context edge is sized, once a
+        run, not at every boot: nothing else reads it."""
+        server = self.live.get(config)
+        if server is None:
+            return {}
+        try:
+            return server.client.served_models()
+        except ClientError:
+            return {}
 
     def raise_if_dead(self, config: str, during: str = "") -> None:
         # Concurrent requests fail together when a server dies: the first describes the death

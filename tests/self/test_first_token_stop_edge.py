@@ -85,7 +85,10 @@ class Pool:
         # What each server says of itself: none a context length unless given (the context
         # edge is then left out, and sends nothing)
         self.server_infos = server_infos or {}
-        self.served_models = served_models or {}  # /v1/models
+        self._served_models = served_models or {}  # /v1/models
+
+    def served_models(self, name: str) -> dict:
+        return self._served_models.get(name, {})
 
     def acquire(self, name: str) -> SimServer:
         if name not in self.servers:
