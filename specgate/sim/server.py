@@ -105,7 +105,9 @@ class Handler(BaseHTTPRequestHandler):
         server reserves for draft tokens (max(topk x steps, draft tokens)) with the prompt and
         refuses past the context length; the scheduler refuses a prompt of max_req_input_len, and
         clips an answer to max_req_len (the context length less one) less the prompt less one.
-        Returns the answer length the request gets."""
+        Returns the answer length the request gets. Written apart from
+        specgate.equivalence.context_edge on purpose: the gate's model of these rules is tested
+        against this one, and one shared function would pass its own mistakes."""
         context = int(self.state.server_args["context_length"])
         spec = self.state.spec
         eagle = spec is not None and spec.algorithm.upper() in ("EAGLE", "EAGLE3", "FROZEN_KV_MTP", "NEXTN")
