@@ -66,7 +66,9 @@ class EquivalenceStats:
     # Edge requests this config refused that the reference answered (oracle.check): NOT CHECKED.
     refused: list[str] = field(default_factory=list)
 
-    def add(self, outcome: Outcome) -> None:
+    def add(self, outcome: Outcome, case_label: str | None = None) -> None:
+        """Count one judged answer; the lines kept for the report name its case where given (a
+        first line alone says what differed, not on which prompt)."""
         self.requests += 1
         if outcome.shape is not None and outcome.kind != "match":
             self.shapes[outcome.shape] = self.shapes.get(outcome.shape, 0) + 1
@@ -78,11 +80,15 @@ class EquivalenceStats:
         elif outcome.flip is not None:
             self.flips.append(outcome.flip)
         elif outcome.kind == "tolerated":
-            self.tolerated.append(outcome.message.splitlines()[0])
+            self.tolerated.append(_line(outcome.message.splitlines()[0], case_label))
         else:
-            self.failures.append(outcome.message.splitlines()[0] if outcome.message else outcome.kind)
+            self.failures.append(_line(outcome.message.splitlines()[0] if outcome.message else outcome.kind, case_label))
             if len(self.failure_details) < 5:
                 self.failure_details.append(outcome.message or outcome.kind)
+
+
+def _line(first_line: str, case_label: str | None) -> str:
+    return f"`{case_label}`: {first_line}" if case_label else first_line
 
 
 def _margin_at(baseline: GenerateResult, i: int, tie_margin: float) -> tuple[float | None, set[int]]:

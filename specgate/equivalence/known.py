@@ -32,7 +32,8 @@ class KnownDefect:
     fixed_in: str | None  # the first release with the fix; None: no fixed release known
 
     def explain(self, server_version: str | None) -> str:
-        head = f"matches {self.reference} ({self.title}; {self.url})"
+        """What answers of this shape are, worded to follow a plural subject ("its answers ...")."""
+        head = f"match {self.reference} ({self.title}; {self.url})"
         if "specgate-sim" in (server_version or ""):
             return f"have the shape of {self.reference} ({self.title}): the SIMULATOR's fault imitates it"
         if self.fixed_in is None:
@@ -43,7 +44,7 @@ class KnownDefect:
         if running < _release(self.fixed_in):  # type: ignore[operator]
             return f"{head}, fixed in SGLang {self.fixed_in}: this server runs {server_version}, without the fix"
         return (
-            f"looks like {self.reference} ({self.title}), but this server runs {server_version}, which has its fix "
+            f"look like {self.reference} ({self.title}), but this server runs {server_version}, which has its fix "
             f"(SGLang {self.fixed_in}): a regression of that fix, or another defect"
         )
 

@@ -377,7 +377,7 @@ class EquivalenceOracle:
                 self.deployment.launch.api_key_env,
                 self.deployment.configs[config].max_tokens_per_step,
             )
-            stats.add(outcome)
+            stats.add(outcome, case.label)
             outcomes.append(outcome)
         return outcomes
 

@@ -147,13 +147,17 @@ def render_markdown(report: Report) -> str:
             )
             if m.warning:
                 out.append(f"\n**Warning:** {m.warning}.")
-        tolerated = [(e.config, t) for e in report.equivalence for t in e.tolerated]
+        tolerated: dict[tuple[str, str], int] = {}
+        for e in report.equivalence:
+            for t in e.tolerated:
+                tolerated[(e.config, t)] = tolerated.get((e.config, t), 0) + 1
         if tolerated:
             out.append(
-                f"\n{len(tolerated)} answer(s) differ in a way the deployment declares known "
+                f"\n{sum(tolerated.values())} answer(s) differ in a way the deployment declares known "
                 "(the config's `tolerate`); counted as declared known differences, not failures:\n"
             )
-            out.extend(f"- {config}: {t}" for config, t in tolerated[:10])
+            for (config, line), times in list(tolerated.items())[:10]:
+                out.append(f"- {config}: {line}" + (f" (in {times} requests)" if times > 1 else ""))
         for e in report.equivalence:
             for t in e.unused_tolerances:
                 out.append(
