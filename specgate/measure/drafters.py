@@ -13,20 +13,11 @@ import json
 from pathlib import Path
 
 from specgate import project
-from specgate.deployment import Deployment, expand_placeholders
+from specgate.deployment import Deployment, expand_placeholders, flag_value
 
 DRAFT_PATH_FLAG = "--speculative-draft-model-path"
 DUMMY_FLAG = "--speculative-draft-load-format"
 RECORD = "drafter.json"
-
-
-def _flag(args: tuple[str, ...], flag: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def weights_sha256(directory: Path) -> str | None:
@@ -46,12 +37,12 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
     """None for a config without a draft model path (plain decoding, n-gram)."""
     cfg = deployment.configs[config]
     args = (*deployment.launch.args, *cfg.args)
-    raw = _flag(args, DRAFT_PATH_FLAG)
+    raw = flag_value(args, DRAFT_PATH_FLAG)  # the last one given, as SGLang keeps
     if raw is None:
         return None
     path = expand_placeholders(raw, {"repo": str(project.current().root), "model": deployment.model})
     out: dict = {"path": path}
-    if _flag(args, DUMMY_FLAG) == "dummy":
+    if flag_value(args, DUMMY_FLAG) == "dummy":
         out["weights"] = "random (--speculative-draft-load-format dummy): no trained weights"
         return out
     directory = Path(path)

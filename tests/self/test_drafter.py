@@ -66,6 +66,17 @@ def test_the_identity_checksums_the_weights_and_names_a_swapped_file(tmp_path):
     assert swapped["matches_record"] is False and "WEIGHTS DIFFER" in describe(swapped)
 
 
+def test_a_draft_path_given_twice_is_read_as_sglang_keeps_it_the_last(tmp_path):
+    """A config's own args come after [launch] args, and SGLang's parser keeps the last value: the
+    checksum must be of the weights the server loads, not of the first path named."""
+    first, last = _drafter(tmp_path, b"first", None), tmp_path / "last"
+    last.mkdir()
+    (last / "model.safetensors").write_bytes(b"last")
+    dep = _with_drafter(first, ("--speculative-draft-model-path", str(last)))
+    found = drafter_identity(dep, "eagle3-decode")
+    assert found["path"] == str(last) and found["sha256"] != drafter_identity(_with_drafter(first), "eagle3-decode")["sha256"]
+
+
 def test_random_and_remote_drafters_are_said_to_be_so(tmp_path):
     dep = _with_drafter(tmp_path / "nowhere", ("--speculative-draft-load-format", "dummy"))
     assert "random" in drafter_identity(dep, "eagle3-decode")["weights"]
