@@ -147,10 +147,10 @@ def split_held_out(n: int, share: float, rng: random.Random) -> tuple[list[int],
 def vocab_coverage(samples: list[tuple[list[int], list[int]]], in_vocab: list[bool]) -> float:
     """The share of answer tokens the draft vocabulary holds (`in_vocab[token id]`).
 
-    SpecForge's accuracy counts only positions whose target token the drafter can propose; a token
-    outside its vocabulary is never drafted, so it ends every accepted run it falls in. The chance
-    that a draft step is accepted is therefore its accuracy times this share, near enough (the
-    share is taken over answer tokens, the positions SpecForge learns)."""
+    A token outside the vocabulary is never drafted, so it ends every accepted run it falls in.
+    SpecForge 0.2.0's accuracy already counts such a position as wrong (only its loss leaves them
+    out), so this share is reported beside the expected τ, never multiplied into it: it says how
+    much of a shortfall the vocabulary alone explains."""
     total = covered = 0
     for ids, learn in samples:
         for token, learned in zip(ids, learn, strict=False):
@@ -304,8 +304,8 @@ def train(
             "step": step,
             # SpecForge 0.2.0's accuracy is over every answer position (its loss mask): a target
             # token outside the draft vocabulary is never predicted, so it already counts as wrong
-            # there (its loss alone is restricted to in-vocabulary targets). Drafters trained before
-            # this was read multiplied by the coverage once more, understating by under 1% here.
+            # there (its loss alone is restricted to in-vocabulary targets): never multiply by the
+            # vocabulary's coverage again.
             "acc": acc,
             "expected_tau_topk1_2steps": tau,
             # every answer token counted: what a server should measure on answers like these, and
