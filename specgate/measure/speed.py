@@ -15,9 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from specgate import project
 from specgate.client import GenerateRequest, GenerateResult
-from specgate.deployment import Deployment
+from specgate.deployment import Deployment, expand_placeholders
 from specgate.errors import UntimeableAnswer
+from specgate.measure.answer_end import answer_tokens, end_of_turn_ids
 from specgate.measure.stats import settled
 from specgate.prompts import render
 from specgate.server.pool import LiveServer
@@ -44,13 +46,18 @@ class SpeedSample:
     accept_histogram: tuple[int, ...] | None = None
     boot: int = 1  # which boot of the config answered (launch.boots replicate servers)
     index: int = 0  # position in the pinned request sequence: pairs it with other configs' and stored samples
+    # Tokens up to the model's first end of turn (measure.answer_end); the rest ran on under
+    # ignore_eos. None where the end cannot be told (no local model config, no token ids).
+    answer_tokens: int | None = None
 
     @property
     def accept_length(self) -> float | None:
         return self.completion_tokens / self.verify_ct if self.verify_ct else None
 
     @classmethod
-    def of(cls, result: GenerateResult, boot: int = 1, index: int = 0) -> SpeedSample:
+    def of(
+        cls, result: GenerateResult, boot: int = 1, index: int = 0, end_ids: frozenset[int] = frozenset()
+    ) -> SpeedSample:
         if result.decode_tps is None or result.ttft_s is None:
             raise UntimeableAnswer(
                 f"request produced {result.completion_tokens} token(s) in {result.chunks} chunk(s) that arrived "
@@ -72,6 +79,7 @@ class SpeedSample:
             accept_histogram=result.spec.histogram if result.spec else None,
             boot=boot,
             index=index,
+            answer_tokens=answer_tokens(result.output_ids, result.completion_tokens, end_ids),
         )
 
 
@@ -137,6 +145,8 @@ class SpeedMeter:
         blob = json.dumps([r.payload() for r in self.requests], sort_keys=True)
         self.workload_digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
         self.results: dict[tuple[str, int], ConfigSpeed] = {}
+        # Read once: where each answer ends inside its fixed length (empty: not told).
+        self.end_ids = end_of_turn_ids(expand_placeholders(deployment.model, {"repo": str(project.current().root)}))
         # (server process, concurrency) already warmed. Not id(server): a server object freed after
         # release can hand its id to the next one booted, which would then skip its warmup.
         self._warm: set[tuple[str, int | None, int]] = set()
@@ -162,10 +172,11 @@ class SpeedMeter:
     def _round_once(self, server: LiveServer, concurrency: int, index: int) -> list[SpeedSample]:
         batch = [self.requests[(index + k) % len(self.requests)] for k in range(concurrency)]
         if concurrency == 1:
-            return [SpeedSample.of(server.generate(batch[0]), server.boot, index)]
+            return [SpeedSample.of(server.generate(batch[0]), server.boot, index, self.end_ids)]
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             return [
-                SpeedSample.of(r, server.boot, index + k) for k, r in enumerate(pool.map(server.generate, batch))
+                SpeedSample.of(r, server.boot, index + k, self.end_ids)
+                for k, r in enumerate(pool.map(server.generate, batch))
             ]
 
     def warm_up(self, server: LiveServer, concurrency: int) -> WarmupRecord | None:

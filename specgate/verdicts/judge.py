@@ -20,6 +20,7 @@ from pathlib import Path
 from specgate import provenance as run_provenance
 from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment
 from specgate.equivalence.golden import GoldenAnswers
+from specgate.measure.answer_end import past_the_end
 from specgate.measure.drafters import drafters
 from specgate.measure.pairing import Series, pooled, ratio_series, truncated
 from specgate.measure.plan import SamplingPlan
@@ -449,9 +450,19 @@ class Judge:
             f"({_level(tau, conf, looks)}, {len(spec)} requests, {sum(s.verify_ct or 0 for s in spec)} verify steps); "
             f"required >= {gate.at_least:g}"
         )
-        figures = {"accept_length": tau.as_dict(), "required": gate.at_least, "n": len(spec)}
+        figures: dict = {"accept_length": tau.as_dict(), "required": gate.at_least, "n": len(spec)}
         noise = "requests (which prompt, which answer); accept length does not depend on timing"
         notes = []
+        past = past_the_end([(s.completion_tokens, s.answer_tokens) for s in spec])
+        if past is not None:
+            figures["past_answer_end"] = past
+            if past["requests"]:
+                notes.append(
+                    f"{past['requests']} of {past['of']} requests ran past the model's end of turn (speed requests "
+                    f"ignore EOS to run to max_new_tokens = {wl.max_new_tokens}): {past['token_share']:.0%} of the "
+                    "tokens pooled here follow the answer, text a drafter trained on answers has not seen "
+                    "(SGLang's counters are per request, so τ over the answers alone cannot be separated)"
+                )
         if status != PASS:
             notes.append(
                 "accept length is the drafter's agreement with the target on these prompts: a shortfall means a "

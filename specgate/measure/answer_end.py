@@ -1,0 +1,72 @@
+"""Where a measured request's answer ended, inside the fixed length it was made to run.
+
+Speed requests run with `ignore_eos` to `max_new_tokens`, so that every config does the same
+work. An answer shorter than that goes on past the model's end of turn: text after `<|im_end|>`
+that no drafter trained on answers (SpecForge, EAGLE-3's papers) has seen, and whose accept
+length says little about the drafter on real traffic. The pooled τ of a gate mixes both; this
+module finds the end of each answer (the first end-of-turn token id in its output) so that a
+report can say how much of what it pooled came after it.
+
+The ids come from the model's own files (`generation_config.json`, then `config.json`), where
+the deployment's model is a local folder: SGLang's HTTP API does not report them. Elsewhere (a
+hub id) nothing is claimed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+CONFIG_FILES = ("generation_config.json", "config.json")
+
+
+def _ids(value: object) -> set[int]:
+    if isinstance(value, bool):
+        return set()
+    if isinstance(value, int):
+        return {value} if value >= 0 else set()
+    if isinstance(value, list):
+        return {v for v in value if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    return set()
+
+
+def end_of_turn_ids(model_dir: str | Path) -> frozenset[int]:
+    """The model's end-of-turn token ids from its local config files; empty where the model is
+    not a local folder or its files name none (unreadable files are no evidence either)."""
+    directory = Path(model_dir)
+    found: set[int] = set()
+    for name in CONFIG_FILES:
+        try:
+            data = json.loads((directory / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            found |= _ids(data.get("eos_token_id"))
+    return frozenset(found)
+
+
+def answer_tokens(output_ids: tuple[int, ...], completion_tokens: int, end_ids: frozenset[int]) -> int | None:
+    """Tokens up to and including the first end of turn (all of them where none came); None
+    where that cannot be told: no end ids known, or an answer without its token ids."""
+    if not end_ids or not output_ids or len(output_ids) != completion_tokens:
+        return None
+    for i, token in enumerate(output_ids):
+        if token in end_ids:
+            return i + 1
+    return completion_tokens
+
+
+def past_the_end(samples: list[tuple[int, int | None]]) -> dict | None:
+    """Over (completion_tokens, answer_tokens) pairs: how many requests ran past their answer's
+    end and what share of all their tokens came after it; None where no answer end is known."""
+    known = [(n, a) for n, a in samples if a is not None]
+    if not known:
+        return None
+    total = sum(n for n, _ in known)
+    after = sum(n - a for n, a in known)
+    return {
+        "requests": sum(1 for n, a in known if a < n),
+        "of": len(known),
+        "tokens": after,
+        "token_share": round(after / total, 4) if total else 0.0,
+    }

@@ -1,0 +1,55 @@
+"""Where a measured answer ended inside its fixed length: the end-of-turn ids from the model's
+own files, each speed request's answer length, and the accept-length floor saying how much of
+what it pooled ran on past the answers."""
+
+from __future__ import annotations
+
+import json
+
+from specgate.measure.answer_end import answer_tokens, end_of_turn_ids, past_the_end
+
+
+def test_end_of_turn_ids_come_from_the_models_own_files(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": 2}))
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 7]}))
+    assert end_of_turn_ids(tmp_path) == {2, 7}
+    assert end_of_turn_ids(tmp_path / "absent") == frozenset()  # a hub id: nothing claimed
+    assert end_of_turn_ids("HuggingFaceTB/SmolLM2-135M-Instruct") == frozenset()
+    (tmp_path / "generation_config.json").write_text("{not json")
+    (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": [True, -1, "2", 5]}))
+    assert end_of_turn_ids(tmp_path) == {5}  # garbage is no evidence
+
+
+def test_an_answer_ends_at_its_first_end_of_turn_and_unknown_is_not_guessed():
+    ends = frozenset({2})
+    assert answer_tokens((5, 6, 2, 9, 2), 5, ends) == 3
+    assert answer_tokens((5, 6, 7), 3, ends) == 3  # never ended: all of it is answer
+    assert answer_tokens((5, 6, 2), 3, frozenset()) is None  # no ids known
+    assert answer_tokens((), 3, ends) is None  # a server that sent no token ids
+    assert answer_tokens((5, 2), 3, ends) is None  # ids that do not account for every token
+
+
+def test_past_the_end_pools_tokens_and_counts_requests():
+    assert past_the_end([(10, None)]) is None
+    assert past_the_end([(10, 4), (10, 10), (20, None)]) == {"requests": 1, "of": 2, "tokens": 6, "token_share": 0.3}
+
+
+def test_the_accept_floor_says_how_much_it_pooled_past_the_answers(sim_deployment, pytester, tmp_path):
+    """The simulator's model folder names '.' and ',' (ids 1, 2) as its end of turn: most answers
+    'end' early, and the floor's verdict says what share of its tokens followed."""
+    model = tmp_path / "toy-model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"eos_token_id": [1, 2]}))
+    floor = {"model": str(model), "gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}}
+    d = sim_deployment(floor)
+    result = d.run(pytester, "-k", "accept_length_floor")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    gate = next(g for g in d.report()["gates"] if g["gate"].startswith("accept:"))
+    past = gate["figures"]["past_answer_end"]
+    assert past["of"] == gate["figures"]["n"] and 0 < past["requests"] <= past["of"] and 0 < past["token_share"] < 1
+    assert any("ran past the model's end of turn" in note for note in gate["notes"]), gate["notes"]
+    # Without a local model folder nothing is claimed.
+    d = sim_deployment({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}})
+    assert d.run(pytester, "-k", "accept_length_floor").ret == 0
+    gate = next(g for g in d.report()["gates"] if g["gate"].startswith("accept:"))
+    assert "past_answer_end" not in gate["figures"]
