@@ -88,17 +88,23 @@ def draft_config(target_cfg: dict, settings: TrainSettings) -> dict:
 Sample = tuple[list[int], list[int]]  # token ids, and which of them are learned (the answer's)
 
 
-def load_samples(path: Path, max_length: int) -> tuple[list[Sample], list[Sample]]:
-    """The samples to train on (and hold out from), and apart, the gate's own prompts' (judged
-    only); in each, the answer's tokens are learned and the prompt's only read."""
+def load_samples(path: Path, max_length: int) -> tuple[list[Sample], dict[str, list[Sample]]]:
+    """The samples to train on (and hold out from), and apart, the gate's own prompts' by prompt
+    set (judged only, per set as the gate reports τ); in each, the answer's tokens are learned
+    and the prompt's only read."""
     out: list[Sample] = []
-    gate: list[Sample] = []
+    gate: dict[str, list[Sample]] = {}
     for line in path.read_text().splitlines():
         row = json.loads(line)
         ids = (row["prompt_ids"] + row["output_ids"])[:max_length]
         mask = ([0] * len(row["prompt_ids"]) + [1] * len(row["output_ids"]))[:max_length]
-        if sum(mask) >= 2:
-            (gate if str(row.get("kind", "")).startswith(GATE_KIND) else out).append((ids, mask))
+        if sum(mask) < 2:
+            continue
+        kind = str(row.get("kind", ""))
+        if kind.startswith(GATE_KIND):
+            gate.setdefault(kind.removeprefix(GATE_KIND), []).append((ids, mask))
+        else:
+            out.append((ids, mask))
     if not out:
         raise SpecgateError(f"{path}: no usable samples")
     return out, gate
@@ -225,7 +231,8 @@ def train(
     dev = torch.device(device)
     target_cfg = json.loads((target_dir / "config.json").read_text())
     layers = capture_layers(target_cfg["num_hidden_layers"])
-    samples, gate = load_samples(data_path, settings.max_length)
+    samples, gate_by_set = load_samples(data_path, settings.max_length)
+    gate = [sample for rows in gate_by_set.values() for sample in rows]
     train_ix, held_ix = split_held_out(len(samples), settings.held_out, rng)
     held = [samples[i] for i in held_ix]
     taught = [samples[i] for i in train_ix]
@@ -317,6 +324,11 @@ def train(
             head = first_answer_tokens(gate, settings.gate_answer_tokens)
             judged["gate_answer_tokens"] = settings.gate_answer_tokens
             judged["expected_tau_gate_prompts_head"] = expected_accept_length(accuracy(head))
+            # per set, as the gate's report gives τ: which sets the serving gap sits in
+            judged["expected_tau_gate_prompts_head_by_set"] = {
+                name: expected_accept_length(accuracy(first_answer_tokens(rows, settings.gate_answer_tokens)))
+                for name, rows in sorted(gate_by_set.items())
+            }
         return judged
 
     def progress(loss: Any, acces: list, lr: float) -> dict:

@@ -87,6 +87,8 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 # ... over each answer's first gate_answer_tokens tokens, what a gate of that length reads
                 "gate_head_tau": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts_head")),
                 "gate_answer_tokens": ((ckpt.get("held_out") or {}).get("gate_answer_tokens")),
+                # ... per prompt set, beside which a report puts the gate's τ per set
+                "gate_head_tau_by_set": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts_head_by_set")),
             }
             recorded = ckpt.get("sha256")
             out["matches_record"] = recorded == out["sha256"] if recorded and out["sha256"] else None

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from specgate.report.model import Interval, Report, Settings
 from specgate.verdicts.gates import RunVerdict, Status
+
+
+def _expected_by_set(report: Report, config: str) -> dict[str, float]:
+    """Training's expected τ per gate prompt set for the drafter a config ran (drafter.json), read
+    defensively: a record is the drafter's, not ours."""
+    made = ((report.drafters or {}).get(config) or {}).get("made")
+    sets = made.get("gate_head_tau_by_set") if isinstance(made, dict) else None
+    if not isinstance(sets, dict):
+        return {}
+    return {
+        str(k): float(v) for k, v in sets.items() if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 def _iv(d: Interval | None, fmt: str = "{:.1f}") -> str:
@@ -74,9 +87,19 @@ def render_markdown(report: Report) -> str:
             out.append(f"| {u.config} | {u.concurrency} | NOT MEASURED | — | — | — | 0 | — | FAIL: {u.error} |")
         by_set = [(r, r.accept_length_by_set) for r in report.speed if r.accept_length_by_set]
         if by_set:
-            out.append("\nAccept length by prompt set (pooled tokens / verify steps; requests in brackets):\n")
+            expected = {r.config: _expected_by_set(report, r.config) for r, _ in by_set}
+            out.append(
+                "\nAccept length by prompt set (pooled tokens / verify steps; requests in brackets"
+                + ("; expected: the drafter's training figure for the same prompts' answers" if any(expected.values()) else "")
+                + "):\n"
+            )
             for r, sets in by_set:
-                parts = ", ".join(f"{name} {f.accept_length:.2f} ({f.requests})" for name, f in sets.items())
+                parts = ", ".join(
+                    f"{name} {f.accept_length:.2f} ({f.requests}"
+                    + (f"; expected {expected[r.config][name]:.2f}" if name in expected[r.config] else "")
+                    + ")"
+                    for name, f in sets.items()
+                )
                 out.append(f"- {r.config} (concurrency {r.concurrency}): {parts}")
         stored = next((r.stored for r in report.speed if r.stored), None)
         if stored:

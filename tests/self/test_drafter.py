@@ -593,7 +593,11 @@ def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path
     with data.open("a") as f:  # one taught sample more, as a later batch would add
         f.write(json.dumps({"i": 99, "kind": "chat", "prompt_ids": [1, 2], "output_ids": [3, 4]}) + "\n")
     taught, judged = load_samples(data, 2048)
-    assert taught == [([1, 2, 3, 4], [0, 0, 1, 1])] and len(judged) == 41
+    assert taught == [([1, 2, 3, 4], [0, 0, 1, 1])] and sum(len(rows) for rows in judged.values()) == 41
+    # by the gate's prompt sets, as its report gives τ
+    assert {name: len(rows) for name, rows in judged.items()} == {
+        "chat": 8, "code": 8, "math": 8, "summarisation": 6, "translation": 7, "long_context": 4
+    }
 
 
 def test_the_report_puts_the_gate_prompts_expectation_beside_the_held_out_one(tmp_path):
@@ -636,3 +640,23 @@ def test_a_gate_answer_length_below_one_token_is_refused():
 
     with pytest.raises(SpecgateError, match=r"gate_answer_tokens 0: expected a whole number of tokens >= 1"):
         TrainSettings(gate_answer_tokens=0)
+
+
+def test_the_report_puts_training_expectation_per_prompt_set_beside_the_measured_one(tmp_path):
+    """The H200 report of 92ace6f, its drafter record given a per-set expectation (as training now
+    writes): each set's measured τ is shown with what training expected of the same prompts."""
+    from specgate.report.markdown import render_markdown
+    from specgate.report.model import read_report
+
+    path = Path(__file__).parents[2] / "results/2026-12-02-h200-refine/3-gate-update/smollm2-eagle3-h200-update/report/report.json"
+    report = read_report(path)
+    assert "expected" not in render_markdown(report).split("Accept length by prompt set")[1].splitlines()[0]
+    made = report.drafters["eagle3-decode"]["made"]
+    made["gate_head_tau_by_set"] = {"chat": 1.8, "code": 2.04, "math": True, "translation": float("nan")}
+    text = render_markdown(report)
+    line = next(line for line in text.splitlines() if line.startswith("- eagle3-decode (concurrency 1): chat"))
+    assert "chat 1.67 (6; expected 1.80)" in line and "code 1.92 (5; expected 2.04)" in line
+    assert "math 1.98 (5)," in line and "translation 1.83 (5)," in line  # not a number: not shown
+    assert "expected: the drafter's training figure" in text
+    prefill = next(line for line in text.splitlines() if line.startswith("- eagle3-prefill (concurrency 1)"))
+    assert "expected" not in prefill  # another config's drafter record gives none
