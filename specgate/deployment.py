@@ -510,20 +510,23 @@ def _check_stored_reference(top: Table, configs: dict[str, ServerConfig], refere
         )
 
 
-def flag_value(args: tuple[str, ...], flag: str) -> str | None:
-    """The value `flag` is given in `args` (`--flag V` or `--flag=V`), the last one where it is
-    given twice, as SGLang's argument parser keeps; None where it is absent."""
-    values = [
-        args[i + 1] if arg == flag else arg.split("=", 1)[1]
-        for i, arg in enumerate(args)
-        if (arg == flag and i + 1 < len(args)) or arg.startswith(flag + "=")
-    ]
+def flag_value(args: tuple[str, ...], *flags: str) -> str | None:
+    """The value given in `args` (`--flag V` or `--flag=V`) to any of `flags` (one option's names:
+    SGLang keeps deprecated aliases with the same destination), the last one given where there
+    are several, as SGLang's argument parser keeps; None where none is given."""
+    values = []
+    for i, arg in enumerate(args):
+        for flag in flags:
+            if arg == flag and i + 1 < len(args):
+                values.append(args[i + 1])
+            elif arg.startswith(flag + "="):
+                values.append(arg.split("=", 1)[1])
     return values[-1] if values else None
 
 
-def flag_int(args: tuple[str, ...], flag: str) -> int | None:
+def flag_int(args: tuple[str, ...], *flags: str) -> int | None:
     """flag_value as a whole number; None where it is absent or not a number."""
-    value = flag_value(args, flag)
+    value = flag_value(args, *flags)
     try:
         return int(value) if value is not None else None
     except ValueError:

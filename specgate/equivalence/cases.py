@@ -198,16 +198,18 @@ def edge_name(case: GenerationCase) -> str | None:
     return f"{name} {case.stop[0]!r}" if name == FIRST_TOKEN_STOP_EDGE and case.stop else name
 
 
+GRAPH_BOUND_FLAGS = ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode")  # one option, old and new names
 MAX_GRAPH_EDGE = 65  # concurrent copies of one request: beyond this the edge costs more than it shows
 
 
 def graph_bounds(deployment: Deployment) -> list[int]:
     """The distinct `--cuda-graph-max-bs` values the speculative configs run with (the last
-    one given wins, as in SGLang's argument parser: a config's own args come after launch.args)."""
+    one given wins, as in SGLang's argument parser: a config's own args come after launch.args).
+    From SGLang 0.5.14 the option is `--cuda-graph-max-bs-decode`, the old name its alias."""
     found = set()
     for name in deployment.speculative_configs:
         # Not a number: SGLang refuses such a flag at boot, and says so.
-        bound = flag_int((*deployment.launch.args, *deployment.configs[name].args), "--cuda-graph-max-bs")
+        bound = flag_int((*deployment.launch.args, *deployment.configs[name].args), *GRAPH_BOUND_FLAGS)
         if bound is not None and bound > 0:
             found.add(bound)
     return sorted(found)

@@ -268,6 +268,7 @@ SETTINGS_SHOWN = (
     "decode_attention_backend",
     "disable_cuda_graph",
     "cuda_graph_max_bs",
+    "cuda_graph_max_bs_decode",  # SGLang 0.5.14 on: the option's new name
     "disable_overlap_schedule",
     "tp_size",
 )

@@ -221,6 +221,16 @@ def test_settings_are_read_defensively():
     assert old.topk == 4 and old.cuda_graph_disabled is True
     empty = read_settings({})
     assert empty.algorithm is None and empty.attention_mode is None and not empty.speculative
+    # SGLang 0.5.14 renamed the option (--cuda-graph-max-bs-decode) and reports the resolved
+    # per-phase graphs (its server_info on the H200, results/2026-12-02-h200-refine)
+    resolved = {"cuda_graph_max_bs_decode": 2, "disable_cuda_graph": False,
+                "cuda_graph_config": {"decode": {"backend": "full", "max_bs": 2, "bs": [1, 2]},
+                                      "prefill": {"backend": "disabled", "max_bs": 8192, "bs": [4, 8192]}}}
+    assert read_settings(resolved).cuda_graph_max_bs == 2 and read_settings(resolved).cuda_graph_disabled is False
+    assert read_settings({"cuda_graph_max_bs_decode": 16}).cuda_graph_max_bs == 16
+    off = {**resolved, "cuda_graph_config": {"decode": {"backend": "disabled", "max_bs": 2}}}
+    assert read_settings(off).cuda_graph_disabled is True
+    assert read_settings({"cuda_graph_config": "garbage", "cuda_graph_max_bs": 4}).cuda_graph_max_bs == 4
 
 
 def _with(subject: Subject, **changes) -> Subject:

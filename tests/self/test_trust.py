@@ -392,6 +392,13 @@ def test_an_edge_case_sends_one_more_request_than_the_captured_cuda_graphs_hold(
     own = dataclasses.replace(tree, args=(*tree.args, "--cuda-graph-max-bs=8"))
     dep2 = dataclasses.replace(dep, configs={**dep.configs, "eagle3-tree": own})
     assert graph_bounds(dep2) == [2, 8]
+    # SGLang 0.5.14's name for the option: one option, so the last of either name wins
+    renamed = dataclasses.replace(tree, args=(*tree.args, "--cuda-graph-max-bs-decode", "4"))
+    dep3 = dataclasses.replace(dep, configs={**dep.configs, "eagle3-tree": renamed})
+    assert graph_bounds(dep3) == [2, 4]
+    both = dataclasses.replace(tree, args=(*tree.args, "--cuda-graph-max-bs-decode=4", "--cuda-graph-max-bs", "6"))
+    dep4 = dataclasses.replace(dep, configs={**dep.configs, "eagle3-tree": both})
+    assert graph_bounds(dep4) == [2, 6]
 
 
 def test_odd_cuda_graph_bounds_never_break_the_edge_cases():
