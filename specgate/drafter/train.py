@@ -311,8 +311,8 @@ def train(
             "step": step,
             # SpecForge 0.2.0's accuracy is over every answer position (its loss mask): a target
             # token outside the draft vocabulary is never predicted, so it already counts as wrong
-            # there (its loss alone is restricted to in-vocabulary targets): never multiply by the
-            # vocabulary's coverage again.
+            # there (its loss alone is restricted to in-vocabulary targets), so the vocabulary's
+            # coverage is reported beside these figures, not multiplied into them.
             "acc": acc,
             "expected_tau_topk1_2steps": tau,
             # every answer token counted: what a server should measure on answers like these, and

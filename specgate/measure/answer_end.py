@@ -1,15 +1,16 @@
 """Where a measured request's answer ended, inside the fixed length it was made to run.
 
 Speed requests run with `ignore_eos` to `max_new_tokens`, so that every config does the same
-work. An answer shorter than that goes on past the model's end of turn: text after `<|im_end|>`
-that no drafter trained on answers (SpecForge, EAGLE-3's papers) has seen, and whose accept
-length says little about the drafter on real traffic. The pooled τ of a gate mixes both; this
-module finds the end of each answer (the first end-of-turn token id in its output) so that a
-report can say how much of what it pooled came after it.
+work. An answer shorter than that goes on past the model's end-of-sequence token, and the
+accept length a gate pools then mixes the answer with whatever the model writes after it. This
+module finds where each answer ended (the first of the model's `eos_token_id` ids in its
+output), so that a report can say how much of what it pooled came after that.
 
-The ids come from the model's own files (`generation_config.json`, then `config.json`), where
-the deployment's model is a local folder: SGLang's HTTP API does not report them. Elsewhere (a
-hub id) nothing is claimed.
+The ids come from the model's own files (`generation_config.json`, then `config.json`) in the
+folder the server loaded, on this host: SGLang's HTTP API does not report them. Where the model
+is not a local folder (a hub id, another host's path) nothing is claimed. A model whose turns end
+on a token its config does not name as `eos_token_id` has its answers counted as running to the
+end: the share past the end is then understated, never overstated.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 from pathlib import Path
 
 CONFIG_FILES = ("generation_config.json", "config.json")
+MAX_CONFIG_BYTES = 1 << 20  # a model's config is a few KB: anything this large is not one
 
 
 def _ids(value: object) -> set[int]:
@@ -30,28 +32,32 @@ def _ids(value: object) -> set[int]:
     return set()
 
 
-def end_of_turn_ids(model_dir: str | Path) -> frozenset[int]:
-    """The model's end-of-turn token ids from its local config files; empty where the model is
-    not a local folder or its files name none (unreadable files are no evidence either)."""
+def end_ids(model_dir: str | Path) -> frozenset[int]:
+    """The model's `eos_token_id` ids from its local config files; empty where the model is not
+    a local folder or its files name none (unreadable or odd files are no evidence either)."""
     directory = Path(model_dir)
     found: set[int] = set()
     for name in CONFIG_FILES:
         try:
-            data = json.loads((directory / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            with (directory / name).open("rb") as fh:
+                raw = fh.read(MAX_CONFIG_BYTES + 1)
+            if len(raw) > MAX_CONFIG_BYTES:
+                continue
+            data = json.loads(raw.decode("utf-8"))
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(data, dict):
             found |= _ids(data.get("eos_token_id"))
     return frozenset(found)
 
 
-def answer_tokens(output_ids: tuple[int, ...], completion_tokens: int, end_ids: frozenset[int]) -> int | None:
-    """Tokens up to and including the first end of turn (all of them where none came); None
-    where that cannot be told: no end ids known, or an answer without its token ids."""
-    if not end_ids or not output_ids or len(output_ids) != completion_tokens:
+def answer_tokens(output_ids: tuple[int, ...], completion_tokens: int, ends: frozenset[int]) -> int | None:
+    """Tokens up to and including the first end-of-sequence id (all of them where none came);
+    None where that cannot be told: no end ids known, or an answer without all its token ids."""
+    if not ends or not output_ids or len(output_ids) != completion_tokens:
         return None
     for i, token in enumerate(output_ids):
-        if token in end_ids:
+        if token in ends:
             return i + 1
     return completion_tokens
 

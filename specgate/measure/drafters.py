@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from specgate import project
-from specgate.deployment import Deployment, expand_placeholders, flag_value
+from specgate.deployment import Deployment, expand_placeholders, flag_int, flag_value
 
 DRAFT_PATH_FLAG = "--speculative-draft-model-path"
 DUMMY_FLAG = "--speculative-draft-load-format"
@@ -87,13 +87,50 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 # ... over each answer's first gate_answer_tokens tokens, what a gate of that length reads
                 "gate_head_tau": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts_head")),
                 "gate_answer_tokens": ((ckpt.get("held_out") or {}).get("gate_answer_tokens")),
-                # ... per prompt set, beside which a report puts the gate's τ per set
+                # ... per prompt set, as recorded (expected_by_set says where it applies)
                 "gate_head_tau_by_set": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts_head_by_set")),
+                "gate_prompts_digest": (made.get("prompts") or {}).get("gate_prompts_judged"),
             }
+            expected = expected_by_set(out["made"], deployment, config)
+            if expected:
+                out["expected_tau_by_set"] = expected
             recorded = ckpt.get("sha256")
             out["matches_record"] = recorded == out["sha256"] if recorded and out["sha256"] else None
         except (OSError, ValueError, AttributeError, TypeError, RecursionError) as exc:
             out["made"] = {"unreadable": f"{record}: {str(exc)[:200]}"}
+    return out
+
+
+def expected_by_set(made: dict, deployment: Deployment, config: str) -> dict[str, float]:
+    """Training's expected τ per prompt set, where it is a figure for what this config measures:
+    2 draft steps at topk 1 (what training's figure models), answers as long as the workload's,
+    the same built-in prompts (their digest) in the ChatML the distillation rendered them in,
+    and only the sets this workload sends. Values that are not an accept length are dropped."""
+    from specgate.drafter.prompts import digest, gate_prompts
+
+    raw = made.get("gate_head_tau_by_set")
+    args = (*deployment.launch.args, *deployment.configs[config].args)
+    wl = deployment.workload
+    applies = (
+        isinstance(raw, dict)
+        and flag_int(args, "--speculative-num-steps") == 2
+        and flag_int(args, "--speculative-eagle-topk") == 1
+        and made.get("gate_answer_tokens") == wl.max_new_tokens
+        and wl.prompt_format == "chatml"
+        and made.get("gate_prompts_digest") == digest(gate_prompts())
+    )
+    if not applies:
+        return {}
+    out = {}
+    for name, value in raw.items():  # type: ignore[union-attr]
+        if name not in wl.prompt_sets or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        try:
+            tau = float(value)
+        except OverflowError:
+            continue
+        if 1.0 <= tau <= 3.0:  # 2 steps: one bonus token and at most two accepted drafts
+            out[str(name)] = round(tau, 3)
     return out
 
 

@@ -13,13 +13,14 @@ import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from specgate import project
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment, expand_placeholders
 from specgate.errors import UntimeableAnswer
-from specgate.measure.answer_end import answer_tokens, end_of_turn_ids
+from specgate.measure.answer_end import answer_tokens, end_ids
 from specgate.measure.stats import settled
 from specgate.prompts import render
 from specgate.server.pool import LiveServer
@@ -56,7 +57,7 @@ class SpeedSample:
 
     @classmethod
     def of(
-        cls, result: GenerateResult, boot: int = 1, index: int = 0, end_ids: frozenset[int] = frozenset()
+        cls, result: GenerateResult, boot: int = 1, index: int = 0, ends: frozenset[int] = frozenset()
     ) -> SpeedSample:
         if result.decode_tps is None or result.ttft_s is None:
             raise UntimeableAnswer(
@@ -79,7 +80,7 @@ class SpeedSample:
             accept_histogram=result.spec.histogram if result.spec else None,
             boot=boot,
             index=index,
-            answer_tokens=answer_tokens(result.output_ids, result.completion_tokens, end_ids),
+            answer_tokens=answer_tokens(result.output_ids, result.completion_tokens, ends),
         )
 
 
@@ -145,11 +146,26 @@ class SpeedMeter:
         blob = json.dumps([r.payload() for r in self.requests], sort_keys=True)
         self.workload_digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
         self.results: dict[tuple[str, int], ConfigSpeed] = {}
-        # Read once: where each answer ends inside its fixed length (empty: not told).
-        self.end_ids = end_of_turn_ids(expand_placeholders(deployment.model, {"repo": str(project.current().root)}))
+        # Per config, read once: the end-of-sequence ids of the model its server loaded (empty: not told).
+        self._end_ids: dict[str, frozenset[int]] = {}
         # (server process, concurrency) already warmed. Not id(server): a server object freed after
         # release can hand its id to the next one booted, which would then skip its warmup.
         self._warm: set[tuple[str, int | None, int]] = set()
+
+    def end_ids_of(self, server: LiveServer) -> frozenset[int]:
+        """The model's end-of-sequence ids, read from the folder the server says it loaded (its
+        /model_info `model_path`, else the deployment's model), relative paths from the project
+        root where the local launcher starts servers. None claimed for a server on another host."""
+        if server.config not in self._end_ids:
+            found: frozenset[int] = frozenset()
+            if self.deployment.launch.launcher == "local":
+                reported = server.model_info.get("model_path") if isinstance(server.model_info, dict) else None
+                root = str(project.current().root)
+                path = Path(reported if isinstance(reported, str) and reported else expand_placeholders(
+                    self.deployment.model, {"repo": root}))
+                found = end_ids(path if path.is_absolute() else Path(root) / path)
+            self._end_ids[server.config] = found
+        return self._end_ids[server.config]
 
     def label(self, sample: SpeedSample) -> str:
         """The prompt (set/id) a measured request sent."""
@@ -172,10 +188,10 @@ class SpeedMeter:
     def _round_once(self, server: LiveServer, concurrency: int, index: int) -> list[SpeedSample]:
         batch = [self.requests[(index + k) % len(self.requests)] for k in range(concurrency)]
         if concurrency == 1:
-            return [SpeedSample.of(server.generate(batch[0]), server.boot, index, self.end_ids)]
+            return [SpeedSample.of(server.generate(batch[0]), server.boot, index, self.end_ids_of(server))]
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             return [
-                SpeedSample.of(r, server.boot, index + k, self.end_ids)
+                SpeedSample.of(r, server.boot, index + k, self.end_ids_of(server))
                 for k, r in enumerate(pool.map(server.generate, batch))
             ]
 

@@ -15,7 +15,7 @@ from specgate.equivalence.check import EquivalenceStats
 from specgate.equivalence.known import known_defects_for
 from specgate.measure.speed import Measurements
 from specgate.measure.summary import accept_by_set, summarise_speed
-from specgate.report.model import SCHEMA_VERSION, Report
+from specgate.report.model import SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import RunVerdict, Verdict
@@ -157,7 +157,7 @@ def _equivalence_rows(
             "refused": list(s.refused),
             "near_tie_flips": len(s.flips),
             "decisive_failures": len(s.failures),
-            "tolerated": s.tolerated[:20],
+            "tolerated": s.tolerated[:TOLERATED_KEPT],
             "tokens_compared": s.tokens_compared,
             "flips": [
                 {

@@ -5,20 +5,25 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from specgate.report.model import Interval, Report, Settings
+from specgate.report.model import TOLERATED_KEPT, Interval, Report, Settings
 from specgate.verdicts.gates import RunVerdict, Status
 
 
 def _expected_by_set(report: Report, config: str) -> dict[str, float]:
-    """Training's expected τ per gate prompt set for the drafter a config ran (drafter.json), read
-    defensively: a record is the drafter's, not ours."""
-    made = ((report.drafters or {}).get(config) or {}).get("made")
-    sets = made.get("gate_head_tau_by_set") if isinstance(made, dict) else None
+    """Training's expected τ per prompt set for the drafter a config ran, where it applies to
+    what this config measured (specgate.measure.drafters.expected_by_set decided, at the run)."""
+    identity = (report.drafters or {}).get(config) or {}
+    sets = identity.get("expected_tau_by_set")
     if not isinstance(sets, dict):
         return {}
-    return {
-        str(k): float(v) for k, v in sets.items() if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-    }
+    out = {}
+    for name, value in sets.items():
+        try:
+            if not isinstance(value, bool) and math.isfinite(float(value)):
+                out[str(name)] = float(value)
+        except (TypeError, ValueError, OverflowError):
+            continue
+    return out
 
 
 def _iv(d: Interval | None, fmt: str = "{:.1f}") -> str:
@@ -90,7 +95,11 @@ def render_markdown(report: Report) -> str:
             expected = {r.config: _expected_by_set(report, r.config) for r, _ in by_set}
             out.append(
                 "\nAccept length by prompt set (pooled tokens / verify steps; requests in brackets"
-                + ("; expected: the drafter's training figure for the same prompts' answers" if any(expected.values()) else "")
+                + (
+                    "; expected: training's figure for the same prompts' greedy answers, 2 steps, topk 1"
+                    if any(expected.values())
+                    else ""
+                )
                 + "):\n"
             )
             for r, sets in by_set:
@@ -175,12 +184,15 @@ def render_markdown(report: Report) -> str:
             for t in e.tolerated:
                 tolerated[(e.config, t)] = tolerated.get((e.config, t), 0) + 1
         if tolerated:
+            capped = any(len(e.tolerated) >= TOLERATED_KEPT for e in report.equivalence)
             out.append(
-                f"\n{sum(tolerated.values())} answer(s) differ in a way the deployment declares known "
-                "(the config's `tolerate`); counted as declared known differences, not failures:\n"
+                f"\n{'At least ' if capped else ''}{sum(tolerated.values())} answer(s) differ in a way the deployment "
+                "declares known (the config's `tolerate`); counted as declared known differences, not failures:\n"
             )
             for (config, line), times in list(tolerated.items())[:10]:
                 out.append(f"- {config}: {line}" + (f" (in {times} requests)" if times > 1 else ""))
+            if len(tolerated) > 10:
+                out.append(f"- … and {len(tolerated) - 10} more in report.json")
         for e in report.equivalence:
             for t in e.unused_tolerances:
                 out.append(

@@ -199,6 +199,9 @@ class Flip(_Part):
     margin: float
 
 
+TOLERATED_KEPT = 500  # tolerated answers' lines kept per config in report.json (repeats collapse in report.md)
+
+
 class EquivalenceRow(_Part):
     known_defects: list[str] = []  # known upstream defects this config's failure shapes match
     unused_tolerances: list[str] = []  # declared tolerances that matched nothing here

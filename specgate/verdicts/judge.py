@@ -457,11 +457,13 @@ class Judge:
         if past is not None:
             figures["past_answer_end"] = past
             if past["requests"]:
+                whose = "" if past["of"] == len(spec) else f" whose token ids came back (of {len(spec)})"
                 notes.append(
-                    f"{past['requests']} of {past['of']} requests ran past the model's end of turn (speed requests "
-                    f"ignore EOS to run to max_new_tokens = {wl.max_new_tokens}): {past['token_share']:.0%} of the "
-                    "tokens pooled here follow the answer, text a drafter trained on answers has not seen "
-                    "(SGLang's counters are per request, so τ over the answers alone cannot be separated)"
+                    f"{past['requests']} of the {past['of']} requests{whose} ran past the model's end-of-sequence "
+                    f"token (speed requests ignore EOS to run to max_new_tokens = {wl.max_new_tokens}): "
+                    f"{past['token_share']:.0%} of their tokens come after the answer, text past the end of turn "
+                    "that a drafter trained on answers alone has not learned (SGLang counts accepts per request, "
+                    "so τ over the answers alone cannot be separated)"
                 )
         if status != PASS:
             notes.append(

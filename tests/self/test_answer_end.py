@@ -6,18 +6,28 @@ from __future__ import annotations
 
 import json
 
-from specgate.measure.answer_end import answer_tokens, end_of_turn_ids, past_the_end
+from specgate.measure.answer_end import answer_tokens, end_ids, past_the_end
 
 
-def test_end_of_turn_ids_come_from_the_models_own_files(tmp_path):
+def test_end_ids_come_from_the_models_own_files(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": 2}))
     (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 7]}))
-    assert end_of_turn_ids(tmp_path) == {2, 7}
-    assert end_of_turn_ids(tmp_path / "absent") == frozenset()  # a hub id: nothing claimed
-    assert end_of_turn_ids("HuggingFaceTB/SmolLM2-135M-Instruct") == frozenset()
+    assert end_ids(tmp_path) == {2, 7}
+    assert end_ids(tmp_path / "absent") == frozenset()  # a hub id: nothing claimed
+    assert end_ids("HuggingFaceTB/SmolLM2-135M-Instruct") == frozenset()
     (tmp_path / "generation_config.json").write_text("{not json")
     (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": [True, -1, "2", 5]}))
-    assert end_of_turn_ids(tmp_path) == {5}  # garbage is no evidence
+    assert end_ids(tmp_path) == {5}  # garbage is no evidence
+    # hostile files: nested past Python's recursion limit, huge, a folder, a loop: none is evidence
+    (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert end_ids(tmp_path) == frozenset()
+    (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": 3, "pad": "x" * (2 << 20)}))
+    assert end_ids(tmp_path) == frozenset()
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "config.json").mkdir()
+    assert end_ids(tmp_path) == frozenset()
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert end_ids(tmp_path / "loop") == frozenset()
 
 
 def test_an_answer_ends_at_its_first_end_of_turn_and_unknown_is_not_guessed():
@@ -35,21 +45,27 @@ def test_past_the_end_pools_tokens_and_counts_requests():
 
 
 def test_the_accept_floor_says_how_much_it_pooled_past_the_answers(sim_deployment, pytester, tmp_path):
-    """The simulator's model folder names '.' and ',' (ids 1, 2) as its end of turn: most answers
-    'end' early, and the floor's verdict says what share of its tokens followed."""
+    """The simulator's model folder names '.' and ',' (ids 1, 2) as its end of sequence: most
+    answers 'end' early, and the floor's verdict says what share of its tokens followed."""
     model = tmp_path / "toy-model"
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"eos_token_id": [1, 2]}))
-    floor = {"model": str(model), "gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}}
+    from tests.self.helpers import sim_deployment_dict
+
+    launch_args = sim_deployment_dict()["launch"]["args"]
+    at = launch_args.index("--model-path") + 1
+    loaded = [*launch_args[:at], str(model), *launch_args[at + 1 :]]  # the folder the server loads
+    floor = {"launch": {"args": loaded}, "gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}}
     d = sim_deployment(floor)
     result = d.run(pytester, "-k", "accept_length_floor")
     assert result.ret == 0, result.stdout.str()[-3000:]
     gate = next(g for g in d.report()["gates"] if g["gate"].startswith("accept:"))
     past = gate["figures"]["past_answer_end"]
     assert past["of"] == gate["figures"]["n"] and 0 < past["requests"] <= past["of"] and 0 < past["token_share"] < 1
-    assert any("ran past the model's end of turn" in note for note in gate["notes"]), gate["notes"]
-    # Without a local model folder nothing is claimed.
-    d = sim_deployment({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}})
+    assert any("ran past the model's end-of-sequence token" in note for note in gate["notes"]), gate["notes"]
+    # The folder the server did not load is not read: the deployment's `model` names one with end
+    # ids, the server loads the toy model (no folder): nothing is claimed.
+    d = sim_deployment({"model": str(model), "gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}})
     assert d.run(pytester, "-k", "accept_length_floor").ret == 0
     gate = next(g for g in d.report()["gates"] if g["gate"].startswith("accept:"))
     assert "past_answer_end" not in gate["figures"]

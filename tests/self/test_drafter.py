@@ -643,20 +643,33 @@ def test_a_gate_answer_length_below_one_token_is_refused():
 
 
 def test_the_report_puts_training_expectation_per_prompt_set_beside_the_measured_one(tmp_path):
-    """The H200 report of 92ace6f, its drafter record given a per-set expectation (as training now
-    writes): each set's measured τ is shown with what training expected of the same prompts."""
+    """The H200 report of 92ace6f, its drafter given a per-set expectation (as training now
+    writes it): each set's measured τ is shown with what training expected of the same prompts,
+    only for a config whose measurement that figure models, and garbage never breaks the report."""
+    from specgate.deployment import load_deployment
+    from specgate.drafter.prompts import digest, gate_prompts
+    from specgate.measure.drafters import expected_by_set
     from specgate.report.markdown import render_markdown
     from specgate.report.model import read_report
+
+    dep = load_deployment("smollm2-eagle3-h200")
+    made = {"gate_head_tau_by_set": {"chat": 1.8, "code": 2.04, "math": True, "translation": float("nan"),
+                                     "summarisation": 10**400, "long_context": 7.0, "poetry": 1.5},
+            "gate_answer_tokens": 128, "gate_prompts_digest": digest(gate_prompts())}
+    assert expected_by_set(made, dep, "eagle3-decode") == {"chat": 1.8, "code": 2.04}
+    assert expected_by_set(made, dep, "eagle3-tree") == {}  # 3 steps, topk 4: not what training models
+    assert expected_by_set({**made, "gate_answer_tokens": 256}, dep, "eagle3-decode") == {}
+    assert expected_by_set({**made, "gate_prompts_digest": "other"}, dep, "eagle3-decode") == {}
+    assert expected_by_set({**made, "gate_head_tau_by_set": ["chat", 1.8]}, dep, "eagle3-decode") == {}
 
     path = Path(__file__).parents[2] / "results/2026-12-02-h200-refine/3-gate-update/smollm2-eagle3-h200-update/report/report.json"
     report = read_report(path)
     assert "expected" not in render_markdown(report).split("Accept length by prompt set")[1].splitlines()[0]
-    made = report.drafters["eagle3-decode"]["made"]
-    made["gate_head_tau_by_set"] = {"chat": 1.8, "code": 2.04, "math": True, "translation": float("nan")}
+    report.drafters["eagle3-decode"]["expected_tau_by_set"] = {"chat": 1.8, "code": 2.04, "math": 10**400, "x": "y"}
     text = render_markdown(report)
     line = next(line for line in text.splitlines() if line.startswith("- eagle3-decode (concurrency 1): chat"))
     assert "chat 1.67 (6; expected 1.80)" in line and "code 1.92 (5; expected 2.04)" in line
-    assert "math 1.98 (5)," in line and "translation 1.83 (5)," in line  # not a number: not shown
-    assert "expected: the drafter's training figure" in text
+    assert "math 1.98 (5)," in line  # not a number it can show: not shown
+    assert "expected: training's figure for the same prompts' greedy answers, 2 steps, topk 1" in text
     prefill = next(line for line in text.splitlines() if line.startswith("- eagle3-prefill (concurrency 1)"))
-    assert "expected" not in prefill  # another config's drafter record gives none
+    assert "expected" not in prefill  # another config's identity gives none

@@ -216,3 +216,24 @@ def test_a_field_of_a_later_version_is_required_only_from_that_version_on(sim_re
     assert old.schema_version == 1 and all(row.refused == [] for row in old.equivalence)
     with pytest.raises(ReportError, match=r"lacks 'refused', which every report of schema_version 2 holds"):
         read_report(_written(sim_report, tmp_path / "v2", drop_refused(2)))
+
+
+def test_declared_known_differences_collapse_and_never_undercount():
+    """Each tolerated answer's line names its case; repeats are one line with a count, more than
+    ten lines say how many are left to report.json, and a list at report.json's cap says 'at least'."""
+    from pathlib import Path
+
+    from specgate.report.markdown import render_markdown
+    from specgate.report.model import TOLERATED_KEPT, read_report
+
+    path = Path(__file__).parents[2] / "results/2026-12-02-h200-refine/3-gate-update/smollm2-eagle3-h200-update/report/report.json"
+    report = read_report(path)
+    row = report.equivalence[0]
+    row.tolerated = ["`translation/translation-03`: runs past '.'"] * 3
+    text = render_markdown(report)
+    assert f"- {row.config}: `translation/translation-03`: runs past '.' (in 3 requests)" in text
+    row.tolerated = [f"`case-{i}`: differs" for i in range(12)]
+    text = render_markdown(report)
+    assert "- … and 4 more in report.json" in text and "At least" not in text  # 12 here, 2 other configs' lines
+    row.tolerated = ["`case`: differs"] * TOLERATED_KEPT
+    assert f"At least {TOLERATED_KEPT + 6} answer(s) differ" in render_markdown(report)
