@@ -7,6 +7,7 @@ needs no transformers; a deployment picks the one its model was trained with.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -74,6 +75,21 @@ def load_prompt_file(path: Path, set_name: str) -> tuple[Prompt, ...]:
 
 def load_prompts(set_names: tuple[str, ...]) -> tuple[Prompt, ...]:
     return tuple(p for name in set_names for p in load_prompt_set(name))
+
+
+def messages_digest(conversations: list[tuple[Message, ...]]) -> str:
+    """A short digest of conversations' roles and texts, in order: names a prompt list in a record
+    (a drafter's training, say) so that a reader can tell whether it is the same list."""
+    h = hashlib.sha256()
+    for messages in conversations:
+        for m in messages:
+            h.update(f"{m.role}\x00{m.content}\x01".encode())
+    return h.hexdigest()[:16]
+
+
+def builtin_sets_digest() -> str:
+    """messages_digest of every built-in prompt set, in KNOWN_SETS order."""
+    return messages_digest([p.messages for p in load_prompts(KNOWN_SETS)])
 
 
 def render(messages: tuple[Message, ...], fmt: str) -> str:

@@ -11,7 +11,6 @@ specgate.drafter.distil), so the prompts only need to steer it into varied, real
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import random
 import re
@@ -221,11 +220,9 @@ def leaks(prompts: list[TrainingPrompt]) -> list[str]:
 
 
 def digest(prompts: list[TrainingPrompt]) -> str:
-    h = hashlib.sha256()
-    for p in prompts:
-        for m in p.messages:
-            h.update(f"{m.role}\x00{m.content}\x01".encode())
-    return h.hexdigest()[:16]
+    from specgate.prompts import messages_digest
+
+    return messages_digest([p.messages for p in prompts])
 
 
 # Templated prompts alone proved too narrow (results/2026-11-30-h200-eagle3: held-out top-1

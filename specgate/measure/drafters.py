@@ -14,6 +14,7 @@ from pathlib import Path
 
 from specgate import project
 from specgate.deployment import Deployment, expand_placeholders, flag_int, flag_value
+from specgate.prompts import builtin_sets_digest
 
 DRAFT_PATH_FLAG = "--speculative-draft-model-path"
 DUMMY_FLAG = "--speculative-draft-load-format"
@@ -106,8 +107,6 @@ def expected_by_set(made: dict, deployment: Deployment, config: str) -> dict[str
     2 draft steps at topk 1 (what training's figure models), answers as long as the workload's,
     the same built-in prompts (their digest) in the ChatML the distillation rendered them in,
     and only the sets this workload sends. Values that are not an accept length are dropped."""
-    from specgate.drafter.prompts import digest, gate_prompts
-
     raw = made.get("gate_head_tau_by_set")
     args = (*deployment.launch.args, *deployment.configs[config].args)
     wl = deployment.workload
@@ -117,7 +116,7 @@ def expected_by_set(made: dict, deployment: Deployment, config: str) -> dict[str
         and flag_int(args, "--speculative-eagle-topk") == 1
         and made.get("gate_answer_tokens") == wl.max_new_tokens
         and wl.prompt_format == "chatml"
-        and made.get("gate_prompts_digest") == digest(gate_prompts())
+        and made.get("gate_prompts_digest") == builtin_sets_digest()
     )
     if not applies:
         return {}
