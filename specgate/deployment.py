@@ -198,6 +198,11 @@ class Workload:
     # The user's own prompt files (the same JSONL as fixtures/prompts), resolved from the
     # deployment file's folder: accept length depends on the traffic, so gate on yours.
     prompt_files: tuple[Path, ...] = ()
+    # Speed requests run past the model's end of sequence to max_new_tokens (true: every config
+    # does the same work), or stop where the answer ends (false: τ over answers alone, as
+    # training and EAGLE-3's own benchmarks count it; a config whose answers differ then does
+    # different work, and an answer of one chunk cannot be timed).
+    ignore_eos: bool = True
 
     def prompts(self) -> tuple[Prompt, ...]:
         """Every prompt the workload sends: the built-in sets named, then each prompt file."""
@@ -881,6 +886,7 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
         warmup=warmup,
         request_timeout_s=t.number("request_timeout_s", 300.0, minimum=0.1),
         prompt_files=tuple(paths),
+        ignore_eos=t.flag("ignore_eos", True),
     )
     t.reject_unknown()
     return workload

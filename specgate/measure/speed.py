@@ -1,8 +1,8 @@
 """Single-stream (and concurrent) decode speed of one config, warmed up until settled.
 
 Every config is sent the same pinned sequence of requests (fixed prompts in a fixed
-order, greedy, ignore_eos, fixed max_new_tokens), so two configs' figures differ by
-the server alone. Warmup runs until the last few decode figures agree: cold requests
+order, greedy, fixed max_new_tokens, and by default ignore_eos: `workload.ignore_eos`), so
+two configs' figures differ by the server alone. Warmup runs until the last few decode figures agree: cold requests
 on a GPU run 10–100x slower while kernels compile, and a measurement that starts
 before they settle compares compilers, not decoders.
 """
@@ -60,10 +60,16 @@ class SpeedSample:
         cls, result: GenerateResult, boot: int = 1, index: int = 0, ends: frozenset[int] = frozenset()
     ) -> SpeedSample:
         if result.decode_tps is None or result.ttft_s is None:
+            ended = result.finish_reason.kind == "stop" and result.completion_tokens < result.request.max_new_tokens
+            why = (
+                "the answer ended on its own (workload.ignore_eos = false): a prompt answered this briefly "
+                "cannot be timed; leave such prompts out, or run to max_new_tokens with ignore_eos = true"
+                if ended
+                else "too few tokens: raise workload.max_new_tokens; or the server or a proxy does not stream"
+            )
             raise UntimeableAnswer(
                 f"request produced {result.completion_tokens} token(s) in {result.chunks} chunk(s) that arrived "
-                "as one: decoding cannot be timed (too few tokens: raise workload.max_new_tokens; or the server "
-                "or a proxy does not stream)"
+                f"as one: decoding cannot be timed ({why})"
             )
         return cls(
             decode_tps=result.decode_tps,
@@ -138,7 +144,10 @@ class SpeedMeter:
         self.labels = [p.label for p in prompts]  # the prompt of each pinned request, for per-set figures
         self.requests = [
             GenerateRequest(
-                max_new_tokens=w.max_new_tokens, text=render(p.messages, w.prompt_format), ignore_eos=True, stream=True
+                max_new_tokens=w.max_new_tokens,
+                text=render(p.messages, w.prompt_format),
+                ignore_eos=w.ignore_eos,
+                stream=True,
             )
             for p in prompts
         ]

@@ -453,6 +453,11 @@ class Judge:
         figures: dict = {"accept_length": tau.as_dict(), "required": gate.at_least, "n": len(spec)}
         noise = "requests (which prompt, which answer); accept length does not depend on timing"
         notes = []
+        if not wl.ignore_eos:
+            figures["answers_only"] = True
+            notes.append(
+                "requests end where the model's answer ends (workload.ignore_eos = false): τ over the answers alone"
+            )
         past = past_the_end([(s.completion_tokens, s.answer_tokens) for s in spec])
         if past is not None:
             figures["past_answer_end"] = past

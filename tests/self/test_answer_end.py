@@ -69,3 +69,30 @@ def test_the_accept_floor_says_how_much_it_pooled_past_the_answers(sim_deploymen
     assert d.run(pytester, "-k", "accept_length_floor").ret == 0
     gate = next(g for g in d.report()["gates"] if g["gate"].startswith("accept:"))
     assert "past_answer_end" not in gate["figures"]
+
+
+def test_a_workload_may_measure_answers_alone(sim_deployment, pytester):
+    """workload.ignore_eos = false: requests stop where the answer ends, the pinned sequence is
+    another (stored samples of the default do not pair with it), and the floor says τ is over
+    answers alone; anything but a boolean is refused naming the field."""
+    import pytest
+
+    from specgate.deployment import parse_deployment
+    from specgate.errors import SpecgateError
+    from specgate.measure.speed import SpeedMeter
+    from tests.self.helpers import merge, sim_deployment_dict
+
+    default = parse_deployment(sim_deployment_dict(), __import__("pathlib").Path("x.toml"))
+    answers = parse_deployment(merge(sim_deployment_dict(), {"workload": {"ignore_eos": False}}), __import__("pathlib").Path("x.toml"))
+    assert default.workload.ignore_eos is True and answers.workload.ignore_eos is False
+    assert SpeedMeter(answers).workload_digest != SpeedMeter(default).workload_digest
+    assert not any(r.ignore_eos for r in SpeedMeter(answers).requests)
+    with pytest.raises(SpecgateError, match="ignore_eos"):
+        parse_deployment(merge(sim_deployment_dict(), {"workload": {"ignore_eos": "no"}}), __import__("pathlib").Path("x.toml"))
+    d = sim_deployment({"workload": {"ignore_eos": False},
+                        "gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}})
+    result = d.run(pytester, "-k", "accept_length_floor")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    gate = next(g for g in d.report()["gates"] if g["gate"].startswith("accept:"))
+    assert gate["figures"]["answers_only"] is True
+    assert any("τ over the answers alone" in note for note in gate["notes"])
