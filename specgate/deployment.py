@@ -199,9 +199,9 @@ class Workload:
     # deployment file's folder: accept length depends on the traffic, so gate on yours.
     prompt_files: tuple[Path, ...] = ()
     # Speed requests run past the model's end of sequence to max_new_tokens (true: every config
-    # does the same work), or stop where the answer ends (false: τ over answers alone, as
-    # training and EAGLE-3's own benchmarks count it; a config whose answers differ then does
-    # different work, and an answer of one chunk cannot be timed).
+    # does the same work), or stop where the answer ends (false: τ and tok/s over answers alone,
+    # nearer what training counts; every speed figure then means something else, so stored
+    # baselines, calibrations and sweeps of the other mode never apply; concurrency 1 only).
     ignore_eos: bool = True
 
     def prompts(self) -> tuple[Prompt, ...]:
@@ -888,6 +888,13 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
         prompt_files=tuple(paths),
         ignore_eos=t.flag("ignore_eos", True),
     )
+    if not workload.ignore_eos and any(c > 1 for c in workload.concurrency):
+        raise t.error(
+            "ignore_eos",
+            f"is false with concurrency {list(workload.concurrency)}: answers of unequal length drain a batch "
+            "as they end, so a request would be timed partly at a smaller batch than its row says; measure "
+            "answers alone at concurrency [1], or keep ignore_eos = true",
+        )
     t.reject_unknown()
     return workload
 

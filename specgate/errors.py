@@ -86,7 +86,12 @@ class RequestTimeout(ClientError):
 class UntimeableAnswer(SpecgateError):
     """An answer whose decode speed cannot be timed: its tokens arrived in one piece (a server or
     proxy that does not stream, too few tokens, or a client so starved of CPU that it read the
-    whole stream at once)."""
+    whole stream at once). `ended_on_its_own`: the answer stopped at the model's end of sequence,
+    so sending it again gives the same one piece."""
+
+    def __init__(self, message: str, ended_on_its_own: bool = False) -> None:
+        super().__init__(message)
+        self.ended_on_its_own = ended_on_its_own
 
 
 class TransportError(ClientError):

@@ -1,7 +1,7 @@
 """Where a measured request's answer ended, inside the fixed length it was made to run.
 
-Speed requests run with `ignore_eos` to `max_new_tokens`, so that every config does the same
-work. An answer shorter than that goes on past the model's end-of-sequence token, and the
+Speed requests run by default with `ignore_eos` to `max_new_tokens`, so that every config does
+the same work (`workload.ignore_eos`). An answer shorter than that goes on past the model's end-of-sequence token, and the
 accept length a gate pools then mixes the answer with whatever the model writes after it. This
 module finds where each answer ended (the first of the model's `eos_token_id` ids in its
 output), so that a report can say how much of what it pooled came after that.

@@ -62,14 +62,16 @@ class SpeedSample:
         if result.decode_tps is None or result.ttft_s is None:
             ended = result.finish_reason.kind == "stop" and result.completion_tokens < result.request.max_new_tokens
             why = (
-                "the answer ended on its own (workload.ignore_eos = false): a prompt answered this briefly "
-                "cannot be timed; leave such prompts out, or run to max_new_tokens with ignore_eos = true"
+                "the answer ended on its own, workload.ignore_eos = false: a prompt answered this briefly "
+                "cannot be timed; name prompt_sets without it or copy the prompts to keep into prompt_files, "
+                "or run to max_new_tokens with ignore_eos = true"
                 if ended
                 else "too few tokens: raise workload.max_new_tokens; or the server or a proxy does not stream"
             )
             raise UntimeableAnswer(
                 f"request produced {result.completion_tokens} token(s) in {result.chunks} chunk(s) that arrived "
-                f"as one: decoding cannot be timed ({why})"
+                f"as one: decoding cannot be timed ({why})",
+                ended_on_its_own=ended,
             )
         return cls(
             decode_tps=result.decode_tps,
@@ -190,7 +192,9 @@ class SpeedMeter:
         for _ in range(UNTIMED_TRIES - 1):
             try:
                 return self._round_once(server, concurrency, index)
-            except UntimeableAnswer:
+            except UntimeableAnswer as exc:
+                if exc.ended_on_its_own:  # greedy: the same prompt ends the same way again
+                    raise
                 continue
         return self._round_once(server, concurrency, index)
 

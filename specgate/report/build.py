@@ -249,6 +249,7 @@ def build_report(
         },
         # What ran may all have passed; a run that was interrupted as a whole did not.
         "interrupted": interrupted,
+        "ignore_eos": deployment.workload.ignore_eos,
         "drafters": drafters,
     }
     # Checked as a reader checks it (every field present): a report no reader accepts is never written.

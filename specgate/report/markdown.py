@@ -68,6 +68,11 @@ def render_markdown(report: Report) -> str:
             else "one block per server (servers cannot coexist): the ratios also hold whatever drifted between blocks"
         )
         out.append(f"Measured {how}; {plan.boots} boot(s) per config.")
+    if not report.ignore_eos:
+        out.append(
+            "Speed requests stopped where each answer ended (workload.ignore_eos = false): τ and tok/s are over "
+            "answers alone, not over max_new_tokens, and compare only with runs of that mode."
+        )
     if report.calibration:
         out.append(f"Between-boot spread from this machine's calibration: `{report.calibration}`.")
     blind = [g for g in report.gates if "NOT the between-boot" in (g.noise or "")]

@@ -3,7 +3,8 @@ renderers read, what `specgate spread` and the CLI's closing line read back, and
 `docs/report.schema.json` (`specgate schema report`).
 
 Versions (`schema_version`): 1 is the first written through these models; 2 adds an
-equivalence row's `refused` (edge requests its config refused). Reports written
+equivalence row's `refused` (edge requests its config refused); 3 the run's `ignore_eos` (whether
+speed requests ran past the model's end of sequence or measured answers alone). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -27,7 +28,7 @@ from specgate.documents import problem
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[2] = 2
+SCHEMA_VERSION: Literal[3] = 3
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -36,7 +37,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2],
+    Literal[0, 1, 2, 3],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -352,6 +353,10 @@ class Report(_Part):
     # Open: per speculative config, the drafter's identity as specgate.measure.drafters records it
     # (path, checksum, and the training record's fields, which depend on how it was made).
     drafters: dict[str, dict[str, Any]] | None = None
+    # workload.ignore_eos: speed requests ran to max_new_tokens past the end of sequence (true),
+    # or stopped where each answer ended (false: τ and tok/s over answers alone)
+    ignore_eos: bool = True
+    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3}
 
 
 class ErrorReport(_Part):

@@ -119,6 +119,7 @@ def plan_sweep(deployment: Deployment) -> SweepPlan:
             "measure": [
                 spec.repeats,
                 spec.max_new_tokens,
+                w.ignore_eos,  # answers alone or fixed lengths: different figures
                 list(w.prompt_sets),
                 w.prompt_format,
                 # The user's prompt files by content: an edited file is another workload.

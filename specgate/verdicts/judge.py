@@ -461,7 +461,13 @@ class Judge:
         past = past_the_end([(s.completion_tokens, s.answer_tokens) for s in spec])
         if past is not None:
             figures["past_answer_end"] = past
-            if past["requests"]:
+            if past["requests"] and not wl.ignore_eos:
+                notes.append(
+                    f"{past['requests']} of {past['of']} requests ended on max_new_tokens with tokens past the "
+                    "model's end of sequence, accepted in the verify step that reached the limit (SGLang checks "
+                    "the limit before the stops)"
+                )
+            elif past["requests"]:
                 whose = "" if past["of"] == len(spec) else f" whose token ids came back (of {len(spec)})"
                 notes.append(
                     f"{past['requests']} of the {past['of']} requests{whose} ran past the model's end-of-sequence "
@@ -536,8 +542,8 @@ class Judge:
                     name,
                     config,
                     NOT_COMPARED,
-                    f"the pinned workload changed since {stored.path.name} was recorded (prompts, format or "
-                    "max_new_tokens): its requests no longer pair with ours; update the baseline",
+                    f"the pinned workload changed since {stored.path.name} was recorded (prompts, format, "
+                    "max_new_tokens or ignore_eos): its requests no longer pair with ours; update the baseline",
                 )
             )
         notes = [why_not] if why_not else []

@@ -89,10 +89,34 @@ def test_a_workload_may_measure_answers_alone(sim_deployment, pytester):
     assert not any(r.ignore_eos for r in SpeedMeter(answers).requests)
     with pytest.raises(SpecgateError, match="ignore_eos"):
         parse_deployment(merge(sim_deployment_dict(), {"workload": {"ignore_eos": "no"}}), __import__("pathlib").Path("x.toml"))
-    d = sim_deployment({"workload": {"ignore_eos": False},
+    # answers of unequal length drain a batch: a row at concurrency 4 would not be at 4
+    with pytest.raises(SpecgateError, match=r"workload\.ignore_eos.*concurrency \[1, 4\]"):
+        parse_deployment(merge(sim_deployment_dict(), {"workload": {"ignore_eos": False, "concurrency": [1, 4]}}),
+                         __import__("pathlib").Path("x.toml"))
+    # a whole run: the speed test's length check follows the mode, the floor and the report say it
+    d = sim_deployment({"workload": {"ignore_eos": False, "max_new_tokens": 60},
                         "gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}})
-    result = d.run(pytester, "-k", "accept_length_floor")
+    result = d.run(pytester, "-k", "accept_length_floor or decode_speed")
     assert result.ret == 0, result.stdout.str()[-3000:]
-    gate = next(g for g in d.report()["gates"] if g["gate"].startswith("accept:"))
+    report = d.report()
+    assert report["ignore_eos"] is False
+    gate = next(g for g in report["gates"] if g["gate"].startswith("accept:"))
     assert gate["figures"]["answers_only"] is True
     assert any("τ over the answers alone" in note for note in gate["notes"])
+    assert "stopped where each answer ended (workload.ignore_eos = false)" in (d.report_dir / "report.md").read_text()
+
+
+def test_an_answer_too_short_to_time_is_not_sent_again():
+    """Greedy: a prompt answered in one chunk is answered so again. The error says what to do."""
+    import pytest
+
+    from specgate.client import FinishReason, GenerateRequest, GenerateResult
+    from specgate.errors import UntimeableAnswer
+    from specgate.measure.speed import SpeedSample
+
+    request = GenerateRequest(max_new_tokens=64, text="hi", ignore_eos=False, stream=True)
+    brief = GenerateResult(request=request, text="Hi.", output_ids=(5, 2), finish_reason=FinishReason("stop", 2),
+                           completion_tokens=2, prompt_tokens=3, e2e_s=0.01, server_e2e_s=None, chunks=1)
+    with pytest.raises(UntimeableAnswer, match="ended on its own") as caught:
+        SpeedSample.of(brief)
+    assert caught.value.ended_on_its_own and "prompt_files" in str(caught.value)

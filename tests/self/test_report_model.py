@@ -34,6 +34,7 @@ FIELDS_BEFORE_THE_MODEL = [
     "gates", "equivalence", "equivalence_not_checked", "baseline_problems", "baseline_margins", "boots",
     "phase_seconds", "fidelity", "diagnosis", "server_settings", "interrupted", "drafters",
 ]  # fmt: skip
+FIELDS_SINCE = ["ignore_eos"]  # schema_version 3
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def sim_report(tmp_path_factory) -> Path:
 
 def test_a_run_writes_the_fields_it_wrote_before_plus_schema_version(sim_report):
     data = json.loads(sim_report.read_text())
-    assert list(data) == ["schema_version", *FIELDS_BEFORE_THE_MODEL]
+    assert list(data) == ["schema_version", *FIELDS_BEFORE_THE_MODEL, *FIELDS_SINCE]
     assert data["schema_version"] == SCHEMA_VERSION
     for section in ("speed", "gates", "equivalence", "boots", "fidelity", "diagnosis"):
         assert data[section], f"the run left {section} empty: the test would check nothing of it"
@@ -126,8 +127,8 @@ def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
         read_report(_written(sim_report, tmp_path, lambda d: d["gates"][1].update(status="skip")))
     with pytest.raises(ReportError, match=r"field 'tests\.passed': expected a whole number, got '3'"):
         read_report(_written(sim_report, tmp_path, lambda d: d["tests"].update(passed="3")))
-    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 2, got 3"):
-        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=3)))
+    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 3, got 4"):
+        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=4)))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(ReportError, match=r"broken\.json: not a specgate report\.json \(JSONDecodeError"):
@@ -216,6 +217,17 @@ def test_a_field_of_a_later_version_is_required_only_from_that_version_on(sim_re
     assert old.schema_version == 1 and all(row.refused == [] for row in old.equivalence)
     with pytest.raises(ReportError, match=r"lacks 'refused', which every report of schema_version 2 holds"):
         read_report(_written(sim_report, tmp_path / "v2", drop_refused(2)))
+
+    def drop_ignore_eos(version):
+        def edit(d):
+            d["schema_version"] = version
+            d.pop("ignore_eos", None)
+        return edit
+
+    (tmp_path / "v3").mkdir()
+    assert read_report(_written(sim_report, tmp_path / "v2", drop_ignore_eos(2))).ignore_eos is True
+    with pytest.raises(ReportError, match=r"lacks 'ignore_eos', which every report of schema_version 3 holds"):
+        read_report(_written(sim_report, tmp_path / "v3", drop_ignore_eos(3)))
 
 
 def test_declared_known_differences_collapse_and_never_undercount():
