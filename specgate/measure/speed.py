@@ -2,9 +2,9 @@
 
 Every config is sent the same pinned sequence of requests (fixed prompts in a fixed
 order, greedy, fixed max_new_tokens, and by default ignore_eos: `workload.ignore_eos`), so
-two configs' figures differ by the server alone. Warmup runs until the last few decode figures agree: cold requests
-on a GPU run 10–100x slower while kernels compile, and a measurement that starts
-before they settle compares compilers, not decoders.
+two configs' figures differ by the server alone. Warmup runs until the last few decode
+figures agree: cold requests on a GPU run 10–100x slower while kernels compile, and a
+measurement that starts before they settle compares compilers, not decoders.
 """
 
 from __future__ import annotations
