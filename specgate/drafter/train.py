@@ -233,6 +233,11 @@ def train(
     layers = capture_layers(target_cfg["num_hidden_layers"])
     samples, gate_by_set = load_samples(data_path, settings.max_length)
     gate = [sample for rows in gate_by_set.values() for sample in rows]
+    # The gate's answer length of them, all and per set: the same every epoch, so cut once.
+    gate_head = first_answer_tokens(gate, settings.gate_answer_tokens)
+    gate_head_by_set = {
+        name: first_answer_tokens(rows, settings.gate_answer_tokens) for name, rows in sorted(gate_by_set.items())
+    }
     train_ix, held_ix = split_held_out(len(samples), settings.held_out, rng)
     held = [samples[i] for i in held_ix]
     taught = [samples[i] for i in train_ix]
@@ -321,13 +326,11 @@ def train(
         }
         if gate:  # reported beside, never chosen by
             judged["expected_tau_gate_prompts"] = expected_accept_length(accuracy(gate))
-            head = first_answer_tokens(gate, settings.gate_answer_tokens)
             judged["gate_answer_tokens"] = settings.gate_answer_tokens
-            judged["expected_tau_gate_prompts_head"] = expected_accept_length(accuracy(head))
+            judged["expected_tau_gate_prompts_head"] = expected_accept_length(accuracy(gate_head))
             # per set, as the gate's report gives τ: which sets the serving gap sits in
             judged["expected_tau_gate_prompts_head_by_set"] = {
-                name: expected_accept_length(accuracy(first_answer_tokens(rows, settings.gate_answer_tokens)))
-                for name, rows in sorted(gate_by_set.items())
+                name: expected_accept_length(accuracy(rows)) for name, rows in gate_head_by_set.items()
             }
         return judged
 

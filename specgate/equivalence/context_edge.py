@@ -88,11 +88,14 @@ _INPUT_SHORTFALL = 6
 _ANSWER_ROOM = 4  # prompt + whole answer <= max_req_input_len + 4
 
 
+def _reserves(algorithm: object) -> bool:
+    return isinstance(algorithm, str) and algorithm.upper() in _RESERVING
+
+
 def draft_reservation(info: dict[str, Any]) -> int:
     """Slots an EAGLE-family server keeps per request for draft tokens (SGLang's tokenizer
     manager counts them with the prompt): max(topk x steps, draft tokens)."""
-    algorithm = lookup(info, "speculative_algorithm")
-    if not isinstance(algorithm, str) or algorithm.upper() not in _RESERVING:
+    if not _reserves(lookup(info, "speculative_algorithm")):
         return 0
     topk, steps, drafts = (lookup(info, name) for name in (
         "speculative_eagle_topk", "speculative_num_steps", "speculative_num_draft_tokens"))
@@ -110,8 +113,7 @@ def declared_speculation(args: tuple[str, ...]) -> dict[str, Any]:
         "speculative_num_steps": flag_int(args, "--speculative-num-steps"),
         "speculative_num_draft_tokens": flag_int(args, "--speculative-num-draft-tokens"),
     }
-    eagle = isinstance(declared["speculative_algorithm"], str) and declared["speculative_algorithm"].upper() in _RESERVING
-    if eagle and all(v is None for k, v in declared.items() if k != "speculative_algorithm"):
+    if _reserves(declared["speculative_algorithm"]) and all(v is None for k, v in declared.items() if k != "speculative_algorithm"):
         declared["speculative_num_draft_tokens"] = ASSUMED_RESERVATION
         declared["reservation_assumed"] = True
     return declared

@@ -66,6 +66,8 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
             ckpt = made.get("checkpoint") or {}
             training = made.get("training") or {}
             distil = made.get("distillation") or {}
+            held = ckpt.get("held_out") or {}
+            prompts = made.get("prompts") or {}
             out["made"] = {
                 "by": made.get("made_by"),
                 "date": made.get("date"),
@@ -76,21 +78,21 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "train_s": training.get("train_s"),
                 "samples": distil.get("samples"),
                 "answer_tokens": distil.get("answer_tokens"),
-                "prompts_digest": (made.get("prompts") or {}).get("digest"),
+                "prompts_digest": prompts.get("digest"),
                 "software": made.get("software"),
                 # What training expected of it on answers it never learned (2 steps, topk 1), every
                 # answer token counted; records before that figure give none (theirs flattered).
-                "held_out_tau": ((ckpt.get("held_out") or {}).get("expected_tau_all_tokens")),
+                "held_out_tau": held.get("expected_tau_all_tokens"),
                 "vocab_coverage": (training.get("vocab_coverage") or {}).get("held_out"),
                 # The same figure on the gate's own prompts' answers (judged, never taught): near the
                 # gate's τ, the gap to held_out_tau is the prompts; far above it, it is the serving.
-                "gate_prompts_tau": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts")),
+                "gate_prompts_tau": held.get("expected_tau_gate_prompts"),
                 # ... over each answer's first gate_answer_tokens tokens, what a gate of that length reads
-                "gate_head_tau": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts_head")),
-                "gate_answer_tokens": ((ckpt.get("held_out") or {}).get("gate_answer_tokens")),
+                "gate_head_tau": held.get("expected_tau_gate_prompts_head"),
+                "gate_answer_tokens": held.get("gate_answer_tokens"),
                 # ... per prompt set, as recorded (expected_by_set says where it applies)
-                "gate_head_tau_by_set": ((ckpt.get("held_out") or {}).get("expected_tau_gate_prompts_head_by_set")),
-                "gate_prompts_digest": (made.get("prompts") or {}).get("gate_prompts_judged"),
+                "gate_head_tau_by_set": held.get("expected_tau_gate_prompts_head_by_set"),
+                "gate_prompts_digest": prompts.get("gate_prompts_judged"),
             }
             expected = expected_by_set(out["made"], deployment, config)
             if expected:

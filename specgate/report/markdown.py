@@ -161,11 +161,11 @@ def render_markdown(report: Report) -> str:
             else:
                 out.append("\nEdge cases (checked unless LEFT OUT or REFUSED):\n")
                 out.extend(f"- {config}: {'; '.join(names) or 'none'}" for config, names in edges.items())
-        flips: dict[tuple, int] = {}
-        for e in report.equivalence:
-            for f in e.flips:
-                key = (e.config, f.prompt, f.position, f.baseline_token, f.spec_token, f.margin)
-                flips[key] = flips.get(key, 0) + 1
+        flips = Counter(
+            (e.config, f.prompt, f.position, f.baseline_token, f.spec_token, f.margin)
+            for e in report.equivalence
+            for f in e.flips
+        )
         if flips:
             out.append("\nEvery near-tie flip, explained (baseline top-1/top-2 margin below the tie margin):\n")
             for (config, prompt, pos, base, spec, margin), times in list(flips.items())[:30]:
@@ -184,14 +184,11 @@ def render_markdown(report: Report) -> str:
             )
             if m.warning:
                 out.append(f"\n**Warning:** {m.warning}.")
-        tolerated: dict[tuple[str, str], int] = {}
-        for e in report.equivalence:
-            for t in e.tolerated:
-                tolerated[(e.config, t)] = tolerated.get((e.config, t), 0) + 1
+        tolerated = Counter((e.config, t) for e in report.equivalence for t in e.tolerated)
         if tolerated:
             capped = any(len(e.tolerated) >= TOLERATED_KEPT for e in report.equivalence)
             out.append(
-                f"\n{'At least ' if capped else ''}{sum(tolerated.values())} answer(s) differ in a way the deployment "
+                f"\n{'At least ' if capped else ''}{tolerated.total()} answer(s) differ in a way the deployment "
                 "declares known (the config's `tolerate`); counted as declared known differences, not failures:\n"
             )
             for (config, line), times in list(tolerated.items())[:10]:
