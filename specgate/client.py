@@ -53,8 +53,14 @@ class GenerateRequest:
         else:
             body["text"] = self.text
         if self.top_logprobs:
-            # logprob_start_len -1: logprobs of output tokens only, not the prompt.
-            body.update(return_logprob=True, top_logprobs_num=self.top_logprobs, logprob_start_len=-1)
+            # logprob_start_len -1: logprobs of output tokens only, not the prompt. The tokens' text
+            # comes too, so that a report can say which words a parting chose between.
+            body.update(
+                return_logprob=True,
+                top_logprobs_num=self.top_logprobs,
+                logprob_start_len=-1,
+                return_text_in_logprobs=True,
+            )
         return body
 
 
@@ -101,9 +107,15 @@ class GenerateResult:
     first_chunk_tokens: int = 0
     chunks: int = 0
     top_logprobs: tuple[tuple[tuple[int, float], ...], ...] | None = None  # per position: (id, logprob) best first
+    # The text of each token id seen in top_logprobs, where the server gave it (a token's text does
+    # not depend on its position): (id, text) pairs, to name the words a parting chose between.
+    token_texts: tuple[tuple[int, str], ...] = ()
     spec: SpecCounters | None = None
     sent_at: float = 0.0  # wall clock (epoch seconds) when the request went out: finds it in server logs
     server_decode_tps: float | None = None  # meta_info.decode_throughput (SGLang with --enable-metrics)
+
+    def token_text(self, token: int) -> str | None:
+        return next((text for tok, text in self.token_texts if tok == token), None)
 
     @property
     def decode_tps(self) -> float | None:
@@ -346,6 +358,7 @@ class SglangClient:
             raise MalformedAnswer(f"{where}: output_ids: expected a list of token ids, got {str(output_ids)[:200]}", url=where)
         if not isinstance(text, str):
             raise MalformedAnswer(f"{where}: text: expected a string, got {str(text)[:100]}", url=where)
+        top_logprobs, token_texts = _parse_top_logprobs(where, meta.get("output_top_logprobs"))
         ids = tuple(output_ids or ())
         if completion and len(ids) > completion:
             ids = ids[len(ids) - completion :]  # 0.5.1–0.5.4 put prompt tokens in front
@@ -362,7 +375,8 @@ class SglangClient:
             decode_s=(st.t_last - st.t_first) if st and st.t_first is not None and st.t_last is not None else None,
             first_chunk_tokens=st.first_tokens if st else 0,
             chunks=st.chunks if st else 1,
-            top_logprobs=_parse_top_logprobs(where, meta.get("output_top_logprobs")),
+            top_logprobs=top_logprobs,
+            token_texts=token_texts,
             spec=_parse_spec(where, meta),
             sent_at=time.time() - (time.perf_counter() - started),
             server_decode_tps=_float_or_none(meta.get("decode_throughput")),
@@ -386,10 +400,14 @@ def _float_or_none(value: Any) -> float | None:
         return None
 
 
-def _parse_top_logprobs(where: str, raw: Any) -> tuple[tuple[tuple[int, float], ...], ...] | None:
-    """[[(logprob, id, text), ...] per position] → ((id, logprob), ...) per position, best first."""
+TopLogprobs = tuple[tuple[tuple[int, float], ...], ...]
+
+
+def _parse_top_logprobs(where: str, raw: Any) -> tuple[TopLogprobs | None, tuple[tuple[int, str], ...]]:
+    """[[(logprob, id, text), ...] per position] → ((id, logprob), ...) per position, best first,
+    and the (id, text) pairs where the server gave a text (return_text_in_logprobs; None without)."""
     if raw is None:
-        return None
+        return None, ()
     bad = MalformedAnswer(
         f"{where}: meta_info.output_top_logprobs: expected a list per position of [logprob, token_id, text] "
         f"entries, got {str(raw)[:200]}",
@@ -398,6 +416,7 @@ def _parse_top_logprobs(where: str, raw: Any) -> tuple[tuple[tuple[int, float], 
     if not isinstance(raw, list):
         raise bad
     positions = []
+    texts: dict[int, str] = {}
     for entry in raw:
         if entry is not None and not isinstance(entry, list):
             raise bad
@@ -417,9 +436,11 @@ def _parse_top_logprobs(where: str, raw: Any) -> tuple[tuple[tuple[int, float], 
             ):
                 raise bad
             pairs.append((token, float(logprob)))
+            if len(item) > 2 and isinstance(item[2], str):
+                texts.setdefault(token, item[2])
         pairs.sort(key=lambda p: -p[1])
         positions.append(tuple(pairs))
-    return tuple(positions)
+    return tuple(positions), tuple(sorted(texts.items()))
 
 
 def _first_present(meta: dict[str, Any], names: tuple[str, ...]) -> Any:

@@ -4,8 +4,9 @@ The rule: token for token equal, except that at a position where the baseline's
 top-1/top-2 logprob margin is below the deployment's tie margin, the speculative
 server may pick the other near-tied token (bf16 verify and decode kernels can order a
 near-tie differently); from there the continuations legitimately differ. Everything
-else is a decisive divergence and fails, with the position, both tokens, the margin
-and curl reproducers. Invariants that hold whatever the numerics (max_new_tokens, no
+else is a decisive divergence and fails, with the position, both tokens, the margin,
+where the speculative token stood in the baseline's ranking there (partings.py) and curl
+reproducers. Invariants that hold whatever the numerics (max_new_tokens, no
 text past a stop string) are checked first.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from specgate.client import GenerateResult, curl_command
 from specgate.equivalence.cases import GenerationCase
 from specgate.equivalence.known import PAST_STOP, PAST_STOP_AT_LENGTH, STOP_OVERSHOOT
+from specgate.equivalence.partings import Parting, choices, context_key, standing
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,23 @@ class NearTieFlip:
     baseline_token: int
     spec_token: int
     margin: float
+    spec_gap: float | None = None  # the baseline's top logprob minus the speculative token's
+    context: str = ""  # partings.context_key: the prompt and the baseline's tokens before the flip
+
+
+@dataclass(frozen=True)
+class TokenDivergence:
+    """A decisive parting at a token, with what the baseline's ranking said there."""
+
+    case_label: str
+    position: int
+    baseline_token: int
+    spec_token: int
+    margin: float | None  # the baseline's top-1/top-2 margin there (None: no top logprobs)
+    spec_rank: int | None  # the speculative token's rank among the baseline's top logprobs
+    spec_gap: float | None  # the baseline's top logprob minus the speculative token's
+    baseline_choices: str  # partings.choices
+    context: str
 
 
 @dataclass(frozen=True)
@@ -38,6 +57,7 @@ class Outcome:
     tokens_compared: int = 0
     margin: float | None = None  # the baseline's top-1/top-2 margin where the outputs parted, if known
     shape: str | None = None  # a named failure shape (specgate.equivalence.known), for known defects
+    divergence: TokenDivergence | None = None  # a decisive parting at a token, described
 
     @property
     def ok(self) -> bool:
@@ -65,6 +85,12 @@ class EquivalenceStats:
     edges: list[str] = field(default_factory=list)
     # Edge requests this config refused that the reference answered (oracle.check): NOT CHECKED.
     refused: list[str] = field(default_factory=list)
+    divergences: list[TokenDivergence] = field(default_factory=list)  # decisive partings at a token
+
+    def partings(self, config: str) -> list[Parting]:
+        """Every token-level parting of this config, flips and decisive ones, by context."""
+        flips = [Parting(config, f.context, f.spec_token, f.margin, True) for f in self.flips if f.context]
+        return flips + [Parting(config, d.context, d.spec_token, d.margin, False) for d in self.divergences]
 
     def add(self, outcome: Outcome, case_label: str | None = None) -> None:
         """Count one judged answer; the lines kept for the report name its case where given (a
@@ -83,6 +109,8 @@ class EquivalenceStats:
             self.tolerated.append(_line(outcome.message.splitlines()[0], case_label))
         else:
             self.failures.append(_line(outcome.message.splitlines()[0] if outcome.message else outcome.kind, case_label))
+            if outcome.divergence is not None:
+                self.divergences.append(outcome.divergence)
             if len(self.failure_details) < 5:
                 self.failure_details.append(outcome.message or outcome.kind)
 
@@ -331,26 +359,35 @@ def compare(
 
     margin, near = _margin_at(baseline, i, tie_margin)
     b_tok, s_tok = base_ids[i], spec_ids[i]
+    where = standing(baseline, i, s_tok)
+    context = context_key(case.text, base_ids[:i])
     if margin is not None and margin < tie_margin and s_tok in near:
         return Outcome(
             "near-tie-flip",
             tokens_compared=i,
-            flip=NearTieFlip(case.label, i, b_tok, s_tok, margin),
+            flip=NearTieFlip(case.label, i, b_tok, s_tok, margin, where.gap, context),
             margin=margin,
         )
-    why = (
-        "the baseline gave no top-2 logprobs there, so no near-tie can excuse it"
-        if margin is None
-        else (
-            f"baseline margin {margin:.4f} >= tie margin {tie_margin:g}: a decisive position"
-            if margin >= tie_margin
-            else f"speculative token {s_tok} is not among the baseline's near-tied tokens {sorted(near)}"
-        )
+    if margin is None:
+        why = "the baseline gave no top-2 logprobs there, so no near-tie can excuse it"
+    elif margin >= tie_margin:
+        why = f"baseline margin {margin:.4f} >= tie margin {tie_margin:g}: a decisive position"
+    else:
+        why = f"speculative token {s_tok} is not among the baseline's near-tied tokens {sorted(near)}"
+    # The baseline's ranking there: a token it ranked 3rd, a step past the tie margin, reads
+    # differently from one it did not list at all.
+    ranking = choices(baseline, i)
+    told = (
+        f"  {where.words(s_tok, baseline.token_text(s_tok))}; tie margin {tie_margin:g}\n"
+        f"  the baseline's top {where.listed} there: {ranking}\n"
+        if where.listed
+        else ""
     )
     return Outcome(
         "divergence",
         f"decisive divergence at output token {i}: baseline token {b_tok}, speculative token {s_tok}; {why}\n"
-        f"{header}\n{_context(baseline.text, spec.text)}\n{repro}",
+        f"{header}\n{told}{_context(baseline.text, spec.text)}\n{repro}",
         tokens_compared=i,
         margin=margin,
+        divergence=TokenDivergence(case.label, i, b_tok, s_tok, margin, where.rank, where.gap, ranking, context),
     )

@@ -64,6 +64,7 @@ def result_to_dict(result: GenerateResult) -> dict:
         "completion_tokens": result.completion_tokens,
         "finish_reason": {"type": result.finish_reason.kind, "matched": result.finish_reason.matched},
         "top_logprobs": [[list(p) for p in pos] for pos in result.top_logprobs or ()],
+        "token_texts": [list(p) for p in result.token_texts],
     }
 
 
@@ -75,6 +76,13 @@ _Pair = Annotated[
     tuple[_TokenId, _Logprob],
     Strict(False),
     meaning("[token id, logprob]", lambda v: isinstance(v, list) and len(v) == 2, before=True),
+]
+
+
+_Text = Annotated[
+    tuple[_TokenId, str],
+    Strict(False),
+    meaning("[token id, text]", lambda v: isinstance(v, list) and len(v) == 2, before=True),
 ]
 
 
@@ -100,6 +108,9 @@ class StoredAnswer(BaseModel):
     finish_reason: dict[str, Any]
     # Per output position, [token id, logprob] pairs, best first.
     top_logprobs: list[list[_Pair]]
+    # [token id, text] of the tokens listed there, where the server gave their text (absent from
+    # files written before it was asked for): a failure names the words, not only the ids.
+    token_texts: list[_Text] = []
 
     @field_validator("finish_reason")
     @classmethod
@@ -138,6 +149,7 @@ def _result(answer: StoredAnswer, case: GenerationCase, top_logprobs: int) -> Ge
         e2e_s=0.0,
         server_e2e_s=None,
         top_logprobs=tuple(tuple(pos) for pos in answer.top_logprobs),
+        token_texts=tuple(answer.token_texts),
     )
 
 

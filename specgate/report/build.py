@@ -13,9 +13,10 @@ import numpy as np
 from specgate.deployment import Deployment
 from specgate.equivalence.check import EquivalenceStats
 from specgate.equivalence.known import known_defects_for
+from specgate.equivalence.partings import Parting, met_elsewhere
 from specgate.measure.speed import Measurements
 from specgate.measure.summary import accept_by_set, summarise_speed
-from specgate.report.model import SCHEMA_VERSION, TOLERATED_KEPT, Report
+from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import RunVerdict, Verdict
@@ -141,9 +142,28 @@ def _known(deployment: Deployment, config: str, s: EquivalenceStats, server_info
     return {"known_defects": defects, "unused_tolerances": unused, "server_version": version}
 
 
+def _divergences(s: EquivalenceStats, partings: list[Parting]) -> list[dict]:
+    return [
+        {
+            "prompt": d.case_label,
+            "position": d.position,
+            "baseline_token": d.baseline_token,
+            "spec_token": d.spec_token,
+            "margin": None if d.margin is None else round(d.margin, 5),
+            "spec_rank": d.spec_rank,
+            "spec_gap": None if d.spec_gap is None else round(d.spec_gap, 5),
+            "baseline_choices": d.baseline_choices,
+            "met_elsewhere": met_elsewhere(d.context, partings),
+        }
+        for d in s.divergences[:DIVERGENCES_KEPT]
+    ]
+
+
 def _equivalence_rows(
     stats: dict[str, EquivalenceStats], deployment: Deployment, server_infos: dict[str, dict]
 ) -> list[dict]:
+    # Every config's partings: a context one config flipped at and another failed at is told so.
+    partings = [p for config, s in stats.items() for p in s.partings(config)]
     return [
         {
             **_known(deployment, config, s, server_infos),
@@ -166,12 +186,14 @@ def _equivalence_rows(
                     "baseline_token": f.baseline_token,
                     "spec_token": f.spec_token,
                     "margin": round(f.margin, 5),
+                    "spec_gap": None if f.spec_gap is None else round(f.spec_gap, 5),
                 }
                 for f in s.flips
             ],
             "failures": s.failures[:20],
             "failure_details": s.failure_details[:5],
             "divergence_margins": sorted(round(m, 5) for m in s.divergence_margins),
+            "divergences": _divergences(s, partings),
         }
         for config, s in stats.items()
     ]

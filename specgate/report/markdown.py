@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from specgate.report.model import TOLERATED_KEPT, Interval, Report, Settings
+from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
 from specgate.verdicts.gates import RunVerdict, Status
 
 
@@ -222,6 +222,7 @@ def render_markdown(report: Report) -> str:
             if rest > 0:
                 out.append(f"… and {rest} more (first lines):\n")
                 out.extend(f"- {f}" for f in e.failures[min(2, len(details)) : min(2, len(details)) + 8])
+            out.extend(_divergences_told(e))
     if report.baseline_problems:
         out.append("\n**The plain baseline itself broke an invariant:**\n")
         out.extend(f"- {p}" for p in report.baseline_problems[:10])
@@ -391,6 +392,50 @@ def _calibration(report: Report) -> list[str]:
             f"\nBaseline margins (nats) where a speculative output parted from the baseline, with counts: {seen}. "
             f"{above} at or above the tie margin {tie:g}."
         )
+    gaps = Counter(round(f.spec_gap, 4) for e in report.equivalence for f in e.flips if f.spec_gap is not None)
+    gaps.update(round(d.spec_gap, 4) for e in report.equivalence for d in e.divergences if d.spec_gap is not None)
+    unlisted = sum(d.spec_rank is None for e in report.equivalence for d in e.divergences)
+    if gaps or unlisted:
+        # What a tie margin must cover: how far below the baseline's top the speculative server's
+        # token was, not only how close the baseline's top two were.
+        seen = ", ".join(f"{g:g}: {n}" for g, n in sorted(gaps.items()))
+        out.append(
+            "\nHow far below the baseline's top the speculative token was (nats) where an output parted, with "
+            f"counts: {seen or 'none listed'}"
+            + (f"; {unlisted} not among the baseline's listed tokens" if unlisted else "")
+            + f". The tie margin {report.tie_margin:g} excuses only those below it."
+        )
+    return out
+
+
+def _divergences_told(e: EquivalenceRow) -> list[str]:
+    """Each decisive parting at a token once (a batch of identical requests parts alike): where the
+    speculative token stood in the baseline's ranking, and how the same context parted elsewhere."""
+    told = Counter(
+        (d.prompt, d.position, d.baseline_token, d.spec_token, d.spec_rank, d.spec_gap, d.baseline_choices)
+        for d in e.divergences
+    )
+    if not told:
+        return []
+    elsewhere_of = {
+        (d.prompt, d.position, d.baseline_token, d.spec_token, d.spec_rank, d.spec_gap, d.baseline_choices): d.met_elsewhere
+        for d in e.divergences
+    }
+    out = ["\nWhere each decisive parting stood in the baseline's ranking:\n"]
+    for key, times in told.items():
+        prompt, pos, base, spec, rank, gap, ranking = key
+        elsewhere = elsewhere_of[key]
+        if rank is None:
+            standing = f"not among the baseline's listed tokens ({ranking})"
+        elif rank == 1:
+            standing = f"the baseline's top choice ({ranking})"
+        else:
+            standing = f"the baseline's choice {rank}, {gap:.4g} below its top ({ranking})"
+        again = f" (in {times} requests)" if times > 1 else ""
+        line = f"- `{prompt}` token {pos}{again}: baseline {base}, speculative {spec}: {standing}"
+        if elsewhere:
+            line += "; this context in the run's requests: " + "; ".join(elsewhere)
+        out.append(line)
     return out
 
 

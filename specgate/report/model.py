@@ -4,7 +4,9 @@ renderers read, what `specgate spread` and the CLI's closing line read back, and
 
 Versions (`schema_version`): 1 is the first written through these models; 2 adds an
 equivalence row's `refused` (edge requests its config refused); 3 the run's `ignore_eos` (whether
-speed requests ran past the model's end of sequence or measured answers alone). Reports written
+speed requests ran past the model's end of sequence or measured answers alone); 4 a near-tie flip's
+`spec_gap` and an equivalence row's `divergences` (each decisive parting at a token, with the
+baseline's ranking there and how the same context parted elsewhere in the run). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -28,7 +30,7 @@ from specgate.documents import problem
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[3] = 3
+SCHEMA_VERSION: Literal[4] = 4
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -37,7 +39,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3],
+    Literal[0, 1, 2, 3, 4],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -198,8 +200,25 @@ class Flip(_Part):
     baseline_token: int
     spec_token: int
     margin: float
+    spec_gap: float | None = None  # the baseline's top logprob minus the speculative token's
+    _since: ClassVar[dict[str, int]] = {"spec_gap": 4}
 
 
+class Divergence(_Part):
+    """A decisive parting at a token (specgate.equivalence.check.TokenDivergence), told."""
+
+    prompt: str
+    position: int
+    baseline_token: int
+    spec_token: int
+    margin: float | None  # the baseline's top-1/top-2 margin there
+    spec_rank: int | None  # the speculative token's rank in the baseline's top logprobs (None: not listed)
+    spec_gap: float | None  # the baseline's top logprob minus the speculative token's
+    baseline_choices: str  # the baseline's top logprobs there, e.g. "767 'ff' top, 359 'ver' -0.25"
+    met_elsewhere: list[str]  # how the same context parted in the run's other requests
+
+
+DIVERGENCES_KEPT = 20
 TOLERATED_KEPT = 500  # tolerated answers' lines kept per config in report.json (repeats collapse in report.md)
 
 
@@ -215,7 +234,7 @@ class EquivalenceRow(_Part):
     not_checked: list[str] = []  # cases with no stored answer of the reference
     edges: list[str] = []  # the edge cases checked (and those LEFT OUT or REFUSED, saying so)
     refused: list[str] = []  # edge requests this config refused that the reference answered: NOT CHECKED
-    _since: ClassVar[dict[str, int]] = {"refused": 2}
+    _since: ClassVar[dict[str, int]] = {"refused": 2, "divergences": 4}
     near_tie_flips: int
     decisive_failures: int
     tolerated: list[str] = []
@@ -224,6 +243,7 @@ class EquivalenceRow(_Part):
     failures: list[str]
     failure_details: list[str] = []
     divergence_margins: list[float] = []
+    divergences: list[Divergence] = []  # the first DIVERGENCES_KEPT decisive partings at a token
 
 
 class Margins(_Part):

@@ -23,7 +23,17 @@ from specgate.sim import SIM_LABEL, SIM_VERSION
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import Generation, GenParams, GenState, SpecSettings
 from specgate.sim.faults import Faults
-from specgate.sim.tokenizer import encode
+from specgate.sim.tokenizer import decode, encode
+
+
+@dataclass(frozen=True)
+class LogprobAsk:
+    """What a /generate request asked of logprobs (SGLang's return_logprob, top_logprobs_num,
+    return_text_in_logprobs)."""
+
+    on: bool
+    top_n: int
+    text: bool
 
 
 @dataclass
@@ -179,7 +189,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             body = json.loads(raw)
-            generation, return_logprob, top_n = self._parse_generate(body)
+            generation, logprobs = self._parse_generate(body)
         except (ValueError, TypeError, KeyError) as exc:
             self._send_json(400, {"error": {"message": f"bad /generate request: {exc}"}})
             return
@@ -194,7 +204,7 @@ class Handler(BaseHTTPRequestHandler):
         if trickle_after is not None and seen > trickle_after:
             self._trickle(trickle_after, seen)
             return
-        self._run(generation, bool(body.get("stream")), return_logprob, top_n)
+        self._run(generation, bool(body.get("stream")), logprobs)
 
     def _trickle(self, after: int, seen: int) -> None:
         """Headers, then keep-alive comments forever: no read ever times out, nothing finishes."""
@@ -210,7 +220,7 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             return  # the client gave up
 
-    def _parse_generate(self, body: dict) -> tuple[Generation, bool, int]:
+    def _parse_generate(self, body: dict) -> tuple[Generation, LogprobAsk]:
         if "input_ids" in body and body["input_ids"] is not None:
             ids = body["input_ids"]
             if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
@@ -236,14 +246,18 @@ class Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             cost = self.state.cost.for_batch(self.state.running + 1)
         generation = Generation(prompt_ids, params, self.state.spec, self.state.faults, cost, self.state.weights)
-        return generation, bool(body.get("return_logprob")), int(body.get("top_logprobs_num") or 0)
+        logprobs = LogprobAsk(
+            bool(body.get("return_logprob")),
+            int(body.get("top_logprobs_num") or 0),
+            bool(body.get("return_text_in_logprobs")),
+        )
+        return generation, logprobs
 
     def _meta(
         self,
         gen: Generation,
         started: float,
-        return_logprob: bool,
-        top_n: int,
+        logprobs: LogprobAsk,
         rid: str,
         first_token_at: float | None = None,
     ) -> dict:
@@ -255,13 +269,17 @@ class Handler(BaseHTTPRequestHandler):
             "completion_tokens": len(st.output_ids),
             "cached_tokens": 0,
         }
-        if return_logprob:
+        if logprobs.on:
+
+            def text(tok: int) -> str | None:
+                return decode([tok]) if logprobs.text else None
+
             meta["output_token_logprobs"] = [
-                [d.logprob_of(t), t, None] for t, d in zip(st.output_ids, st.distributions)
+                [d.logprob_of(t), t, text(t)] for t, d in zip(st.output_ids, st.distributions)
             ]
-            if top_n:
+            if logprobs.top_n:
                 meta["output_top_logprobs"] = [
-                    [[lp, tok, None] for lp, tok in d.top_logprobs(top_n)] for d in st.distributions
+                    [[lp, tok, text(tok)] for lp, tok in d.top_logprobs(logprobs.top_n)] for d in st.distributions
                 ]
         if st.finish_reason is None:
             return meta  # SGLang adds latency and spec counters to the final chunk only
@@ -274,7 +292,7 @@ class Handler(BaseHTTPRequestHandler):
             meta.update(spec_counters(st, self.state.meta_names))
         return meta
 
-    def _run(self, gen: Generation, stream: bool, return_logprob: bool, top_n: int) -> None:
+    def _run(self, gen: Generation, stream: bool, logprobs: LogprobAsk) -> None:
         rid = uuid.uuid4().hex
         started = time.perf_counter()
         deadline = started
@@ -306,7 +324,7 @@ class Handler(BaseHTTPRequestHandler):
                         "text": text,
                         "output_ids": ids,
                         "meta_info": self._meta(
-                            gen, started, return_logprob, top_n, rid, first_step[0] if first_step else None
+                            gen, started, logprobs, rid, first_step[0] if first_step else None
                         ),
                     }
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
@@ -322,7 +340,7 @@ class Handler(BaseHTTPRequestHandler):
                 body = {
                     "text": gen.state.text,
                     "output_ids": list(gen.state.output_ids),
-                    "meta_info": self._meta(gen, started, return_logprob, top_n, rid),
+                    "meta_info": self._meta(gen, started, logprobs, rid),
                 }
                 self._send_json(200, body)
         except (BrokenPipeError, ConnectionResetError):

@@ -154,6 +154,13 @@ def test_output_faults_fail_equivalence_with_a_reproducer(
     assert report["overall"] == "FAIL"
     failed = [e for e in report["equivalence"] if e["decisive_failures"]]
     assert len(failed) == 1 and failed[0]["config"] == fault.split(":")[0]
+    if "diverge-at" in fault:
+        # A parting at a token says where the speculative token stood in the baseline's ranking,
+        # with the words (the simulator, as SGLang, gives the tokens' text when asked).
+        told = failed[0]["divergences"][0]
+        assert told["position"] == 3 and told["baseline_choices"].count("'") >= 2, told
+        result.stdout.fnmatch_lines(["*speculative token * is not among the baseline's top * below its top); tie margin *", "*the baseline's top * there: *"])
+        assert "Where each decisive parting stood in the baseline's ranking" in (d.report_dir / "report.md").read_text()
 
 
 def _only_eagle3_decode_fails_live_and_golden(sim_deployment, pytester, fault: str, lines: list[str]):  # noqa: ANN001, ANN202
@@ -384,6 +391,7 @@ def test_servers_one_at_a_time_use_a_golden_file(sim_deployment, pytester):
     result.stdout.fnmatch_lines(["*decisive failure(s); first:*", "*decisive divergence at output token 2*"])
     golden = json.loads((d.report_dir / "sim-golden.json").read_text())
     assert len(golden["entries"]) >= 5 and "top_logprobs" in golden["entries"][0]["baseline"]
+    assert golden["entries"][0]["baseline"]["token_texts"]  # the words, for a failure told from the file
     boots = [b["config"] for b in d.report()["boots"]]
     assert boots == ["baseline", "eagle3-prefill", "eagle3-decode"]  # each booted once, in turn
 

@@ -183,3 +183,76 @@ def test_a_stop_string_the_first_token_holds_is_judged_as_any_stop_string_is():
     # found only in a later token, the text cut at the first occurrence: more ids past the stop
     later = judge(base, answer([42, 7, 42], text="", finish=("stop", "nemi")), c)
     assert not later.ok and later.message.startswith("stop overshoot")
+
+
+def _ranked(tops_at_1, texts=()):
+    """A baseline answer [1, 2] whose ranking at token 1 is `tops_at_1` ((id, logprob), best first)."""
+    return GenerateResult(
+        request=GenerateRequest(max_new_tokens=8, text="p"),
+        text="one two",
+        output_ids=(1, 2),
+        prompt_tokens=1,
+        completion_tokens=2,
+        finish_reason=FinishReason("length"),
+        e2e_s=0.0,
+        server_e2e_s=None,
+        top_logprobs=(((1, -0.1), (7, -5.0)), tuple(tops_at_1)),
+        token_texts=tuple(texts),
+    )
+
+
+THREE_WAY = ((2, -0.5), (3, -0.52), (4, -0.6), (5, -3.0))
+WORDS = ((2, "ff"), (3, "ver"), (4, "n"), (5, "f"))
+
+
+def test_a_decisive_parting_says_where_the_speculative_token_stood_in_the_baselines_ranking():
+    """A three-way near tie: the baseline's top two within the tie margin, the speculative server's
+    token its third, past the margin. It fails (the rule was set before the run), and the failure
+    says the rank, the gap and the words, so that a reader can tell it from a token the baseline
+    never listed."""
+    out = judge(_ranked(THREE_WAY, WORDS), answer([1, 4]))
+    assert not out.ok and "not among the baseline's near-tied tokens [2, 3]" in out.message
+    assert "speculative token 4 'n' is the baseline's choice 3, 0.1 below its top; tie margin 0.05" in out.message
+    assert "the baseline's top 4 there: 2 'ff' top, 3 'ver' -0.02, 4 'n' -0.1, 5 'f' -2.5" in out.message
+    d = out.divergence
+    assert (d.spec_rank, round(d.spec_gap, 6), d.position, d.baseline_token, d.spec_token) == (3, 0.1, 1, 2, 4)
+
+    unlisted = judge(_ranked(THREE_WAY), answer([1, 9]))
+    assert "speculative token 9 is not among the baseline's top 4 (at least 2.5 below its top)" in unlisted.message
+    assert unlisted.divergence.spec_rank is None and unlisted.divergence.spec_gap is None
+    assert "the baseline's top 4 there: 2 top, 3 -0.02, 4 -0.1, 5 -2.5" in unlisted.message  # no texts given
+
+
+def test_a_flip_records_how_far_below_the_top_its_token_was_and_its_context():
+    flip = judge(_ranked(THREE_WAY, WORDS), answer([1, 3])).flip
+    assert round(flip.spec_gap, 6) == 0.02 and flip.context
+    again = compare(GenerationCase("set/p [other case]", "p", 4, (".",), 2), _ranked(THREE_WAY), answer([1, 4]), TIE, "b", "s")
+    assert again.divergence.context == flip.context  # same prompt, same baseline tokens before: same context
+    other_prompt = compare(GenerationCase("set/q", "q", 4, (), 1), _ranked(THREE_WAY), answer([1, 4]), TIE, "b", "s")
+    assert other_prompt.divergence.context != flip.context
+
+
+def test_a_context_met_more_than_once_is_told_with_every_way_it_parted():
+    from specgate.equivalence.check import EquivalenceStats
+    from specgate.equivalence.partings import met_elsewhere
+
+    decode, tree = EquivalenceStats(), EquivalenceStats()
+    low = ((2, -0.5), (3, -0.54), (4, -0.875))
+    for base, spec, stats in (
+        (_ranked(low), [1, 3], decode),
+        (_ranked(low), [1, 3], decode),
+        (_ranked(THREE_WAY), [1, 4], decode),
+        (_ranked(low), [1, 3], tree),
+    ):
+        stats.add(judge(base, answer(spec)), "set/p")
+    partings = decode.partings("eagle3-decode") + tree.partings("eagle3-tree")
+    failure = decode.divergences[0]
+    assert met_elsewhere(failure.context, partings) == [
+        "eagle3-decode chose 3 2x (near-tie flips)",
+        "eagle3-decode chose 4 1x (decisive divergence)",
+        "eagle3-tree chose 3 1x (near-tie flip)",
+        "the baseline's top-1/top-2 margin there differed between requests: 0.02, 0.04",
+    ]
+    alone = EquivalenceStats()
+    alone.add(judge(_ranked(THREE_WAY), answer([1, 4])), "set/p")
+    assert met_elsewhere(alone.divergences[0].context, alone.partings("c")) == []  # met once: nothing to tell

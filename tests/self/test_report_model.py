@@ -127,8 +127,8 @@ def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
         read_report(_written(sim_report, tmp_path, lambda d: d["gates"][1].update(status="skip")))
     with pytest.raises(ReportError, match=r"field 'tests\.passed': expected a whole number, got '3'"):
         read_report(_written(sim_report, tmp_path, lambda d: d["tests"].update(passed="3")))
-    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 3, got 4"):
-        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=4)))
+    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 4, got 5"):
+        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=5)))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(ReportError, match=r"broken\.json: not a specgate report\.json \(JSONDecodeError"):
@@ -228,6 +228,18 @@ def test_a_field_of_a_later_version_is_required_only_from_that_version_on(sim_re
     assert read_report(_written(sim_report, tmp_path / "v2", drop_ignore_eos(2))).ignore_eos is True
     with pytest.raises(ReportError, match=r"lacks 'ignore_eos', which every report of schema_version 3 holds"):
         read_report(_written(sim_report, tmp_path / "v3", drop_ignore_eos(3)))
+
+    def drop_divergences(version):
+        def edit(d):
+            d["schema_version"] = version
+            for row in d["equivalence"]:
+                row.pop("divergences", None)
+        return edit
+
+    (tmp_path / "v4").mkdir()
+    assert all(row.divergences == [] for row in read_report(_written(sim_report, tmp_path / "v3", drop_divergences(3))).equivalence)
+    with pytest.raises(ReportError, match=r"lacks 'divergences', which every report of schema_version 4 holds"):
+        read_report(_written(sim_report, tmp_path / "v4", drop_divergences(4)))
 
 
 def test_declared_known_differences_collapse_and_never_undercount():
