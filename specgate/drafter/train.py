@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from specgate.drafter.prompts import GATE_KIND
+from specgate.drafter.walk import sample_flags, walked_accept_length
 from specgate.errors import SpecgateError
 from specgate.measure.drafters import weights_sha256
 
@@ -308,6 +309,54 @@ def train(
         model.train()
         return [round(a / max(weight, 1), 4) for a in sums]
 
+    def step_flags(rows_of: list) -> list[list[tuple[bool, ...]]]:
+        """Per sample of `rows_of`, in order: whether each draft step is right at each answer position
+        (walk.sample_flags), read off SpecForge's own step computation as it judges."""
+        steps = min(2, settings.ttt_length)  # what the gate's chains draft
+        out: dict[int, list[tuple[bool, ...]]] = {}
+        seen: list[tuple[list, list]] = []
+        judge_step = model._acc_and_loss
+
+        def recording(**kw: Any) -> Any:
+            if len(seen) < steps:
+                drafted = kw["logits"].argmax(-1)
+                drafted = drafted + model.draft_model.d2t[drafted]
+                seen.append(((drafted == kw["target_token_ids"]).tolist(), (kw["loss_mask"].squeeze(-1) > 0).tolist()))
+            return judge_step(**kw)
+
+        model._acc_and_loss = recording  # this instance only, while it judges; removed below
+        model.eval()
+        try:
+            with torch.no_grad():
+                for group in batches(rows_of, settings.batch_tokens, random.Random(0)):
+                    seen.clear()
+                    run([rows_of[i] for i in group])
+                    correct, counted = [c for c, _ in seen], [m for _, m in seen]
+                    for row, i in enumerate(group):
+                        out[i] = sample_flags(correct, counted, row)
+        finally:
+            del model._acc_and_loss
+            model.train()
+        return [out[i] for i in range(len(rows_of))]
+
+    def walked_gate_head() -> dict:
+        """The gate prompts' heads walked as a server walks them (walk.py), overall and per set. A
+        failure here costs this figure, never the training call it rides on."""
+        try:
+            names = [name for name, rows in gate_head_by_set.items() for _ in rows]
+            flags = step_flags([row for rows in gate_head_by_set.values() for row in rows])
+            by_set = {
+                name: walked_accept_length([f for f, n in zip(flags, names, strict=True) if n == name])
+                for name in gate_head_by_set
+            }
+            return {
+                "walked_tau_gate_prompts_head": walked_accept_length(flags),
+                "walked_tau_gate_prompts_head_by_set": by_set,
+            }
+        except Exception as exc:  # noqa: BLE001 - an auxiliary figure on a 10-minute GPU call
+            log(f"walked τ not computed: {type(exc).__name__}: {str(exc)[:300]}")
+            return {"walked_tau_gate_prompts_head": None}
+
     def judge_held_out(epoch: int) -> dict:
         acc = accuracy(held)
         tau = expected_accept_length(acc)
@@ -332,6 +381,8 @@ def train(
             judged["expected_tau_gate_prompts_head_by_set"] = {
                 name: expected_accept_length(accuracy(rows)) for name, rows in gate_head_by_set.items()
             }
+            # the same heads walked cycle by cycle, as the server counts τ (walk.py): beside, never chosen by
+            judged.update(walked_gate_head())
         return judged
 
     def progress(loss: Any, acces: list, lr: float) -> dict:

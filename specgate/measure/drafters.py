@@ -92,11 +92,18 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "gate_answer_tokens": held.get("gate_answer_tokens"),
                 # ... per prompt set, as recorded (expected_by_set says where it applies)
                 "gate_head_tau_by_set": held.get("expected_tau_gate_prompts_head_by_set"),
+                # ... walked cycle by cycle as a server counts τ (specgate.drafter.walk): the position
+                # average above weighs easy stretches as much as hard ones, a server does not
+                "gate_head_walked_tau": held.get("walked_tau_gate_prompts_head"),
+                "gate_head_walked_tau_by_set": held.get("walked_tau_gate_prompts_head_by_set"),
                 "gate_prompts_digest": prompts.get("gate_prompts_judged"),
             }
             expected = expected_by_set(out["made"], deployment, config)
             if expected:
                 out["expected_tau_by_set"] = expected
+            walked = expected_by_set(out["made"], deployment, config, "gate_head_walked_tau_by_set")
+            if walked:
+                out["walked_tau_by_set"] = walked
             recorded = ckpt.get("sha256")
             out["matches_record"] = recorded == out["sha256"] if recorded and out["sha256"] else None
         except (OSError, ValueError, AttributeError, TypeError, RecursionError) as exc:
@@ -104,12 +111,15 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
     return out
 
 
-def expected_by_set(made: dict, deployment: Deployment, config: str) -> dict[str, float]:
-    """Training's expected τ per prompt set, where it is a figure for what this config measures:
+def expected_by_set(
+    made: dict, deployment: Deployment, config: str, field: str = "gate_head_tau_by_set"
+) -> dict[str, float]:
+    """Training's expected τ per prompt set (`field` of the record's figures: averaged, or walked),
+    where it is a figure for what this config measures:
     2 draft steps at topk 1 (what training's figure models), answers as long as the workload's,
     the same built-in prompts (their digest) in the ChatML the distillation rendered them in,
     and only the sets this workload sends. Values that are not an accept length are dropped."""
-    raw = made.get("gate_head_tau_by_set")
+    raw = made.get(field)
     args = (*deployment.launch.args, *deployment.configs[config].args)
     wl = deployment.workload
     applies = (
@@ -130,9 +140,15 @@ def expected_by_set(made: dict, deployment: Deployment, config: str) -> dict[str
             tau = float(value)
         except OverflowError:
             continue
-        if 1.0 <= tau <= 3.0:  # 2 steps: one bonus token and at most two accepted drafts
+        # 2 steps: a bonus token and at most two drafts per cycle (3), a little more walked over a short
+        # answer whose first token came from prefill, not from a cycle
+        if 1.0 <= tau <= 4.0:
             out[str(name)] = round(tau, 3)
     return out
+
+
+def _is_tau(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 1.0 <= value <= 4.0
 
 
 def drafters(deployment: Deployment) -> dict[str, dict]:
@@ -169,6 +185,8 @@ def describe(identity: dict) -> str:
                 held += f", {made['gate_prompts_tau']} on the gate's own prompts (answers judged on, never trained on"
                 if made.get("gate_head_tau") is not None and made.get("gate_answer_tokens") is not None:
                     held += f"; {made['gate_head_tau']} over their first {made.get('gate_answer_tokens')} answer tokens"
+                    if _is_tau(made.get("gate_head_walked_tau")):
+                        held += f", {made['gate_head_walked_tau']} walked cycle by cycle as a server counts"
                 held += ")"
             parts.append(held)
     if identity.get("matches_record") is False:

@@ -9,11 +9,12 @@ from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Repo
 from specgate.verdicts.gates import RunVerdict, Status
 
 
-def _expected_by_set(report: Report, config: str) -> dict[str, float]:
-    """Training's expected τ per prompt set for the drafter a config ran, where it applies to
-    what this config measured (specgate.measure.drafters.expected_by_set decided, at the run)."""
+def _expected_by_set(report: Report, config: str, key: str = "expected_tau_by_set") -> dict[str, float]:
+    """Training's expected τ per prompt set for the drafter a config ran (averaged over positions,
+    or `walked_tau_by_set`: walked as a server counts), where it applies to what this config
+    measured (specgate.measure.drafters.expected_by_set decided, at the run)."""
     identity = (report.drafters or {}).get(config) or {}
-    sets = identity.get("expected_tau_by_set")
+    sets = identity.get(key)
     if not isinstance(sets, dict):
         return {}
     out = {}
@@ -98,11 +99,18 @@ def render_markdown(report: Report) -> str:
         by_set = [(r, r.accept_length_by_set) for r in report.speed if r.accept_length_by_set]
         if by_set:
             expected = {r.config: _expected_by_set(report, r.config) for r, _ in by_set}
+            walked = {r.config: _expected_by_set(report, r.config, "walked_tau_by_set") for r, _ in by_set}
             out.append(
                 "\nAccept length by prompt set (pooled tokens / verify steps; requests in brackets"
                 + (
                     "; expected: training's figure for the same prompts' greedy answers, 2 steps, topk 1"
                     if any(expected.values())
+                    else ""
+                )
+                + (
+                    "; walked: the same answers walked cycle by cycle as a server counts τ (a request that "
+                    "stops at its answer's end)"
+                    if any(walked.values())
                     else ""
                 )
                 + "):\n"
@@ -111,6 +119,7 @@ def render_markdown(report: Report) -> str:
                 parts = ", ".join(
                     f"{name} {f.accept_length:.2f} ({f.requests}"
                     + (f"; expected {expected[r.config][name]:.2f}" if name in expected[r.config] else "")
+                    + (f"; walked {walked[r.config][name]:.2f}" if name in walked[r.config] else "")
                     + ")"
                     for name, f in sets.items()
                 )

@@ -673,3 +673,66 @@ def test_the_report_puts_training_expectation_per_prompt_set_beside_the_measured
     assert "expected: training's figure for the same prompts' greedy answers, 2 steps, topk 1" in text
     prefill = next(line for line in text.splitlines() if line.startswith("- eagle3-prefill (concurrency 1)"))
     assert "expected" not in prefill  # another config's identity gives none
+
+
+def test_a_server_walks_an_answer_in_cycles_and_weighs_the_hard_stretches_more():
+    """The position average says 2.0 for an answer half easy (both drafts right) and half hard
+    (none right); a server, stepping three tokens a cycle over the easy half and one over the hard,
+    counts 13 tokens in 8 cycles. The first token is prefill's; no cycle accepts past the end."""
+    from specgate.drafter.train import expected_accept_length
+    from specgate.drafter.walk import walked_accept_length
+
+    answer = [(True, True)] * 7 + [(False, False)] * 6  # position 0 is prefill's
+    assert expected_accept_length([0.5, 1.0]) == 2.0  # step 1 right at half the positions, step 2 with it
+    assert walked_accept_length([answer]) == round(13 / 8, 3) == 1.625
+    assert walked_accept_length([[(True, True)] * 3]) == 3.0  # one cycle: one draft accepted, then the end
+    assert walked_accept_length([[(True, True)] * 7]) == 3.5  # prefill's token needs no cycle
+    assert walked_accept_length([[(False, False)] * 5]) == 1.25  # 5 tokens, 4 cycles of one
+    assert walked_accept_length([[(True, False)] * 5], steps=1) == walked_accept_length([[(True, True)] * 5], steps=1)
+    assert walked_accept_length([[(True, True)], []]) is None  # no answer of two tokens: nothing to walk
+    # pooled as the gate pools: tokens over cycles, not a mean of per-answer figures
+    assert walked_accept_length([answer, [(False, False)] * 5]) == round(18 / 12, 3)
+
+
+def test_the_flags_walked_are_those_specforges_accuracy_counts():
+    from specgate.drafter.walk import sample_flags
+
+    correct = [[[1, 1, 0, 1], [1, 1, 1, 1]], [[1, 0, 0, 1], [1, 1, 1, 1]]]  # step, row, position
+    counted = [[[0, 1, 1, 1], [1, 1, 0, 0]], [[0, 1, 1, 0], [1, 0, 0, 0]]]
+    assert sample_flags(correct, counted, 0) == [(True, False), (False, False), (True, False)]
+    assert sample_flags(correct, counted, 1) == [(True, True), (True, False)]  # step 2's target not counted: wrong
+    assert sample_flags([], [], 0) == []
+
+
+def test_the_report_shows_the_walked_expectation_beside_the_averaged_one():
+    from specgate.deployment import load_deployment
+    from specgate.drafter.prompts import digest, gate_prompts
+    from specgate.measure.drafters import _is_tau, expected_by_set
+    from specgate.report.markdown import render_markdown
+    from specgate.report.model import read_report
+
+    dep = load_deployment("smollm2-eagle3-h200-answers")
+    made = {"gate_head_walked_tau_by_set": {"chat": 1.71, "code": 3.2, "math": 4.5},
+            "gate_answer_tokens": 128, "gate_prompts_digest": digest(gate_prompts())}
+    assert expected_by_set(made, dep, "eagle3-decode", "gate_head_walked_tau_by_set") == {"chat": 1.71, "code": 3.2}
+    assert _is_tau(2.5) and not _is_tau(True) and not _is_tau(float("nan")) and not _is_tau("2.5")
+
+    path = Path(__file__).parents[2] / "results/2026-12-02-h200-refine/3-gate-update/smollm2-eagle3-h200-update/report/report.json"
+    report = read_report(path)
+    report.drafters["eagle3-decode"]["expected_tau_by_set"] = {"chat": 1.8}
+    report.drafters["eagle3-decode"]["walked_tau_by_set"] = {"chat": 1.7, "code": "x"}
+    text = render_markdown(report)
+    line = next(line for line in text.splitlines() if line.startswith("- eagle3-decode (concurrency 1): chat"))
+    assert "chat 1.67 (6; expected 1.80; walked 1.70)" in line and "code 1.92 (5)," in line
+    assert "walked: the same answers walked cycle by cycle as a server counts τ" in text
+
+
+def test_the_drafter_line_names_the_walked_figure_only_when_it_is_an_accept_length():
+    from specgate.measure.drafters import describe
+
+    made = {"role": "final", "by": "specgate assets smollm2-eagle3", "held_out_tau": 2.342, "gate_prompts_tau": 2.076,
+            "gate_head_tau": 1.986, "gate_answer_tokens": 128, "gate_head_walked_tau": 1.912}
+    line = describe({"path": "/d", "sha256": "ab" * 32, "made": made})
+    assert "1.986 over their first 128 answer tokens, 1.912 walked cycle by cycle as a server counts)" in line
+    assert "walked" not in describe({"path": "/d", "made": {**made, "gate_head_walked_tau": None}})
+    assert "walked" not in describe({"path": "/d", "made": {**made, "gate_head_walked_tau": "1.9"}})

@@ -1,0 +1,59 @@
+"""τ as a server counts it, from where a drafter's drafts are right: walked, not averaged.
+
+Training's `expected_accept_length` is 1 + a₁ + a₁a₂ from per-step accuracies averaged over every
+answer position: each position weighs the same. A server does not visit positions evenly. A cycle
+that accepts two drafts steps over three tokens, one that accepts none over one, so where drafts
+fail the server runs more cycles per token, and τ (tokens over verify cycles) is weighted towards
+the hard stretches. With half an answer at 3 tokens a cycle and half at 1, the position average says
+2.0 and the server measures 1.5. Walking each answer as the server does, from the per-position
+correctness training already computes, gives the figure the gate reads (on answers alone: a request
+that stops at its answer's end, `workload.ignore_eos = false`); the average stays beside it.
+
+Chains only (topk 1): a tree's τ depends on which of its branches the drafter ranks where, which
+step accuracies do not hold. Runs on CPU (plain lists); train.py hands it the flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+Flags = Sequence[Sequence[bool]]  # per answer position, in order: whether draft step k (0-based) is right
+
+
+def sample_flags(correct: Sequence[Flags], counted: Sequence[Flags], row: int) -> list[tuple[bool, ...]]:
+    """One batch row's flags per counted position: `correct[k][row][j]` is draft step k's result at
+    position j (the chain that starts there), `counted[k][row][j]` whether step k's target there is
+    an answer token (SpecForge's loss mask, shifted per step: the positions its own accuracy
+    counts, so that the walked and the averaged figure differ in weighting alone). The positions
+    are those step 0 counts; a step whose target is not counted is wrong (a server stops at the
+    answer's end)."""
+    steps = len(correct)
+    if not steps:
+        return []
+    return [
+        tuple(bool(correct[k][row][j]) and bool(counted[k][row][j]) for k in range(steps))
+        for j, kept in enumerate(counted[0][row])
+        if kept
+    ]
+
+
+def walked_accept_length(samples: Sequence[Sequence[Sequence[bool]]], steps: int = 2) -> float | None:
+    """Tokens per verify cycle over `samples` (each: flags per answer position, in order), pooled as
+    the gate pools (tokens summed over cycles summed). The first token of an answer comes from
+    prefill, not a cycle; a cycle at position i accepts the leading right drafts of the chain that
+    starts there (at most `steps`, never past the answer's last token) and adds the target's own
+    token; the next cycle starts after it. None where no answer has two tokens."""
+    tokens = cycles = 0
+    for flags in samples:
+        n = len(flags)
+        if n < 2:
+            continue
+        tokens += n
+        i = 1
+        while i < n:
+            accepted = 0
+            while accepted < min(steps, n - 1 - i) and accepted < len(flags[i]) and flags[i][accepted]:
+                accepted += 1
+            i += accepted + 1
+            cycles += 1
+    return round(tokens / cycles, 3) if cycles else None
