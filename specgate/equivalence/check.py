@@ -45,6 +45,7 @@ class TokenDivergence:
     spec_gap: float | None  # the baseline's top logprob minus the speculative token's
     baseline_choices: str  # partings.choices
     context: str
+    second_opinion: str = ""  # what the speculative server said asked again with logprobs (second_opinion.py)
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,13 @@ import hashlib
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from specgate.atomic import write_json_atomic
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment
+from specgate.equivalence import second_opinion
 from specgate.equivalence.cases import (
     FIRST_TOKEN_STOP_EDGE,
     GenerationCase,
@@ -105,6 +107,7 @@ class EquivalenceOracle:
         # The reference's stored answers, where it is not booted (raises where there are none).
         self.stored_answers = stored_answers
         self._stored: GoldenAnswers | None = None
+        self._second_opinions: dict[str, int] = {}  # per config: decisive partings asked about again
 
     @property
     def stored(self) -> bool:
@@ -364,9 +367,8 @@ class EquivalenceOracle:
         for edge in [edge_name(case), *self._edges_left_out]:
             if edge is not None and edge not in stats.edges:
                 stats.edges.append(edge)
-        outcomes = []
-        for answer in answers:
-            outcome = compare(
+        outcomes = [
+            compare(
                 case,
                 baseline,
                 answer,
@@ -377,8 +379,24 @@ class EquivalenceOracle:
                 self.deployment.launch.api_key_env,
                 self.deployment.configs[config].max_tokens_per_step,
             )
+            for answer in answers
+        ]
+        parted = next((k for k, o in enumerate(outcomes) if o.divergence is not None), None)
+        if parted is not None and self._second_opinions.get(config, 0) < second_opinion.MAX_PER_CONFIG:
+            self._second_opinions[config] = self._second_opinions.get(config, 0) + 1
+            outcomes[parted] = _with_second_opinion(
+                outcomes[parted],
+                second_opinion.second_opinion(
+                    server.generate,
+                    case,
+                    outcomes[parted].divergence,  # type: ignore[arg-type]
+                    baseline,
+                    self.deployment.equivalence.top_logprobs,
+                    self.deployment.equivalence.tie_margin,
+                ),
+            )
+        for outcome in outcomes:
             stats.add(outcome, case.label)
-            outcomes.append(outcome)
         return outcomes
 
     def _refused(self, config: str, case: GenerationCase, message: str) -> None:
@@ -400,3 +418,10 @@ class EquivalenceOracle:
         for outcome in self.check_and_remember(config, case):
             if not outcome.ok:
                 raise EquivalenceFailure(f"[{config}] {outcome.message}")
+
+
+def _with_second_opinion(outcome: Outcome, words: str) -> Outcome:
+    """The outcome with the speculative server's second answer told, before the reproducers."""
+    assert outcome.divergence is not None
+    message = outcome.message.replace("\nreproduce:", f"\n  second opinion: {words}\nreproduce:", 1)
+    return replace(outcome, message=message, divergence=replace(outcome.divergence, second_opinion=words))

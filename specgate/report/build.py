@@ -154,6 +154,7 @@ def _divergences(s: EquivalenceStats, partings: list[Parting]) -> list[dict]:
             "spec_gap": None if d.spec_gap is None else round(d.spec_gap, 5),
             "baseline_choices": d.baseline_choices,
             "met_elsewhere": met_elsewhere(d.context, partings),
+            "second_opinion": d.second_opinion,
         }
         for d in s.divergences[:DIVERGENCES_KEPT]
     ]

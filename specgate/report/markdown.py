@@ -426,10 +426,12 @@ def _divergences_told(e: EquivalenceRow) -> list[str]:
     )
     if not told:
         return []
-    elsewhere_of = {
-        (d.prompt, d.position, d.baseline_token, d.spec_token, d.spec_rank, d.spec_gap, d.baseline_choices): d.met_elsewhere
-        for d in e.divergences
-    }
+    elsewhere_of: dict[tuple, list[str]] = {}
+    second: dict[tuple, str] = {}
+    for d in e.divergences:
+        key = (d.prompt, d.position, d.baseline_token, d.spec_token, d.spec_rank, d.spec_gap, d.baseline_choices)
+        elsewhere_of[key] = d.met_elsewhere
+        second[key] = second.get(key) or d.second_opinion  # the first request asked again says it
     out = ["\nWhere each decisive parting stood in the baseline's ranking:\n"]
     for key, times in told.items():
         prompt, pos, base, spec, rank, gap, ranking = key
@@ -444,6 +446,8 @@ def _divergences_told(e: EquivalenceRow) -> list[str]:
         line = f"- `{prompt}` token {pos}{again}: baseline {base}, speculative {spec}: {standing}"
         if elsewhere:
             line += "; this context in the run's requests: " + "; ".join(elsewhere)
+        if second[key]:
+            line += f"; second opinion: {second[key]}"
         out.append(line)
     return out
 

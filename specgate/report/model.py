@@ -216,6 +216,7 @@ class Divergence(_Part):
     spec_gap: float | None  # the baseline's top logprob minus the speculative token's
     baseline_choices: str  # the baseline's top logprobs there, e.g. "767 'ff' top, 359 'ver' -0.25"
     met_elsewhere: list[str]  # how the same context parted in the run's other requests
+    second_opinion: str  # the speculative server asked again with logprobs ("" where it was not asked)
 
 
 DIVERGENCES_KEPT = 20

@@ -161,6 +161,9 @@ def test_output_faults_fail_equivalence_with_a_reproducer(
         assert told["position"] == 3 and told["baseline_choices"].count("'") >= 2, told
         result.stdout.fnmatch_lines(["*speculative token * is not among the baseline's top * below its top); tie margin *", "*the baseline's top * there: *"])
         assert "Where each decisive parting stood in the baseline's ranking" in (d.report_dir / "report.md").read_text()
+        # Asked again with logprobs, the simulated server's own logits favour the baseline's token
+        # while it emits another (the fault): the second opinion says so, not "a near tie".
+        assert "its own logits rank" in told["second_opinion"] and "not a near tie" in told["second_opinion"], told
 
 
 def _only_eagle3_decode_fails_live_and_golden(sim_deployment, pytester, fault: str, lines: list[str]):  # noqa: ANN001, ANN202

@@ -256,3 +256,53 @@ def test_a_context_met_more_than_once_is_told_with_every_way_it_parted():
     alone = EquivalenceStats()
     alone.add(judge(_ranked(THREE_WAY), answer([1, 4])), "set/p")
     assert met_elsewhere(alone.divergences[0].context, alone.partings("c")) == []  # met once: nothing to tell
+
+
+def _again(token_at_1, tops_at_1, texts=()):
+    """The speculative server's second answer [1, token_at_1], its own ranking at token 1."""
+    return GenerateResult(
+        request=GenerateRequest(max_new_tokens=8, text="p"),
+        text="",
+        output_ids=(1, token_at_1),
+        prompt_tokens=1,
+        completion_tokens=2,
+        finish_reason=FinishReason("length"),
+        e2e_s=0.0,
+        server_e2e_s=None,
+        top_logprobs=(((1, -0.1),), tuple(tops_at_1)) if tops_at_1 is not None else None,
+        token_texts=tuple(texts),
+    )
+
+
+def test_asked_again_the_speculative_server_says_how_near_the_tie_was_in_its_own_numbers():
+    """The second opinion reads the speculative server's own logprobs at the parting: a near tie
+    ordered the other way, a token its own logits do not favour, or nothing to read."""
+    from specgate.equivalence.second_opinion import read_again, second_opinion
+    from specgate.errors import HTTPStatusError
+
+    base = _ranked(THREE_WAY, WORDS)
+    parting = judge(base, answer([1, 4])).divergence
+    near = read_again(_again(4, ((4, -0.5), (2, -0.55), (3, -0.6)), WORDS), parting, base, 0.3)
+    assert near == (
+        "asked again with logprobs, it parted again with 4; its own top 3 there: 4 'n' top, 2 'ff' -0.05, "
+        "3 'ver' -0.1; its own logprobs for 4 and the baseline's 2 are 0.05 apart, within the tie margin 0.3: "
+        "the two servers' numerics order a near tie differently"
+    )
+    wrong = read_again(_again(4, ((2, -0.1), (4, -2.5))), parting, base, 0.3)
+    assert "its own logits rank 2 first, yet it emitted 4: not a near tie" in wrong
+    assert "are 2.4 apart, beyond the tie margin 0.3" in wrong and "numerics order" not in wrong
+    far = read_again(_again(4, ((4, -0.1), (9, -0.2))), parting, base, 0.3)
+    assert far.endswith("2 not among its own top 2 at the same prefix")
+    assert read_again(_again(2, ((2, -0.1), (4, -0.15))), parting, base, 0.3).startswith(
+        "asked again with logprobs, it answered the baseline's token this time"
+    )
+    assert "gave no top logprobs there (this release may not return them)" in read_again(_again(4, None), parting, base, 0.3)
+    other_prefix = _again(4, ((4, -0.1),))
+    other_prefix = GenerateResult(**{**other_prefix.__dict__, "output_ids": (8, 4)})
+    assert "parted from the baseline's before that token" in read_again(other_prefix, parting, base, 0.3)
+
+    def refuses(request):
+        raise HTTPStatusError("HTTP 500 from http://s/generate: boom", url="http://s/generate", status=500)
+
+    said = second_opinion(refuses, case(), parting, base, 5, 0.3)
+    assert said.startswith("asked again with logprobs, the server did not answer (HTTPStatusError: HTTP 500")
