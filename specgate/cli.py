@@ -181,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--baselines-dir", default=None, help="root of stored baselines (default: the repo's)")
     calibrate.add_argument("--max-seconds", type=float, default=None, help="start no round that would end past this")
     calibrate.add_argument("--seed", type=int, default=None, help="fix the interleaving order (self-tests)")
+    calibrate.add_argument(
+        "--numerics",
+        type=int,
+        default=12,
+        help="prompts per round asked of each speculative config and its reference with top logprobs, to measure "
+        "what a tie margin must cover (0: none)",
+    )
     schema = sub.add_parser(
         "schema",
         help="print (or write) a JSON Schema: the deployment file's (generated from the parser's reads) or "
@@ -693,6 +700,7 @@ def _dirty_tree_refusal(what: str) -> str | None:
 def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
     """0: recorded; 1: rounds failed or too few to split the noise; 2: bad input."""
     from specgate.calibrate.analyse import analyse, render
+    from specgate.calibrate.numerics import render_numerics
     from specgate.calibrate.run import run_rounds
     from specgate.provenance import provenance
     from specgate.verdicts.calibration import write_calibration
@@ -710,10 +718,15 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
     if args.max_seconds is not None and not args.max_seconds > 0:
         print("specgate: error: --max-seconds: expected a positive number of seconds", file=sys.stderr)
         return 2
+    if args.numerics < 0:
+        print("specgate: error: --numerics: expected a number of prompts >= 0", file=sys.stderr)
+        return 2
     report_dir = Path(args.report_dir).resolve()
     print(describe(dep), flush=True)
     try:
-        rounds = run_rounds(dep, args.boots, requests, report_dir / "logs", args.max_seconds, seed=args.seed)
+        rounds = run_rounds(
+            dep, args.boots, requests, report_dir / "logs", args.max_seconds, seed=args.seed, numerics_prompts=args.numerics
+        )
     except KeyboardInterrupt:
         print("specgate: calibration NOT recorded: interrupted (every server was stopped)", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -730,8 +743,12 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         if rounds.boot_seconds and rounds.round_seconds
         else "no boot completed",
         *([rounds.stopped_early] if rounds.stopped_early else []),
+        *[f"tie margin not measured: {p}" for p in rounds.numerics_problems[:5]],
     ]
-    table = render(dep, configs, len(complete), notes)
+    if args.numerics and not dep.launch.coexist:
+        notes.append("tie margin not measured: servers one at a time (`launch.coexist = false`) never answer side by side")
+    numerics = {c: got.summary(dep.equivalence.tie_margin) for c, got in rounds.numerics.items()}
+    table = render(dep, configs, len(complete), notes) + "\n".join(render_numerics(numerics)) + ("\n" if numerics else "")
     if not recorded:
         table = (
             f"**NOT RECORDED**: {len(complete)} complete round(s) of {args.boots}; failures: "
@@ -757,6 +774,8 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         "tolerance": {c: dep.gates.tolerance.decode_tps_for(c) for c in dep.configs},
         "boot_seconds": [round(s, 1) for s in rounds.boot_seconds],
         "configs": configs,
+        # what a tie margin must cover (numerics.py): reported, never applied
+        "tie_margin": numerics,
         # the raw per-request figures of every round, so each number above can be re-derived
         "samples": [
             {c: [round(s.decode_tps, 3) for s in r[c].samples] for c in dep.configs} for r in complete

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from specgate.calibrate.numerics import Collected, collect
 from specgate.deployment import Deployment
 from specgate.errors import SpecgateError
 from specgate.measure.plan import SamplingPlan
@@ -33,6 +34,9 @@ class CalibrationRounds:
     failures: list[str] = field(default_factory=list)
     fingerprint: Fingerprint | None = None
     stopped_early: str = ""
+    # How far each speculative config moved its reference's logprob gaps (numerics.py), every round pooled.
+    numerics: dict[str, Collected] = field(default_factory=dict)
+    numerics_problems: list[str] = field(default_factory=list)
 
 
 def run_rounds(
@@ -44,9 +48,12 @@ def run_rounds(
     progress: BootProgress | None = None,
     echo: Callable[[str], None] = print,
     seed: int | None = None,
+    numerics_prompts: int = 0,
 ) -> CalibrationRounds:
     """`boots` rounds of `requests` pinned requests per config; stops between rounds when the next
-    would pass `max_seconds` (the rounds so far are kept)."""
+    would pass `max_seconds` (the rounds so far are kept). With `numerics_prompts`, each round also
+    asks every speculative config and its reference that many greedy requests with top logprobs
+    (servers side by side only: both must answer at the same prefix)."""
     out = CalibrationRounds()
     dep = replace(deployment, launch=replace(deployment.launch, boots=1))
     configs = list(dep.configs)
@@ -65,6 +72,10 @@ def run_rounds(
             if dep.launch.coexist:
                 pool.boot(configs)
             plan.ensure(configs, 1, requests)
+            if numerics_prompts and dep.launch.coexist and dep.equivalence.enabled:
+                out.numerics_problems += [
+                    f"round {r + 1}: {p}" for p in collect(dep, pool, numerics_prompts, out.numerics)
+                ]
             if out.fingerprint is None and dep.reference in pool.server_infos:
                 out.fingerprint = collect_fingerprint(
                     dep, pool.server_infos[dep.reference], pool.model_infos.get(dep.reference, {})

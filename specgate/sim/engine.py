@@ -139,7 +139,12 @@ class Generation:
         kept = []
         for token in tokens:
             self.state.output_ids.append(token)
-            self.state.distributions.append(self.model.distribution(self.prompt_ids + self.state.output_ids[:-1]))
+            context = self.prompt_ids + self.state.output_ids[:-1]
+            # A speculative server's tokens after the first come from verify passes: its logprobs too.
+            verified = self.spec is not None and len(self.state.output_ids) > 1
+            self.state.distributions.append(
+                self.model.verify_distribution(context) if verified else self.model.distribution(context)
+            )
             kept.append(token)
             reason = self._finish_reason(token)
             if reason is not None:

@@ -96,11 +96,17 @@ class ToyModel:
         return target_distribution(self.prompt_key, tuple(context[-3:]))
 
     def greedy(self, context: list[int], verify_kernel: bool = False) -> int:
-        dist = self.distribution(context)
-        if verify_kernel and dist.logits[0] - dist.logits[1] < FLIP_EPS:
-            if _rng("flip", self.prompt_key, tuple(context[-3:])).random() < 0.5:
-                return dist.tokens[1]
+        dist = self.verify_distribution(context) if verify_kernel else self.distribution(context)
         return dist.tokens[0]
+
+    def verify_distribution(self, context: list[int]) -> Distribution:
+        """The distribution as the verify pass computes it: where the target's top two are within
+        FLIP_EPS, their order may swap (per context, reproducibly), and a speculative server's
+        logprobs say so, as SGLang's, taken from the verify pass, would."""
+        dist = self.distribution(context)
+        if dist.logits[0] - dist.logits[1] < FLIP_EPS and _rng("flip", self.prompt_key, tuple(context[-3:])).random() < 0.5:
+            return Distribution((dist.tokens[1], dist.tokens[0], *dist.tokens[2:]), dist.logits)
+        return dist
 
     def draft(self, context: list[int], attempt: int = 0) -> int:
         """The draft model's guess: the target's top-1 with probability `draft_agreement`."""

@@ -60,6 +60,15 @@ def test_calibrate_measures_between_boot_noise_and_later_runs_use_it(sim_deploym
     assert abs(measured - drawn) <= 0.25 * drawn + 2 * baseline["decode_tps"]["within_log_sd"], (measured, drawn)
     assert doc["configs"]["eagle3-decode"]["gate"]["aa_pairs"] == 6
     assert "suggested tolerance" in (d.report_dir.parent / "calibrate" / "calibration.md").read_text()
+    # What a tie margin must cover, measured side by side: the simulator's verify pass swaps a top
+    # two closer than FLIP_EPS (0.02), and says so in its logprobs, so no gap moves by 0.04 or more.
+    numerics = doc["tie_margin"]["eagle3-decode"]
+    assert numerics["pairs"] > 100 and numerics["positions"] > 50, numerics
+    assert numerics["largest"] < 0.04 and numerics["suggested_tie_margin"] > numerics["largest"], numerics
+    assert sum(numerics["histogram"].values()) == numerics["pairs"]
+    assert "Tie margin: how far each speculative server moved the gap" in (
+        d.report_dir.parent / "calibrate" / "calibration.md"
+    ).read_text()
     # a gate run on this machine now widens its one-boot intervals by that spread, and says so
     result = d.run(pytester, "-k", "beats")
     report = d.report()

@@ -533,3 +533,28 @@ def test_the_gate_refuses_to_be_spread_over_xdist_workers(pytester):
     result = pytester.runpytest_subprocess("-n", "2", "--specgate-deployment=sim")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*the gate runs in one pytest process*drop -n*"])
+
+
+def test_the_tie_margin_calibration_measures_how_far_a_server_moves_its_references_gaps():
+    """Every gap between the reference's top token and another both list, up to and including
+    the first parting; the suggestion covers the largest shift with one step to spare."""
+    from specgate.calibrate.numerics import gap_shifts, quantum, summarise
+    from specgate.client import FinishReason, GenerateRequest, GenerateResult
+
+    def answer(ids, tops):
+        return GenerateResult(
+            request=GenerateRequest(max_new_tokens=4, text="p"), text="", output_ids=tuple(ids), prompt_tokens=1,
+            completion_tokens=len(ids), finish_reason=FinishReason("length"), e2e_s=0.0, server_e2e_s=None,
+            top_logprobs=tuple(tuple(t) for t in tops),
+        )
+
+    ref = answer([1, 2, 3, 4], [[(1, -0.1), (5, -2.0)], [(2, -0.5), (6, -0.625), (7, -3.0)], [(3, -0.2), (8, -0.3)], [(4, -0.1), (9, -1.0)]])
+    spec = answer([1, 2, 8, 4], [[(1, -0.1), (5, -2.0)], [(2, -0.5), (6, -0.5)], [(8, -0.25), (3, -0.25)], [(4, -0.1), (9, -9.0)]])
+    shifts, positions = gap_shifts(ref, spec)
+    assert positions == 3  # the fourth token follows another prefix: not compared
+    assert [round(x, 4) for x in shifts] == [0.0, 0.125, 0.1]  # 7 is not listed by the speculative server
+    assert quantum([ref, spec]) == pytest.approx(0.1, abs=1e-9)  # the smallest non-zero difference listed
+    told = summarise(shifts, 0.125, 0.3, positions)
+    assert (told["largest"], told["suggested_tie_margin"], told["beyond_tie_margin"]) == (0.125, 0.25, 0)
+    assert told["histogram"] == {"0": 1, "0.1": 1, "0.125": 1}
+    assert summarise([], None, 0.3, 0) == {"positions": 0, "pairs": 0, "tie_margin": 0.3}
