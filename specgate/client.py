@@ -14,6 +14,7 @@ import math
 import shlex
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import httpx
@@ -115,7 +116,11 @@ class GenerateResult:
     server_decode_tps: float | None = None  # meta_info.decode_throughput (SGLang with --enable-metrics)
 
     def token_text(self, token: int) -> str | None:
-        return next((text for tok, text in self.token_texts if tok == token), None)
+        return self._texts.get(token)
+
+    @cached_property
+    def _texts(self) -> dict[int, str]:
+        return dict(self.token_texts)
 
     @property
     def decode_tps(self) -> float | None:
@@ -358,7 +363,7 @@ class SglangClient:
             raise MalformedAnswer(f"{where}: output_ids: expected a list of token ids, got {str(output_ids)[:200]}", url=where)
         if not isinstance(text, str):
             raise MalformedAnswer(f"{where}: text: expected a string, got {str(text)[:100]}", url=where)
-        top_logprobs, token_texts = _parse_top_logprobs(where, meta.get("output_top_logprobs"))
+        top_logprobs, token_texts = _parse_top_logprobs(where, meta.get("output_top_logprobs"), request.top_logprobs)
         ids = tuple(output_ids or ())
         if completion and len(ids) > completion:
             ids = ids[len(ids) - completion :]  # 0.5.1–0.5.4 put prompt tokens in front
@@ -403,9 +408,13 @@ def _float_or_none(value: Any) -> float | None:
 TopLogprobs = tuple[tuple[tuple[int, float], ...], ...]
 
 
-def _parse_top_logprobs(where: str, raw: Any) -> tuple[TopLogprobs | None, tuple[tuple[int, str], ...]]:
+def _parse_top_logprobs(
+    where: str, raw: Any, asked: int = 0
+) -> tuple[TopLogprobs | None, tuple[tuple[int, str], ...]]:
     """[[(logprob, id, text), ...] per position] → ((id, logprob), ...) per position, best first,
-    and the (id, text) pairs where the server gave a text (return_text_in_logprobs; None without)."""
+    and the (id, text) pairs where the server gave a text (return_text_in_logprobs; None without).
+    Only the `asked` best of a position are kept (all where nothing was asked): a server that
+    lists more than asked cannot make a report that much larger."""
     if raw is None:
         return None, ()
     bad = MalformedAnswer(
@@ -420,7 +429,7 @@ def _parse_top_logprobs(where: str, raw: Any) -> tuple[TopLogprobs | None, tuple
     for entry in raw:
         if entry is not None and not isinstance(entry, list):
             raise bad
-        pairs = []
+        listed = []
         for item in entry or ():
             if not isinstance(item, (list, tuple)) or len(item) < 2:
                 raise bad
@@ -430,16 +439,18 @@ def _parse_top_logprobs(where: str, raw: Any) -> tuple[TopLogprobs | None, tuple
             if (
                 isinstance(logprob, bool)
                 or not isinstance(logprob, (int, float))
-                or math.isnan(logprob)
+                or not math.isfinite(logprob)  # an infinite logprob ranks nothing, and no report could hold it
                 or isinstance(token, bool)
                 or not isinstance(token, int)
             ):
                 raise bad
-            pairs.append((token, float(logprob)))
-            if len(item) > 2 and isinstance(item[2], str):
-                texts.setdefault(token, item[2])
-        pairs.sort(key=lambda p: -p[1])
-        positions.append(tuple(pairs))
+            listed.append((token, float(logprob), item[2] if len(item) > 2 and isinstance(item[2], str) else None))
+        listed.sort(key=lambda p: -p[1])
+        kept = listed[:asked] if asked > 0 else listed
+        for token, _, text in kept:
+            if text is not None:
+                texts.setdefault(token, text)
+        positions.append(tuple((token, logprob) for token, logprob, _ in kept))
     return tuple(positions), tuple(sorted(texts.items()))
 
 

@@ -331,9 +331,10 @@ def train(
                 for group in batches(rows_of, settings.batch_tokens, random.Random(0)):
                     seen.clear()
                     run([rows_of[i] for i in group])
-                    correct, counted = [c for c, _ in seen], [m for _, m in seen]
+                    correct = [c for c, _ in seen]
+                    answer = seen[0][1]  # step 0's loss mask: the answer's positions, unshifted
                     for row, i in enumerate(group):
-                        out[i] = sample_flags(correct, counted, row)
+                        out[i] = sample_flags(correct, answer[row], row)
         finally:
             del model._acc_and_loss
             model.train()

@@ -20,21 +20,28 @@ from collections.abc import Sequence
 Flags = Sequence[Sequence[bool]]  # per answer position, in order: whether draft step k (0-based) is right
 
 
-def sample_flags(correct: Sequence[Flags], counted: Sequence[Flags], row: int) -> list[tuple[bool, ...]]:
-    """One batch row's flags per counted position: `correct[k][row][j]` is draft step k's result at
-    position j (the chain that starts there), `counted[k][row][j]` whether step k's target there is
-    an answer token (SpecForge's loss mask, shifted per step: the positions its own accuracy
-    counts, so that the walked and the averaged figure differ in weighting alone). The positions
-    are those step 0 counts; a step whose target is not counted is wrong (a server stops at the
-    answer's end)."""
+def sample_flags(correct: Sequence[Flags], answer: Sequence[bool], row: int) -> list[tuple[bool, ...]]:
+    """One batch row's flags per answer token, in order: for answer token i, whether each draft
+    step of the chain that first drafts token i is right (`correct[k][row][j]`: step k of the
+    chain at position j).
+
+    train.py feeds SpecForge the target's features at j with the token at j+1 and teaches it
+    the target's choice at j+2 (inputs and teacher shifted by one, the loss mask not): the chain
+    at j drafts tokens j+2, j+3, ... So the cycle that first drafts the answer token at position
+    P runs the chain at P-2 (for the second answer token, the prompt's last position: SpecForge
+    computes it, only its loss is masked). `answer[j]` marks the answer's positions (the loss
+    mask, unshifted). Token 0 comes from prefill, never drafted: its flags are all False. Drafts
+    past the answer's last token are never counted: the walk stops there."""
     steps = len(correct)
-    if not steps:
-        return []
-    return [
-        tuple(bool(correct[k][row][j]) and bool(counted[k][row][j]) for k in range(steps))
-        for j, kept in enumerate(counted[0][row])
-        if kept
-    ]
+    positions = [j for j, kept in enumerate(answer) if kept]
+    flags: list[tuple[bool, ...]] = []
+    for i, position in enumerate(positions):
+        chain = position - 2
+        if i == 0 or chain < 0:
+            flags.append((False,) * steps)
+        else:
+            flags.append(tuple(bool(correct[k][row][chain]) for k in range(steps)))
+    return flags
 
 
 def walked_accept_length(samples: Sequence[Sequence[Sequence[bool]]], steps: int = 2) -> float | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from specgate.client import GenerateResult, curl_command
 from specgate.equivalence.cases import GenerationCase
 from specgate.equivalence.known import PAST_STOP, PAST_STOP_AT_LENGTH, STOP_OVERSHOOT
-from specgate.equivalence.partings import Parting, choices, context_key, standing
+from specgate.equivalence.partings import Parting, choices, context_key, prompt_digest, standing
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ class TokenDivergence:
     baseline_choices: str  # partings.choices
     context: str
     second_opinion: str = ""  # what the speculative server said asked again with logprobs (second_opinion.py)
+    prompt_digest: str = ""  # partings.prompt_digest of the case's prompt
+    prefix: tuple[int, ...] = ()  # the baseline's tokens before the parting
 
 
 @dataclass(frozen=True)
@@ -87,11 +89,18 @@ class EquivalenceStats:
     # Edge requests this config refused that the reference answered (oracle.check): NOT CHECKED.
     refused: list[str] = field(default_factory=list)
     divergences: list[TokenDivergence] = field(default_factory=list)  # decisive partings at a token
+    # Every judged answer: (partings.prompt_digest of its prompt, its output ids), so that a parting
+    # can say how every answer that reached its context chose there, the ones that agreed included.
+    answers: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
 
-    def partings(self, config: str) -> list[Parting]:
-        """Every token-level parting of this config, flips and decisive ones, by context."""
-        flips = [Parting(config, f.context, f.spec_token, f.margin, True) for f in self.flips if f.context]
-        return flips + [Parting(config, d.context, d.spec_token, d.margin, False) for d in self.divergences]
+    def answered(self, prompt: str, output_ids: tuple[int, ...]) -> None:
+        self.answers.append((prompt_digest(prompt), tuple(output_ids)))
+
+    def partings(self) -> list[Parting]:
+        """Every token-level parting's context and margin, flips and decisive ones."""
+        return [Parting(f.context, f.margin) for f in self.flips if f.context] + [
+            Parting(d.context, d.margin) for d in self.divergences
+        ]
 
     def add(self, outcome: Outcome, case_label: str | None = None) -> None:
         """Count one judged answer; the lines kept for the report name its case where given (a
@@ -360,7 +369,7 @@ def compare(
 
     margin, near = _margin_at(baseline, i, tie_margin)
     b_tok, s_tok = base_ids[i], spec_ids[i]
-    where = standing(baseline, i, s_tok)
+    where = standing(baseline, i, s_tok, b_tok)
     context = context_key(case.text, base_ids[:i])
     if margin is not None and margin < tie_margin and s_tok in near:
         return Outcome(
@@ -390,5 +399,17 @@ def compare(
         f"{header}\n{told}{_context(baseline.text, spec.text)}\n{repro}",
         tokens_compared=i,
         margin=margin,
-        divergence=TokenDivergence(case.label, i, b_tok, s_tok, margin, where.rank, where.gap, ranking, context),
+        divergence=TokenDivergence(
+            case.label,
+            i,
+            b_tok,
+            s_tok,
+            margin,
+            where.rank,
+            where.gap,
+            ranking,
+            context,
+            prompt_digest=prompt_digest(case.text),
+            prefix=tuple(base_ids[:i]),
+        ),
     )

@@ -395,8 +395,9 @@ class EquivalenceOracle:
                     self.deployment.equivalence.tie_margin,
                 ),
             )
-        for outcome in outcomes:
+        for outcome, answer in zip(outcomes, answers, strict=True):
             stats.add(outcome, case.label)
+            stats.answered(case.text, answer.output_ids)
         return outcomes
 
     def _refused(self, config: str, case: GenerationCase, message: str) -> None:

@@ -12,6 +12,7 @@ flipped to the 2nd, reads differently from one the baseline did not list at all.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,34 +22,46 @@ from specgate.client import GenerateResult
 
 @dataclass(frozen=True)
 class Standing:
-    """The speculative token among the baseline's top logprobs at a parting."""
+    """The speculative token among the baseline's top logprobs at a parting, measured from the
+    token the baseline emitted there (its top, unless the reference is inconsistent)."""
 
     rank: int | None  # 1 is the baseline's top; None: not among the tokens it listed
-    gap: float | None  # the baseline's top logprob minus the speculative token's; None: not listed
+    gap: float | None  # the emitted token's logprob minus the speculative token's; None: not listed
     listed: int  # how many tokens the baseline listed there
-    last_gap: float | None  # the gap of the last listed token: an unlisted token is further below
+    last_gap: float | None  # the gap of the last listed token: an unlisted token is at least that far below
+    emitted_rank: int | None = 1  # where the baseline's own token stood in its list (None: not listed)
 
     def words(self, token: int, text: str | None) -> str:
         label = name(token, text)
         if self.listed == 0:
             return f"the baseline listed no top logprobs there to place speculative token {label}"
+        if self.emitted_rank != 1:
+            where = "not listed" if self.emitted_rank is None else f"its choice {self.emitted_rank}"
+            own = f"; the baseline itself emitted a token it did not rank first ({where}): an inconsistent reference"
+        else:
+            own = ""
         if self.rank is None:
-            below = f" (at least {self.last_gap:.4g} below its top)" if self.last_gap is not None else ""
-            return f"speculative token {label} is not among the baseline's top {self.listed}{below}"
+            below = f" (at least {self.last_gap:.4g} below the baseline's token)" if self.last_gap else ""
+            return f"speculative token {label} is not among the baseline's top {self.listed}{below}{own}"
         if self.rank == 1:
-            return f"speculative token {label} is the baseline's top choice"
-        return f"speculative token {label} is the baseline's choice {self.rank}, {self.gap:.4g} below its top"
+            return f"speculative token {label} is the baseline's top choice{own}"
+        return f"speculative token {label} is the baseline's choice {self.rank}, {self.gap:.4g} below the baseline's token{own}"
 
 
-def standing(baseline: GenerateResult, position: int, token: int) -> Standing:
+def standing(baseline: GenerateResult, position: int, token: int, emitted: int) -> Standing:
     tops = _tops(baseline, position)
     if not tops:
-        return Standing(None, None, 0, None)
-    best = tops[0][1]
-    for rank, (tok, logprob) in enumerate(tops, start=1):
-        if tok == token:
-            return Standing(rank, best - logprob, len(tops), best - tops[-1][1])
-    return Standing(None, None, len(tops), best - tops[-1][1])
+        return Standing(None, None, 0, None, None)
+    logprob_of = dict(tops)
+    emitted_rank = next((k for k, (tok, _) in enumerate(tops, start=1) if tok == emitted), None)
+    reference = logprob_of.get(emitted, tops[0][1])
+    last_gap = reference - tops[-1][1]
+    rank = next((k for k, (tok, _) in enumerate(tops, start=1) if tok == token), None)
+    gap = None if rank is None else reference - logprob_of[token]
+    return Standing(rank, gap, len(tops), last_gap, emitted_rank)
+
+
+CHOICES_SHOWN = 10  # tokens of the baseline's ranking a line shows
 
 
 def choices(baseline: GenerateResult, position: int) -> str:
@@ -57,22 +70,26 @@ def choices(baseline: GenerateResult, position: int) -> str:
     if not tops:
         return "none listed"
     best = tops[0][1]
-    return ", ".join(
+    shown = ", ".join(
         f"{name(tok, baseline.token_text(tok))} " + ("top" if k == 0 else f"-{best - lp:.4g}")
-        for k, (tok, lp) in enumerate(tops)
+        for k, (tok, lp) in enumerate(tops[:CHOICES_SHOWN])
     )
+    return shown + (f", and {len(tops) - CHOICES_SHOWN} more" if len(tops) > CHOICES_SHOWN else "")
 
 
 def context_key(prompt: str, baseline_ids: Iterable[int]) -> str:
     """The same prompt and the same baseline tokens before a parting: the same context, whichever
     case (stop strings, answer length, batch) met it."""
-    digest = hashlib.sha256(prompt.encode())
-    digest.update(",".join(map(str, baseline_ids)).encode())
-    return digest.hexdigest()[:16]
+    return hashlib.sha256(json.dumps([prompt, list(baseline_ids)]).encode()).hexdigest()[:16]
+
+
+TEXT_SHOWN = 40  # characters of a token's text a line shows (a token is rarely longer; a server may say anything)
 
 
 def name(token: int, text: str | None) -> str:
-    return f"{token} {text!r}" if text is not None else str(token)
+    if text is None:
+        return str(token)
+    return f"{token} {text[:TEXT_SHOWN]!r}" + ("…" if len(text) > TEXT_SHOWN else "")
 
 
 def _tops(baseline: GenerateResult, position: int) -> tuple[tuple[int, float], ...]:
@@ -81,35 +98,49 @@ def _tops(baseline: GenerateResult, position: int) -> tuple[tuple[int, float], .
     return baseline.top_logprobs[position]
 
 
+def prompt_digest(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Parting:
-    """One token-level parting as the run met it: a near-tie flip or a decisive divergence."""
+    """A token-level parting's context and the baseline's top-1/top-2 margin there, that request."""
 
-    config: str
     context: str  # context_key
-    spec_token: int
-    margin: float | None  # the baseline's top-1/top-2 margin there, this request
-    flip: bool
+    margin: float | None
 
 
-def met_elsewhere(context: str, partings: Iterable[Parting]) -> list[str]:
-    """How the run's requests parted at one context, per config and token ("eagle3-decode chose
-    359 2x (near-tie flips)") and the baseline's margins there, when the context was met more than
-    once: empty for a parting met once."""
-    here = [p for p in partings if p.context == context]
-    if len(here) < 2:
+def met_elsewhere(
+    prompt: str,
+    prefix: tuple[int, ...],
+    baseline_token: int,
+    answers: Iterable[tuple[str, str, tuple[int, ...]]],
+    partings: Iterable[Parting],
+    context: str,
+) -> list[str]:
+    """How every judged answer that reached a context chose there, per config: "eagle3-decode:
+    767 (the baseline's) 12x, 359 2x, 335 1x" (`answers`: config, prompt_digest, output ids; an
+    answer reached the context if it holds the same prompt and the baseline's tokens before it),
+    and the baseline's margins there where they differed between requests. Empty for a context
+    one answer reached."""
+    i = len(prefix)
+    chose: dict[str, Counter[int]] = {}
+    for config, digest, ids in answers:
+        if digest == prompt and len(ids) > i and tuple(ids[:i]) == prefix:
+            chose.setdefault(config, Counter())[ids[i]] += 1
+    if sum(c.total() for c in chose.values()) < 2:
         return []
-    met = Counter((p.config, p.spec_token, p.flip) for p in here)
     lines = [
-        f"{config} chose {token} {count}x ("
-        + ("near-tie flip" if flip else "decisive divergence")
-        + ("s)" if count > 1 else ")")
-        for (config, token, flip), count in sorted(met.items())
+        f"{config}: "
+        + ", ".join(
+            f"{token}{' (the baseline' + chr(39) + 's)' if token == baseline_token else ''} {n}x"
+            for token, n in sorted(counts.items(), key=lambda kv: (kv[0] != baseline_token, -kv[1], kv[0]))
+        )
+        for config, counts in sorted(chose.items())
     ]
-    margins = sorted({p.margin for p in here if p.margin is not None})
+    margins = sorted({p.margin for p in partings if p.context == context and p.margin is not None})
     if len(margins) > 1:
         lines.append(
-            "the baseline's top-1/top-2 margin there differed between requests: "
-            + ", ".join(f"{m:.4g}" for m in margins)
+            "the baseline's top-1/top-2 margin there differed between requests: " + ", ".join(f"{m:.4g}" for m in margins)
         )
     return lines

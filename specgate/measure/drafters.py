@@ -120,6 +120,7 @@ def expected_by_set(
     the same built-in prompts (their digest) in the ChatML the distillation rendered them in,
     and only the sets this workload sends. Values that are not an accept length are dropped."""
     raw = made.get(field)
+    walked = field == "gate_head_walked_tau_by_set"
     args = (*deployment.launch.args, *deployment.configs[config].args)
     wl = deployment.workload
     applies = (
@@ -129,6 +130,8 @@ def expected_by_set(
         and made.get("gate_answer_tokens") == wl.max_new_tokens
         and wl.prompt_format == "chatml"
         and made.get("gate_prompts_digest") == builtin_sets_digest()
+        # walked, it models requests that stop where the answer ends, not ones run past it
+        and (not walked or not wl.ignore_eos)
     )
     if not applies:
         return {}
@@ -140,9 +143,9 @@ def expected_by_set(
             tau = float(value)
         except OverflowError:
             continue
-        # 2 steps: a bonus token and at most two drafts per cycle (3), a little more walked over a short
-        # answer whose first token came from prefill, not from a cycle
-        if 1.0 <= tau <= 4.0:
+        # 2 steps: a bonus token and at most two drafts per cycle (3); walked, up to 4 (a 4-token answer
+        # in one cycle: its first token came from prefill)
+        if 1.0 <= tau <= (4.0 if walked else 3.0):
             out[str(name)] = round(tau, 3)
     return out
 
@@ -186,7 +189,10 @@ def describe(identity: dict) -> str:
                 if made.get("gate_head_tau") is not None and made.get("gate_answer_tokens") is not None:
                     held += f"; {made['gate_head_tau']} over their first {made.get('gate_answer_tokens')} answer tokens"
                     if _is_tau(made.get("gate_head_walked_tau")):
-                        held += f", {made['gate_head_walked_tau']} walked cycle by cycle as a server counts"
+                        held += (
+                            f", {made['gate_head_walked_tau']} walked cycle by cycle as a server counts answers "
+                            "that stop at their end"
+                        )
                 held += ")"
             parts.append(held)
     if identity.get("matches_record") is False:

@@ -142,29 +142,42 @@ def _known(deployment: Deployment, config: str, s: EquivalenceStats, server_info
     return {"known_defects": defects, "unused_tolerances": unused, "server_version": version}
 
 
-def _divergences(s: EquivalenceStats, partings: list[Parting]) -> list[dict]:
-    return [
-        {
-            "prompt": d.case_label,
-            "position": d.position,
-            "baseline_token": d.baseline_token,
-            "spec_token": d.spec_token,
-            "margin": None if d.margin is None else round(d.margin, 5),
-            "spec_rank": d.spec_rank,
-            "spec_gap": None if d.spec_gap is None else round(d.spec_gap, 5),
-            "baseline_choices": d.baseline_choices,
-            "met_elsewhere": met_elsewhere(d.context, partings),
-            "second_opinion": d.second_opinion,
-        }
-        for d in s.divergences[:DIVERGENCES_KEPT]
-    ]
+def _divergences(s: EquivalenceStats, answers: list[tuple[str, str, tuple[int, ...]]], partings: list[Parting]) -> list[dict]:
+    """Each distinct decisive parting at a token once (Hypothesis replays a failing case while
+    shrinking, and a batch parts alike), with how many requests parted so; the first
+    DIVERGENCES_KEPT of them."""
+    grouped: dict[tuple, list] = {}
+    for d in s.divergences:
+        key = (d.case_label, d.position, d.context, d.spec_token)
+        grouped.setdefault(key, []).append(d)
+    out = []
+    for same in list(grouped.values())[:DIVERGENCES_KEPT]:
+        d = same[0]
+        out.append(
+            {
+                "prompt": d.case_label,
+                "position": d.position,
+                "baseline_token": d.baseline_token,
+                "spec_token": d.spec_token,
+                "requests": len(same),
+                "margin": None if d.margin is None else round(d.margin, 5),
+                "spec_rank": d.spec_rank,
+                "spec_gap": None if d.spec_gap is None else round(d.spec_gap, 5),
+                "baseline_choices": d.baseline_choices,
+                "met_elsewhere": met_elsewhere(d.prompt_digest, d.prefix, d.baseline_token, answers, partings, d.context),
+                "second_opinion": next((x.second_opinion for x in same if x.second_opinion), ""),
+            }
+        )
+    return out
 
 
 def _equivalence_rows(
     stats: dict[str, EquivalenceStats], deployment: Deployment, server_infos: dict[str, dict]
 ) -> list[dict]:
-    # Every config's partings: a context one config flipped at and another failed at is told so.
-    partings = [p for config, s in stats.items() for p in s.partings(config)]
+    # Every config's answers and partings: a context one config passed or flipped at and another
+    # failed at is told so.
+    answers = [(config, digest, ids) for config, s in stats.items() for digest, ids in s.answers]
+    partings = [p for s in stats.values() for p in s.partings()]
     return [
         {
             **_known(deployment, config, s, server_infos),
@@ -194,7 +207,8 @@ def _equivalence_rows(
             "failures": s.failures[:20],
             "failure_details": s.failure_details[:5],
             "divergence_margins": sorted(round(m, 5) for m in s.divergence_margins),
-            "divergences": _divergences(s, partings),
+            "divergences": _divergences(s, answers, partings),
+            "distinct_divergences": len({(d.case_label, d.position, d.context, d.spec_token) for d in s.divergences}),
         }
         for config, s in stats.items()
     ]

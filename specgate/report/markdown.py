@@ -402,8 +402,12 @@ def _calibration(report: Report) -> list[str]:
             f"{above} at or above the tie margin {tie:g}."
         )
     gaps = Counter(round(f.spec_gap, 4) for e in report.equivalence for f in e.flips if f.spec_gap is not None)
-    gaps.update(round(d.spec_gap, 4) for e in report.equivalence for d in e.divergences if d.spec_gap is not None)
-    unlisted = sum(d.spec_rank is None for e in report.equivalence for d in e.divergences)
+    for e in report.equivalence:
+        for d in e.divergences:
+            if d.spec_gap is not None:
+                gaps[round(d.spec_gap, 4)] += d.requests
+    unlisted = sum(d.requests for e in report.equivalence for d in e.divergences if d.spec_rank is None)
+    capped = any(e.distinct_divergences > len(e.divergences) for e in report.equivalence)
     if gaps or unlisted:
         # What a tie margin must cover: how far below the baseline's top the speculative server's
         # token was, not only how close the baseline's top two were.
@@ -412,43 +416,50 @@ def _calibration(report: Report) -> list[str]:
             "\nHow far below the baseline's top the speculative token was (nats) where an output parted, with "
             f"counts: {seen or 'none listed'}"
             + (f"; {unlisted} not among the baseline's listed tokens" if unlisted else "")
+            + (" (decisive partings: the distinct ones report.json keeps)" if capped else "")
             + f". The tie margin {report.tie_margin:g} excuses only those below it."
         )
     return out
 
 
+def _code(text: str) -> str:
+    """`text` as an inline code span whatever backticks it holds (a server's token text, a prompt label)."""
+    longest = 0
+    run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _divergences_told(e: EquivalenceRow) -> list[str]:
-    """Each decisive parting at a token once (a batch of identical requests parts alike): where the
-    speculative token stood in the baseline's ranking, and how the same context parted elsewhere."""
-    told = Counter(
-        (d.prompt, d.position, d.baseline_token, d.spec_token, d.spec_rank, d.spec_gap, d.baseline_choices)
-        for d in e.divergences
-    )
-    if not told:
+    """Each distinct decisive parting at a token: where the speculative token stood in the
+    baseline's ranking, how every answer that reached the same context chose there, and what the
+    speculative server said asked again."""
+    if not e.divergences:
         return []
-    elsewhere_of: dict[tuple, list[str]] = {}
-    second: dict[tuple, str] = {}
-    for d in e.divergences:
-        key = (d.prompt, d.position, d.baseline_token, d.spec_token, d.spec_rank, d.spec_gap, d.baseline_choices)
-        elsewhere_of[key] = d.met_elsewhere
-        second[key] = second.get(key) or d.second_opinion  # the first request asked again says it
     out = ["\nWhere each decisive parting stood in the baseline's ranking:\n"]
-    for key, times in told.items():
-        prompt, pos, base, spec, rank, gap, ranking = key
-        elsewhere = elsewhere_of[key]
-        if rank is None:
-            standing = f"not among the baseline's listed tokens ({ranking})"
-        elif rank == 1:
-            standing = f"the baseline's top choice ({ranking})"
+    for d in e.divergences:
+        if d.spec_rank is None:
+            standing = "not among the baseline's listed tokens"
+        elif d.spec_rank == 1:
+            standing = "the baseline's top choice"
         else:
-            standing = f"the baseline's choice {rank}, {gap:.4g} below its top ({ranking})"
-        again = f" (in {times} requests)" if times > 1 else ""
-        line = f"- `{prompt}` token {pos}{again}: baseline {base}, speculative {spec}: {standing}"
-        if elsewhere:
-            line += "; this context in the run's requests: " + "; ".join(elsewhere)
-        if second[key]:
-            line += f"; second opinion: {second[key]}"
+            standing = f"the baseline's choice {d.spec_rank}, {d.spec_gap:.4g} below the baseline's token"
+        again = f" (in {d.requests} requests)" if d.requests > 1 else ""
+        line = (
+            f"- {_code(d.prompt)} token {d.position}{again}: baseline {d.baseline_token}, speculative {d.spec_token}: "
+            f"{standing}; the baseline's ranking there: {_code(d.baseline_choices)}"
+        )
+        if d.met_elsewhere:
+            line += "; every answer that reached this context chose: " + "; ".join(d.met_elsewhere)
+        if d.second_opinion:
+            line += f"; second opinion: {_code(d.second_opinion)}"
         out.append(line)
+    if e.distinct_divergences > len(e.divergences):
+        out.append(f"- … the first {len(e.divergences)} of {e.distinct_divergences} distinct partings (report.json keeps these)")
     return out
 
 

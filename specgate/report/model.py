@@ -211,11 +211,12 @@ class Divergence(_Part):
     position: int
     baseline_token: int
     spec_token: int
+    requests: int  # how many requests parted so (Hypothesis replays a failing case; a batch parts alike)
     margin: float | None  # the baseline's top-1/top-2 margin there
     spec_rank: int | None  # the speculative token's rank in the baseline's top logprobs (None: not listed)
     spec_gap: float | None  # the baseline's top logprob minus the speculative token's
     baseline_choices: str  # the baseline's top logprobs there, e.g. "767 'ff' top, 359 'ver' -0.25"
-    met_elsewhere: list[str]  # how the same context parted in the run's other requests
+    met_elsewhere: list[str]  # how every judged answer that reached the same context chose there
     second_opinion: str  # the speculative server asked again with logprobs ("" where it was not asked)
 
 
@@ -235,7 +236,7 @@ class EquivalenceRow(_Part):
     not_checked: list[str] = []  # cases with no stored answer of the reference
     edges: list[str] = []  # the edge cases checked (and those LEFT OUT or REFUSED, saying so)
     refused: list[str] = []  # edge requests this config refused that the reference answered: NOT CHECKED
-    _since: ClassVar[dict[str, int]] = {"refused": 2, "divergences": 4}
+    _since: ClassVar[dict[str, int]] = {"refused": 2, "divergences": 4, "distinct_divergences": 4}
     near_tie_flips: int
     decisive_failures: int
     tolerated: list[str] = []
@@ -244,7 +245,8 @@ class EquivalenceRow(_Part):
     failures: list[str]
     failure_details: list[str] = []
     divergence_margins: list[float] = []
-    divergences: list[Divergence] = []  # the first DIVERGENCES_KEPT decisive partings at a token
+    divergences: list[Divergence] = []  # the first DIVERGENCES_KEPT distinct decisive partings at a token
+    distinct_divergences: int = 0  # how many distinct ones there were
 
 
 class Margins(_Part):

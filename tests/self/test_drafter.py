@@ -694,14 +694,22 @@ def test_a_server_walks_an_answer_in_cycles_and_weighs_the_hard_stretches_more()
     assert walked_accept_length([answer, [(False, False)] * 5]) == round(18 / 12, 3)
 
 
-def test_the_flags_walked_are_those_specforges_accuracy_counts():
-    from specgate.drafter.walk import sample_flags
+def test_each_answer_token_is_walked_with_the_chain_that_first_drafts_it():
+    """SpecForge's chain at position j drafts tokens j+2, j+3 (train.py shifts inputs and teacher
+    by one, not the mask): the answer token at P is first drafted by the chain at P-2, for the
+    second answer token a prompt position whose loss is masked but whose drafts are computed."""
+    from specgate.drafter.walk import sample_flags, walked_accept_length
 
-    correct = [[[1, 1, 0, 1], [1, 1, 1, 1]], [[1, 0, 0, 1], [1, 1, 1, 1]]]  # step, row, position
-    counted = [[[0, 1, 1, 1], [1, 1, 0, 0]], [[0, 1, 1, 0], [1, 0, 0, 0]]]
-    assert sample_flags(correct, counted, 0) == [(True, False), (False, False), (True, False)]
-    assert sample_flags(correct, counted, 1) == [(True, True), (True, False)]  # step 2's target not counted: wrong
-    assert sample_flags([], [], 0) == []
+    # one row: prompt at 0-2, answer at 3-6; step 0 right for the chains at 2 and 3, step 1 at 2
+    correct = [[[0, 0, 1, 1, 0, 0, 0]], [[0, 0, 1, 0, 0, 0, 0]]]
+    answer = [0, 0, 0, 1, 1, 1, 1]
+    flags = sample_flags(correct, answer, 0)
+    assert flags == [(False, False), (True, True), (True, False), (False, False)]
+    # token 0 from prefill; one cycle accepts tokens 1 and 2 and adds 3: 4 tokens in 1 cycle
+    assert walked_accept_length([flags]) == 4.0
+    perfect = sample_flags([[[1] * 9], [[1] * 9]], [0, 0] + [1] * 7, 0)
+    assert walked_accept_length([perfect]) == round(7 / 2, 3)  # a perfect drafter: 3 tokens a cycle after prefill
+    assert sample_flags([], [0, 1, 1], 0) == [(), ()]
 
 
 def test_the_report_shows_the_walked_expectation_beside_the_averaged_one():
@@ -715,6 +723,9 @@ def test_the_report_shows_the_walked_expectation_beside_the_averaged_one():
     made = {"gate_head_walked_tau_by_set": {"chat": 1.71, "code": 3.2, "math": 4.5},
             "gate_answer_tokens": 128, "gate_prompts_digest": digest(gate_prompts())}
     assert expected_by_set(made, dep, "eagle3-decode", "gate_head_walked_tau_by_set") == {"chat": 1.71, "code": 3.2}
+    runs_past_the_end = load_deployment("smollm2-eagle3-h200")  # ignore_eos = true: not what the walk models
+    assert expected_by_set(made, runs_past_the_end, "eagle3-decode", "gate_head_walked_tau_by_set") == {}
+    assert expected_by_set({**made, "gate_head_tau_by_set": {"code": 3.2}}, dep, "eagle3-decode") == {}  # averaged: <= 3
     assert _is_tau(2.5) and not _is_tau(True) and not _is_tau(float("nan")) and not _is_tau("2.5")
 
     path = Path(__file__).parents[2] / "results/2026-12-02-h200-refine/3-gate-update/smollm2-eagle3-h200-update/report/report.json"
@@ -733,6 +744,6 @@ def test_the_drafter_line_names_the_walked_figure_only_when_it_is_an_accept_leng
     made = {"role": "final", "by": "specgate assets smollm2-eagle3", "held_out_tau": 2.342, "gate_prompts_tau": 2.076,
             "gate_head_tau": 1.986, "gate_answer_tokens": 128, "gate_head_walked_tau": 1.912}
     line = describe({"path": "/d", "sha256": "ab" * 32, "made": made})
-    assert "1.986 over their first 128 answer tokens, 1.912 walked cycle by cycle as a server counts)" in line
+    assert "1.986 over their first 128 answer tokens, 1.912 walked cycle by cycle as a server counts answers that stop at their end)" in line
     assert "walked" not in describe({"path": "/d", "made": {**made, "gate_head_walked_tau": None}})
     assert "walked" not in describe({"path": "/d", "made": {**made, "gate_head_walked_tau": "1.9"}})

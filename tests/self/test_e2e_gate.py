@@ -159,7 +159,7 @@ def test_output_faults_fail_equivalence_with_a_reproducer(
         # with the words (the simulator, as SGLang, gives the tokens' text when asked).
         told = failed[0]["divergences"][0]
         assert told["position"] == 3 and told["baseline_choices"].count("'") >= 2, told
-        result.stdout.fnmatch_lines(["*speculative token * is not among the baseline's top * below its top); tie margin *", "*the baseline's top * there: *"])
+        result.stdout.fnmatch_lines(["*speculative token * is not among the baseline's top * below the baseline's token); tie margin *", "*the baseline's top * there: *"])
         assert "Where each decisive parting stood in the baseline's ranking" in (d.report_dir / "report.md").read_text()
         # Asked again with logprobs, the simulated server's own logits favour the baseline's token
         # while it emits another (the fault): the second opinion says so, not "a near tie".

@@ -212,13 +212,13 @@ def test_a_decisive_parting_says_where_the_speculative_token_stood_in_the_baseli
     never listed."""
     out = judge(_ranked(THREE_WAY, WORDS), answer([1, 4]))
     assert not out.ok and "not among the baseline's near-tied tokens [2, 3]" in out.message
-    assert "speculative token 4 'n' is the baseline's choice 3, 0.1 below its top; tie margin 0.05" in out.message
+    assert "speculative token 4 'n' is the baseline's choice 3, 0.1 below the baseline's token; tie margin 0.05" in out.message
     assert "the baseline's top 4 there: 2 'ff' top, 3 'ver' -0.02, 4 'n' -0.1, 5 'f' -2.5" in out.message
     d = out.divergence
     assert (d.spec_rank, round(d.spec_gap, 6), d.position, d.baseline_token, d.spec_token) == (3, 0.1, 1, 2, 4)
 
     unlisted = judge(_ranked(THREE_WAY), answer([1, 9]))
-    assert "speculative token 9 is not among the baseline's top 4 (at least 2.5 below its top)" in unlisted.message
+    assert "speculative token 9 is not among the baseline's top 4 (at least 2.5 below the baseline's token)" in unlisted.message
     assert unlisted.divergence.spec_rank is None and unlisted.divergence.spec_gap is None
     assert "the baseline's top 4 there: 2 top, 3 -0.02, 4 -0.1, 5 -2.5" in unlisted.message  # no texts given
 
@@ -232,30 +232,37 @@ def test_a_flip_records_how_far_below_the_top_its_token_was_and_its_context():
     assert other_prompt.divergence.context != flip.context
 
 
-def test_a_context_met_more_than_once_is_told_with_every_way_it_parted():
+def test_a_parting_says_how_every_answer_that_reached_its_context_chose_there():
+    """Answers that agreed with the baseline there count too (a context passed 29 times and
+    failed once is not 'met once'), per config; and the baseline's margins there where they
+    differed between requests."""
     from specgate.equivalence.check import EquivalenceStats
     from specgate.equivalence.partings import met_elsewhere
 
     decode, tree = EquivalenceStats(), EquivalenceStats()
     low = ((2, -0.5), (3, -0.54), (4, -0.875))
     for base, spec, stats in (
-        (_ranked(low), [1, 3], decode),
-        (_ranked(low), [1, 3], decode),
-        (_ranked(THREE_WAY), [1, 4], decode),
-        (_ranked(low), [1, 3], tree),
+        (_ranked(low), [1, 3], decode),  # a near-tie flip
+        (_ranked(low), [1, 2], decode),  # agrees
+        (_ranked(THREE_WAY), [1, 4], decode),  # the decisive parting
+        (_ranked(THREE_WAY), [1, 2], tree),  # agrees
+        (_ranked(THREE_WAY), [9], tree),  # another prefix: did not reach the context
     ):
         stats.add(judge(base, answer(spec)), "set/p")
-    partings = decode.partings("eagle3-decode") + tree.partings("eagle3-tree")
-    failure = decode.divergences[0]
-    assert met_elsewhere(failure.context, partings) == [
-        "eagle3-decode chose 3 2x (near-tie flips)",
-        "eagle3-decode chose 4 1x (decisive divergence)",
-        "eagle3-tree chose 3 1x (near-tie flip)",
+        stats.answered("p", tuple(spec))
+    answers = [("eagle3-decode", *a) for a in decode.answers] + [("eagle3-tree", *a) for a in tree.answers]
+    d = decode.divergences[0]
+    told = met_elsewhere(d.prompt_digest, d.prefix, d.baseline_token, answers, decode.partings() + tree.partings(), d.context)
+    assert told == [
+        "eagle3-decode: 2 (the baseline's) 1x, 3 1x, 4 1x",
+        "eagle3-tree: 2 (the baseline's) 1x",
         "the baseline's top-1/top-2 margin there differed between requests: 0.02, 0.04",
     ]
     alone = EquivalenceStats()
     alone.add(judge(_ranked(THREE_WAY), answer([1, 4])), "set/p")
-    assert met_elsewhere(alone.divergences[0].context, alone.partings("c")) == []  # met once: nothing to tell
+    alone.answered("p", (1, 4))
+    d = alone.divergences[0]
+    assert met_elsewhere(d.prompt_digest, d.prefix, 2, [("c", *a) for a in alone.answers], alone.partings(), d.context) == []
 
 
 def _again(token_at_1, tops_at_1, texts=()):
@@ -306,3 +313,35 @@ def test_asked_again_the_speculative_server_says_how_near_the_tie_was_in_its_own
 
     said = second_opinion(refuses, case(), parting, base, 5, 0.3)
     assert said.startswith("asked again with logprobs, the server did not answer (HTTPStatusError: HTTP 500")
+
+
+def test_the_standing_is_measured_from_the_token_the_baseline_emitted_and_says_so_where_odd():
+    from specgate.equivalence.partings import context_key, name, standing
+
+    # a reference that emitted its second choice (hand-edited, or a zero tie margin): no "top choice"
+    odd = judge(_ranked(((5, -0.1), (2, -0.5), (3, -0.9))), answer([1, 5]))
+    assert "speculative token 5 is the baseline's top choice; the baseline itself emitted a token it did not rank first (its choice 2)" in odd.message
+    assert standing(_ranked(((2, -0.5),)), 1, 9, 2).words(9, None) == "speculative token 9 is not among the baseline's top 1"
+    assert name(7, "x" * 100) == f"7 {'x' * 40!r}…"
+    assert context_key("ab1", []) != context_key("ab", [1])
+
+
+def test_a_server_listing_more_than_asked_or_an_infinite_logprob_cannot_swell_or_sink_the_report():
+    import pytest
+
+    from specgate.client import _parse_top_logprobs
+    from specgate.errors import MalformedAnswer
+
+    flood = [[[-0.1 - k / 1e5, k, f"t{k}"] for k in range(20000)]]
+    tops, texts = _parse_top_logprobs("u", flood, 5)
+    assert [t for t, _ in tops[0]] == [0, 1, 2, 3, 4] and len(texts) == 5
+    with pytest.raises(MalformedAnswer, match="output_top_logprobs"):
+        _parse_top_logprobs("u", [[[float("-inf"), 3, "x"], [-0.1, 4, "y"]]], 5)
+
+
+def test_a_servers_token_text_cannot_break_report_md():
+    from specgate.report.markdown import _code
+
+    assert _code("a `b` c") == "``a `b` c``"
+    assert _code("`x") == "`` `x ``"
+    assert _code("| **bold** <b>") == "`| **bold** <b>`"
