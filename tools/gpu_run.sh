@@ -24,7 +24,8 @@
 #           data, keeping the weak one. DRAFTER_LR: the peak learning rate (default 3e-4).
 #   +weak   run the job with /tmp/assets/smollm2-eagle3 pointing at the weak checkpoint (a
 #           worse drafter pushed under the same path), then point it back
-#   check   the gate, compared against the repo's stored baselines (the default)
+#   check   the gate, compared against the repo's stored baselines (the default); a failing case's
+#           replay file comes back in results.tar.gz under JOB/baselines/
 #   update  the gate, then store this run's figures as the baseline (`specgate baseline update`);
 #           the new file comes back in results.tar.gz under JOB/baselines/
 #   calibrate `specgate calibrate DEPLOYMENT`: CAL_BOOTS (default 3) A/A rounds, each booting every
@@ -251,6 +252,10 @@ for job in "$@"; do
     cp "$dir/report/report.md" "$OUT/" 2>/dev/null
     if [[ $mode == update ]]; then
       find baselines -name '*.json' -newer "$work/pack/provenance.txt" -exec cp --parents {} "$dir/" \;
+    else
+      # A failing check remembers its cases (baselines/<deployment>/equivalence/replay.json) for
+      # later runs to replay first: it comes back too, to be committed with the baselines.
+      find baselines -path '*equivalence*' -name '*.json' -newer "$work/pack/provenance.txt" -exec cp --parents {} "$dir/" \;
     fi
   fi
   [[ -n $weak ]] && ln -sfn smollm2-eagle3-trained /tmp/assets/smollm2-eagle3
