@@ -745,8 +745,11 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         *([rounds.stopped_early] if rounds.stopped_early else []),
         *[f"tie margin not measured: {p}" for p in rounds.numerics_problems[:5]],
     ]
-    if args.numerics and not dep.launch.coexist:
-        notes.append("tie margin not measured: servers one at a time (`launch.coexist = false`) never answer side by side")
+    if args.numerics and dep.equivalence.enabled and dep.speculative_configs:
+        if not dep.launch.coexist:
+            notes.append("tie margin not measured: servers one at a time (`launch.coexist = false`) never answer side by side")
+        elif args.numerics > len(dep.workload.speed_sequence()):
+            notes.append(f"tie margin: {len(dep.workload.speed_sequence())} prompts per round, all the workload has")
     numerics = {c: got.summary(dep.equivalence.tie_margin) for c, got in rounds.numerics.items()}
     table = render(dep, configs, len(complete), notes) + "\n".join(render_numerics(numerics)) + ("\n" if numerics else "")
     if not recorded:

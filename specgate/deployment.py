@@ -236,6 +236,9 @@ class EquivalenceSpec:
     concurrency: tuple[int, ...]
     hypothesis_profile: str
     examples: int | None
+    # Decisive partings at a token asked about again, with logprobs, per config per run
+    # (second_opinion.py): 0 for none, where a release crashes on logprob requests.
+    second_opinions: int = 5
 
 
 @dataclass(frozen=True)
@@ -916,6 +919,9 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
         concurrency=tuple(t.int_list("concurrency", [1, 4], maximum=MAX_CONCURRENCY)),
         hypothesis_profile=t.text("hypothesis_profile", "gpu", choices=("ci", "gpu", "dev")),
         examples=t.integer("examples", None, minimum=1),
+        # Spec v2 EAGLE servers crashed on logprob requests in some releases (SGLang #17349):
+        # 0 turns the second requests off.
+        second_opinions=t.integer("second_opinions", 5, minimum=0, maximum=100),
     )
     t.reject_unknown()
     return spec

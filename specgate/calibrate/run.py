@@ -73,9 +73,8 @@ def run_rounds(
                 pool.boot(configs)
             plan.ensure(configs, 1, requests)
             if numerics_prompts and dep.launch.coexist and dep.equivalence.enabled:
-                out.numerics_problems += [
-                    f"round {r + 1}: {p}" for p in collect(dep, pool, numerics_prompts, out.numerics)
-                ]
+                asked = collect(dep, pool, numerics_prompts, out.numerics, offset=r * numerics_prompts)
+                out.numerics_problems += [f"round {r + 1}: {p}" for p in asked]
             if out.fingerprint is None and dep.reference in pool.server_infos:
                 out.fingerprint = collect_fingerprint(
                     dep, pool.server_infos[dep.reference], pool.model_infos.get(dep.reference, {})

@@ -107,7 +107,8 @@ class EquivalenceOracle:
         # The reference's stored answers, where it is not booted (raises where there are none).
         self.stored_answers = stored_answers
         self._stored: GoldenAnswers | None = None
-        self._second_opinions: dict[str, int] = {}  # per config: decisive partings asked about again
+        # (config, context, speculative token) of each decisive parting asked about again: what was said
+        self._second_opinions: dict[tuple[str, str, int], str] = {}
 
     @property
     def stored(self) -> bool:
@@ -382,23 +383,37 @@ class EquivalenceOracle:
             for answer in answers
         ]
         parted = next((k for k, o in enumerate(outcomes) if o.divergence is not None), None)
-        if parted is not None and self._second_opinions.get(config, 0) < second_opinion.MAX_PER_CONFIG:
-            self._second_opinions[config] = self._second_opinions.get(config, 0) + 1
-            outcomes[parted] = _with_second_opinion(
-                outcomes[parted],
-                second_opinion.second_opinion(
-                    server.generate,
-                    case,
-                    outcomes[parted].divergence,  # type: ignore[arg-type]
-                    baseline,
-                    self.deployment.equivalence.top_logprobs,
-                    self.deployment.equivalence.tie_margin,
-                ),
-            )
+        if parted is not None:
+            words = self._second_opinion(config, case, outcomes[parted], server.generate, baseline)
+            if words:
+                outcomes[parted] = _with_second_opinion(outcomes[parted], words)
         for outcome, answer in zip(outcomes, answers, strict=True):
             stats.add(outcome, case.label)
             stats.answered(case.text, answer.output_ids)
         return outcomes
+
+    def _second_opinion(
+        self,
+        config: str,
+        case: GenerationCase,
+        outcome: Outcome,
+        generate: Callable[[GenerateRequest], GenerateResult],
+        baseline: GenerateResult,
+    ) -> str:
+        """What the speculative server says of a decisive parting asked again (second_opinion.py),
+        once per parting: Hypothesis replays a failing case while it shrinks, and a parting met
+        again reads the first answer; up to `equivalence.second_opinions` partings per config."""
+        d = outcome.divergence
+        assert d is not None
+        key = (config, d.context, d.spec_token)
+        if key in self._second_opinions:
+            return self._second_opinions[key]
+        if sum(k[0] == config for k in self._second_opinions) >= self.deployment.equivalence.second_opinions:
+            return ""
+        eq = self.deployment.equivalence
+        words = second_opinion.second_opinion(generate, case, d, baseline, eq.top_logprobs, eq.tie_margin)
+        self._second_opinions[key] = words
+        return words
 
     def _refused(self, config: str, case: GenerationCase, message: str) -> None:
         stats = self.stats.setdefault(config, EquivalenceStats())

@@ -6,9 +6,10 @@ target's verify pass over the accepted tokens: the numbers that chose the token)
 that parted is sent once more, as it was (the same copies at once) but asking for top logprobs,
 and the answer says three things: whether the parting came again, whether the server's own top
 at that token is the token it emitted, and how far below its choice it put the baseline's token.
-A speculative token its own logits rank first, with the baseline's a bf16 step or two below,
-is two kernels ordering a near tie differently; its own logits putting another token first, or
-the baseline's far below at the same prefix, is not.
+The shift it reports is how far the server's numbers moved the gap between the two tokens (the
+baseline's gap plus its own, the other way): a few bf16 steps past the tie margin reads as a near
+tie the margin did not cover (compare with the shifts `specgate calibrate` measures); many nats,
+or its own logits putting another token first than the one it emitted, is no near tie.
 
 Explanation only: the rule (check.py) judged the first answer and stands. The second request
 runs with logprobs on, a path SGLang may compute differently, and greedy answers under
@@ -25,8 +26,6 @@ from specgate.equivalence.cases import GenerationCase
 from specgate.equivalence.check import TokenDivergence
 from specgate.equivalence.partings import choices, name
 from specgate.errors import SpecgateError
-
-MAX_PER_CONFIG = 5  # second requests per config per run: Hypothesis replays a failing case while shrinking
 
 
 def second_opinion(
@@ -46,17 +45,18 @@ def second_opinion(
             with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
                 again = list(ex.map(generate, [request] * case.concurrency))[0]
     except (SpecgateError, OSError) as exc:  # an explanation must never turn into a failure of its own
-        return f"asked again with logprobs, the server did not answer ({type(exc).__name__}: {str(exc)[:200]})"
+        first = (str(exc).splitlines() or [""])[0][:200]
+        return f"asked again with logprobs, the server did not answer ({type(exc).__name__}: {first})"
     return read_again(again, parting, baseline, tie_margin)
 
 
 def read_again(again: GenerateResult, parting: TokenDivergence, baseline: GenerateResult, tie_margin: float) -> str:
     i = parting.position
     ids = again.output_ids
+    if len(ids) <= i:
+        return f"asked again with logprobs, its answer ended after {len(ids)} tokens, before that token"
     if tuple(ids[:i]) != tuple(baseline.output_ids[:i]):
         return "asked again with logprobs, its answer parted from the baseline's before that token: no view of it"
-    if len(ids) <= i:
-        return "asked again with logprobs, its answer ended before that token"
     token = ids[i]
     if token == parting.spec_token:
         came = f"it parted again with {parting.spec_token}"
@@ -64,28 +64,38 @@ def read_again(again: GenerateResult, parting: TokenDivergence, baseline: Genera
         came = "it answered the baseline's token this time"
     else:
         came = f"it answered {token} this time"
-    tops = again.top_logprobs[i] if again.top_logprobs is not None and i < len(again.top_logprobs) else ()
-    if not tops:
-        return f"asked again with logprobs, {came}; the server gave no top logprobs there (this release may not return them)"
+    listed = again.top_logprobs
+    if not listed:
+        return f"asked again with logprobs, {came}; the server gave no top logprobs (this release may not return them)"
+    if len(listed) != len(ids):
+        # e.g. a release that returned the prefill token's logprobs alone (SGLang PR #14046): which
+        # token a list belongs to is unknown, so none is read
+        return f"asked again with logprobs, {came}; its logprobs cover {len(listed)} positions for {len(ids)} tokens: not read"
+    tops = listed[i]
     own = dict(tops)
-    best_token = tops[0][0]
     words = [f"asked again with logprobs, {came}; its own top {len(tops)} there: {choices(again, i)}"]
-    if best_token != token:
+    best = max(lp for _, lp in tops)
+    if token not in own or own[token] < best - 1e-6:  # an exact tie listed in either order is no contradiction
+        favoured = next(tok for tok, lp in tops if lp == best)
         words.append(
-            f"its own logits rank {name(best_token, again.token_text(best_token))} first, yet it emitted {token}: "
+            f"its own logits rank {name(favoured, again.token_text(favoured))} first, yet it emitted {token}: "
             "not a near tie, the token chosen is not the one its logits favour"
         )
-    pair = (parting.spec_token, parting.baseline_token)
-    if all(t in own for t in pair):
-        gap = abs(own[pair[0]] - own[pair[1]])
-        within = gap < tie_margin
+    b_tok, s_tok = parting.baseline_token, parting.spec_token
+    if b_tok in own and s_tok in own and parting.spec_gap is not None:
+        # The baseline put b above s by spec_gap; this server puts s above b by own_gap: its numbers
+        # moved that gap by their sum, which is what a tie margin has to cover for the flip.
+        own_gap = own[s_tok] - own[b_tok]
+        shift = parting.spec_gap + own_gap
+        scale = f", {shift / tie_margin:.2g}x the tie margin {tie_margin:g}" if tie_margin > 0 else ""
         words.append(
-            f"its own logprobs for {pair[0]} and the baseline's {pair[1]} are {gap:.4g} apart, "
-            + ("within" if within else "beyond")
-            + f" the tie margin {tie_margin:g}"
-            + (": the two servers' numerics order a near tie differently" if within and best_token == token else "")
+            f"the baseline held {b_tok} {parting.spec_gap:.4g} above {s_tok}, its own logits hold {s_tok} "
+            f"{own_gap:.4g} above {b_tok}: a shift of {shift:.4g} nats{scale}"
         )
     else:
-        missing = [t for t in pair if t not in own]
-        words.append(f"{' and '.join(map(str, missing))} not among its own top {len(tops)} at the same prefix")
+        missing = [str(t) for t in (s_tok, b_tok) if t not in own]
+        if missing:
+            words.append(f"{' and '.join(missing)} not among its own top {len(tops)} at the same prefix")
+        else:
+            words.append(f"the baseline did not list {s_tok}: the shift is at least its last listed gap")
     return "; ".join(words)

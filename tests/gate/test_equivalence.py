@@ -83,6 +83,14 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
             test()
         except BaseException:
             if server_errors:
+                # A wrong answer found before the server failed is the verdict's headline (the
+                # failure may have followed from it: a second request about the parting, say).
+                found = oracle.stats.get(spec_config)
+                if found is not None and found.failure_details:
+                    raise EquivalenceFailure(
+                        f"[{spec_config}] {found.failure_details[0]}\n(afterwards the server failed: "
+                        f"{str(server_errors[0]).splitlines()[0]})"
+                    ) from None
                 raise server_errors[0] from None
             raise
         _not_checked_if_refused(specgate, spec_config)

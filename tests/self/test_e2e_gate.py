@@ -586,3 +586,26 @@ def test_a_regression_hidden_behind_a_harmless_flag_fails_closed(sim_deployment,
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*NOT COMPARED: eagle3-decode's launch flags changed*"])
     assert d.report()["overall"] != "PASS"
+
+
+def test_a_server_that_dies_answering_the_second_opinion_leaves_the_wrong_answer_as_the_headline(sim_deployment, pytester):
+    """Spec v2 EAGLE servers crashed on logprob requests in some SGLang releases (#17349): the
+    request asking about a parting may kill the server. The verdict still leads with the wrong
+    answer found first, and says what happened after it."""
+    d = sim_deployment()
+    result = d.run(pytester, "-k", "equivalence", faults="eagle3-decode:diverge-at=3;eagle3-decode:crash-after=2")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*EquivalenceFailure: [[]eagle3-decode[]] decisive divergence at output token 3*", "*afterwards the server failed*"]
+    )
+    told = next(e for e in d.report()["equivalence"] if e["config"] == "eagle3-decode")["divergences"][0]
+    assert told["second_opinion"].startswith("asked again with logprobs, the server did not answer"), told
+
+
+def test_second_opinions_can_be_turned_off(sim_deployment, pytester):
+    d = sim_deployment({"equivalence": {"second_opinions": 0}})
+    result = d.run(pytester, "-k", "equivalence", faults="eagle3-decode:diverge-at=3")
+    assert result.ret == 1
+    told = next(e for e in d.report()["equivalence"] if e["config"] == "eagle3-decode")["divergences"]
+    assert told and all(t["second_opinion"] == "" for t in told)
+    assert "second opinion" not in result.stdout.str()

@@ -281,38 +281,47 @@ def _again(token_at_1, tops_at_1, texts=()):
     )
 
 
-def test_asked_again_the_speculative_server_says_how_near_the_tie_was_in_its_own_numbers():
-    """The second opinion reads the speculative server's own logprobs at the parting: a near tie
-    ordered the other way, a token its own logits do not favour, or nothing to read."""
+def test_asked_again_the_speculative_server_says_how_far_its_numbers_moved_the_gap():
+    """The second opinion reads the speculative server's own logprobs at the parting: the gap the
+    baseline held between the two tokens plus the one the server holds the other way is how far
+    its numbers moved it; a token its own logits do not rank first is no near tie; a list that
+    does not cover the tokens one for one is not read."""
     from specgate.equivalence.second_opinion import read_again, second_opinion
     from specgate.errors import HTTPStatusError
 
     base = _ranked(THREE_WAY, WORDS)
-    parting = judge(base, answer([1, 4])).divergence
-    near = read_again(_again(4, ((4, -0.5), (2, -0.55), (3, -0.6)), WORDS), parting, base, 0.3)
+    parting = judge(base, answer([1, 4])).divergence  # the baseline held 2 0.1 above 4
+    near = read_again(_again(4, ((4, -0.5), (2, -0.55), (3, -0.6)), WORDS), parting, base, 0.05)
     assert near == (
         "asked again with logprobs, it parted again with 4; its own top 3 there: 4 'n' top, 2 'ff' -0.05, "
-        "3 'ver' -0.1; its own logprobs for 4 and the baseline's 2 are 0.05 apart, within the tie margin 0.3: "
-        "the two servers' numerics order a near tie differently"
+        "3 'ver' -0.1; the baseline held 2 0.1 above 4, its own logits hold 4 0.05 above 2: a shift of 0.15 "
+        "nats, 3x the tie margin 0.05"
     )
-    wrong = read_again(_again(4, ((2, -0.1), (4, -2.5))), parting, base, 0.3)
+    far = read_again(_again(4, ((4, -0.1), (2, -6.1))), parting, base, 0.05)
+    assert "a shift of 6.1 nats, 1.2e+02x the tie margin" in far  # no near tie, whatever the server's own gap
+    wrong = read_again(_again(4, ((2, -0.1), (4, -2.5))), parting, base, 0.05)
     assert "its own logits rank 2 first, yet it emitted 4: not a near tie" in wrong
-    assert "are 2.4 apart, beyond the tie margin 0.3" in wrong and "numerics order" not in wrong
-    far = read_again(_again(4, ((4, -0.1), (9, -0.2))), parting, base, 0.3)
-    assert far.endswith("2 not among its own top 2 at the same prefix")
-    assert read_again(_again(2, ((2, -0.1), (4, -0.15))), parting, base, 0.3).startswith(
+    tied = read_again(_again(4, ((2, -0.5), (4, -0.5))), parting, base, 0.05)
+    assert "not a near tie" not in tied and "hold 4 0 above 2: a shift of 0.1 nats" in tied  # an exact tie, either order
+    assert read_again(_again(4, ((4, -0.1), (9, -0.2))), parting, base, 0.05).endswith(
+        "2 not among its own top 2 at the same prefix"
+    )
+    assert read_again(_again(2, ((2, -0.1), (4, -0.15))), parting, base, 0.05).startswith(
         "asked again with logprobs, it answered the baseline's token this time"
     )
-    assert "gave no top logprobs there (this release may not return them)" in read_again(_again(4, None), parting, base, 0.3)
-    other_prefix = _again(4, ((4, -0.1),))
-    other_prefix = GenerateResult(**{**other_prefix.__dict__, "output_ids": (8, 4)})
-    assert "parted from the baseline's before that token" in read_again(other_prefix, parting, base, 0.3)
+    assert "gave no top logprobs (this release may not return them)" in read_again(_again(4, None), parting, base, 0.05)
+    first_only = GenerateResult(**{**_again(4, ((4, -0.1),)).__dict__, "top_logprobs": (((1, -0.1),),)})
+    assert "its logprobs cover 1 positions for 2 tokens: not read" in read_again(first_only, parting, base, 0.05)
+    short = GenerateResult(**{**_again(4, ((4, -0.1),)).__dict__, "output_ids": (1,)})
+    assert "its answer ended after 1 tokens, before that token" in read_again(short, parting, base, 0.05)
+    other_prefix = GenerateResult(**{**_again(4, ((4, -0.1),)).__dict__, "output_ids": (8, 4)})
+    assert "parted from the baseline's before that token" in read_again(other_prefix, parting, base, 0.05)
 
     def refuses(request):
-        raise HTTPStatusError("HTTP 500 from http://s/generate: boom", url="http://s/generate", status=500)
+        raise HTTPStatusError("HTTP 500 from http://s/generate: boom\nTraceback …", url="http://s/generate", status=500)
 
-    said = second_opinion(refuses, case(), parting, base, 5, 0.3)
-    assert said.startswith("asked again with logprobs, the server did not answer (HTTPStatusError: HTTP 500")
+    said = second_opinion(refuses, case(), parting, base, 5, 0.05)
+    assert said == "asked again with logprobs, the server did not answer (HTTPStatusError: HTTP 500 from http://s/generate: boom)"
 
 
 def test_the_standing_is_measured_from_the_token_the_baseline_emitted_and_says_so_where_odd():

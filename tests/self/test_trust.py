@@ -550,11 +550,14 @@ def test_the_tie_margin_calibration_measures_how_far_a_server_moves_its_referenc
 
     ref = answer([1, 2, 3, 4], [[(1, -0.1), (5, -2.0)], [(2, -0.5), (6, -0.625), (7, -3.0)], [(3, -0.2), (8, -0.3)], [(4, -0.1), (9, -1.0)]])
     spec = answer([1, 2, 8, 4], [[(1, -0.1), (5, -2.0)], [(2, -0.5), (6, -0.5)], [(8, -0.25), (3, -0.25)], [(4, -0.1), (9, -9.0)]])
-    shifts, positions = gap_shifts(ref, spec)
+    shifts, positions, unlisted = gap_shifts(ref, spec)
     assert positions == 3  # the fourth token follows another prefix: not compared
-    assert [round(x, 4) for x in shifts] == [0.0, 0.125, 0.1]  # 7 is not listed by the speculative server
-    assert quantum([ref, spec]) == pytest.approx(0.1, abs=1e-9)  # the smallest non-zero difference listed
+    assert [round(x, 4) for x in shifts] == [0.0, 0.125, 0.1] and unlisted == 1  # 7: not listed by the speculative server
+    assert quantum([ref, spec]) == pytest.approx(0.1, abs=1e-9)  # per position the smallest difference; their 10th percentile
+    fine = [answer([1], [[(1, -0.1), (2, -0.1625)]])] * 9 + [answer([1], [[(1, -0.1), (2, -0.1044)]])]
+    assert quantum(fine) == pytest.approx(0.0625)  # one finer position does not set the step
     told = summarise(shifts, 0.125, 0.3, positions)
     assert (told["largest"], told["suggested_tie_margin"], told["beyond_tie_margin"]) == (0.125, 0.25, 0)
+    assert summarise([0.25 + 1e-6], 0.125, 0.3, 1)["suggested_tie_margin"] == 0.375  # float noise is no extra step
     assert told["histogram"] == {"0": 1, "0.1": 1, "0.125": 1}
     assert summarise([], None, 0.3, 0) == {"positions": 0, "pairs": 0, "tie_margin": 0.3}
