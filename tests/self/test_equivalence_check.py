@@ -66,18 +66,7 @@ def test_near_tie_does_not_excuse_a_token_outside_the_tie():
 
 def test_with_top5_only_tokens_inside_the_tie_are_excused():
     """top_logprobs may be > 2: a token far below top-1 is in the list but never tied."""
-    tops = (((1, -0.1),), ((2, -0.1), (3, -0.11), (4, -12.0), (5, -13.0), (6, -14.0)))
-    base = GenerateResult(
-        request=GenerateRequest(max_new_tokens=8, text="p"),
-        text="",
-        output_ids=(1, 2),
-        prompt_tokens=1,
-        completion_tokens=2,
-        finish_reason=FinishReason("length"),
-        e2e_s=0.0,
-        server_e2e_s=None,
-        top_logprobs=tops,
-    )
+    base = _two(2, ((2, -0.1), (3, -0.11), (4, -12.0), (5, -13.0), (6, -14.0)), first=((1, -0.1),))
     assert judge(base, answer([1, 3])).kind == "near-tie-flip"
     far = judge(base, answer([1, 4]))
     assert not far.ok and "not among the baseline's near-tied tokens [2, 3]" in far.message
@@ -185,20 +174,26 @@ def test_a_stop_string_the_first_token_holds_is_judged_as_any_stop_string_is():
     assert not later.ok and later.message.startswith("stop overshoot")
 
 
-def _ranked(tops_at_1, texts=()):
-    """A baseline answer [1, 2] whose ranking at token 1 is `tops_at_1` ((id, logprob), best first)."""
+def _two(second, tops_at_1, texts=(), first=((1, -0.1), (7, -5.0))):
+    """An answer [1, second] whose ranking at token 1 is `tops_at_1` ((id, logprob), best first;
+    None: no logprobs at all)."""
     return GenerateResult(
         request=GenerateRequest(max_new_tokens=8, text="p"),
-        text="one two",
-        output_ids=(1, 2),
+        text="",
+        output_ids=(1, second),
         prompt_tokens=1,
         completion_tokens=2,
         finish_reason=FinishReason("length"),
         e2e_s=0.0,
         server_e2e_s=None,
-        top_logprobs=(((1, -0.1), (7, -5.0)), tuple(tops_at_1)),
+        top_logprobs=(tuple(first), tuple(tops_at_1)) if tops_at_1 is not None else None,
         token_texts=tuple(texts),
     )
+
+
+def _ranked(tops_at_1, texts=()):
+    """The baseline's answer [1, 2], its ranking at token 1 `tops_at_1`."""
+    return _two(2, tops_at_1, texts)
 
 
 THREE_WAY = ((2, -0.5), (3, -0.52), (4, -0.6), (5, -3.0))
@@ -267,18 +262,7 @@ def test_a_parting_says_how_every_answer_that_reached_its_context_chose_there():
 
 def _again(token_at_1, tops_at_1, texts=()):
     """The speculative server's second answer [1, token_at_1], its own ranking at token 1."""
-    return GenerateResult(
-        request=GenerateRequest(max_new_tokens=8, text="p"),
-        text="",
-        output_ids=(1, token_at_1),
-        prompt_tokens=1,
-        completion_tokens=2,
-        finish_reason=FinishReason("length"),
-        e2e_s=0.0,
-        server_e2e_s=None,
-        top_logprobs=(((1, -0.1),), tuple(tops_at_1)) if tops_at_1 is not None else None,
-        token_texts=tuple(texts),
-    )
+    return _two(token_at_1, tops_at_1, texts, first=((1, -0.1),))
 
 
 def test_asked_again_the_speculative_server_says_how_far_its_numbers_moved_the_gap():

@@ -200,46 +200,33 @@ def test_a_misspelt_key_is_named_beside_the_missing_one(sim_report, tmp_path):
         read_report(path)
 
 
-def test_a_field_of_a_later_version_is_required_only_from_that_version_on(sim_report, tmp_path):
-    """schema_version 2 added an equivalence row's `refused`: a version-1 report lacks it and reads
-    (its default), a version-2 one must hold it."""
+# Fields that arrived after schema_version 1: (the version that brought them, whether an
+# equivalence row or the report holds them, the field, what a report before it reads).
+LATER_FIELDS = [(2, "row", "refused", []), (3, "report", "ignore_eos", True), (4, "row", "divergences", [])]
 
-    def drop_refused(version):
+
+@pytest.mark.parametrize(("version", "where", "field", "default"), LATER_FIELDS)
+def test_a_field_of_a_later_version_is_required_only_from_that_version_on(
+    sim_report, tmp_path, version, where, field, default
+):
+    """A report of the version before lacks the field and reads its default; one of that version
+    must hold it."""
+
+    def dropped(as_version):
         def edit(d):
-            d["schema_version"] = version
-            for row in d["equivalence"]:
-                row.pop("refused", None)
+            d["schema_version"] = as_version
+            for part in d["equivalence"] if where == "row" else [d]:
+                part.pop(field, None)
+
         return edit
 
-    (tmp_path / "v1").mkdir()
-    (tmp_path / "v2").mkdir()
-    old = read_report(_written(sim_report, tmp_path / "v1", drop_refused(1)))
-    assert old.schema_version == 1 and all(row.refused == [] for row in old.equivalence)
-    with pytest.raises(ReportError, match=r"lacks 'refused', which every report of schema_version 2 holds"):
-        read_report(_written(sim_report, tmp_path / "v2", drop_refused(2)))
-
-    def drop_ignore_eos(version):
-        def edit(d):
-            d["schema_version"] = version
-            d.pop("ignore_eos", None)
-        return edit
-
-    (tmp_path / "v3").mkdir()
-    assert read_report(_written(sim_report, tmp_path / "v2", drop_ignore_eos(2))).ignore_eos is True
-    with pytest.raises(ReportError, match=r"lacks 'ignore_eos', which every report of schema_version 3 holds"):
-        read_report(_written(sim_report, tmp_path / "v3", drop_ignore_eos(3)))
-
-    def drop_divergences(version):
-        def edit(d):
-            d["schema_version"] = version
-            for row in d["equivalence"]:
-                row.pop("divergences", None)
-        return edit
-
-    (tmp_path / "v4").mkdir()
-    assert all(row.divergences == [] for row in read_report(_written(sim_report, tmp_path / "v3", drop_divergences(3))).equivalence)
-    with pytest.raises(ReportError, match=r"lacks 'divergences', which every report of schema_version 4 holds"):
-        read_report(_written(sim_report, tmp_path / "v4", drop_divergences(4)))
+    (tmp_path / "older").mkdir()
+    (tmp_path / "now").mkdir()
+    older = read_report(_written(sim_report, tmp_path / "older", dropped(version - 1)))
+    parts = older.equivalence if where == "row" else [older]
+    assert parts and all(getattr(part, field) == default for part in parts)
+    with pytest.raises(ReportError, match=rf"lacks '{field}', which every report of schema_version {version} holds"):
+        read_report(_written(sim_report, tmp_path / "now", dropped(version)))
 
 
 def test_declared_known_differences_collapse_and_never_undercount():
