@@ -28,7 +28,7 @@ class NearTieFlip:
     baseline_token: int
     spec_token: int
     margin: float
-    spec_gap: float | None = None  # the baseline's top logprob minus the speculative token's
+    spec_gap: float | None = None  # the logprob of the baseline's token minus the speculative token's
     context: str = ""  # partings.context_key: the prompt and the baseline's tokens before the flip
 
 
@@ -42,7 +42,7 @@ class TokenDivergence:
     spec_token: int
     margin: float | None  # the baseline's top-1/top-2 margin there (None: no top logprobs)
     spec_rank: int | None  # the speculative token's rank among the baseline's top logprobs
-    spec_gap: float | None  # the baseline's top logprob minus the speculative token's
+    spec_gap: float | None  # the logprob of the baseline's token minus the speculative token's
     baseline_choices: str  # partings.choices
     context: str
     second_opinion: str = ""  # what the speculative server said asked again with logprobs (second_opinion.py)

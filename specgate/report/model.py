@@ -200,7 +200,7 @@ class Flip(_Part):
     baseline_token: int
     spec_token: int
     margin: float
-    spec_gap: float | None = None  # the baseline's top logprob minus the speculative token's
+    spec_gap: float | None = None  # the logprob of the baseline's token minus the speculative token's
     _since: ClassVar[dict[str, int]] = {"spec_gap": 4}
 
 
@@ -214,7 +214,7 @@ class Divergence(_Part):
     requests: int  # how many requests parted so (Hypothesis replays a failing case; a batch parts alike)
     margin: float | None  # the baseline's top-1/top-2 margin there
     spec_rank: int | None  # the speculative token's rank in the baseline's top logprobs (None: not listed)
-    spec_gap: float | None  # the baseline's top logprob minus the speculative token's
+    spec_gap: float | None  # the logprob of the baseline's token minus the speculative token's
     baseline_choices: str  # the baseline's top logprobs there, e.g. "767 'ff' top, 359 'ver' -0.25"
     met_elsewhere: list[str]  # how every judged answer that reached the same context chose there
     second_opinion: str  # the speculative server asked again with logprobs ("" where it was not asked)
