@@ -2,11 +2,12 @@
 
 A parting is judged by the tie rule (check.py); this module says what the rule saw: the
 baseline's own ranking at that token (its top logprobs, with the tokens' text where the server
-gave it), where the speculative token stood in it (its rank and how far below the baseline's top),
-and whether the same context parted elsewhere in the run, and how (the same prompt and the same
-baseline tokens before the parting, met by another request or another config). A speculative
-token the baseline ranked 3rd, a step past the tie margin, at a context where other requests
-flipped to the 2nd, reads differently from one the baseline did not list at all.
+gave it), where the speculative token stood in it (its rank and how far below the token the
+baseline emitted), and how every answer of the run that reached the same context chose there (the
+same prompt and the same baseline tokens before the parting, met by another request or another
+config, those that agreed included). A speculative token the baseline ranked 3rd, a step past the
+tie margin, at a context where other answers took the 2nd, reads differently from one the
+baseline did not list at all, at a context every other answer passed.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class Parting:
 
 
 def met_elsewhere(
-    prompt: str,
+    prompt_key: str,
     prefix: tuple[int, ...],
     baseline_token: int,
     answers: Iterable[tuple[str, str, tuple[int, ...]]],
@@ -120,22 +121,23 @@ def met_elsewhere(
 ) -> list[str]:
     """How every judged answer that reached a context chose there, per config: "eagle3-decode:
     767 (the baseline's) 12x, 359 2x, 335 1x" (`answers`: config, prompt_digest, output ids; an
-    answer reached the context if it holds the same prompt and the baseline's tokens before it),
+    answer reached the context if its prompt_key matches and it holds the baseline's tokens before it),
     and the baseline's margins there where they differed between requests. Empty for a context
     one answer reached."""
     i = len(prefix)
     chose: dict[str, Counter[int]] = {}
     for config, digest, ids in answers:
-        if digest == prompt and len(ids) > i and tuple(ids[:i]) == prefix:
+        if digest == prompt_key and len(ids) > i and tuple(ids[:i]) == prefix:
             chose.setdefault(config, Counter())[ids[i]] += 1
     if sum(c.total() for c in chose.values()) < 2:
         return []
+    def said(token: int, n: int) -> str:
+        return f"{token} (the baseline's) {n}x" if token == baseline_token else f"{token} {n}x"
+
+    # the baseline's token first, then the most chosen
     lines = [
         f"{config}: "
-        + ", ".join(
-            f"{token}{' (the baseline' + chr(39) + 's)' if token == baseline_token else ''} {n}x"
-            for token, n in sorted(counts.items(), key=lambda kv: (kv[0] != baseline_token, -kv[1], kv[0]))
-        )
+        + ", ".join(said(t, n) for t, n in sorted(counts.items(), key=lambda kv: (kv[0] != baseline_token, -kv[1], kv[0])))
         for config, counts in sorted(chose.items())
     ]
     margins = sorted({p.margin for p in partings if p.context == context and p.margin is not None})
