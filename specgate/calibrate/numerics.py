@@ -7,9 +7,10 @@ by more than that gap. So the figure to calibrate on is the shift itself, at eve
 servers reached with the same tokens before it, not only where an answer happened to part:
 |(s[a] - s[b]) - (r[a] - r[b])| for each b that both list, with r and s the reference's and the
 speculative server's logprobs (SGLang returns an EAGLE server's from its verify pass). The
-largest shift seen, rounded up to the logprobs' step (the smallest difference seen between two
-listed logprobs: bf16 steps at the scale they sit) and one step more, is the suggested margin; like the suggested tolerances it is written down and reported, never applied: the
-deployment declares its `tie_margin`, chosen before the runs it judges.
+largest shift seen, rounded up to the logprobs' step (`quantum`: bf16 logits step alike at the
+scale top tokens sit) and one step more, is the suggested margin. Like the suggested tolerances it
+is written down and reported, never applied: the deployment declares its `tie_margin`, chosen
+before the runs it judges.
 """
 
 from __future__ import annotations
