@@ -71,10 +71,13 @@ def quantum(results: Sequence[GenerateResult]) -> float | None:
     """The logprobs' step: per position, the smallest non-zero difference between two listed
     logprobs (bf16 logits step alike at the scale top tokens sit, e.g. 0.0625 or 0.125 nats), and
     of those the 10th percentile: a few positions with logits near zero, finer-grained, do not set
-    it, and positions whose listed tokens all sit several steps apart do not either."""
+    it, and positions whose listed tokens all sit several steps apart do not either. None where no
+    position lists three tokens or more."""
     smallest = []
     for r in results:
         for pos in r.top_logprobs or ():
+            if len(pos) < 3:  # two listed tokens give their margin, not the step (top_logprobs = 2)
+                continue
             diffs = [abs(a - b) for k, (_, a) in enumerate(pos) for _, b in pos[k + 1 :] if abs(a - b) > 1e-9]
             if diffs:
                 smallest.append(min(diffs))

@@ -107,8 +107,9 @@ class EquivalenceOracle:
         # The reference's stored answers, where it is not booted (raises where there are none).
         self.stored_answers = stored_answers
         self._stored: GoldenAnswers | None = None
-        # (config, context, speculative token) of each decisive parting asked about again: what was said
-        self._second_opinions: dict[tuple[str, str, int], str] = {}
+        # (config, context, speculative token, concurrency) of each decisive parting asked about again:
+        # what was said
+        self._second_opinions: dict[tuple[str, str, int, int], str] = {}
 
     @property
     def stored(self) -> bool:
@@ -405,7 +406,7 @@ class EquivalenceOracle:
         again reads the first answer; up to `equivalence.second_opinions` partings per config."""
         d = outcome.divergence
         assert d is not None
-        key = (config, d.context, d.spec_token)
+        key = (config, d.context, d.spec_token, case.concurrency)  # a batch may part where one request does not
         if key in self._second_opinions:
             return self._second_opinions[key]
         if sum(k[0] == config for k in self._second_opinions) >= self.deployment.equivalence.second_opinions:

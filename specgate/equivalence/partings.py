@@ -123,7 +123,7 @@ def met_elsewhere(
     767 (the baseline's) 12x, 359 2x, 335 1x" (`answers`: config, prompt_digest, output ids; an
     answer reached the context if its prompt_key matches and it holds the baseline's tokens before it),
     and the baseline's margins there where they differed between requests. Empty for a context
-    one answer reached."""
+    one answer reached. Hypothesis's replays of a failing case are answers too, and counted."""
     i = len(prefix)
     chose: dict[str, Counter[int]] = {}
     for config, digest, ids in answers:

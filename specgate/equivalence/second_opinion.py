@@ -25,7 +25,6 @@ from specgate.client import GenerateRequest, GenerateResult
 from specgate.equivalence.cases import GenerationCase
 from specgate.equivalence.check import TokenDivergence
 from specgate.equivalence.partings import choices, name
-from specgate.errors import SpecgateError
 
 
 def second_opinion(
@@ -36,7 +35,8 @@ def second_opinion(
     top_logprobs: int,
     tie_margin: float,
 ) -> str:
-    """One line on what the speculative server said when asked again with logprobs."""
+    """One line on what the speculative server said when asked again with logprobs. Whatever
+    goes wrong is told in that line: an explanation must never turn into a failure of its own."""
     request = case.request(top_logprobs)
     try:
         if case.concurrency == 1:
@@ -44,10 +44,15 @@ def second_opinion(
         else:
             with ThreadPoolExecutor(max_workers=case.concurrency) as ex:
                 again = list(ex.map(generate, [request] * case.concurrency))[0]
-    except (SpecgateError, OSError) as exc:  # an explanation must never turn into a failure of its own
+        return read_again(again, parting, baseline, tie_margin)
+    except Exception as exc:  # noqa: BLE001 - the first answer was judged; this only explains it
         first = (str(exc).splitlines() or [""])[0][:200]
-        return f"asked again with logprobs, the server did not answer ({type(exc).__name__}: {first})"
-    return read_again(again, parting, baseline, tie_margin)
+        return f"asked again with logprobs, no reading ({type(exc).__name__}: {first})"
+
+
+def _held(a: int, b: int, gap: float) -> str:
+    """"a held 0.1 above b", or below where the gap is negative."""
+    return f"{a} {gap:.4g} above {b}" if gap >= 0 else f"{a} {-gap:.4g} below {b}"
 
 
 def read_again(again: GenerateResult, parting: TokenDivergence, baseline: GenerateResult, tie_margin: float) -> str:
@@ -72,6 +77,8 @@ def read_again(again: GenerateResult, parting: TokenDivergence, baseline: Genera
         # token a list belongs to is unknown, so none is read
         return f"asked again with logprobs, {came}; its logprobs cover {len(listed)} positions for {len(ids)} tokens: not read"
     tops = listed[i]
+    if not tops:
+        return f"asked again with logprobs, {came}; it listed no logprobs at that token"
     own = dict(tops)
     words = [f"asked again with logprobs, {came}; its own top {len(tops)} there: {choices(again, i)}"]
     best = max(lp for _, lp in tops)
@@ -81,21 +88,30 @@ def read_again(again: GenerateResult, parting: TokenDivergence, baseline: Genera
             f"its own logits rank {name(favoured, again.token_text(favoured))} first, yet it emitted {token}: "
             "not a near tie, the token chosen is not the one its logits favour"
         )
-    b_tok, s_tok = parting.baseline_token, parting.spec_token
-    if b_tok in own and s_tok in own and parting.spec_gap is not None:
-        # The baseline put b above s by spec_gap; this server puts s above b by own_gap: its numbers
-        # moved that gap by their sum, which is what a tie margin has to cover for the flip.
-        own_gap = own[s_tok] - own[b_tok]
-        shift = parting.spec_gap + own_gap
-        scale = f", {shift / tie_margin:.2g}x the tie margin {tie_margin:g}" if tie_margin > 0 else ""
-        words.append(
-            f"the baseline held {b_tok} {parting.spec_gap:.4g} above {s_tok}, its own logits hold {s_tok} "
-            f"{own_gap:.4g} above {b_tok}: a shift of {shift:.4g} nats{scale}"
-        )
-    else:
-        missing = [str(t) for t in (s_tok, b_tok) if t not in own]
-        if missing:
-            words.append(f"{' and '.join(missing)} not among its own top {len(tops)} at the same prefix")
-        else:
-            words.append(f"the baseline did not list {s_tok}: the shift is at least its last listed gap")
+    words.append(_shift(parting, baseline, own, len(tops), tie_margin))
     return "; ".join(words)
+
+
+def _shift(parting: TokenDivergence, baseline: GenerateResult, own: dict[int, float], own_listed: int, tie_margin: float) -> str:
+    """How far this server's numbers moved the gap between the baseline's token b and its own s:
+    the baseline held b above s by one gap, this server holds s above b by another; the flip needs
+    their sum, which is what a tie margin has to cover. Read from both lists, never assumed."""
+    b_tok, s_tok = parting.baseline_token, parting.spec_token
+    i = parting.position
+    base = dict(baseline.top_logprobs[i]) if baseline.top_logprobs is not None and i < len(baseline.top_logprobs) else {}
+    missing = [str(t) for t in (s_tok, b_tok) if t not in own]
+    if missing:
+        return f"{' and '.join(missing)} not among its own top {own_listed} at the same prefix"
+    own_gap = own[s_tok] - own[b_tok]
+    mine = f"its own logits hold {_held(s_tok, b_tok, own_gap)}"
+    if b_tok not in base:
+        return f"{mine}; the baseline did not list its own token there: the shift is unknown"
+    if s_tok not in base:
+        # s sat at or below the baseline's last listed token: the gap was at least that far
+        floor = base[b_tok] - min(base.values()) + own_gap
+        return f"{mine}; the baseline did not list {s_tok}: a shift of at least {floor:.4g} nats"
+    base_gap = base[b_tok] - base[s_tok]
+    shift = base_gap + own_gap
+    scale = f", {shift / tie_margin:.3g}x the tie margin {tie_margin:g}" if tie_margin > 0 and shift > 0 else ""
+    moved = f"a shift of {shift:.4g} nats{scale}" if shift > 0 else "no shift towards its token (its numbers agree or lean the baseline's way)"
+    return f"the baseline held {_held(b_tok, s_tok, base_gap)}, {mine}: {moved}"

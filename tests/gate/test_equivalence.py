@@ -89,7 +89,7 @@ def test_speculative_output_is_greedy_baseline(specgate, spec_config):
                 if found is not None and found.failure_details:
                     raise EquivalenceFailure(
                         f"[{spec_config}] {found.failure_details[0]}\n(afterwards the server failed: "
-                        f"{str(server_errors[0]).splitlines()[0]})"
+                        f"{(str(server_errors[0]).splitlines() or [type(server_errors[0]).__name__])[0]})"
                     ) from None
                 raise server_errors[0] from None
             raise

@@ -282,7 +282,7 @@ def test_asked_again_the_speculative_server_says_how_far_its_numbers_moved_the_g
         "nats, 3x the tie margin 0.05"
     )
     far = read_again(_again(4, ((4, -0.1), (2, -6.1))), parting, base, 0.05)
-    assert "a shift of 6.1 nats, 1.2e+02x the tie margin" in far  # no near tie, whatever the server's own gap
+    assert "a shift of 6.1 nats, 122x the tie margin" in far  # no near tie, whatever the server's own gap
     wrong = read_again(_again(4, ((2, -0.1), (4, -2.5))), parting, base, 0.05)
     assert "its own logits rank 2 first, yet it emitted 4: not a near tie" in wrong
     tied = read_again(_again(4, ((2, -0.5), (4, -0.5))), parting, base, 0.05)
@@ -301,11 +301,30 @@ def test_asked_again_the_speculative_server_says_how_far_its_numbers_moved_the_g
     other_prefix = GenerateResult(**{**_again(4, ((4, -0.1),)).__dict__, "output_ids": (8, 4)})
     assert "parted from the baseline's before that token" in read_again(other_prefix, parting, base, 0.05)
 
+    # the baseline's gap read from its own list, never assumed: its token unlisted, the speculative one unlisted
+    odd_base = _ranked(((5, -0.1), (4, -0.3), (6, -0.9)))
+    odd = judge(odd_base, answer([1, 4])).divergence
+    assert read_again(_again(4, ((4, -0.1), (2, -0.3))), odd, odd_base, 0.05).endswith(
+        "its own logits hold 4 0.2 above 2; the baseline did not list its own token there: the shift is unknown"
+    )
+    unlisted = judge(_ranked(((2, -0.1), (3, -0.2))), answer([1, 4])).divergence
+    assert read_again(_again(4, ((4, -0.1), (2, -0.3))), unlisted, _ranked(((2, -0.1), (3, -0.2))), 0.05).endswith(
+        "the baseline did not list 4: a shift of at least 0.3 nats"
+    )
+    leaning = read_again(_again(4, ((2, -0.1), (4, -0.3))), parting, base, 0.05)
+    assert "its own logits hold 4 0.2 below 2: no shift towards its token" in leaning
+    assert read_again(_again(4, ()), parting, base, 0.05).endswith("it listed no logprobs at that token")
+
     def refuses(request):
         raise HTTPStatusError("HTTP 500 from http://s/generate: boom\nTraceback …", url="http://s/generate", status=500)
 
     said = second_opinion(refuses, case(), parting, base, 5, 0.05)
-    assert said == "asked again with logprobs, the server did not answer (HTTPStatusError: HTTP 500 from http://s/generate: boom)"
+    assert said == "asked again with logprobs, no reading (HTTPStatusError: HTTP 500 from http://s/generate: boom)"
+
+    def garbles(request):
+        return _again(4, ((4, -0.1),))._replace_me  # an AttributeError: no bug of the probe fails the check
+
+    assert second_opinion(garbles, case(), parting, base, 5, 0.05).startswith("asked again with logprobs, no reading (AttributeError")
 
 
 def test_the_standing_is_measured_from_the_token_the_baseline_emitted_and_says_so_where_odd():

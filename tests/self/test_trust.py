@@ -553,9 +553,10 @@ def test_the_tie_margin_calibration_measures_how_far_a_server_moves_its_referenc
     shifts, positions, unlisted = gap_shifts(ref, spec)
     assert positions == 3  # the fourth token follows another prefix: not compared
     assert [round(x, 4) for x in shifts] == [0.0, 0.125, 0.1] and unlisted == 1  # 7: not listed by the speculative server
-    assert quantum([ref, spec]) == pytest.approx(0.1, abs=1e-9)  # per position the smallest difference; their 10th percentile
-    fine = [answer([1], [[(1, -0.1), (2, -0.1625)]])] * 9 + [answer([1], [[(1, -0.1), (2, -0.1044)]])]
-    assert quantum(fine) == pytest.approx(0.0625)  # one finer position does not set the step
+    assert quantum([ref, spec]) == pytest.approx(0.125)  # positions listing three tokens or more: their smallest difference
+    fine = [answer([1], [[(1, -0.1), (2, -0.1625), (3, -0.5)]])] * 9 + [answer([1], [[(1, -0.1), (2, -0.1044), (3, -0.5)]])]
+    assert quantum(fine) == pytest.approx(0.0625)  # one finer position does not set the step (10th percentile)
+    assert quantum([answer([1], [[(1, -0.1), (2, -0.975)]])]) is None  # two listed: their margin, not a step
     told = summarise(shifts, 0.125, 0.3, positions)
     assert (told["largest"], told["suggested_tie_margin"], told["beyond_tie_margin"]) == (0.125, 0.25, 0)
     assert summarise([0.25 + 1e-6], 0.125, 0.3, 1)["suggested_tie_margin"] == 0.375  # float noise is no extra step
