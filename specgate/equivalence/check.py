@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from specgate.client import GenerateResult, curl_command
 from specgate.equivalence.cases import GenerationCase
 from specgate.equivalence.known import PAST_STOP, PAST_STOP_AT_LENGTH, STOP_OVERSHOOT
-from specgate.equivalence.partings import Parting, choices, context_key, prompt_digest, standing
+from specgate.equivalence.partings import Parting, choices, context_key, prompt_digest, standing, tops_at
 
 
 @dataclass(frozen=True)
@@ -134,9 +134,9 @@ def _margin_at(baseline: GenerateResult, i: int, tie_margin: float) -> tuple[flo
 
     Only tokens that close to top-1 may be swapped for it: with top_logprobs > 2 the
     list also holds tokens far below, which no rounding can promote."""
-    if baseline.top_logprobs is None or i >= len(baseline.top_logprobs) or len(baseline.top_logprobs[i]) < 2:
+    tops = tops_at(baseline, i)
+    if len(tops) < 2:
         return None, set()
-    tops = baseline.top_logprobs[i]
     best = tops[0][1]
     return best - tops[1][1], {tok for tok, lp in tops if best - lp < tie_margin}
 

@@ -50,7 +50,7 @@ class Standing:
 
 
 def standing(baseline: GenerateResult, position: int, token: int, emitted: int) -> Standing:
-    tops = _tops(baseline, position)
+    tops = tops_at(baseline, position)
     if not tops:
         return Standing(None, None, 0, None, None)
     logprob_of = dict(tops)
@@ -67,7 +67,7 @@ CHOICES_SHOWN = 10  # tokens of the baseline's ranking a line shows
 
 def choices(baseline: GenerateResult, position: int) -> str:
     """The baseline's ranking at a token, e.g. "767 'ff' top, 359 'ver' -0.25, 335 'n' -0.375"."""
-    tops = _tops(baseline, position)
+    tops = tops_at(baseline, position)
     if not tops:
         return "none listed"
     best = tops[0][1]
@@ -93,10 +93,11 @@ def name(token: int, text: str | None) -> str:
     return f"{token} {text[:TEXT_SHOWN]!r}" + ("…" if len(text) > TEXT_SHOWN else "")
 
 
-def _tops(baseline: GenerateResult, position: int) -> tuple[tuple[int, float], ...]:
-    if baseline.top_logprobs is None or position >= len(baseline.top_logprobs):
+def tops_at(result: GenerateResult, position: int) -> tuple[tuple[int, float], ...]:
+    """The (id, logprob) pairs an answer listed at `position`, best first; none where it listed none."""
+    if result.top_logprobs is None or position >= len(result.top_logprobs):
         return ()
-    return baseline.top_logprobs[position]
+    return result.top_logprobs[position]
 
 
 def prompt_digest(prompt: str) -> str:

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.equivalence.cases import GenerationCase
 from specgate.equivalence.check import TokenDivergence
-from specgate.equivalence.partings import choices, name
+from specgate.equivalence.partings import choices, name, tops_at
 
 
 def second_opinion(
@@ -97,8 +97,7 @@ def _shift(parting: TokenDivergence, baseline: GenerateResult, own: dict[int, fl
     the baseline held b above s by one gap, this server holds s above b by another; the flip needs
     their sum, which is what a tie margin has to cover. Read from both lists, never assumed."""
     b_tok, s_tok = parting.baseline_token, parting.spec_token
-    i = parting.position
-    base = dict(baseline.top_logprobs[i]) if baseline.top_logprobs is not None and i < len(baseline.top_logprobs) else {}
+    base = dict(tops_at(baseline, parting.position))
     missing = [str(t) for t in (s_tok, b_tok) if t not in own]
     if missing:
         return f"{' and '.join(missing)} not among its own top {own_listed} at the same prefix"

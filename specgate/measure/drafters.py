@@ -137,21 +137,16 @@ def expected_by_set(
         return {}
     out = {}
     for name, value in raw.items():  # type: ignore[union-attr]
-        if name not in wl.prompt_sets or isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        try:
-            tau = float(value)
-        except OverflowError:
-            continue
         # 2 steps: a bonus token and at most two drafts per cycle (3); walked, up to 4 (a 4-token answer
         # in one cycle: its first token came from prefill)
-        if 1.0 <= tau <= (4.0 if walked else 3.0):
-            out[str(name)] = round(tau, 3)
+        if name in wl.prompt_sets and _is_tau(value, 4.0 if walked else 3.0):
+            out[str(name)] = round(float(value), 3)
     return out
 
 
-def _is_tau(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and 1.0 <= value <= 4.0
+def _is_tau(value: object, most: float = 4.0) -> bool:
+    """An accept length of 2 draft steps: a number from 1 to `most` (no bool, NaN or huge integer)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 1.0 <= value <= most
 
 
 def drafters(deployment: Deployment) -> dict[str, dict]:

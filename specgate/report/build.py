@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specgate.deployment import Deployment
-from specgate.equivalence.check import EquivalenceStats
+from specgate.equivalence.check import EquivalenceStats, TokenDivergence
 from specgate.equivalence.known import known_defects_for
 from specgate.equivalence.partings import Parting, met_elsewhere
 from specgate.measure.speed import Measurements
@@ -142,16 +142,22 @@ def _known(deployment: Deployment, config: str, s: EquivalenceStats, server_info
     return {"known_defects": defects, "unused_tolerances": unused, "server_version": version}
 
 
-def _divergences(s: EquivalenceStats, answers: list[tuple[str, str, tuple[int, ...]]], partings: list[Parting]) -> list[dict]:
-    """Each distinct decisive parting at a token once (Hypothesis replays a failing case while
-    shrinking, and a batch parts alike), with how many requests parted so; the first
-    DIVERGENCES_KEPT of them."""
-    grouped: dict[tuple, list] = {}
+def _distinct_divergences(s: EquivalenceStats) -> list[list[TokenDivergence]]:
+    """The decisive partings at a token, those alike together (Hypothesis replays a failing case
+    while shrinking, and a batch parts alike)."""
+    grouped: dict[tuple, list[TokenDivergence]] = {}
     for d in s.divergences:
-        key = (d.case_label, d.position, d.context, d.spec_token)
-        grouped.setdefault(key, []).append(d)
+        grouped.setdefault((d.case_label, d.position, d.context, d.spec_token), []).append(d)
+    return list(grouped.values())
+
+
+def _divergences(
+    distinct: list[list[TokenDivergence]], answers: list[tuple[str, str, tuple[int, ...]]], partings: list[Parting]
+) -> list[dict]:
+    """Each distinct decisive parting once, with how many requests parted so; the first
+    DIVERGENCES_KEPT of them."""
     out = []
-    for same in list(grouped.values())[:DIVERGENCES_KEPT]:
+    for same in distinct[:DIVERGENCES_KEPT]:
         d = same[0]
         out.append(
             {
@@ -178,6 +184,7 @@ def _equivalence_rows(
     # failed at is told so.
     answers = [(config, digest, ids) for config, s in stats.items() for digest, ids in s.answers]
     partings = [p for s in stats.values() for p in s.partings()]
+    distinct = {config: _distinct_divergences(s) for config, s in stats.items()}
     return [
         {
             **_known(deployment, config, s, server_infos),
@@ -207,8 +214,8 @@ def _equivalence_rows(
             "failures": s.failures[:20],
             "failure_details": s.failure_details[:5],
             "divergence_margins": sorted(round(m, 5) for m in s.divergence_margins),
-            "divergences": _divergences(s, answers, partings),
-            "distinct_divergences": len({(d.case_label, d.position, d.context, d.spec_token) for d in s.divergences}),
+            "divergences": _divergences(distinct[config], answers, partings),
+            "distinct_divergences": len(distinct[config]),
         }
         for config, s in stats.items()
     ]

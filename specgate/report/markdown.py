@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
@@ -409,11 +410,11 @@ def _calibration(report: Report) -> list[str]:
     unlisted = sum(d.requests for e in report.equivalence for d in e.divergences if d.spec_rank is None)
     capped = any(e.distinct_divergences > len(e.divergences) for e in report.equivalence)
     if gaps or unlisted:
-        # What a tie margin must cover: how far below the baseline's top the speculative server's
+        # What a tie margin must cover: how far below the baseline's own token the speculative server's
         # token was, not only how close the baseline's top two were.
         seen = ", ".join(f"{g:g}: {n}" for g, n in sorted(gaps.items()))
         out.append(
-            "\nHow far below the baseline's top the speculative token was (nats) where an output parted, with "
+            "\nHow far below the baseline's token the speculative token was (nats) where an output parted, with "
             f"counts: {seen or 'none listed'}"
             + (f"; {unlisted} not among the baseline's listed tokens" if unlisted else "")
             + (" (decisive partings: the distinct ones report.json keeps)" if capped else "")
@@ -424,12 +425,7 @@ def _calibration(report: Report) -> list[str]:
 
 def _code(text: str) -> str:
     """`text` as an inline code span whatever backticks it holds (a server's token text, a prompt label)."""
-    longest = 0
-    run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    fence = "`" * (longest + 1)
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
 
