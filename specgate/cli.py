@@ -151,10 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     assets.add_argument(
         "--stage",
-        choices=["all", "distil", "train", "refine"],
+        choices=["all", "distil", "grow", "train", "refine"],
         default="all",
-        help="smollm2-eagle3: distil (make the training data), train (from data already in DIR), all, or refine "
-        "(train DIR's trained drafter further on the same data; the weak checkpoint stays)",
+        help="smollm2-eagle3: distil (make the training data), grow (distil a further round of new prompts beside "
+        "it), train (from the data already in DIR, every round), all, or refine (train DIR's trained drafter further "
+        "on that data; the weak checkpoint stays)",
     )
     assets.add_argument(
         "--lr", type=float, default=3e-4, help="smollm2-eagle3: the peak learning rate (after 100 warm-up steps)"
@@ -433,8 +434,9 @@ def _make_drafter(args: argparse.Namespace) -> int:
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
-    if args.stage == "distil":
-        print(f"distilled data: {made['data']} ({made['distillation']['samples']} samples); train with --stage train")
+    if args.stage in ("distil", "grow"):
+        then = "train with --stage train" if args.stage == "distil" else "refine with --stage refine"
+        print(f"distilled data: {made['data']} ({made['distillation']['samples']} samples); {then}")
     for role, ckpt in made["checkpoints"].items():
         print(f"EAGLE-3 drafter ({role}, step {ckpt['step']}): {ckpt['dir']} sha256 {ckpt['sha256'][:16]}")
     return 0

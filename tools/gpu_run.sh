@@ -2,7 +2,7 @@
 # One device call, one or more whole GPU jobs: unpack real SGLang from the carried bundle (once
 # per machine), make the model assets, run each job, and leave the results under $OUT.
 #
-#   bash tools/gpu_run.sh JOB [JOB ...]        JOB = drafter[:distil|train|refine] | DEPLOYMENT[:check|update|calibrate|sweep][+weak]
+#   bash tools/gpu_run.sh JOB [JOB ...]        JOB = drafter[:distil|grow|train|refine] | DEPLOYMENT[:check|update|calibrate|sweep][+weak]
 #
 #   drafter `specgate assets smollm2-eagle3 /tmp/assets`: a trained EAGLE-3 drafter for SmolLM2
 #           (self-distilled data through SGLang, SpecForge training; needs a tools/bundle.sh bundle
@@ -19,6 +19,9 @@
 #           it stops sending prompts before the call's deadline and keeps what was answered: run
 #           drafter:distil again with the same sizes (this machine's data, or DISTILLED_IN) to
 #           answer the rest of the same plan (DRAFTER_FRESH=1: distil anew all the same);
+#           drafter:grow distils a further round of new prompts (none asked before) beside that data,
+#           into smollm2-eagle3-work/round-N (sent back as distilled-round-N.tar.zst.partNN; carry it
+#           as DISTILLED_ROUNDS_IN, several separated by spaces, each restored where its round is absent);
 #           drafter:train trains from the data on this machine, or from DISTILLED_IN (a carried copy);
 #           drafter:refine trains the trained drafter (this machine's, or DRAFTERS_IN) further on that
 #           data, keeping the weak one. DRAFTER_LR: the peak learning rate (default 3e-4).
@@ -58,8 +61,8 @@ if [[ -n ${DRAFTER_LR:-} ]] && ! python3 -c 'import math, sys; v = float(sys.arg
   echo "gpu_run.sh: DRAFTER_LR=$DRAFTER_LR: expected a learning rate between 0 and 1 (e.g. 1e-4)" >&2; exit 2
 fi
 for job in "$@"; do
-  [[ $job == drafter || $job == drafter:distil || $job == drafter:train || $job == drafter:refine ]] && continue
-  [[ $job == drafter[:+]* ]] && { echo "gpu_run.sh: bad job '$job' (drafter, drafter:distil, drafter:train or drafter:refine; no suffix)" >&2; exit 2; }
+  [[ $job == drafter || $job == drafter:distil || $job == drafter:grow || $job == drafter:train || $job == drafter:refine ]] && continue
+  [[ $job == drafter[:+]* ]] && { echo "gpu_run.sh: bad job '$job' (drafter, drafter:distil, drafter:grow, drafter:train or drafter:refine; no suffix)" >&2; exit 2; }
   [[ -n ${job%%[:+]*} ]] || { echo "gpu_run.sh: bad job '$job' (no deployment name)" >&2; exit 2; }
   mode=${job#*:}; mode=${mode%+weak}
   case $mode in "${job%+weak}" | check | update | sweep | calibrate) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update, calibrate or sweep; suffix +weak)" >&2; exit 2 ;; esac
@@ -117,6 +120,16 @@ if [[ -n ${DISTILLED_IN:-} && -f $DISTILLED_IN && ! -f /tmp/assets/smollm2-eagle
   mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$DISTILLED_IN" | tar -C /tmp/assets -xf - \
     && echo "distilled data restored from $DISTILLED_IN"
 fi
+for carried in ${DISTILLED_ROUNDS_IN:-}; do
+  round=$(basename "$carried"); round=${round#distilled-}; round=${round%%.tar.zst}
+  if [[ ! -f $carried || $round != round-[0-9]* ]]; then
+    echo "gpu_run.sh: DISTILLED_ROUNDS_IN: $carried: expected a distilled-round-N.tar.zst a drafter:grow job sent back" >&2; exit 2
+  fi
+  if [[ ! -f /tmp/assets/smollm2-eagle3-work/$round/distilled.json ]]; then
+    LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$carried" | tar -C /tmp/assets -xf - \
+      && echo "distilled $round restored from $carried"
+  fi
+done
 # Each kind of asset once per machine and per version of the code that makes them: a stamp
 # names both, written only once `specgate assets` succeeded (a conversion stopped halfway leaves
 # none). Starting Python with torch and transformers only to find the files there cost ~40 s a job.
@@ -195,7 +208,7 @@ for job in "$@"; do
   fi
   if [[ $job == drafter || $job == drafter:* ]]; then
     stage=${job#drafter}; stage=${stage#:}; stage=${stage:-all}
-    if [[ $stage != distil && $stage != refine && -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
+    if [[ $stage != distil && $stage != grow && $stage != refine && -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
       summary+=("drafter: already on this machine ($(python3 -c "import json; print(json.load(open('/tmp/assets/smollm2-eagle3/drafter.json'))['checkpoint']['sha256'][:16])"))")
       continue
     fi
@@ -207,7 +220,15 @@ for job in "$@"; do
     code=${PIPESTATUS[0]}
     ((code == 0)) || status=$code
     cp /tmp/assets/smollm2-eagle3.json /tmp/assets/smollm2-eagle3-work/*.server.log /tmp/assets/smollm2-eagle3-work/distilled.json "$dir/" 2>/dev/null
-    if ((code == 0)) && [[ $stage == distil ]]; then
+    if ((code == 0)) && [[ $stage == grow ]]; then
+      # The round this job distilled into: the newest one (a cut round is gone on with, not added to).
+      round=$(cd /tmp/assets/smollm2-eagle3-work && ls -d round-* 2>/dev/null | sort -t- -k2 -n | tail -1)
+      mkdir -p "$dir/$round" && cp /tmp/assets/smollm2-eagle3-work/$round/distilled.json /tmp/assets/smollm2-eagle3-work/$round/*.server.log "$dir/$round/" 2>/dev/null
+      tar -C /tmp/assets -cf - smollm2-eagle3-work/$round/distilled.jsonl smollm2-eagle3-work/$round/distilled.json smollm2-eagle3-work/$round/distil-plan.jsonl \
+        | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/distilled-$round.tar.zst"
+      send_parts "$work/distilled-$round.tar.zst"
+      sha256sum "$work/distilled-$round.tar.zst" | tee -a "$dir/distilled.sha256"
+    elif ((code == 0)) && [[ $stage == distil ]]; then
       # In 15-MiB parts, as the drafters: a file over 16 MiB does not come back from a call.
       tar -C /tmp/assets -cf - smollm2-eagle3-work/distilled.jsonl smollm2-eagle3-work/distilled.json smollm2-eagle3-work/distil-plan.jsonl \
         | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/distilled.tar.zst"

@@ -26,6 +26,7 @@ import httpx
 
 from specgate.drafter.prompts import (
     GATE_KIND,
+    SEED,
     TrainingPrompt,
     from_self_passages,
     from_self_written,
@@ -61,6 +62,16 @@ class DistilSettings:
     # ~40 s on the H200). A device call that runs past its limit brings nothing back, so a cut
     # distillation keeps what was answered and its record says how much was left out.
     answer_until: float | None = None
+    # A further round of data (specgate.drafter.make's grow stage) draws its seeds with another
+    # seed, and leaves out every prompt an earlier round asked (`exclude`: prompt_key of each),
+    # so that no prompt is answered twice and none held out before is taught now.
+    prompt_seed: int = SEED
+    exclude: frozenset[str] = frozenset()
+
+
+def prompt_key(prompt: TrainingPrompt) -> str:
+    """What makes two training prompts the same one: their messages' text, ignoring case."""
+    return "\n".join(f"{m.role}: {m.content}" for m in prompt.messages).lower()
 
 
 def answer_in_batches(
@@ -313,18 +324,24 @@ def _new_plan(prompts: list[TrainingPrompt], tokenizer, settings: DistilSettings
     made: dict = {"self_written_prompts": {}, "self_written_passages": {}}
     words = vocabulary_words(tokenizer.get_vocab())
     if settings.self_prompts:
-        seeds = self_prompt_seeds(settings.self_prompts, words)
+        seeds = self_prompt_seeds(settings.self_prompts, words, seed=settings.prompt_seed)
         own, figures = written(seeds, settings.self_max_tokens, from_self_written)
         made["self_written_prompts"] = {**figures, "kept": len(own), "temperature": settings.self_temperature,
                                         "vocabulary_words": len(words)}
         prompts = [*prompts, *own]
     if settings.self_passages:
-        seeds = self_passage_seeds(settings.self_passages, words)
-        built, figures = written(seeds, settings.passage_max_tokens, from_self_passages)
+        seeds = self_passage_seeds(settings.self_passages, words, seed=settings.prompt_seed)
+        built, figures = written(
+            seeds, settings.passage_max_tokens, lambda texts: from_self_passages(texts, seed=settings.prompt_seed)
+        )
         made["self_written_passages"] = {**figures, "prompts": len(built),
                                          "by_kind": {k: sum(p.kind == k for p in built) for k in sorted({p.kind for p in built})}}
         prompts = [*prompts, *built]
     judged = [p for p in prompts if p.kind.startswith(GATE_KIND)]  # first: a deadline never cuts them
     taught = [p for p in prompts if not p.kind.startswith(GATE_KIND)]
+    if settings.exclude:
+        fresh = [p for p in taught if prompt_key(p) not in settings.exclude]
+        made["dropped_as_asked_in_an_earlier_round"] = len(taught) - len(fresh)
+        taught = fresh
     random.Random(ANSWER_ORDER_SEED).shuffle(taught)
     return Plan([*judged, *taught], made)

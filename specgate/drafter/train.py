@@ -15,13 +15,15 @@ final checkpoint is the epoch where that was best (training accuracy on seen ans
 The learning rate warms up, then follows a cosine to zero over the steps that fit the time
 budget (timed on training steps every 50 steps, each epoch's judgement reserved apart): a
 schedule laid over every planned epoch never anneals when the budget stops it first. Training
-can start from an earlier checkpoint (`init_from`) on the same data and the same held-out split;
+can start from an earlier checkpoint (`init_from`) on the same data and the same held-out split
+(further rounds of data may have been added, each split apart: `split_rounds`);
 that parent is judged first, and a checkpoint is only written for an epoch that beats it.
 Runs on the GPU host; never imported on CPU.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -151,6 +153,30 @@ def split_held_out(n: int, share: float, rng: random.Random) -> tuple[list[int],
     return sorted(order[k:]), sorted(order[:k])
 
 
+def split_rounds(
+    data_paths: list[Path], settings: TrainSettings, rng: random.Random
+) -> tuple[list[Sample], list[Sample], dict[str, list[Sample]], list[dict]]:
+    """(taught, held-out, the gate prompts' by set, figures per round) over every round of data.
+    Each round is split on its own: the first with `rng`, the split a drafter trained on it alone
+    had, each further one with a seed of its own, so that adding a round never moves an earlier
+    round's sample across the split (a refine judges on answers its parent never learned)."""
+    taught: list[Sample] = []
+    held: list[Sample] = []
+    gate: dict[str, list[Sample]] = {}
+    figures = []
+    for n, path in enumerate(data_paths):
+        samples, gate_here = load_samples(path, settings.max_length)
+        for name, rows in gate_here.items():
+            gate.setdefault(name, []).extend(rows)
+        train_ix, held_ix = split_held_out(
+            len(samples), settings.held_out, rng if n == 0 else random.Random(f"{settings.seed}:{path.parent.name}")
+        )
+        taught += [samples[i] for i in train_ix]
+        held += [samples[i] for i in held_ix]
+        figures.append({"data": str(path), "samples": len(samples), "held_out_samples": len(held_ix)})
+    return taught, held, gate, figures
+
+
 def vocab_coverage(samples: list[tuple[list[int], list[int]]], in_vocab: list[bool]) -> float:
     """The share of answer tokens the draft vocabulary holds (`in_vocab[token id]`).
 
@@ -214,9 +240,10 @@ def fitted_steps(planned: int, done: int, seconds_per_step: float, seconds_left:
 
 
 def train(
-    target_dir: Path, data_path: Path, out_dirs: dict[str, Path], settings: TrainSettings, log, device: str = "cuda"
+    target_dir: Path, data_paths: list[Path], out_dirs: dict[str, Path], settings: TrainSettings, log, device: str = "cuda"
 ) -> dict:
-    """Train; write the checkpoints named in `out_dirs` ("weak", "final"); return figures."""
+    """Train on every round of data (`data_paths`, the first round's first); write the checkpoints
+    named in `out_dirs` ("weak", "final"); return figures."""
     import torch
     from specforge.algorithms.eagle3.model import OnlineEagle3Model
     from specforge.data.preprocessing import generate_vocab_mapping_file
@@ -232,17 +259,15 @@ def train(
     dev = torch.device(device)
     target_cfg = json.loads((target_dir / "config.json").read_text())
     layers = capture_layers(target_cfg["num_hidden_layers"])
-    samples, gate_by_set = load_samples(data_path, settings.max_length)
+    taught, held, gate_by_set, data_rounds = split_rounds(data_paths, settings, rng)
+    samples = [*taught, *held]
     gate = [sample for rows in gate_by_set.values() for sample in rows]
     # The gate's answer length of them, all and per set: the same every epoch, so cut once.
     gate_head = first_answer_tokens(gate, settings.gate_answer_tokens)
     gate_head_by_set = {
         name: first_answer_tokens(rows, settings.gate_answer_tokens) for name, rows in sorted(gate_by_set.items())
     }
-    train_ix, held_ix = split_held_out(len(samples), settings.held_out, rng)
-    held = [samples[i] for i in held_ix]
-    taught = [samples[i] for i in train_ix]
-    work = data_path.parent
+    work = data_paths[0].parent
     cfg_path = work / "draft-config.json"
     cfg_path.write_text(json.dumps(draft_config(target_cfg, settings), indent=2) + "\n")
 
@@ -295,8 +320,8 @@ def train(
         )
         return sum(0.8**i * p for i, p in enumerate(plosses)), acces
 
-    def accuracy(rows_of: list) -> list[float]:
-        """Accuracy per draft step on `rows_of`' answers, weighted by their learned tokens."""
+    def correct_and_weight(rows_of: list) -> tuple[list[float], int]:
+        """Per draft step, right answers on `rows_of`' learned tokens, and how many tokens."""
         sums, weight = [0.0] * settings.ttt_length, 0
         model.eval()
         with torch.no_grad():
@@ -307,7 +332,20 @@ def train(
                 sums = [a + float(x) * w for a, x in zip(sums, acces, strict=False)]
                 weight += w
         model.train()
-        return [round(a / max(weight, 1), 4) for a in sums]
+        return sums, weight
+
+    def pooled(parts: list[tuple[list[float], int]]) -> list[float]:
+        weight = sum(w for _, w in parts)
+        return [round(sum(col) / max(weight, 1), 4) for col in zip(*(sums for sums, _ in parts), strict=True)]
+
+    def accuracy(rows_of: list) -> list[float]:
+        """Accuracy per draft step on `rows_of`' answers, weighted by their learned tokens."""
+        return pooled([correct_and_weight(rows_of)])
+
+    # Each round's held-out answers apart too: the first round's figure stays comparable with a
+    # drafter judged before further rounds were added.
+    ends = list(itertools.accumulate(r["held_out_samples"] for r in data_rounds))
+    held_by_round = [held[start:end] for start, end in zip([0, *ends], ends, strict=True)]
 
     def step_flags(rows_of: list) -> list[list[tuple[bool, ...]]]:
         """Per sample of `rows_of`, in order: whether each draft step is right at each answer position
@@ -359,7 +397,8 @@ def train(
             return {"walked_tau_gate_prompts_head": None}
 
     def judge_held_out(epoch: int) -> dict:
-        acc = accuracy(held)
+        parts = [correct_and_weight(rows) for rows in held_by_round]
+        acc = pooled(parts)
         tau = expected_accept_length(acc)
         judged = {
             "epoch": epoch,
@@ -374,6 +413,8 @@ def train(
             # what the best epoch is chosen by (the same figure; both names kept for old records)
             "expected_tau_all_tokens": tau,
         }
+        if len(parts) > 1:
+            judged["expected_tau_by_round"] = [expected_accept_length(pooled([part])) for part in parts]
         if gate:  # reported beside, never chosen by
             judged["expected_tau_gate_prompts"] = expected_accept_length(accuracy(gate))
             judged["gate_answer_tokens"] = settings.gate_answer_tokens
@@ -499,6 +540,7 @@ def train(
         "learned_tokens": sum(sum(m) for _, m in taught),  # answer tokens trained on
         "held_out_tokens": sum(sum(m) for _, m in held),  # answer tokens only judged on
         "held_out_samples": len(held),
+        "data_rounds": data_rounds,
         "gate_prompt_samples": len(gate),  # the gate's own prompts' answers: judged on, never taught
         "vocab_coverage": {k: round(v, 5) for k, v in coverage.items()},  # answer tokens the draft vocabulary holds
         "held_out": held_history,

@@ -65,7 +65,6 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 raise ValueError(f"expected a JSON object, got {type(made).__name__}")
             ckpt = made.get("checkpoint") or {}
             training = made.get("training") or {}
-            distil = made.get("distillation") or {}
             held = ckpt.get("held_out") or {}
             prompts = made.get("prompts") or {}
             out["made"] = {
@@ -76,8 +75,10 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "refined_from": ckpt.get("refined_from"),
                 "steps_done": training.get("steps_done"),
                 "train_s": training.get("train_s"),
-                "samples": distil.get("samples"),
-                "answer_tokens": distil.get("answer_tokens"),
+                # every round of data it learned from (a grow stage adds rounds beside the first)
+                "samples": _over_rounds(made, "samples"),
+                "answer_tokens": _over_rounds(made, "answer_tokens"),
+                "data_rounds": 1 + len(made.get("rounds") or []),
                 "prompts_digest": prompts.get("digest"),
                 "software": made.get("software"),
                 # What training expected of it on answers it never learned (2 steps, topk 1), every
@@ -158,6 +159,18 @@ def drafters(deployment: Deployment) -> dict[str, dict]:
     return found
 
 
+def _over_rounds(made: dict, key: str) -> int | None:
+    """A distillation count summed over every round of data the record names; None where any
+    round does not give it (a partial sum would understate what the drafter learned from)."""
+    rounds = made.get("rounds") or []
+    values = [(made.get("distillation") or {}).get(key)]
+    values += [((r if isinstance(r, dict) else {}).get("distillation") or {}).get(key) for r in rounds]
+    counts = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if len(counts) < len(values):
+        return values[0] if not rounds else None
+    return sum(counts)
+
+
 def describe(identity: dict) -> str:
     """One line for a report: path, checksum, how it was made."""
     parts = [identity["path"]]
@@ -172,6 +185,7 @@ def describe(identity: dict) -> str:
         parts.append(
             f"{made['role']} checkpoint of `{made.get('by')}` ({made.get('date')}): step {made.get('step')}, "
             f"{made.get('samples')} distilled answers, {made.get('answer_tokens')} answer tokens"
+            + (f" ({made['data_rounds']} rounds of data)" if (made.get("data_rounds") or 1) > 1 else "")
         )
         if made.get("refined_from"):
             parts.append(f"refined from sha256 {str(made['refined_from'])[:16]}")

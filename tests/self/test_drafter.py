@@ -66,6 +66,19 @@ def test_the_identity_checksums_the_weights_and_names_a_swapped_file(tmp_path):
     assert swapped["matches_record"] is False and "WEIGHTS DIFFER" in describe(swapped)
 
 
+def test_the_identity_counts_every_round_of_data_the_drafter_learned_from(tmp_path):
+    d = _drafter(tmp_path, b"weights", None)
+    record = json.loads((d / "drafter.json").read_text())
+    record["rounds"] = [{"round": 2, "distillation": {"samples": 3000, "answer_tokens": 500000}}]
+    (d / "drafter.json").write_text(json.dumps(record))
+    found = drafter_identity(_with_drafter(d), "eagle3-decode")
+    assert (found["made"]["samples"], found["made"]["answer_tokens"], found["made"]["data_rounds"]) == (7000, 1200000, 2)
+    assert "7000 distilled answers, 1200000 answer tokens (2 rounds of data)" in describe(found)
+    record["rounds"].append({"round": 3, "distillation": {}})  # a round that gives no count: no partial sum
+    (d / "drafter.json").write_text(json.dumps(record))
+    assert drafter_identity(_with_drafter(d), "eagle3-decode")["made"]["samples"] is None
+
+
 def test_a_draft_path_given_twice_is_read_as_sglang_keeps_it_the_last(tmp_path):
     """A config's own args come after [launch] args, and SGLang's parser keeps the last value: the
     checksum must be of the weights the server loads, not of the first path named."""
@@ -747,3 +760,101 @@ def test_the_drafter_line_names_the_walked_figure_only_when_it_is_an_accept_leng
     assert "1.986 over their first 128 answer tokens, 1.912 walked cycle by cycle as a server counts answers that stop at their end)" in line
     assert "walked" not in describe({"path": "/d", "made": {**made, "gate_head_walked_tau": None}})
     assert "walked" not in describe({"path": "/d", "made": {**made, "gate_head_walked_tau": "1.9"}})
+
+
+def _grow(tmp_path, monkeypatch, cut: int | None = None, n: int = 20) -> dict:
+    """make's grow stage on the work folder _stage_runner fills, the fake SGLang answering."""
+    from specgate.drafter import make
+
+    said: list[str] = []
+    _fake_sglang(monkeypatch, cut_after_batches=cut)
+    made = make._grow_stage(Path("t"), tmp_path / "work", n, 256, 0, 0, said.append, None, False, 0.0)
+    made["said"] = said
+    return made
+
+
+def test_a_further_round_asks_new_prompts_only_and_goes_on_where_its_deadline_cut_it(tmp_path, monkeypatch):
+    """More answers, not more passes: each round is distilled into its own folder with its own
+    seed, leaves out every prompt an earlier round asked (none answered twice, none held out
+    before taught now), asks no gate prompt again, and a round cut by its deadline is gone on
+    with rather than a new one started."""
+    from specgate.drafter import distil, make
+    from specgate.errors import SpecgateError
+
+    stage, _, _, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=None)
+    work = data.parent
+    with pytest.raises(SpecgateError, match="run --stage distil first"):
+        _grow(tmp_path, monkeypatch)  # nothing to grow yet
+    assert make.rounds(work) == []  # and no empty round left behind
+    stage(n=300)
+    first = {distil.prompt_key(p) for p in distil.load_plan(work / distil.PLAN_FILE).prompts}
+
+    cut = _grow(tmp_path, monkeypatch, cut=1, n=300)
+    assert make.rounds(work) == [work / "round-2"] and cut["prompts"]["round"] == 2
+    assert cut["prompts"]["seed"] == training_prompts.SEED + 1 and "gate_prompts_judged" not in cut["prompts"]
+    assert cut["distillation"]["prompts_not_answered_by_the_deadline"] > 0
+    plan = distil.load_plan(work / "round-2" / distil.PLAN_FILE)
+    assert not {distil.prompt_key(p) for p in plan.prompts} & first
+    assert not any(p.kind.startswith(training_prompts.GATE_KIND) for p in plan.prompts)
+    overlap = sum(distil.prompt_key(p) in first for p in training_prompts.generate(300, seed=training_prompts.SEED + 1))
+    assert cut["distillation"]["dropped_as_asked_in_an_earlier_round"] == overlap > 0  # templates repeat across seeds
+
+    again = _grow(tmp_path, monkeypatch, n=300)  # the cut round again, not a third one
+    assert make.rounds(work) == [work / "round-2"] and len(again["distillation"]["calls"]) == 2
+    assert again["distillation"]["prompts_not_answered_by_the_deadline"] == 0
+    third = _grow(tmp_path, monkeypatch)
+    assert make.rounds(work) == [work / "round-2", work / "round-3"] and third["prompts"]["round"] == 3
+    both = first | {distil.prompt_key(p) for p in plan.prompts}
+    assert not {distil.prompt_key(p) for p in distil.load_plan(work / "round-3" / distil.PLAN_FILE).prompts} & both
+
+    recorded = make._recorded_data(work)
+    assert [r["round"] for r in recorded["rounds"]] == [2, 3]
+    assert make.data_files(work) == [data, work / "round-2" / make.DATA_FILE, work / "round-3" / make.DATA_FILE]
+    (work / "round-4").mkdir()
+    (work / "round-4" / make.DATA_FILE).write_text("")
+    with pytest.raises(SpecgateError, match=r"round-4: a round of data without its record .*--stage grow again"):
+        make._recorded_data(work)
+
+
+def _rows(path: Path, n: int, kind: str = "self", first_id: int = 0) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(
+        json.dumps({"i": i, "kind": kind, "prompt_ids": [1, 2], "output_ids": [first_id + i, 5, 6]}) + "\n" for i in range(n)
+    ))  # fmt: skip
+
+
+def test_adding_a_round_never_moves_an_earlier_sample_across_the_held_out_split(tmp_path):
+    """A refine on more rounds judges on every round's held-out answers: the first round's are
+    the ones its parent never learned only if that round splits as it did alone."""
+    import random
+
+    from specgate.drafter.train import TrainSettings, split_held_out, split_rounds
+
+    settings = TrainSettings()
+    first, second = tmp_path / "distilled.jsonl", tmp_path / "round-2" / "distilled.jsonl"
+    _rows(first, 500)
+    _rows(second, 400, first_id=1000)
+    alone_taught, alone_held, _, alone = split_rounds([first], settings, random.Random(settings.seed))
+    taught, held, _, figures = split_rounds([first, second], settings, random.Random(settings.seed))
+    _, expected_held = split_held_out(500, settings.held_out, random.Random(settings.seed))
+    assert [s[0][2] for s in alone_held] == expected_held  # the split a drafter of round 1 alone had
+    assert held[: len(alone_held)] == alone_held and taught[: len(alone_taught)] == alone_taught
+    assert [f["held_out_samples"] for f in figures] == [alone[0]["held_out_samples"], 32]
+    assert all(s[0][2] >= 1000 for s in held[len(alone_held):])  # the second round's own share
+    assert not {s[0][2] for s in taught} & {s[0][2] for s in held}
+
+
+def test_a_refine_on_more_rounds_goes_on_but_one_missing_a_round_its_parent_learned_is_refused(tmp_path, monkeypatch):
+    from specgate.drafter.make import FINAL_DIR
+    from specgate.errors import SpecgateError
+
+    work, record = _refine_setup(tmp_path)
+    grown = {**record, "rounds": [{"round": 2, "prompts": {"digest": "r2"}, "distillation": {"samples": 9}}]}
+    made = _refine(tmp_path, grown, _fake_train(beats=True), monkeypatch)  # parent of round 1, refined on 1 and 2
+    assert made["rounds"] == grown["rounds"]
+    assert json.loads((tmp_path / FINAL_DIR / "drafter.json").read_text())["rounds"] == grown["rounds"]
+    with pytest.raises(SpecgateError, match=r"trained on 1 further round\(s\) of data .* \(0 there\)"):
+        _refine(tmp_path, record)  # the child learned round 2; this data lacks it
+    changed = {**record, "rounds": [{**grown["rounds"][0], "distillation": {"samples": 10}}]}
+    with pytest.raises(SpecgateError, match="restore the rounds it learned from"):
+        _refine(tmp_path, changed)
