@@ -177,6 +177,12 @@ def split_rounds(
     return taught, held, gate, figures
 
 
+def held_by_rounds(held: list[Sample], data_rounds: list[dict]) -> list[list[Sample]]:
+    """`held` (split_rounds' held-out samples, round after round) cut back into its rounds."""
+    ends = list(itertools.accumulate(r["held_out_samples"] for r in data_rounds))
+    return [held[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+
+
 def vocab_coverage(samples: list[tuple[list[int], list[int]]], in_vocab: list[bool]) -> float:
     """The share of answer tokens the draft vocabulary holds (`in_vocab[token id]`).
 
@@ -344,8 +350,7 @@ def train(
 
     # Each round's held-out answers apart too: the first round's figure stays comparable with a
     # drafter judged before further rounds were added.
-    ends = list(itertools.accumulate(r["held_out_samples"] for r in data_rounds))
-    held_by_round = [held[start:end] for start, end in zip([0, *ends], ends, strict=True)]
+    held_by_round = held_by_rounds(held, data_rounds)
 
     def step_flags(rows_of: list) -> list[list[tuple[bool, ...]]]:
         """Per sample of `rows_of`, in order: whether each draft step is right at each answer position

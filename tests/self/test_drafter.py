@@ -828,7 +828,7 @@ def test_adding_a_round_never_moves_an_earlier_sample_across_the_held_out_split(
     the ones its parent never learned only if that round splits as it did alone."""
     import random
 
-    from specgate.drafter.train import TrainSettings, split_held_out, split_rounds
+    from specgate.drafter.train import TrainSettings, held_by_rounds, split_held_out, split_rounds
 
     settings = TrainSettings()
     first, second = tmp_path / "distilled.jsonl", tmp_path / "round-2" / "distilled.jsonl"
@@ -842,6 +842,9 @@ def test_adding_a_round_never_moves_an_earlier_sample_across_the_held_out_split(
     assert [f["held_out_samples"] for f in figures] == [alone[0]["held_out_samples"], 32]
     assert all(s[0][2] >= 1000 for s in held[len(alone_held):])  # the second round's own share
     assert not {s[0][2] for s in taught} & {s[0][2] for s in held}
+    by_round = held_by_rounds(held, figures)  # cut back into rounds, as training judges each apart
+    assert by_round[0] == alone_held and by_round[1] == held[len(alone_held):] and len(by_round[1]) == 32
+    assert held_by_rounds(alone_held, alone) == [alone_held]
 
 
 def test_a_refine_on_more_rounds_goes_on_but_one_missing_a_round_its_parent_learned_is_refused(tmp_path, monkeypatch):
