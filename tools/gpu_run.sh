@@ -219,6 +219,12 @@ for job in "$@"; do
       --train-until $(($(date +%s) + remaining - 45)) ${DRAFTER_FRESH:+--fresh} 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8
     code=${PIPESTATUS[0]}
     ((code == 0)) || status=$code
+    if ((code != 0)) && [[ -n $warmer ]]; then
+      # The kernels it compiles serve a later call's gate, but after a failed job the next call is a
+      # fix: waiting for it to its deadline spent 291 s of device time on nothing.
+      echo "$job failed: the kernel warmer is stopped, not waited for" | tee -a "$OUT/run.log"
+      wait_warmer 100000
+    fi
     cp /tmp/assets/smollm2-eagle3.json /tmp/assets/smollm2-eagle3-work/*.server.log /tmp/assets/smollm2-eagle3-work/distilled.json "$dir/" 2>/dev/null
     if ((code == 0)) && [[ $stage == grow ]]; then
       # The round this job distilled into: the newest one (a cut round is gone on with, not added to).
