@@ -55,7 +55,7 @@
 # provenance; nvidia-smi samples), the last gate job's report.md, the last sweep's sweep.md and
 # sweep.json, and, if asked, jit-cache.tar.gz.
 set -uo pipefail
-(($#)) || { echo "usage: tools/gpu_run.sh drafter[:distil|train|refine] | DEPLOYMENT[:check|update|calibrate|sweep][+weak] ..." >&2; exit 2; }
+(($#)) || { echo "usage: tools/gpu_run.sh drafter[:distil|grow|train|refine] | DEPLOYMENT[:check|update|calibrate|sweep][+weak] ..." >&2; exit 2; }
 # Checked before the bundle is unpacked (minutes on a fresh machine): a bad rate fails now, not then.
 if [[ -n ${DRAFTER_LR:-} ]] && ! python3 -c 'import math, sys; v = float(sys.argv[1]); sys.exit(not (0 < v < 1))' "$DRAFTER_LR" 2>/dev/null; then
   echo "gpu_run.sh: DRAFTER_LR=$DRAFTER_LR: expected a learning rate between 0 and 1 (e.g. 1e-4)" >&2; exit 2
@@ -67,6 +67,11 @@ for job in "$@"; do
   mode=${job#*:}; mode=${mode%+weak}
   case $mode in "${job%+weak}" | check | update | sweep | calibrate) ;; *) echo "gpu_run.sh: bad job '$job' (mode: check, update, calibrate or sweep; suffix +weak)" >&2; exit 2 ;; esac
 done
+# A distillation server sizes its memory from what is free when it boots: the warmer waits for a
+# drafter:distil's server, but a grow's round (and its log) is chosen in Python.
+if [[ -n ${WARM_KERNELS:-} && " $* " == *" drafter:grow "* ]]; then
+  echo "gpu_run.sh: WARM_KERNELS with drafter:grow: the warmer's servers would boot beside the distillation's; warm in a later job's call" >&2; exit 2
+fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 deadline=${DEADLINE_S:-560}
@@ -121,13 +126,17 @@ if [[ -n ${DISTILLED_IN:-} && -f $DISTILLED_IN && ! -f /tmp/assets/smollm2-eagle
     && echo "distilled data restored from $DISTILLED_IN"
 fi
 for carried in ${DISTILLED_ROUNDS_IN:-}; do
-  round=$(basename "$carried"); round=${round#distilled-}; round=${round%%.tar.zst}
-  if [[ ! -f $carried || $round != round-[0-9]* ]]; then
-    echo "gpu_run.sh: DISTILLED_ROUNDS_IN: $carried: expected a distilled-round-N.tar.zst a drafter:grow job sent back" >&2; exit 2
+  round=$(basename "$carried"); round=${round#distilled-}; round=${round%.tar.zst}
+  if [[ ! -f $carried || ! $round =~ ^round-[0-9]+$ ]]; then
+    echo "gpu_run.sh: DISTILLED_ROUNDS_IN: $carried: expected a whole distilled-round-N.tar.zst a drafter:grow job sent back (its parts joined)" >&2; exit 2
   fi
   if [[ ! -f /tmp/assets/smollm2-eagle3-work/$round/distilled.json ]]; then
-    LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$carried" | tar -C /tmp/assets -xf - \
-      && echo "distilled $round restored from $carried"
+    mkdir -p /tmp/assets
+    if ! LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$carried" | tar -C /tmp/assets -xf -; then
+      rm -rf "/tmp/assets/smollm2-eagle3-work/$round"  # half a round would train as a whole one
+      echo "gpu_run.sh: DISTILLED_ROUNDS_IN: $carried: could not be unpacked (cut short?); nothing of $round kept" >&2; exit 2
+    fi
+    echo "distilled $round restored from $carried"
   fi
 done
 # Each kind of asset once per machine and per version of the code that makes them: a stamp
@@ -227,8 +236,9 @@ for job in "$@"; do
     fi
     cp /tmp/assets/smollm2-eagle3.json /tmp/assets/smollm2-eagle3-work/*.server.log /tmp/assets/smollm2-eagle3-work/distilled.json "$dir/" 2>/dev/null
     if ((code == 0)) && [[ $stage == grow ]]; then
-      # The round this job distilled into: the newest one (a cut round is gone on with, not added to).
-      round=$(cd /tmp/assets/smollm2-eagle3-work && ls -d round-* 2>/dev/null | sort -t- -k2 -n | tail -1)
+      # The round this job distilled into, as the command said it ("distilled data: …/round-N/distilled.jsonl").
+      round=$(grep -oE '^distilled data: [^ ]*/round-[0-9]+/' "$OUT/run.log" | tail -1 | grep -oE 'round-[0-9]+/$' | tr -d /)
+      [[ -n $round ]] || { echo "$job: its round's folder is not in run.log: nothing sent back" | tee -a "$OUT/run.log"; status=5; continue; }
       mkdir -p "$dir/$round" && cp /tmp/assets/smollm2-eagle3-work/$round/distilled.json /tmp/assets/smollm2-eagle3-work/$round/*.server.log "$dir/$round/" 2>/dev/null
       tar -C /tmp/assets -cf - smollm2-eagle3-work/$round/distilled.jsonl smollm2-eagle3-work/$round/distilled.json smollm2-eagle3-work/$round/distil-plan.jsonl \
         | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/distilled-$round.tar.zst"
