@@ -15,13 +15,23 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
+import re
 import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from specgate.drafter import prompts as training_prompts
-from specgate.drafter.distil import PLAN_FILE, DistilSettings, data_figures, distil, load_plan, prompt_key
+from specgate.drafter.distil import (
+    PLAN_FILE,
+    DistilSettings,
+    Plan,
+    answered_so_far,
+    data_figures,
+    distil,
+    load_plan,
+    prompt_key,
+)
 from specgate.drafter.train import TrainSettings, train
 from specgate.errors import SpecgateError
 from specgate.measure.drafters import weights_sha256
@@ -86,8 +96,8 @@ def rounds(work: Path) -> list[Path]:
     found = [
         (int(p.name.removeprefix(ROUND_PREFIX)), p)
         for p in work.glob(f"{ROUND_PREFIX}*")
-        if p.is_dir() and p.name.removeprefix(ROUND_PREFIX).isdigit()
-    ]
+        if p.is_dir() and re.fullmatch(r"[1-9][0-9]*", p.name.removeprefix(ROUND_PREFIX))
+    ]  # round-02 or round-2x is not a round this stage made: never read as one
     return [p for _, p in sorted(found)]
 
 
@@ -236,9 +246,16 @@ def _grow_stage(
 ) -> dict:
     """A further round of data: the last round again where its deadline cut it, else a new one.
     Its prompts leave out every prompt an earlier round asked (their plans say which)."""
-    _recorded_data(work, "grow")  # a round adds to a first one: without it there is nothing to grow
+    # A round adds to a first one (without it there is nothing to grow); the last round may be one
+    # a deadline or a failure cut, to go on with here.
+    _recorded_data(work, "grow", last_may_be_unfinished=True)
     earlier = rounds(work)
     last = earlier[-1] if earlier else None
+    if last is not None and (last / DATA_RECORD).is_file() and (last / DATA_FILE).is_file() and not (last / PLAN_FILE).is_file():
+        raise SpecgateError(
+            f"{last}: its data and record are here but not its {PLAN_FILE} (which prompts it was to answer): restore "
+            "the plan (a drafter:grow pack holds it) rather than distil the round again, or move the folder away"
+        )
     if last is not None and not _finished(last):
         number, folder = int(last.name.removeprefix(ROUND_PREFIX)), last
     else:
@@ -309,8 +326,12 @@ def _differs(record: Path, plan: Path, data: Path, asked: dict, max_new_tokens: 
     return None
 
 
-def _recorded_data(work: Path, stage: str = "train") -> dict:
-    """What a `distil` stage (this machine's, or a carried copy) left for training."""
+def _recorded_data(work: Path, stage: str = "train", last_may_be_unfinished: bool = False) -> dict:
+    """What a `distil` stage (this machine's, or a carried copy) and any `grow` stages left for
+    training. Each further round must be whole (record, plan, data of that plan) and share no
+    prompt with another round: a shared one could be taught in one round and held out in the
+    other. With `last_may_be_unfinished` (a grow about to go on with it) the last round is not
+    read."""
     data, record = work / DATA_FILE, work / DATA_RECORD
     missing = [str(p) for p in (data, record) if not p.is_file()]
     if missing:
@@ -319,19 +340,40 @@ def _recorded_data(work: Path, stage: str = "train") -> dict:
         )
     doc = _data_record(record)
     out: dict = {"prompts": doc["prompts"], "distillation": doc["distillation"]}
-    further = []
-    for folder in rounds(work):
-        if not (folder / DATA_RECORD).is_file():
-            raise SpecgateError(
-                f"{folder}: a round of data without its record ({DATA_RECORD}): run --stage grow again to finish it, "
-                "or move the folder away"
-            )
-        doc = _data_record(folder / DATA_RECORD)
-        further.append({"round": int(folder.name.removeprefix(ROUND_PREFIX)), "prompts": doc["prompts"],
-                        "distillation": doc["distillation"]})  # fmt: skip
-    if further:
-        out["rounds"] = further
+    folders = rounds(work)
+    if last_may_be_unfinished:
+        folders = folders[:-1]
+    if not folders:
+        return out
+    asked_in: dict[str, Path] = {}
+    for folder in (work, *folders):
+        plan = _whole_round(folder, is_last=folder == folders[-1])
+        for prompt in plan.prompts:
+            key = prompt_key(prompt)
+            if asked_in.setdefault(key, folder) not in (folder,):
+                raise SpecgateError(
+                    f"{folder / PLAN_FILE}: asks a prompt {asked_in[key] / PLAN_FILE} asked too ({prompt.messages[-1].content[:80]!r}): "
+                    "one round could teach what another holds out; was the first round distilled anew after this "
+                    "one was grown? Move the later round away and grow it again"
+                )
+    out["rounds"] = [
+        {"round": int(f.name.removeprefix(ROUND_PREFIX)), **{k: v for k, v in _data_record(f / DATA_RECORD).items()
+                                                             if k in ("prompts", "distillation")}}
+        for f in folders
+    ]  # fmt: skip
     return out
+
+
+def _whole_round(folder: Path, is_last: bool) -> Plan:
+    """A round's plan, once its record, plan and data are there and the data answers that plan."""
+    for path in (folder / DATA_RECORD, folder / PLAN_FILE, folder / DATA_FILE):
+        if not path.is_file():
+            hint = "run --stage grow again to finish it, or move" if is_last and path.name == DATA_RECORD else "restore it, or move"
+            raise SpecgateError(f"{folder}: a round of data without its {path.name}: {hint} the folder away")
+    _data_record(folder / DATA_RECORD)
+    plan = load_plan(folder / PLAN_FILE)
+    answered_so_far(folder / DATA_FILE, len(plan.prompts))  # names the line that is not the plan's
+    return plan
 
 
 def _data_record(record: Path) -> dict:

@@ -812,7 +812,7 @@ def test_a_further_round_asks_new_prompts_only_and_goes_on_where_its_deadline_cu
     assert make.data_files(work) == [data, work / "round-2" / make.DATA_FILE, work / "round-3" / make.DATA_FILE]
     (work / "round-4").mkdir()
     (work / "round-4" / make.DATA_FILE).write_text("")
-    with pytest.raises(SpecgateError, match=r"round-4: a round of data without its record .*--stage grow again"):
+    with pytest.raises(SpecgateError, match=r"round-4: a round of data without its distilled.json: run --stage grow again"):
         make._recorded_data(work)
 
 
@@ -861,3 +861,40 @@ def test_a_refine_on_more_rounds_goes_on_but_one_missing_a_round_its_parent_lear
     changed = {**record, "rounds": [{**grown["rounds"][0], "distillation": {"samples": 10}}]}
     with pytest.raises(SpecgateError, match="restore the rounds it learned from"):
         _refine(tmp_path, changed)
+
+
+def test_a_round_a_failure_cut_is_distilled_again_and_a_broken_or_overlapping_one_is_named(tmp_path, monkeypatch):
+    """A grow that fails after its server booted leaves the round's server log and nothing else: the
+    next grow distils that round again (not 'finish it' advice that cannot work). A round whose
+    plan is gone is not distilled again silently, one whose data is gone is named before training,
+    and rounds that share a prompt (round 1 distilled anew after round 2 was grown) are refused."""
+    from specgate.drafter import distil, make
+    from specgate.errors import SpecgateError
+
+    stage, _, _, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=None)
+    work = data.parent
+    stage(n=100)
+    (work / "round-2").mkdir()
+    (work / "round-2" / "distilled.server.log").write_text("booted, then out of memory\n")
+    with pytest.raises(SpecgateError, match="round-2: a round of data without its distilled.json: run --stage grow again"):
+        make._recorded_data(work)
+    grown = _grow(tmp_path, monkeypatch, n=300)
+    assert grown["prompts"]["round"] == 2 and make.rounds(work) == [work / "round-2"]
+    assert [r["round"] for r in make._recorded_data(work)["rounds"]] == [2]
+
+    plan = (work / "round-2" / distil.PLAN_FILE).read_bytes()
+    (work / "round-2" / distil.PLAN_FILE).unlink()
+    with pytest.raises(SpecgateError, match="round-2: its data and record are here but not its distil-plan.jsonl"):
+        _grow(tmp_path, monkeypatch)
+    with pytest.raises(SpecgateError, match="round-2: a round of data without its distil-plan.jsonl: restore it"):
+        make._recorded_data(work)
+    (work / "round-2" / distil.PLAN_FILE).write_bytes(plan)
+    answers = (work / "round-2" / make.DATA_FILE).read_bytes()
+    (work / "round-2" / make.DATA_FILE).write_text('{"i": 99999, "kind": "chat", "prompt_ids": [1], "output_ids": [2]}\n')
+    with pytest.raises(SpecgateError, match=r"round-2/distilled.jsonl, line 1: plan index 99999 outside the plan"):
+        make._recorded_data(work)
+    (work / "round-2" / make.DATA_FILE).write_bytes(answers)
+
+    stage(n=1500)  # round 1 distilled anew (another request): round 2 was made against the old one
+    with pytest.raises(SpecgateError, match=r"round-2/distil-plan.jsonl: asks a prompt .*distil-plan.jsonl asked too"):
+        make._recorded_data(work)
