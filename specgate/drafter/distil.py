@@ -343,5 +343,12 @@ def _new_plan(prompts: list[TrainingPrompt], tokenizer, settings: DistilSettings
         fresh = [p for p in taught if prompt_key(p) not in settings.exclude]
         made["dropped_as_asked_in_an_earlier_round"] = len(taught) - len(fresh)
         taught = fresh
+    # Each prompt once: a repeat answered alike could be taught once and held out once.
+    first_of: dict[str, TrainingPrompt] = {}
+    for p in taught:
+        first_of.setdefault(prompt_key(p), p)
+    once = list(first_of.values())  # the first of each, in the order met
+    made["dropped_as_repeated"] = len(taught) - len(once)
+    taught = once
     random.Random(ANSWER_ORDER_SEED).shuffle(taught)
     return Plan([*judged, *taught], made)

@@ -183,6 +183,19 @@ def held_by_rounds(held: list[Sample], data_rounds: list[dict]) -> list[list[Sam
     return [held[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
 
 
+def pooled(parts: list[tuple[list[float], int]]) -> list[float]:
+    """Accuracy per draft step over several sets judged apart: each part is (right answers per
+    step, answer tokens judged), so the sets weigh by their tokens, as if judged together."""
+    weight = sum(w for _, w in parts)
+    return [round(sum(col) / max(weight, 1), 4) for col in zip(*(sums for sums, _ in parts), strict=True)]
+
+
+def tau_by_round(parts: list[tuple[list[float], int]]) -> list[float | None]:
+    """The expected τ on each round's held-out answers; None for a round with none judged (too
+    few samples to hold any out), never the 1.0 a zero accuracy would read as."""
+    return [expected_accept_length(pooled([part])) if part[1] else None for part in parts]
+
+
 def vocab_coverage(samples: list[tuple[list[int], list[int]]], in_vocab: list[bool]) -> float:
     """The share of answer tokens the draft vocabulary holds (`in_vocab[token id]`).
 
@@ -278,6 +291,9 @@ def train(
     cfg_path.write_text(json.dumps(draft_config(target_cfg, settings), indent=2) + "\n")
 
     vocab_set = _MaskedTokens(taught)  # the draft vocabulary from the taught answers only
+    # SpecForge returns a cached mapping whenever its file exists: one counted over other data
+    # (fewer rounds, an earlier distillation) would be reused without a word.
+    (work / "vocab-mapping.pt").unlink(missing_ok=True)
     vocab_path = generate_vocab_mapping_file(
         vocab_set, target_cfg["vocab_size"], settings.draft_vocab_size, cache_dir=str(work), cache_key="vocab-mapping"
     )
@@ -339,10 +355,6 @@ def train(
                 weight += w
         model.train()
         return sums, weight
-
-    def pooled(parts: list[tuple[list[float], int]]) -> list[float]:
-        weight = sum(w for _, w in parts)
-        return [round(sum(col) / max(weight, 1), 4) for col in zip(*(sums for sums, _ in parts), strict=True)]
 
     def accuracy(rows_of: list) -> list[float]:
         """Accuracy per draft step on `rows_of`' answers, weighted by their learned tokens."""
@@ -419,7 +431,7 @@ def train(
             "expected_tau_all_tokens": tau,
         }
         if len(parts) > 1:
-            judged["expected_tau_by_round"] = [expected_accept_length(pooled([part])) for part in parts]
+            judged["expected_tau_by_round"] = tau_by_round(parts)
         if gate:  # reported beside, never chosen by
             judged["expected_tau_gate_prompts"] = expected_accept_length(accuracy(gate))
             judged["gate_answer_tokens"] = settings.gate_answer_tokens

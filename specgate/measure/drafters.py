@@ -84,6 +84,8 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 # What training expected of it on answers it never learned (2 steps, topk 1), every
                 # answer token counted; records before that figure give none (theirs flattered).
                 "held_out_tau": held.get("expected_tau_all_tokens"),
+                # ... and on each round's apart (the first comparable with drafters of that round alone)
+                "held_out_tau_by_round": held.get("expected_tau_by_round"),
                 "vocab_coverage": (training.get("vocab_coverage") or {}).get("held_out"),
                 # The same figure on the gate's own prompts' answers (judged, never taught): near the
                 # gate's τ, the gap to held_out_tau is the prompts; far above it, it is the serving.
@@ -191,6 +193,9 @@ def describe(identity: dict) -> str:
             parts.append(f"refined from sha256 {str(made['refined_from'])[:16]}")
         if made.get("held_out_tau") is not None:
             held = f"training expected τ {made['held_out_tau']} at 2 steps, topk 1, on its held-out answers"
+            by_round = made.get("held_out_tau_by_round")
+            if isinstance(by_round, list) and len(by_round) > 1:
+                held += " (by round of data: " + ", ".join("none held out" if t is None else str(t) for t in by_round) + ")"
             if made.get("vocab_coverage") is not None:
                 held += f" (its draft vocabulary holds {100 * made['vocab_coverage']:.1f}% of their tokens)"
             if made.get("gate_prompts_tau") is not None:

@@ -70,10 +70,12 @@ def test_the_identity_counts_every_round_of_data_the_drafter_learned_from(tmp_pa
     d = _drafter(tmp_path, b"weights", None)
     record = json.loads((d / "drafter.json").read_text())
     record["rounds"] = [{"round": 2, "distillation": {"samples": 3000, "answer_tokens": 500000}}]
+    record["checkpoint"]["held_out"]["expected_tau_by_round"] = [2.25, None]
     (d / "drafter.json").write_text(json.dumps(record))
     found = drafter_identity(_with_drafter(d), "eagle3-decode")
     assert (found["made"]["samples"], found["made"]["answer_tokens"], found["made"]["data_rounds"]) == (7000, 1200000, 2)
     assert "7000 distilled answers, 1200000 answer tokens (2 rounds of data)" in describe(found)
+    assert "on its held-out answers (by round of data: 2.25, none held out)" in describe(found)
     record["rounds"].append({"round": 3, "distillation": {}})  # a round that gives no count: no partial sum
     (d / "drafter.json").write_text(json.dumps(record))
     assert drafter_identity(_with_drafter(d), "eagle3-decode")["made"]["samples"] is None
@@ -898,3 +900,23 @@ def test_a_round_a_failure_cut_is_distilled_again_and_a_broken_or_overlapping_on
     stage(n=1500)  # round 1 distilled anew (another request): round 2 was made against the old one
     with pytest.raises(SpecgateError, match=r"round-2/distil-plan.jsonl: asks a prompt .*distil-plan.jsonl asked too"):
         make._recorded_data(work)
+
+
+def test_rounds_judged_apart_pool_by_their_tokens_and_a_round_with_none_judged_gives_no_figure():
+    from specgate.drafter.train import expected_accept_length, pooled, tau_by_round
+
+    first, second = ([0.8 * 100, 0.6 * 100], 100), ([0.5 * 300, 0.25 * 300], 300)
+    assert pooled([first, second]) == [0.575, 0.3375]  # weighed by tokens, as if judged together
+    assert pooled([first]) == [0.8, 0.6] and tau_by_round([first, second]) == [2.28, 1.625]
+    assert tau_by_round([first, ([0.0, 0.0], 0)]) == [2.28, None]  # never the 1.0 of a zero accuracy
+    assert expected_accept_length(pooled([first, ([0.0, 0.0], 0)])) == 2.28
+
+
+def test_a_plan_asks_each_prompt_once():
+    from specgate.drafter import distil
+
+    prompts = training_prompts.generate(4000, seed=training_prompts.SEED + 1)  # holds one repeat
+    assert len({distil.prompt_key(p) for p in prompts}) == 3999
+    plan = distil._new_plan(prompts, _Tokenizer(), distil.DistilSettings(), lambda *a, **k: [])
+    assert len(plan.prompts) == 3999 and plan.made["dropped_as_repeated"] == 1
+    assert len({distil.prompt_key(p) for p in plan.prompts}) == 3999
