@@ -127,7 +127,7 @@ if [[ -n ${DISTILLED_IN:-} && -f $DISTILLED_IN && ! -f /tmp/assets/smollm2-eagle
 fi
 for carried in ${DISTILLED_ROUNDS_IN:-}; do
   round=$(basename "$carried"); round=${round#distilled-}; round=${round%.tar.zst}
-  if [[ ! -f $carried || ! $round =~ ^round-[0-9]+$ ]]; then
+  if [[ ! -f $carried || ! $round =~ ^round-[1-9][0-9]*$ ]]; then
     echo "gpu_run.sh: DISTILLED_ROUNDS_IN: $carried: expected a whole distilled-round-N.tar.zst a drafter:grow job sent back (its parts joined)" >&2; exit 2
   fi
   if [[ ! -f /tmp/assets/smollm2-eagle3-work/$round/distilled.json ]]; then

@@ -81,6 +81,7 @@ def _gpu() -> str:
 
 
 STAGES = ("all", "distil", "grow", "train", "refine")
+WORK_DIR = "smollm2-eagle3-work"  # the first round's data, and each further round's folder
 DATA_FILE = "distilled.jsonl"
 DATA_RECORD = "distilled.json"  # how the data was made: read back by a later `train` stage
 # The drafter learned its training answers far better than held-out ones (0.895 against 0.768
@@ -129,7 +130,7 @@ def make_smollm2_eagle3(
         raise SpecgateError(f"--stage {stage!r}: expected one of {', '.join(STAGES)}")
     started = time.monotonic()
     target, _ = make_smollm2(out_dir, gguf)
-    work = out_dir / "smollm2-eagle3-work"
+    work = out_dir / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
     data = work / DATA_FILE
     if stage == "grow":
@@ -141,6 +142,7 @@ def make_smollm2_eagle3(
         (work / DATA_RECORD).write_text(json.dumps(record, indent=2) + "\n")
         if stage == "distil":
             return {**record, "data": str(data), "total_s": round(time.monotonic() - started, 1), "checkpoints": {}}
+        record = _recorded_data(work, stage)  # training reads every round here: each checked and recorded
     else:
         record = _recorded_data(work, stage)
     if stage == "refine":
@@ -249,6 +251,11 @@ def _grow_stage(
     # A round adds to a first one (without it there is nothing to grow); the last round may be one
     # a deadline or a failure cut, to go on with here.
     _recorded_data(work, "grow", last_may_be_unfinished=True)
+    if not (work / PLAN_FILE).is_file():
+        raise SpecgateError(
+            f"{work / PLAN_FILE}: not found: the first round's data predates plans, so a further round cannot leave "
+            "out the prompts it asked; distil the first round anew (--stage distil --fresh) before growing"
+        )
     earlier = rounds(work)
     last = earlier[-1] if earlier else None
     if last is not None and (last / DATA_RECORD).is_file() and (last / DATA_FILE).is_file() and not (last / PLAN_FILE).is_file():
@@ -347,7 +354,7 @@ def _recorded_data(work: Path, stage: str = "train", last_may_be_unfinished: boo
         return out
     asked_in: dict[str, Path] = {}
     for folder in (work, *folders):
-        plan = _whole_round(folder, is_last=folder == folders[-1])
+        plan = _whole_round(folder, is_first=folder == work, is_last=folder == folders[-1])
         for prompt in plan.prompts:
             key = prompt_key(prompt)
             if asked_in.setdefault(key, folder) not in (folder,):
@@ -364,12 +371,18 @@ def _recorded_data(work: Path, stage: str = "train", last_may_be_unfinished: boo
     return out
 
 
-def _whole_round(folder: Path, is_last: bool) -> Plan:
+def _whole_round(folder: Path, is_first: bool, is_last: bool) -> Plan:
     """A round's plan, once its record, plan and data are there and the data answers that plan."""
     for path in (folder / DATA_RECORD, folder / PLAN_FILE, folder / DATA_FILE):
-        if not path.is_file():
-            hint = "run --stage grow again to finish it, or move" if is_last and path.name == DATA_RECORD else "restore it, or move"
-            raise SpecgateError(f"{folder}: a round of data without its {path.name}: {hint} the folder away")
+        if path.is_file():
+            continue
+        if is_first:  # its folder holds every round: "move it away" would take them all
+            raise SpecgateError(
+                f"{path}: not found: the first round's prompts cannot be checked against the further rounds "
+                f"({ROUND_PREFIX}N beside it); move those away to train on the first round alone, or distil it anew"
+            )
+        hint = "run --stage grow again to finish it, or move" if is_last and path.name == DATA_RECORD else "restore it, or move"
+        raise SpecgateError(f"{folder}: a round of data without its {path.name}: {hint} the folder away")
     _data_record(folder / DATA_RECORD)
     plan = load_plan(folder / PLAN_FILE)
     answered_so_far(folder / DATA_FILE, len(plan.prompts))  # names the line that is not the plan's

@@ -920,3 +920,49 @@ def test_a_plan_asks_each_prompt_once():
     plan = distil._new_plan(prompts, _Tokenizer(), distil.DistilSettings(), lambda *a, **k: [])
     assert len(plan.prompts) == 3999 and plan.made["dropped_as_repeated"] == 1
     assert len({distil.prompt_key(p) for p in plan.prompts}) == 3999
+
+
+def test_first_round_data_without_a_plan_neither_grows_nor_trains_beside_rounds_and_says_why(tmp_path, monkeypatch):
+    """Data distilled before plans were kept cannot be grown from (a further round could not
+    leave out its prompts), and beside further rounds it cannot be checked against them: both
+    say so, and a refused grow leaves no empty round behind."""
+    from specgate.drafter import distil, make
+    from specgate.errors import SpecgateError
+
+    stage, _, _, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=None)
+    work = data.parent
+    stage(n=100)
+    _grow(tmp_path, monkeypatch, n=100)
+    plan = (work / distil.PLAN_FILE).read_bytes()
+    (work / distil.PLAN_FILE).unlink()
+    with pytest.raises(SpecgateError, match=r"distil-plan.jsonl: not found: the first round's prompts cannot be checked"):
+        make._recorded_data(work)
+    with pytest.raises(SpecgateError, match=r"the first round's data predates plans.*--stage distil --fresh"):
+        _grow(tmp_path, monkeypatch, n=100)
+    assert make.rounds(work) == [work / "round-2"]  # no empty round-3
+    (work / distil.PLAN_FILE).write_bytes(plan)
+    assert [r["round"] for r in make._recorded_data(work)["rounds"]] == [2]
+
+
+def test_the_all_stage_records_and_checks_every_round_it_trains_on(tmp_path, monkeypatch):
+    from specgate.drafter import make
+    from specgate.errors import SpecgateError
+
+    stage, _, _, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=None)
+    work = data.parent
+    stage(n=100)
+    _grow(tmp_path, monkeypatch, n=100)
+    trained: list = []
+    monkeypatch.setattr(make, "train", lambda target, paths, *a, **k: trained.append(paths) or {"checkpoints": {}})
+    monkeypatch.setattr(make, "_gpu", lambda: "none (a test)")
+    monkeypatch.setattr(make, "_distil_stage", lambda *a, **k: make._data_record(work / make.DATA_RECORD))
+    monkeypatch.setattr("specgate.assets.make_smollm2", lambda out, gguf: (tmp_path / "target", None))
+    monkeypatch.setattr(make, "WORK_DIR", work.name)
+    from specgate.drafter.train import TrainSettings
+
+    made = make.make_smollm2_eagle3(tmp_path, None, 100, TrainSettings(), 256, print, stage="all")
+    assert trained == [make.data_files(work)] and [r["round"] for r in made["rounds"]] == [2]
+    (work / "round-3").mkdir()
+    (work / "round-3" / "distilled.server.log").write_text("booted, then failed\n")  # a grow that failed
+    with pytest.raises(SpecgateError, match="round-3: a round of data without its distilled.json"):
+        make.make_smollm2_eagle3(tmp_path, None, 100, TrainSettings(), 256, print, stage="all")
