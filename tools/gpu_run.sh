@@ -117,13 +117,13 @@ if [[ -n ${JIT_CACHE:-} && -f $JIT_CACHE && ! -f /tmp/.jit-restored ]]; then
   tar -C "$HOME" -xzf "$JIT_CACHE" && touch /tmp/.jit-restored && echo "kernel caches restored from $JIT_CACHE"
 fi
 gguf=/tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf
+# A carried .tar.zst unpacked under /tmp/assets, where it was packed from.
+unpack() { mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$1" | tar -C /tmp/assets -xf -; }
 if [[ -n ${DRAFTERS_IN:-} && -f $DRAFTERS_IN && ! -f /tmp/assets/smollm2-eagle3/drafter.json ]]; then
-  mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$DRAFTERS_IN" | tar -C /tmp/assets -xf - \
-    && echo "drafters restored from $DRAFTERS_IN"
+  unpack "$DRAFTERS_IN" && echo "drafters restored from $DRAFTERS_IN"
 fi
 if [[ -n ${DISTILLED_IN:-} && -f $DISTILLED_IN && ! -f /tmp/assets/smollm2-eagle3-work/distilled.json ]]; then
-  mkdir -p /tmp/assets && LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$DISTILLED_IN" | tar -C /tmp/assets -xf - \
-    && echo "distilled data restored from $DISTILLED_IN"
+  unpack "$DISTILLED_IN" && echo "distilled data restored from $DISTILLED_IN"
 fi
 for carried in ${DISTILLED_ROUNDS_IN:-}; do
   round=$(basename "$carried"); round=${round#distilled-}; round=${round%.tar.zst}
@@ -131,8 +131,7 @@ for carried in ${DISTILLED_ROUNDS_IN:-}; do
     echo "gpu_run.sh: DISTILLED_ROUNDS_IN: $carried: expected a whole distilled-round-N.tar.zst a drafter:grow job sent back (its parts joined)" >&2; exit 2
   fi
   if [[ ! -f /tmp/assets/smollm2-eagle3-work/$round/distilled.json ]]; then
-    mkdir -p /tmp/assets
-    if ! LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -d -q -c "$carried" | tar -C /tmp/assets -xf -; then
+    if ! unpack "$carried"; then
       rm -rf "/tmp/assets/smollm2-eagle3-work/$round"  # half a round would train as a whole one
       echo "gpu_run.sh: DISTILLED_ROUNDS_IN: $carried: could not be unpacked (cut short?); nothing of $round kept" >&2; exit 2
     fi
@@ -197,6 +196,14 @@ send_parts() {
     echo "$name: ${#parts[@]} parts, 3 sent back; fetch the rest next call: cp ${parts[*]:3} \$OUT/" | tee -a "$OUT/run.log"
   fi
 }
+# PATH... under /tmp/assets as NAME (a tar, zstd-compressed), sent back in 15-MiB parts (a file
+# over 16 MiB does not come back from a call), its checksum printed and added to SUMS.
+pack_and_send() {
+  local name=$1 sums=$2; shift 2
+  tar -C /tmp/assets -cf - "$@" | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/$name"
+  send_parts "$work/$name"
+  sha256sum "$work/$name" | tee -a "$sums"
+}
 # What nvidia-smi sees while the jobs run (memory per server process, release after teardown).
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -l 5 > "$work/pack/compute-apps.log" 2>&1 &
 sampler=$!
@@ -243,21 +250,13 @@ for job in "$@"; do
       round=$(grep -oE '^distilled data: [^ ]*/round-[0-9]+/' "$OUT/run.log" | tail -1 | grep -oE 'round-[0-9]+/$' | tr -d /)
       [[ -n $round ]] || { echo "$job: its round's folder is not in run.log: nothing sent back" | tee -a "$OUT/run.log"; status=5; continue; }
       mkdir -p "$dir/$round" && cp /tmp/assets/smollm2-eagle3-work/$round/distilled.json /tmp/assets/smollm2-eagle3-work/$round/*.server.log "$dir/$round/" 2>/dev/null
-      tar -C /tmp/assets -cf - smollm2-eagle3-work/$round/distilled.jsonl smollm2-eagle3-work/$round/distilled.json smollm2-eagle3-work/$round/distil-plan.jsonl \
-        | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/distilled-$round.tar.zst"
-      send_parts "$work/distilled-$round.tar.zst"
-      sha256sum "$work/distilled-$round.tar.zst" | tee -a "$dir/distilled.sha256"
+      pack_and_send "distilled-$round.tar.zst" "$dir/distilled.sha256" \
+        smollm2-eagle3-work/$round/distilled.jsonl smollm2-eagle3-work/$round/distilled.json smollm2-eagle3-work/$round/distil-plan.jsonl
     elif ((code == 0)) && [[ $stage == distil ]]; then
-      # In 15-MiB parts, as the drafters: a file over 16 MiB does not come back from a call.
-      tar -C /tmp/assets -cf - smollm2-eagle3-work/distilled.jsonl smollm2-eagle3-work/distilled.json smollm2-eagle3-work/distil-plan.jsonl \
-        | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/distilled.tar.zst"
-      send_parts "$work/distilled.tar.zst"
-      sha256sum "$work/distilled.tar.zst" | tee -a "$dir/distilled.sha256"
+      pack_and_send distilled.tar.zst "$dir/distilled.sha256" \
+        smollm2-eagle3-work/distilled.jsonl smollm2-eagle3-work/distilled.json smollm2-eagle3-work/distil-plan.jsonl
     elif ((code == 0)); then
-      tar -C /tmp/assets -cf - smollm2-eagle3 smollm2-eagle3-trained smollm2-eagle3-weak \
-        | LD_LIBRARY_PATH=/tmp/chunks/p0/tools /tmp/chunks/p0/tools/zstd -q -T0 -9 > "$work/drafters.tar.zst"
-      send_parts "$work/drafters.tar.zst"
-      sha256sum "$work/drafters.tar.zst" | tee -a "$dir/drafters.sha256"
+      pack_and_send drafters.tar.zst "$dir/drafters.sha256" smollm2-eagle3 smollm2-eagle3-trained smollm2-eagle3-weak
     fi
     summary+=("$job: exit $code after $(elapsed) s")
     continue

@@ -95,11 +95,15 @@ ROUND_PREFIX = "round-"
 def rounds(work: Path) -> list[Path]:
     """The further rounds of data in the work folder, in order (the first is the folder itself)."""
     found = [
-        (int(p.name.removeprefix(ROUND_PREFIX)), p)
-        for p in work.glob(f"{ROUND_PREFIX}*")
+        p for p in work.glob(f"{ROUND_PREFIX}*")
         if p.is_dir() and re.fullmatch(r"[1-9][0-9]*", p.name.removeprefix(ROUND_PREFIX))
     ]  # round-02 or round-2x is not a round this stage made: never read as one
-    return [p for _, p in sorted(found)]
+    return sorted(found, key=round_number)
+
+
+def round_number(folder: Path) -> int:
+    """A further round's number, from its folder's name (round-N)."""
+    return int(folder.name.removeprefix(ROUND_PREFIX))
 
 
 def data_files(work: Path) -> list[Path]:
@@ -264,9 +268,9 @@ def _grow_stage(
             "the plan (a drafter:grow pack holds it) rather than distil the round again, or move the folder away"
         )
     if last is not None and not _finished(last):
-        number, folder = int(last.name.removeprefix(ROUND_PREFIX)), last
+        number, folder = round_number(last), last
     else:
-        number = int(last.name.removeprefix(ROUND_PREFIX)) + 1 if last is not None else 2
+        number = round_number(last) + 1 if last is not None else 2
         folder = work / f"{ROUND_PREFIX}{number}"
     folder.mkdir(exist_ok=True)
     exclude = frozenset(
@@ -353,26 +357,25 @@ def _recorded_data(work: Path, stage: str = "train", last_may_be_unfinished: boo
     if not folders:
         return out
     asked_in: dict[str, Path] = {}
+    out["rounds"] = []
     for folder in (work, *folders):
-        plan = _whole_round(folder, is_first=folder == work, is_last=folder == folders[-1])
+        doc, plan = _whole_round(folder, is_first=folder == work, is_last=folder == folders[-1])
         for prompt in plan.prompts:
             key = prompt_key(prompt)
-            if asked_in.setdefault(key, folder) not in (folder,):
+            if asked_in.setdefault(key, folder) != folder:
                 raise SpecgateError(
                     f"{folder / PLAN_FILE}: asks a prompt {asked_in[key] / PLAN_FILE} asked too ({prompt.messages[-1].content[:80]!r}): "
                     "one round could teach what another holds out; was the first round distilled anew after this "
                     "one was grown? Move the later round away and grow it again"
                 )
-    out["rounds"] = [
-        {"round": int(f.name.removeprefix(ROUND_PREFIX)), **{k: v for k, v in _data_record(f / DATA_RECORD).items()
-                                                             if k in ("prompts", "distillation")}}
-        for f in folders
-    ]  # fmt: skip
+        if folder != work:
+            out["rounds"].append({"round": round_number(folder), "prompts": doc["prompts"], "distillation": doc["distillation"]})
     return out
 
 
-def _whole_round(folder: Path, is_first: bool, is_last: bool) -> Plan:
-    """A round's plan, once its record, plan and data are there and the data answers that plan."""
+def _whole_round(folder: Path, is_first: bool, is_last: bool) -> tuple[dict, Plan]:
+    """A round's record and plan, once its record, plan and data are there and the data answers
+    that plan."""
     for path in (folder / DATA_RECORD, folder / PLAN_FILE, folder / DATA_FILE):
         if path.is_file():
             continue
@@ -383,10 +386,10 @@ def _whole_round(folder: Path, is_first: bool, is_last: bool) -> Plan:
             )
         hint = "run --stage grow again to finish it, or move" if is_last and path.name == DATA_RECORD else "restore it, or move"
         raise SpecgateError(f"{folder}: a round of data without its {path.name}: {hint} the folder away")
-    _data_record(folder / DATA_RECORD)
+    doc = _data_record(folder / DATA_RECORD)
     plan = load_plan(folder / PLAN_FILE)
     answered_so_far(folder / DATA_FILE, len(plan.prompts))  # names the line that is not the plan's
-    return plan
+    return doc, plan
 
 
 def _data_record(record: Path) -> dict:
