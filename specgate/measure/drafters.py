@@ -212,3 +212,40 @@ def describe(identity: dict) -> str:
     if identity.get("matches_record") is False:
         parts.append("WEIGHTS DIFFER from the checksum recorded when it was trained")
     return "; ".join(str(p) for p in parts)
+
+
+def walked_expectation(answers: list[tuple[str, int]], walked_by_set: dict[str, float]) -> float | None:
+    """The τ that training's walk of the gate's answers predicts for this run's requests, pooled
+    as the gate pools them: each request's tokens over its set's walked τ are the verify steps the
+    walk expects of it, and τ is all tokens over all those steps. `answers` holds (prompt set,
+    tokens) per request; None where a request's set has no walked figure (a whole-run prediction
+    would then leave requests out) or nothing was answered."""
+    tokens = steps = 0.0
+    for prompt_set, count in answers:
+        walked = walked_by_set.get(prompt_set)
+        if walked is None:
+            return None
+        tokens += count
+        steps += count / walked
+    return tokens / steps if steps else None
+
+
+def walk_note(expected: float, low: float, high: float, floor: float) -> str:
+    """What the walk says about an accept length measured as [low, high] against a floor: whether
+    a shortfall is the drafter's (it walks its own answers short of the floor, and the server
+    agrees) or the serving's (the server accepts less than the same drafter walks)."""
+    said = f"training walked these prompts' answers cycle by cycle, as a server counts, at τ {expected:.3f}"
+    if high < expected:
+        return (
+            f"{said}, above this interval: the server accepts less than the same drafter's own walk predicts; look "
+            "at the serving (hidden-state capture, draft vocabulary, attention mode) or weights other than the "
+            "recorded ones before the drafter"
+        )
+    if low > expected:
+        return f"{said}, below this interval: the server accepts more than the walk predicts"
+    if expected < floor:
+        return (
+            f"{said}, inside this interval and itself below the floor {floor:g}: the serving reproduces what the "
+            "drafter learned, and the drafter falls short on these prompts"
+        )
+    return f"{said}, inside this interval: the serving reproduces what the drafter learned"

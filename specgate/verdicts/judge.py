@@ -484,9 +484,16 @@ class Judge:
             )
             identity = self.drafters().get(gate.config)
             if identity is not None:
-                from specgate.measure.drafters import describe
+                from specgate.measure.drafters import describe, walk_note, walked_expectation
 
                 notes.append(f"drafter: {describe(identity)}")
+                # Only where the walk models these requests (measure.drafters.expected_by_set decided)
+                walked = identity.get("walked_tau_by_set")
+                answers = [(self.meter.label(s).split("/", 1)[0], s.completion_tokens) for s in spec]
+                expected = walked_expectation(answers, walked) if walked else None
+                if expected is not None:
+                    figures["walked_tau"] = round(expected, 3)
+                    notes.append(walk_note(expected, tau.low, tau.high, gate.at_least))
         if status == PASS:
             return self._record(Verdict(name, gate.config, PASS, head, notes, figures, noise))
         suffix = (

@@ -753,6 +753,66 @@ def test_the_report_shows_the_walked_expectation_beside_the_averaged_one():
     assert "walked: the same answers walked cycle by cycle as a server counts τ" in text
 
 
+def test_the_walk_predicts_a_runs_pooled_accept_length_and_says_whose_shortfall_it_is():
+    """Seen on the H200 (results/2026-12-02-h200-round2-gate/, answers alone, eagle3-decode): the
+    walk by set, pooled over that run's 30 requests as the gate pools them, expects 1.989; the server
+    measured 1.943 [1.864, 2.019] against a floor of 2: the drafter falls short, not the serving."""
+    from specgate.measure.drafters import walk_note, walked_expectation
+
+    walked = {"chat": 1.5, "code": 3.0}
+    # pooled as tokens over verify steps: 30 tokens at 1.5 take 20 steps, 30 at 3.0 take 10 → 60 / 30
+    assert walked_expectation([("chat", 30), ("code", 30)], walked) == 2.0
+    assert walked_expectation([("chat", 10), ("chat", 20)], walked) == 1.5
+    assert walked_expectation([("chat", 30), ("math", 30)], walked) is None  # a set it never walked
+    assert walked_expectation([], walked) is None
+
+    short = walk_note(1.989, 1.864, 2.019, 2.0)
+    assert "at τ 1.989, inside this interval and itself below the floor 2" in short and "the drafter falls short" in short
+    serving = walk_note(2.3, 1.864, 2.019, 2.0)
+    assert "above this interval" in serving and "look at the serving" in serving
+    assert "accepts more than the walk predicts" in walk_note(1.7, 1.864, 2.019, 2.0)
+    agrees = walk_note(2.01, 1.864, 2.019, 1.9)
+    assert agrees.endswith("inside this interval: the serving reproduces what the drafter learned")
+
+
+def test_a_failing_floor_says_the_walk_agrees_with_the_server_on_the_h200_run():
+    """The accept floor's verdict, judged again on the H200 run's own 30 requests (their prompts,
+    tokens and verify steps from its benchmark.json), with the drafter's walk by set as its record
+    gave it: the note puts the walk inside the measured interval and below the floor."""
+    import json
+    from types import SimpleNamespace
+
+    from specgate.deployment import load_deployment
+    from specgate.measure.speed import ConfigSpeed, SpeedSample
+    from specgate.verdicts.judge import Judge
+
+    dep = load_deployment("smollm2-eagle3-h200-answers")
+    run = Path(__file__).parents[2] / "results/2026-12-02-h200-round2-gate/2-gate-update/smollm2-eagle3-h200-answers-update"
+    info = next(
+        b["extra_info"] for b in json.loads((run / "report/benchmark.json").read_text())["benchmarks"]
+        if b["extra_info"]["config"] == "eagle3-decode"
+    )
+    record = ConfigSpeed("eagle3-decode", 1)
+    labels = info["prompt"]
+    for i, (tokens, steps) in enumerate(zip(info["completion_tokens"], info["verify_ct"], strict=True)):
+        record.samples.append(SpeedSample(500.0, 0.03, 0.3, tokens, 50, steps, None, tokens, index=i))
+    meter = SimpleNamespace(record=lambda c, n: record, label=lambda s: labels[s.index])
+    plan = SimpleNamespace(
+        meter=meter, ensure=lambda *a: None, raise_for=lambda c: None, per_boot=lambda *a: len(labels),
+        more=lambda *a: False,
+    )
+    judge = Judge(dep, plan, Path("."))  # type: ignore[arg-type]
+    walked = {"chat": 1.746, "code": 2.029, "long_context": 2.114, "math": 2.14, "summarisation": 1.993, "translation": 2.143}
+    judge._drafters = {"eagle3-decode": {"path": "/tmp/assets/smollm2-eagle3", "walked_tau_by_set": walked}}
+    gate = next(g for g in dep.gates.accept_length if g.config == "eagle3-decode")
+    verdict = judge.accept_floor(gate)
+    assert verdict.failed and "accepts 1.943 tokens per verify step [1.864, 2.019]" in verdict.summary
+    assert verdict.figures["walked_tau"] == 1.989
+    assert any("at τ 1.989, inside this interval and itself below the floor 2" in n for n in verdict.notes)
+    judge._drafters = {"eagle3-decode": {"path": "/d"}}  # no walk recorded (or not one for these requests)
+    assert "walked_tau" not in judge.accept_floor(gate).figures
+
+
 def test_the_drafter_line_names_the_walked_figure_only_when_it_is_an_accept_length():
     from specgate.measure.drafters import describe
 
