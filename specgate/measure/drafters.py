@@ -14,6 +14,7 @@ from pathlib import Path
 
 from specgate import project
 from specgate.deployment import Deployment, expand_placeholders, flag_int, flag_value
+from specgate.measure.stats import Interval, pooled_ratio
 from specgate.prompts import builtin_sets_digest
 
 DRAFT_PATH_FLAG = "--speculative-draft-model-path"
@@ -100,6 +101,8 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "gate_head_walked_tau": held.get("walked_tau_gate_prompts_head"),
                 "gate_head_walked_tau_by_set": held.get("walked_tau_gate_prompts_head_by_set"),
                 "gate_prompts_digest": prompts.get("gate_prompts_judged"),
+                # the model whose answers training judged (another target answers otherwise)
+                "target": made.get("target"),
             }
             expected = expected_by_set(out["made"], deployment, config)
             if expected:
@@ -121,7 +124,8 @@ def expected_by_set(
     where it is a figure for what this config measures:
     2 draft steps at topk 1 (what training's figure models), answers as long as the workload's,
     the same built-in prompts (their digest) in the ChatML the distillation rendered them in,
-    and only the sets this workload sends. Values that are not an accept length are dropped."""
+    answered by the same target model, and only the sets this workload sends. Values that are not
+    an accept length are dropped."""
     raw = made.get(field)
     walked = field == "gate_head_walked_tau_by_set"
     args = (*deployment.launch.args, *deployment.configs[config].args)
@@ -133,6 +137,7 @@ def expected_by_set(
         and made.get("gate_answer_tokens") == wl.max_new_tokens
         and wl.prompt_format == "chatml"
         and made.get("gate_prompts_digest") == builtin_sets_digest()
+        and made.get("target") == deployment.model
         # walked, it models requests that stop where the answer ends, not ones run past it
         and (not walked or not wl.ignore_eos)
     )
@@ -214,38 +219,54 @@ def describe(identity: dict) -> str:
     return "; ".join(str(p) for p in parts)
 
 
-def walked_expectation(answers: list[tuple[str, int]], walked_by_set: dict[str, float]) -> float | None:
-    """The τ that training's walk of the gate's answers predicts for this run's requests, pooled
-    as the gate pools them: each request's tokens over its set's walked τ are the verify steps the
-    walk expects of it, and τ is all tokens over all those steps. `answers` holds (prompt set,
-    tokens) per request; None where a request's set has no walked figure (a whole-run prediction
-    would then leave requests out) or nothing was answered."""
-    tokens = steps = 0.0
-    for prompt_set, count in answers:
+
+def walk_comparison(
+    answers: list[tuple[str, int, int]], walked_by_set: dict[str, float], confidence: float
+) -> tuple[float, Interval] | None:
+    """Training's walk of the gate's answers set against a run's requests, `answers` holding
+    (prompt set, tokens, verify steps) per request as the gate pooled them. Returns the τ the walk
+    predicts for these requests (each request's tokens over its set's walked τ are the verify steps
+    the walk expects of it; τ is all tokens over all those steps) and the served τ over it,
+    Σ expected steps / Σ served steps, with requests resampled in pairs: the walk depends on the
+    same requests, so which prompts were drawn cancels out of the ratio. None for fewer than two
+    requests, or where a request's set has no walked figure (a whole-run prediction would leave
+    requests out)."""
+    if len(answers) < 2:
+        return None
+    expected_steps, served_steps = [], []
+    for prompt_set, tokens, verify in answers:
         walked = walked_by_set.get(prompt_set)
-        if walked is None:
+        if walked is None or not _is_tau(walked) or verify <= 0:
             return None
-        tokens += count
-        steps += count / walked
-    return tokens / steps if steps else None
+        expected_steps.append(tokens / walked)
+        served_steps.append(verify)
+    predicted = sum(tokens for _, tokens, _ in answers) / sum(expected_steps)
+    return predicted, pooled_ratio(expected_steps, served_steps, confidence)
 
 
-def walk_note(expected: float, low: float, high: float, floor: float) -> str:
-    """What the walk says about an accept length measured as [low, high] against a floor: whether
-    a shortfall is the drafter's (it walks its own answers short of the floor, and the server
-    agrees) or the serving's (the server accepts less than the same drafter walks)."""
-    said = f"training walked these prompts' answers cycle by cycle, as a server counts, at τ {expected:.3f}"
-    if high < expected:
-        return (
-            f"{said}, above this interval: the server accepts less than the same drafter's own walk predicts; look "
-            "at the serving (hidden-state capture, draft vocabulary, attention mode) or weights other than the "
-            "recorded ones before the drafter"
+def walk_note(walked: float, ratio: Interval, floor: float) -> str:
+    """Whose shortfall a failing floor is: the serving's where the server accepts less than the
+    drafter's own walk of the same answers, the drafter's where that walk itself misses the floor.
+    The walk is recorded per prompt set over every built-in prompt of the set, not only those a run
+    sends, and is one figure without an interval: within 1% of the floor it is called at it."""
+    said = (
+        f"training's walk of the gate's answers (cycle by cycle, as a server counts; per prompt set, over "
+        f"every built-in prompt of the set) predicts τ {walked:.3f} for these requests; served over walked "
+        f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] (requests resampled in pairs)"
+    )
+    if ratio.high < 1.0:
+        serving = (
+            f": the server accepts {100 * (1 - ratio.estimate):.1f}% less than the same drafter walks; look at the "
+            "serving (hidden-state capture, draft vocabulary, attention mode) or weights other than the walked ones"
         )
-    if low > expected:
-        return f"{said}, below this interval: the server accepts more than the walk predicts"
-    if expected < floor:
-        return (
-            f"{said}, inside this interval and itself below the floor {floor:g}: the serving reproduces what the "
-            "drafter learned, and the drafter falls short on these prompts"
-        )
-    return f"{said}, inside this interval: the serving reproduces what the drafter learned"
+    elif ratio.low > 1.0:
+        serving = ": the server accepts more than the walk predicts"
+    else:
+        serving = f": the server is consistent with the walk (a serving loss of up to {100 * (1 - ratio.low):.1f}% is not excluded)"
+    if abs(walked - floor) <= 0.01 * floor:
+        drafter = f"; the walk itself is at the floor {floor:g} (within 1%): this drafter is borderline on these prompts"
+    elif walked < floor:
+        drafter = f"; the walk itself is below the floor {floor:g}: on these prompts the drafter falls short whatever the serving"
+    else:
+        drafter = f"; the walk clears the floor {floor:g}: served as it walks, this drafter would pass"
+    return said + serving + drafter

@@ -484,16 +484,22 @@ class Judge:
             )
             identity = self.drafters().get(gate.config)
             if identity is not None:
-                from specgate.measure.drafters import describe, walk_note, walked_expectation
+                from specgate.measure.drafters import describe, walk_comparison, walk_note
 
                 notes.append(f"drafter: {describe(identity)}")
                 # Only where the walk models these requests (measure.drafters.expected_by_set decided)
-                walked = identity.get("walked_tau_by_set")
-                answers = [(self.meter.label(s).split("/", 1)[0], s.completion_tokens) for s in spec]
-                expected = walked_expectation(answers, walked) if walked else None
-                if expected is not None:
-                    figures["walked_tau"] = round(expected, 3)
-                    notes.append(walk_note(expected, tau.low, tau.high, gate.at_least))
+                # and walked these very weights (the checksum now is the one training recorded).
+                walked = identity.get("walked_tau_by_set") if identity.get("matches_record") is True else None
+                if walked:
+                    answers = [(self.meter.label(s).split("/", 1)[0], s.completion_tokens, s.verify_ct or 0) for s in spec]
+                    unwalked = sorted({a[0] for a in answers} - set(walked))
+                    compared = walk_comparison(answers, walked, conf)
+                    if compared is not None:
+                        figures["walked_tau"] = round(compared[0], 3)
+                        figures["served_over_walked"] = compared[1].as_dict()
+                        notes.append(walk_note(compared[0], compared[1], gate.at_least))
+                    elif unwalked:
+                        notes.append(f"training's walk has no figure for {', '.join(unwalked)}: not compared with it")
         if status == PASS:
             return self._record(Verdict(name, gate.config, PASS, head, notes, figures, noise))
         suffix = (

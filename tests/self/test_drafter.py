@@ -670,11 +670,12 @@ def test_the_report_puts_training_expectation_per_prompt_set_beside_the_measured
     dep = load_deployment("smollm2-eagle3-h200")
     made = {"gate_head_tau_by_set": {"chat": 1.8, "code": 2.04, "math": True, "translation": float("nan"),
                                      "summarisation": 10**400, "long_context": 7.0, "poetry": 1.5},
-            "gate_answer_tokens": 128, "gate_prompts_digest": digest(gate_prompts())}
+            "gate_answer_tokens": 128, "gate_prompts_digest": digest(gate_prompts()), "target": dep.model}
     assert expected_by_set(made, dep, "eagle3-decode") == {"chat": 1.8, "code": 2.04}
     assert expected_by_set(made, dep, "eagle3-tree") == {}  # 3 steps, topk 4: not what training models
     assert expected_by_set({**made, "gate_answer_tokens": 256}, dep, "eagle3-decode") == {}
     assert expected_by_set({**made, "gate_prompts_digest": "other"}, dep, "eagle3-decode") == {}
+    assert expected_by_set({**made, "target": "/models/another"}, dep, "eagle3-decode") == {}  # others' answers
     assert expected_by_set({**made, "gate_head_tau_by_set": ["chat", 1.8]}, dep, "eagle3-decode") == {}
 
     path = Path(__file__).parents[2] / "results/2026-12-02-h200-refine/3-gate-update/smollm2-eagle3-h200-update/report/report.json"
@@ -736,7 +737,7 @@ def test_the_report_shows_the_walked_expectation_beside_the_averaged_one():
 
     dep = load_deployment("smollm2-eagle3-h200-answers")
     made = {"gate_head_walked_tau_by_set": {"chat": 1.71, "code": 3.2, "math": 4.5},
-            "gate_answer_tokens": 128, "gate_prompts_digest": digest(gate_prompts())}
+            "gate_answer_tokens": 128, "gate_prompts_digest": digest(gate_prompts()), "target": dep.model}
     assert expected_by_set(made, dep, "eagle3-decode", "gate_head_walked_tau_by_set") == {"chat": 1.71, "code": 3.2}
     runs_past_the_end = load_deployment("smollm2-eagle3-h200")  # ignore_eos = true: not what the walk models
     assert expected_by_set(made, runs_past_the_end, "eagle3-decode", "gate_head_walked_tau_by_set") == {}
@@ -754,31 +755,40 @@ def test_the_report_shows_the_walked_expectation_beside_the_averaged_one():
 
 
 def test_the_walk_predicts_a_runs_pooled_accept_length_and_says_whose_shortfall_it_is():
-    """Seen on the H200 (results/2026-12-02-h200-round2-gate/, answers alone, eagle3-decode): the
-    walk by set, pooled over that run's 30 requests as the gate pools them, expects 1.989; the server
-    measured 1.943 [1.864, 2.019] against a floor of 2: the drafter falls short, not the serving."""
-    from specgate.measure.drafters import walk_note, walked_expectation
+    from specgate.measure.drafters import walk_comparison, walk_note
+    from specgate.measure.stats import Interval
 
     walked = {"chat": 1.5, "code": 3.0}
     # pooled as tokens over verify steps: 30 tokens at 1.5 take 20 steps, 30 at 3.0 take 10 → 60 / 30
-    assert walked_expectation([("chat", 30), ("code", 30)], walked) == 2.0
-    assert walked_expectation([("chat", 10), ("chat", 20)], walked) == 1.5
-    assert walked_expectation([("chat", 30), ("math", 30)], walked) is None  # a set it never walked
-    assert walked_expectation([], walked) is None
+    predicted, ratio = walk_comparison([("chat", 30, 20), ("code", 30, 10)], walked, 0.95)
+    assert predicted == 2.0 and ratio.estimate == 1.0
+    # the server took twice the steps the walk expects on every request: it accepts half as much
+    _, halved = walk_comparison([("chat", 30, 40), ("code", 30, 20), ("chat", 15, 20)], walked, 0.95)
+    assert halved.estimate == 0.5 and halved.high == 0.5
+    assert walk_comparison([("chat", 30, 20), ("math", 30, 10)], walked, 0.95) is None  # a set it never walked
+    assert walk_comparison([("chat", 30, 20)], walked, 0.95) is None  # one request: no interval
+    assert walk_comparison([("chat", 30, 20), ("code", 3, 0)], walked, 0.95) is None
+    for garbage in (0, -1.0, float("nan"), True, "2"):
+        assert walk_comparison([("chat", 30, 20), ("code", 30, 10)], {"chat": 1.5, "code": garbage}, 0.95) is None
 
-    short = walk_note(1.989, 1.864, 2.019, 2.0)
-    assert "at τ 1.989, inside this interval and itself below the floor 2" in short and "the drafter falls short" in short
-    serving = walk_note(2.3, 1.864, 2.019, 2.0)
-    assert "above this interval" in serving and "look at the serving" in serving
-    assert "accepts more than the walk predicts" in walk_note(1.7, 1.864, 2.019, 2.0)
-    agrees = walk_note(2.01, 1.864, 2.019, 1.9)
-    assert agrees.endswith("inside this interval: the serving reproduces what the drafter learned")
+    serving = walk_note(2.3, Interval(0.85, 0.8, 0.9, 0.95), 2.0)
+    assert "served over walked 0.850 [0.800, 0.900]" in serving and "accepts 15.0% less" in serving
+    assert "look at the serving" in serving and "the walk clears the floor 2: served as it walks" in serving
+    both = walk_note(1.9, Interval(0.9, 0.85, 0.95, 0.95), 2.0)
+    assert "look at the serving" in both and "the walk itself is below the floor 2" in both
+    consistent = walk_note(1.8, Interval(1.0, 0.96, 1.03, 0.95), 2.0)
+    assert "consistent with the walk (a serving loss of up to 4.0% is not excluded)" in consistent
+    assert "the drafter falls short whatever the serving" in consistent
+    assert "at the floor 2 (within 1%)" in walk_note(1.989, Interval(0.98, 0.94, 1.01, 0.95), 2.0)
+    assert "accepts more than the walk predicts" in walk_note(1.7, Interval(1.1, 1.05, 1.2, 0.95), 2.0)
 
 
-def test_a_failing_floor_says_the_walk_agrees_with_the_server_on_the_h200_run():
-    """The accept floor's verdict, judged again on the H200 run's own 30 requests (their prompts,
-    tokens and verify steps from its benchmark.json), with the drafter's walk by set as its record
-    gave it: the note puts the walk inside the measured interval and below the floor."""
+def test_a_failing_floor_sets_the_served_tau_against_the_walk_on_the_h200_run():
+    """Seen on the H200 (results/2026-12-02-h200-round2-gate/, answers alone, eagle3-decode): the
+    accept floor's verdict judged again on that run's 30 requests (their prompts, tokens and verify
+    steps from its benchmark.json), with the drafter's walk by set as its record gave it. The walk
+    predicts 1.989 against the served 1.943 [1.864, 2.019], a floor of 2: at the floor, and the
+    server consistent with it."""
     import json
     from types import SimpleNamespace
 
@@ -803,14 +813,25 @@ def test_a_failing_floor_says_the_walk_agrees_with_the_server_on_the_h200_run():
     )
     judge = Judge(dep, plan, Path("."))  # type: ignore[arg-type]
     walked = {"chat": 1.746, "code": 2.029, "long_context": 2.114, "math": 2.14, "summarisation": 1.993, "translation": 2.143}
-    judge._drafters = {"eagle3-decode": {"path": "/tmp/assets/smollm2-eagle3", "walked_tau_by_set": walked}}
+    drafter = {"path": "/tmp/assets/smollm2-eagle3", "matches_record": True, "walked_tau_by_set": walked}
+    judge._drafters = {"eagle3-decode": drafter}
     gate = next(g for g in dep.gates.accept_length if g.config == "eagle3-decode")
     verdict = judge.accept_floor(gate)
     assert verdict.failed and "accepts 1.943 tokens per verify step [1.864, 2.019]" in verdict.summary
     assert verdict.figures["walked_tau"] == 1.989
-    assert any("at τ 1.989, inside this interval and itself below the floor 2" in n for n in verdict.notes)
-    judge._drafters = {"eagle3-decode": {"path": "/d"}}  # no walk recorded (or not one for these requests)
+    ratio = verdict.figures["served_over_walked"]
+    assert ratio["low"] < 1 < ratio["high"] and ratio["high"] - ratio["low"] < 0.1  # narrower than the τ interval's 0.155
+    note = next(n for n in verdict.notes if n.startswith("training's walk"))
+    assert "consistent with the walk" in note and "at the floor 2 (within 1%)" in note
+    # weights other than the walked ones, no walk recorded, a set it never walked: no comparison
+    judge._drafters = {"eagle3-decode": {**drafter, "matches_record": False}}
     assert "walked_tau" not in judge.accept_floor(gate).figures
+    judge._drafters = {"eagle3-decode": {"path": "/d", "matches_record": True}}
+    assert "walked_tau" not in judge.accept_floor(gate).figures
+    judge._drafters = {"eagle3-decode": {**drafter, "walked_tau_by_set": {"chat": 1.746}}}
+    unwalked = judge.accept_floor(gate)
+    assert "walked_tau" not in unwalked.figures
+    assert any("no figure for code, long_context, math, summarisation, translation" in n for n in unwalked.notes)
 
 
 def test_the_drafter_line_names_the_walked_figure_only_when_it_is_an_accept_length():
