@@ -32,10 +32,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specgate.drafter.prompts import GATE_KIND
-from specgate.drafter.walk import sample_flags, walked_accept_length
+from specgate.drafter.distil import PLAN_FILE, load_plan, prompt_key
+from specgate.drafter.prompts import GATE_KIND, TrainingPrompt
+from specgate.drafter.walk import sample_flags, walk_counts, walked_accept_length
 from specgate.errors import SpecgateError
 from specgate.measure.drafters import weights_sha256
+from specgate.prompts import KNOWN_SETS, load_prompts
 
 
 @dataclass(frozen=True)
@@ -91,10 +93,13 @@ def draft_config(target_cfg: dict, settings: TrainSettings) -> dict:
 Sample = tuple[list[int], list[int]]  # token ids, and which of them are learned (the answer's)
 
 
-def load_samples(path: Path, max_length: int) -> tuple[list[Sample], dict[str, list[Sample]]]:
+def load_samples(
+    path: Path, max_length: int, plan_index: dict[tuple[int, ...], int] | None = None
+) -> tuple[list[Sample], dict[str, list[Sample]]]:
     """The samples to train on (and hold out from), and apart, the gate's own prompts' by prompt
     set (judged only, per set as the gate reports τ); in each, the answer's tokens are learned
-    and the prompt's only read."""
+    and the prompt's only read. `plan_index`, where given, gets each gate prompt's plan index by
+    its prompt's token ids (which gate prompt it was: `gate_prompt_labels`)."""
     out: list[Sample] = []
     gate: dict[str, list[Sample]] = {}
     for line in path.read_text().splitlines():
@@ -106,6 +111,10 @@ def load_samples(path: Path, max_length: int) -> tuple[list[Sample], dict[str, l
         kind = str(row.get("kind", ""))
         if kind.startswith(GATE_KIND):
             gate.setdefault(kind.removeprefix(GATE_KIND), []).append((ids, mask))
+            if plan_index is not None and isinstance(row.get("i"), int):
+                # two gate prompts of the same tokens cannot be told apart: neither is named (-1)
+                key = tuple(row["prompt_ids"])
+                plan_index[key] = row["i"] if plan_index.get(key, row["i"]) == row["i"] else -1
         else:
             out.append((ids, mask))
     if not out:
@@ -154,18 +163,22 @@ def split_held_out(n: int, share: float, rng: random.Random) -> tuple[list[int],
 
 
 def split_rounds(
-    data_paths: list[Path], settings: TrainSettings, rng: random.Random
+    data_paths: list[Path],
+    settings: TrainSettings,
+    rng: random.Random,
+    plan_index: dict[tuple[int, ...], int] | None = None,
 ) -> tuple[list[Sample], list[Sample], dict[str, list[Sample]], list[dict]]:
     """(taught, held-out, the gate prompts' by set, figures per round) over every round of data.
     Each round is split on its own: the first with `rng`, the split a drafter trained on it alone
     had, each further one with a seed of its own, so that adding a round never moves an earlier
-    round's sample across the split (a refine judges on answers its parent never learned)."""
+    round's sample across the split (a refine judges on answers its parent never learned).
+    `plan_index` gets the first round's gate prompts' plan indices (only it asks them)."""
     taught: list[Sample] = []
     held: list[Sample] = []
     gate: dict[str, list[Sample]] = {}
     figures = []
     for n, path in enumerate(data_paths):
-        samples, gate_here = load_samples(path, settings.max_length)
+        samples, gate_here = load_samples(path, settings.max_length, plan_index if n == 0 else None)
         for name, rows in gate_here.items():
             gate.setdefault(name, []).extend(rows)
         train_ix, held_ix = split_held_out(
@@ -175,6 +188,39 @@ def split_rounds(
         held += [samples[i] for i in held_ix]
         figures.append({"data": str(path), "samples": len(samples), "held_out_samples": len(held_ix)})
     return taught, held, gate, figures
+
+
+def gate_prompt_labels(plan_index: dict[tuple[int, ...], int], plan_path: Path) -> dict[tuple[int, ...], str]:
+    """Each gate prompt's label (set/id, as the gate's reports name its requests) by its prompt's
+    token ids: the plan entry the answer answered, matched to the built-in prompts by its text.
+    Empty where the plan cannot be read: the walk is then given per prompt set only."""
+    try:
+        planned = load_plan(plan_path).prompts
+    except (OSError, ValueError, SpecgateError):
+        return {}
+    label_of = {prompt_key(TrainingPrompt(f"{GATE_KIND}{p.set_name}", p.messages)): p.label for p in load_prompts(KNOWN_SETS)}
+    out = {}
+    for ids, i in plan_index.items():
+        label = label_of.get(prompt_key(planned[i])) if 0 <= i < len(planned) else None
+        if label is not None:
+            out[ids] = label
+    return out
+
+
+def walked_by_prompt(
+    heads: list[Sample], flags: list[list[tuple[bool, ...]]], labels: dict[tuple[int, ...], str]
+) -> dict[str, list[int]]:
+    """[tokens, verify cycles] of each gate prompt's answer head walked as a server walks it
+    (walk.walk_counts), by the prompt's label; prompts without a label (no plan) are left out."""
+    out: dict[str, list[int]] = {}
+    for (ids, mask), answer_flags in zip(heads, flags, strict=True):
+        label = labels.get(tuple(ids[: mask.index(1)])) if 1 in mask else None
+        tokens, cycles = walk_counts(answer_flags)
+        if label is not None and cycles:
+            counts = out.setdefault(label, [0, 0])
+            counts[0] += tokens
+            counts[1] += cycles
+    return out
 
 
 def held_by_rounds(held: list[Sample], data_rounds: list[dict]) -> list[list[Sample]]:
@@ -278,7 +324,9 @@ def train(
     dev = torch.device(device)
     target_cfg = json.loads((target_dir / "config.json").read_text())
     layers = capture_layers(target_cfg["num_hidden_layers"])
-    taught, held, gate_by_set, data_rounds = split_rounds(data_paths, settings, rng)
+    gate_index: dict[tuple[int, ...], int] = {}
+    taught, held, gate_by_set, data_rounds = split_rounds(data_paths, settings, rng, gate_index)
+    gate_labels = gate_prompt_labels(gate_index, data_paths[0].parent / PLAN_FILE)
     samples = [*taught, *held]
     gate = [sample for rows in gate_by_set.values() for sample in rows]
     # The gate's answer length of them, all and per set: the same every epoch, so cut once.
@@ -400,7 +448,8 @@ def train(
         failure here costs this figure, never the training call it rides on."""
         try:
             names = [name for name, rows in gate_head_by_set.items() for _ in rows]
-            flags = step_flags([row for rows in gate_head_by_set.values() for row in rows])
+            heads = [row for rows in gate_head_by_set.values() for row in rows]
+            flags = step_flags(heads)
             by_set = {
                 name: walked_accept_length([f for f, n in zip(flags, names, strict=True) if n == name])
                 for name in gate_head_by_set
@@ -408,6 +457,9 @@ def train(
             return {
                 "walked_tau_gate_prompts_head": walked_accept_length(flags),
                 "walked_tau_gate_prompts_head_by_set": by_set,
+                # per gate prompt, [tokens, cycles]: a run that sends some of the prompts is compared
+                # with the walk of those it sent (where the plan says which prompt each answer is)
+                "walked_gate_prompts_head_by_prompt": walked_by_prompt(heads, flags, gate_labels),
             }
         except Exception as exc:  # noqa: BLE001 - an auxiliary figure on a 10-minute GPU call
             log(f"walked τ not computed: {type(exc).__name__}: {str(exc)[:300]}")

@@ -44,23 +44,28 @@ def sample_flags(correct: Sequence[Flags], answer: Sequence[bool], row: int) -> 
     return flags
 
 
+def walk_counts(flags: Sequence[Sequence[bool]], steps: int = 2) -> tuple[int, int]:
+    """(tokens, verify cycles) of one answer walked as a server walks it: the first token comes
+    from prefill, not a cycle; a cycle at position i accepts the leading right drafts of the chain
+    that starts there (at most `steps`, never past the answer's last token) and adds the target's
+    own token; the next cycle starts after it. (0, 0) for an answer under two tokens: a server
+    reports no verify step for it, and the gate leaves such requests out of τ."""
+    n = len(flags)
+    if n < 2:
+        return 0, 0
+    cycles, i = 0, 1
+    while i < n:
+        accepted = 0
+        while accepted < min(steps, n - 1 - i) and accepted < len(flags[i]) and flags[i][accepted]:
+            accepted += 1
+        i += accepted + 1
+        cycles += 1
+    return n, cycles
+
+
 def walked_accept_length(samples: Sequence[Sequence[Sequence[bool]]], steps: int = 2) -> float | None:
     """Tokens per verify cycle over `samples` (each: flags per answer position, in order), pooled as
-    the gate pools (tokens summed over cycles summed). The first token of an answer comes from
-    prefill, not a cycle; a cycle at position i accepts the leading right drafts of the chain that
-    starts there (at most `steps`, never past the answer's last token) and adds the target's own
-    token; the next cycle starts after it. None where no answer has two tokens."""
-    tokens = cycles = 0
-    for flags in samples:
-        n = len(flags)
-        if n < 2:
-            continue
-        tokens += n
-        i = 1
-        while i < n:
-            accepted = 0
-            while accepted < min(steps, n - 1 - i) and accepted < len(flags[i]) and flags[i][accepted]:
-                accepted += 1
-            i += accepted + 1
-            cycles += 1
-    return round(tokens / cycles, 3) if cycles else None
+    the gate pools (tokens summed over cycles summed). None where no answer has two tokens."""
+    counts = [walk_counts(flags, steps) for flags in samples]
+    cycles = sum(c for _, c in counts)
+    return round(sum(t for t, _ in counts) / cycles, 3) if cycles else None

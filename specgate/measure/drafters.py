@@ -100,6 +100,8 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 # average above weighs easy stretches as much as hard ones, a server does not
                 "gate_head_walked_tau": held.get("walked_tau_gate_prompts_head"),
                 "gate_head_walked_tau_by_set": held.get("walked_tau_gate_prompts_head_by_set"),
+                # ... and per gate prompt, [tokens, cycles], so a run is compared with the prompts it sent
+                "gate_head_walked_by_prompt": held.get("walked_gate_prompts_head_by_prompt"),
                 "gate_prompts_digest": prompts.get("gate_prompts_judged"),
                 # the model whose answers training judged (another target answers otherwise)
                 "target": made.get("target"),
@@ -110,6 +112,9 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
             walked = expected_by_set(out["made"], deployment, config, "gate_head_walked_tau_by_set")
             if walked:
                 out["walked_tau_by_set"] = walked
+                by_prompt = walked_by_prompt(out["made"], walked)
+                if by_prompt:
+                    out["walked_by_prompt"] = by_prompt
             recorded = ckpt.get("sha256")
             out["matches_record"] = recorded == out["sha256"] if recorded and out["sha256"] else None
         except (OSError, ValueError, AttributeError, TypeError, RecursionError) as exc:
@@ -149,6 +154,27 @@ def expected_by_set(
         # in one cycle: its first token came from prefill)
         if name in wl.prompt_sets and _is_tau(value, 4.0 if walked else 3.0):
             out[str(name)] = round(float(value), 3)
+    return out
+
+
+def walked_by_prompt(made: dict, walked_by_set: dict[str, float]) -> dict[str, tuple[int, int]]:
+    """The record's per-prompt walk, [tokens, cycles] by label (set/id), for the prompts of sets
+    whose walk applies to this config (`walked_by_set`, from expected_by_set, decided that); a pair
+    that is not two counts of a walk (cycles from 1 to tokens, at most 4 tokens a cycle) is dropped."""
+    raw = made.get("gate_head_walked_by_prompt")
+    out: dict[str, tuple[int, int]] = {}
+    if not isinstance(raw, dict):
+        return out
+    for label, pair in raw.items():
+        if (
+            isinstance(label, str)
+            and label.split("/", 1)[0] in walked_by_set
+            and isinstance(pair, list | tuple)
+            and len(pair) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+            and 1 <= pair[1] <= pair[0] <= 4 * pair[1]
+        ):
+            out[label] = (pair[0], pair[1])
     return out
 
 
@@ -221,38 +247,48 @@ def describe(identity: dict) -> str:
 
 
 def walk_comparison(
-    answers: list[tuple[str, int, int]], walked_by_set: dict[str, float], confidence: float
-) -> tuple[float, Interval] | None:
+    answers: list[tuple[str, int, int]],
+    walked_by_set: dict[str, float],
+    confidence: float,
+    walked_by_prompt: dict[str, tuple[int, int]] | None = None,
+) -> tuple[float, Interval, str] | None:
     """Training's walk of the gate's answers set against a run's requests, `answers` holding
-    (prompt set, tokens, verify steps) per request as the gate pooled them. Returns the τ the walk
-    predicts for these requests (each request's tokens over its set's walked τ are the verify steps
-    the walk expects of it; τ is all tokens over all those steps) and the served τ over it,
-    Σ expected steps / Σ served steps, with requests resampled in pairs: the walk depends on the
-    same requests, so which prompts were drawn cancels out of the ratio. None for fewer than two
-    requests, or where a request's set has no walked figure (a whole-run prediction would leave
-    requests out)."""
+    (prompt label set/id, tokens, verify steps) per request as the gate pooled them. Returns the τ
+    the walk predicts for these requests, the served τ over it, and what the walk was taken over.
+    Each request's tokens over its prompt's walked τ (where every request's prompt was walked on
+    its own, else its set's) are the verify steps the walk expects of it; the predicted τ is all
+    tokens over all those steps, and served over walked is Σ expected steps / Σ served steps with
+    requests resampled in pairs: the walk depends on the same requests, so which prompts were drawn
+    cancels out of the ratio. None for fewer than two requests, or where a request's set has no
+    walked figure (a whole-run prediction would leave requests out)."""
     if len(answers) < 2:
         return None
+    by_prompt = walked_by_prompt or {}
+    per_prompt = bool(by_prompt) and all(label in by_prompt for label, _, _ in answers)
     expected_steps, served_steps = [], []
-    for prompt_set, tokens, verify in answers:
-        walked = walked_by_set.get(prompt_set)
+    for label, tokens, verify in answers:
+        if per_prompt:
+            walked_tokens, walked_cycles = by_prompt[label]
+            walked: float | None = walked_tokens / walked_cycles
+        else:
+            walked = walked_by_set.get(label.split("/", 1)[0])
         if walked is None or not _is_tau(walked) or verify <= 0:
             return None
         expected_steps.append(tokens / walked)
         served_steps.append(verify)
     predicted = sum(tokens for _, tokens, _ in answers) / sum(expected_steps)
-    return predicted, pooled_ratio(expected_steps, served_steps, confidence)
+    basis = "per prompt sent" if per_prompt else "per prompt set, over every built-in prompt of the set"
+    return predicted, pooled_ratio(expected_steps, served_steps, confidence), basis
 
 
-def walk_note(walked: float, ratio: Interval, floor: float) -> str:
+def walk_note(walked: float, ratio: Interval, floor: float, basis: str) -> str:
     """Whose shortfall a failing floor is: the serving's where the server accepts less than the
     drafter's own walk of the same answers, the drafter's where that walk itself misses the floor.
-    The walk is recorded per prompt set over every built-in prompt of the set, not only those a run
-    sends, and is one figure without an interval: within 1% of the floor it is called at it."""
+    The walk is one figure without an interval: within 1% of the floor it is called at it."""
     said = (
-        f"training's walk of the gate's answers (cycle by cycle, as a server counts; per prompt set, over "
-        f"every built-in prompt of the set) predicts τ {walked:.3f} for these requests; served over walked "
-        f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] (requests resampled in pairs)"
+        f"training's walk of the gate's answers (cycle by cycle, as a server counts; {basis}) predicts "
+        f"τ {walked:.3f} for these requests; served over walked {ratio.estimate:.3f} [{ratio.low:.3f}, "
+        f"{ratio.high:.3f}] (requests resampled in pairs)"
     )
     if ratio.high < 1.0:
         serving = (

@@ -491,13 +491,13 @@ class Judge:
                 # and walked these very weights (the checksum now is the one training recorded).
                 walked = identity.get("walked_tau_by_set") if identity.get("matches_record") is True else None
                 if walked:
-                    answers = [(self.meter.label(s).split("/", 1)[0], s.completion_tokens, s.verify_ct or 0) for s in spec]
-                    unwalked = sorted({a[0] for a in answers} - set(walked))
-                    compared = walk_comparison(answers, walked, conf)
+                    answers = [(self.meter.label(s), s.completion_tokens, s.verify_ct or 0) for s in spec]
+                    unwalked = sorted({a[0].split("/", 1)[0] for a in answers} - set(walked))
+                    compared = walk_comparison(answers, walked, conf, identity.get("walked_by_prompt"))
                     if compared is not None:
                         figures["walked_tau"] = round(compared[0], 3)
                         figures["served_over_walked"] = compared[1].as_dict()
-                        notes.append(walk_note(compared[0], compared[1], gate.at_least))
+                        notes.append(walk_note(*compared[:2], gate.at_least, compared[2]))
                     elif unwalked:
                         notes.append(f"training's walk has no figure for {', '.join(unwalked)}: not compared with it")
         if status == PASS:

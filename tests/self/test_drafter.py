@@ -435,6 +435,15 @@ class _Tokenizer:
         return {"input_ids": [ord(c) % 100 for c in text[:5]]}
 
 
+class _UniqueTokenizer(_Tokenizer):
+    """As _Tokenizer, but each text's ids end with its checksum's digits: no two prompts alike."""
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+        import zlib
+
+        return {"input_ids": [ord(c) % 100 for c in text[:5]] + [int(d) for d in str(zlib.crc32(text.encode()))]}
+
+
 def _fake_sglang(monkeypatch, cut_after_batches: int | None) -> list[dict]:
     """Patches the distillation's server and clock: /generate answers each text with token ids,
     and the deadline passes once `cut_after_batches` batches of answers have been asked."""
@@ -602,7 +611,7 @@ def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path
     settings = distil.DistilSettings(batch=41, parallel_calls=1, answer_until=50.0)
     data = tmp_path / "distilled.jsonl"
     _fake_sglang(monkeypatch, cut_after_batches=1)
-    got = distil._distil(Path("m"), prompts, _Tokenizer(), data, settings, [], 0.0, False)
+    got = distil._distil(Path("m"), prompts, _UniqueTokenizer(), data, settings, [], 0.0, False)
     assert got["samples"] == 41 and set(got["samples_by_kind"]) == {f"gate:{s}" for s in
                                                                       ("chat", "code", "math", "summarisation", "translation", "long_context")}
     with data.open("a") as f:  # one taught sample more, as a later batch would add
@@ -613,6 +622,34 @@ def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path
     assert {name: len(rows) for name, rows in judged.items()} == {
         "chat": 8, "code": 8, "math": 8, "summarisation": 6, "translation": 7, "long_context": 4
     }
+    # and each by the prompt it answered (the entry `i` names in the plan the distillation saved,
+    # matched to the built-in prompts by text)
+    from specgate.drafter.train import gate_prompt_labels, walked_by_prompt
+
+    index: dict = {}
+    load_samples(data, 2048, index)
+    labels = gate_prompt_labels(index, tmp_path / distil.PLAN_FILE)
+    from specgate.prompts import KNOWN_SETS, load_prompts
+
+    sent = {p.label for p in load_prompts(KNOWN_SETS)}
+    assert len(labels) == 41 and set(labels.values()) == sent
+    for name, rows in judged.items():
+        assert all(labels[tuple(ids[: mask.index(1)])].startswith(f"{name}/") for ids, mask in rows)
+    assert gate_prompt_labels(index, tmp_path / "no-plan.jsonl") == {}  # per set only, then
+    twins: dict = {}
+    (tmp_path / "twins.jsonl").write_text(
+        "".join(json.dumps({"i": i, "kind": "gate:chat", "prompt_ids": [1, 2], "output_ids": [3, 4]}) + "\n" for i in (0, 1))
+        + json.dumps({"i": 5, "kind": "chat", "prompt_ids": [9], "output_ids": [3, 4]}) + "\n"
+    )
+    load_samples(tmp_path / "twins.jsonl", 2048, twins)
+    assert twins == {(1, 2): -1}  # two gate prompts of the same tokens: neither named
+    rows = [row for rows in judged.values() for row in rows]
+    flags = [[(False, False)] + [(True, True)] * (sum(mask) - 1) for _, mask in rows]  # every draft right
+    walked = walked_by_prompt(rows, flags, labels)
+    assert len(walked) == 41
+    for ids, mask in rows:  # every draft right: 3 tokens a cycle after the first (from prefill)
+        tokens, cycles = walked[labels[tuple(ids[: mask.index(1)])]]
+        assert tokens == sum(mask) and cycles == -(-(tokens - 1) // 3)
 
 
 def test_the_report_puts_the_gate_prompts_expectation_beside_the_held_out_one(tmp_path):
@@ -760,27 +797,47 @@ def test_the_walk_predicts_a_runs_pooled_accept_length_and_says_whose_shortfall_
 
     walked = {"chat": 1.5, "code": 3.0}
     # pooled as tokens over verify steps: 30 tokens at 1.5 take 20 steps, 30 at 3.0 take 10 → 60 / 30
-    predicted, ratio = walk_comparison([("chat", 30, 20), ("code", 30, 10)], walked, 0.95)
-    assert predicted == 2.0 and ratio.estimate == 1.0
+    predicted, ratio, basis = walk_comparison([("chat/a", 30, 20), ("code/b", 30, 10)], walked, 0.95)
+    assert predicted == 2.0 and ratio.estimate == 1.0 and basis.startswith("per prompt set")
     # the server took twice the steps the walk expects on every request: it accepts half as much
-    _, halved = walk_comparison([("chat", 30, 40), ("code", 30, 20), ("chat", 15, 20)], walked, 0.95)
+    _, halved, _ = walk_comparison([("chat/a", 30, 40), ("code/b", 30, 20), ("chat/c", 15, 20)], walked, 0.95)
     assert halved.estimate == 0.5 and halved.high == 0.5
-    assert walk_comparison([("chat", 30, 20), ("math", 30, 10)], walked, 0.95) is None  # a set it never walked
-    assert walk_comparison([("chat", 30, 20)], walked, 0.95) is None  # one request: no interval
-    assert walk_comparison([("chat", 30, 20), ("code", 3, 0)], walked, 0.95) is None
+    # walked per prompt: each request against its own prompt's walk, where every prompt sent has one
+    by_prompt = {"chat/a": (30, 10), "code/b": (30, 30), "chat/c": (10, 10)}
+    predicted, ratio, basis = walk_comparison([("chat/a", 30, 10), ("code/b", 30, 30)], walked, 0.95, by_prompt)
+    assert predicted == 1.5 and ratio.estimate == 1.0 and basis == "per prompt sent"
+    _, _, basis = walk_comparison([("chat/a", 30, 10), ("code/z", 30, 10)], walked, 0.95, by_prompt)
+    assert basis.startswith("per prompt set")  # one prompt not walked alone: all by set
+    assert walk_comparison([("chat/a", 30, 20), ("math/m", 30, 10)], walked, 0.95) is None  # a set it never walked
+    assert walk_comparison([("chat/a", 30, 20)], walked, 0.95) is None  # one request: no interval
+    assert walk_comparison([("chat/a", 30, 20), ("code/b", 3, 0)], walked, 0.95) is None
     for garbage in (0, -1.0, float("nan"), True, "2"):
-        assert walk_comparison([("chat", 30, 20), ("code", 30, 10)], {"chat": 1.5, "code": garbage}, 0.95) is None
+        assert walk_comparison([("chat/a", 30, 20), ("code/b", 30, 10)], {"chat": 1.5, "code": garbage}, 0.95) is None
 
-    serving = walk_note(2.3, Interval(0.85, 0.8, 0.9, 0.95), 2.0)
+    serving = walk_note(2.3, Interval(0.85, 0.8, 0.9, 0.95), 2.0, "per prompt sent")
+    assert "as a server counts; per prompt sent) predicts τ 2.300" in serving
     assert "served over walked 0.850 [0.800, 0.900]" in serving and "accepts 15.0% less" in serving
     assert "look at the serving" in serving and "the walk clears the floor 2: served as it walks" in serving
-    both = walk_note(1.9, Interval(0.9, 0.85, 0.95, 0.95), 2.0)
+    both = walk_note(1.9, Interval(0.9, 0.85, 0.95, 0.95), 2.0, "b")
     assert "look at the serving" in both and "the walk itself is below the floor 2" in both
-    consistent = walk_note(1.8, Interval(1.0, 0.96, 1.03, 0.95), 2.0)
+    consistent = walk_note(1.8, Interval(1.0, 0.96, 1.03, 0.95), 2.0, "b")
     assert "consistent with the walk (a serving loss of up to 4.0% is not excluded)" in consistent
     assert "the drafter falls short whatever the serving" in consistent
-    assert "at the floor 2 (within 1%)" in walk_note(1.989, Interval(0.98, 0.94, 1.01, 0.95), 2.0)
-    assert "accepts more than the walk predicts" in walk_note(1.7, Interval(1.1, 1.05, 1.2, 0.95), 2.0)
+    assert "at the floor 2 (within 1%)" in walk_note(1.989, Interval(0.98, 0.94, 1.01, 0.95), 2.0, "b")
+    assert "accepts more than the walk predicts" in walk_note(1.7, Interval(1.1, 1.05, 1.2, 0.95), 2.0, "b")
+
+
+def test_the_walk_per_prompt_is_read_only_as_counts_of_a_walk_of_sets_that_apply():
+    from specgate.measure.drafters import walked_by_prompt
+
+    made = {"gate_head_walked_by_prompt": {
+        "chat/chat-00": [120, 70], "code/code-01": [128, 60], "math/math-00": [128, 64],  # math: not applicable here
+        "chat/chat-01": [10, 0], "chat/chat-02": [10, 11], "chat/chat-03": [100, 20], "chat/chat-04": [True, 1],
+        "chat/chat-05": "x", "chat/chat-06": [1.5, 1], 7: [10, 5],
+    }}
+    assert walked_by_prompt(made, {"chat": 1.7, "code": 2.0}) == {"chat/chat-00": (120, 70), "code/code-01": (128, 60)}
+    assert walked_by_prompt({"gate_head_walked_by_prompt": ["chat/chat-00"]}, {"chat": 1.7}) == {}
+    assert walked_by_prompt({}, {"chat": 1.7}) == {}
 
 
 def test_a_failing_floor_sets_the_served_tau_against_the_walk_on_the_h200_run():
