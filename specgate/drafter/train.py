@@ -28,12 +28,13 @@ import json
 import math
 import random
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specgate.drafter.distil import PLAN_FILE, load_plan, prompt_key
-from specgate.drafter.prompts import GATE_KIND, TrainingPrompt
+from specgate.drafter.distil import PLAN_FILE, load_plan
+from specgate.drafter.prompts import GATE_KIND
 from specgate.drafter.walk import sample_flags, walk_counts, walked_accept_length
 from specgate.errors import SpecgateError
 from specgate.measure.drafters import weights_sha256
@@ -198,10 +199,15 @@ def gate_prompt_labels(plan_index: dict[tuple[int, ...], int], plan_path: Path) 
         planned = load_plan(plan_path).prompts
     except (OSError, ValueError, SpecgateError):
         return {}
-    label_of = {prompt_key(TrainingPrompt(f"{GATE_KIND}{p.set_name}", p.messages)): p.label for p in load_prompts(KNOWN_SETS)}
+    def exact(kind: str, messages: tuple) -> tuple:  # the set and the very text, case included
+        return kind, tuple((m.role, m.content) for m in messages)
+
+    known = [(exact(f"{GATE_KIND}{p.set_name}", p.messages), p.label) for p in load_prompts(KNOWN_SETS)]
+    twice = {key for key, n in Counter(key for key, _ in known).items() if n > 1}  # told apart by nothing
+    label_of = {key: label for key, label in known if key not in twice}
     out = {}
     for ids, i in plan_index.items():
-        label = label_of.get(prompt_key(planned[i])) if 0 <= i < len(planned) else None
+        label = label_of.get(exact(planned[i].kind, planned[i].messages)) if 0 <= i < len(planned) else None
         if label is not None:
             out[ids] = label
     return out
