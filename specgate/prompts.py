@@ -34,6 +34,11 @@ class Prompt:
         return f"{self.set_name}/{self.prompt_id}"
 
 
+def set_of(label: str) -> str:
+    """The prompt set a request's label (`Prompt.label`, set/id) names."""
+    return label.split("/", 1)[0]
+
+
 @cache
 def load_prompt_set(set_name: str) -> tuple[Prompt, ...]:
     from specgate.resources import prompts_dir

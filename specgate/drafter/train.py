@@ -199,6 +199,7 @@ def gate_prompt_labels(plan_index: dict[tuple[int, ...], int], plan_path: Path) 
         planned = load_plan(plan_path).prompts
     except (OSError, ValueError, SpecgateError):
         return {}
+
     def exact(kind: str, messages: tuple) -> tuple:  # the set and the very text, case included
         return kind, tuple((m.role, m.content) for m in messages)
 
@@ -213,7 +214,7 @@ def gate_prompt_labels(plan_index: dict[tuple[int, ...], int], plan_path: Path) 
     return out
 
 
-def walked_by_prompt(
+def walk_counts_by_prompt(
     heads: list[Sample], flags: list[list[tuple[bool, ...]]], labels: dict[tuple[int, ...], str]
 ) -> dict[str, list[int]]:
     """[tokens, verify cycles] of each gate prompt's answer head walked as a server walks it
@@ -469,7 +470,7 @@ def train(
                 "walked_tau_gate_prompts_head_by_set": by_set,
                 # per gate prompt, [tokens, cycles]: a run that sends some of the prompts is compared
                 # with the walk of those it sent (where the plan says which prompt each answer is)
-                "walked_gate_prompts_head_by_prompt": walked_by_prompt(heads, flags, gate_labels),
+                "walked_gate_prompts_head_by_prompt": walk_counts_by_prompt(heads, flags, gate_labels),
             }
         except Exception as exc:  # noqa: BLE001 - an auxiliary figure on a 10-minute GPU call
             log(f"walked τ not computed: {type(exc).__name__}: {str(exc)[:300]}")

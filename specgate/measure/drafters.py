@@ -15,7 +15,7 @@ from pathlib import Path
 from specgate import project
 from specgate.deployment import Deployment, expand_placeholders, flag_int, flag_value
 from specgate.measure.stats import Interval, pooled_ratio
-from specgate.prompts import builtin_sets_digest
+from specgate.prompts import builtin_sets_digest, set_of
 
 DRAFT_PATH_FLAG = "--speculative-draft-model-path"
 DUMMY_FLAG = "--speculative-draft-load-format"
@@ -112,7 +112,7 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
             walked = expected_by_set(out["made"], deployment, config, "gate_head_walked_tau_by_set")
             if walked:
                 out["walked_tau_by_set"] = walked
-                by_prompt = walked_by_prompt(out["made"], walked)
+                by_prompt = recorded_prompt_walks(out["made"], walked)
                 if by_prompt:
                     out["walked_by_prompt"] = by_prompt
             recorded = ckpt.get("sha256")
@@ -157,7 +157,7 @@ def expected_by_set(
     return out
 
 
-def walked_by_prompt(made: dict, walked_by_set: dict[str, float]) -> dict[str, tuple[int, int]]:
+def recorded_prompt_walks(made: dict, walked_by_set: dict[str, float]) -> dict[str, tuple[int, int]]:
     """The record's per-prompt walk, [tokens, cycles] by label (set/id), for the prompts of sets
     whose walk applies to this config (`walked_by_set`, from expected_by_set, decided that); a pair
     that is not two counts of a walk (cycles from 1 to tokens, at most 4 tokens a cycle) is dropped."""
@@ -168,7 +168,7 @@ def walked_by_prompt(made: dict, walked_by_set: dict[str, float]) -> dict[str, t
     for label, pair in raw.items():
         if (
             isinstance(label, str)
-            and label.split("/", 1)[0] in walked_by_set
+            and set_of(label) in walked_by_set
             and isinstance(pair, list | tuple)
             and len(pair) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
@@ -245,7 +245,6 @@ def describe(identity: dict) -> str:
     return "; ".join(str(p) for p in parts)
 
 
-
 def walk_comparison(
     answers: list[tuple[str, int, int]],
     walked_by_set: dict[str, float],
@@ -271,7 +270,7 @@ def walk_comparison(
             walked_tokens, walked_cycles = by_prompt[label]
             walked: float | None = walked_tokens / walked_cycles
         else:
-            walked = walked_by_set.get(label.split("/", 1)[0])
+            walked = walked_by_set.get(set_of(label))
         if walked is None or not _is_tau(walked) or verify <= 0:
             return None
         expected_steps.append(tokens / walked)

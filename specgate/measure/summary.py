@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from specgate.measure.pairing import groups, pooled, ratio_series
 from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.measure.stats import Interval, median_interval, pooled_ratio, two_level_median
+from specgate.prompts import set_of
 
 
 def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
@@ -26,7 +27,7 @@ def accept_by_set(speed: ConfigSpeed, label_of: Callable[[SpeedSample], str]) ->
     out: dict[str, list[int]] = {}
     for s in speed.samples:
         if s.verify_ct:
-            tokens_steps = out.setdefault(label_of(s).split("/", 1)[0], [0, 0, 0])
+            tokens_steps = out.setdefault(set_of(label_of(s)), [0, 0, 0])
             tokens_steps[0] += s.completion_tokens
             tokens_steps[1] += s.verify_ct
             tokens_steps[2] += 1

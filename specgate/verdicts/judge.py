@@ -27,6 +27,7 @@ from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import ConfigSpeed
 from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, pooled_ratio
 from specgate.measure.summary import accept_interval, summarise_speed
+from specgate.prompts import set_of
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
@@ -492,7 +493,7 @@ class Judge:
                 walked = identity.get("walked_tau_by_set") if identity.get("matches_record") is True else None
                 if walked:
                     answers = [(self.meter.label(s), s.completion_tokens, s.verify_ct or 0) for s in spec]
-                    unwalked = sorted({a[0].split("/", 1)[0] for a in answers} - set(walked))
+                    unwalked = sorted({set_of(a[0]) for a in answers} - set(walked))
                     compared = walk_comparison(answers, walked, conf, identity.get("walked_by_prompt"))
                     if compared is not None:
                         figures["walked_tau"] = round(compared[0], 3)

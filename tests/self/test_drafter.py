@@ -624,7 +624,7 @@ def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path
     }
     # and each by the prompt it answered (the entry `i` names in the plan the distillation saved,
     # matched to the built-in prompts by text)
-    from specgate.drafter.train import gate_prompt_labels, walked_by_prompt
+    from specgate.drafter.train import gate_prompt_labels, walk_counts_by_prompt
 
     index: dict = {}
     load_samples(data, 2048, index)
@@ -645,7 +645,7 @@ def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path
     assert twins == {(1, 2): -1}  # two gate prompts of the same tokens: neither named
     rows = [row for rows in judged.values() for row in rows]
     flags = [[(False, False)] + [(True, True)] * (sum(mask) - 1) for _, mask in rows]  # every draft right
-    walked = walked_by_prompt(rows, flags, labels)
+    walked = walk_counts_by_prompt(rows, flags, labels)
     assert len(walked) == 41
     for ids, mask in rows:  # every draft right: 3 tokens a cycle after the first (from prefill)
         tokens, cycles = walked[labels[tuple(ids[: mask.index(1)])]]
@@ -828,16 +828,16 @@ def test_the_walk_predicts_a_runs_pooled_accept_length_and_says_whose_shortfall_
 
 
 def test_the_walk_per_prompt_is_read_only_as_counts_of_a_walk_of_sets_that_apply():
-    from specgate.measure.drafters import walked_by_prompt
+    from specgate.measure.drafters import recorded_prompt_walks
 
     made = {"gate_head_walked_by_prompt": {
         "chat/chat-00": [120, 70], "code/code-01": [128, 60], "math/math-00": [128, 64],  # math: not applicable here
         "chat/chat-01": [10, 0], "chat/chat-02": [10, 11], "chat/chat-03": [100, 20], "chat/chat-04": [True, 1],
         "chat/chat-05": "x", "chat/chat-06": [1.5, 1], 7: [10, 5],
     }}
-    assert walked_by_prompt(made, {"chat": 1.7, "code": 2.0}) == {"chat/chat-00": (120, 70), "code/code-01": (128, 60)}
-    assert walked_by_prompt({"gate_head_walked_by_prompt": ["chat/chat-00"]}, {"chat": 1.7}) == {}
-    assert walked_by_prompt({}, {"chat": 1.7}) == {}
+    assert recorded_prompt_walks(made, {"chat": 1.7, "code": 2.0}) == {"chat/chat-00": (120, 70), "code/code-01": (128, 60)}
+    assert recorded_prompt_walks({"gate_head_walked_by_prompt": ["chat/chat-00"]}, {"chat": 1.7}) == {}
+    assert recorded_prompt_walks({}, {"chat": 1.7}) == {}
 
 
 def test_a_failing_floor_sets_the_served_tau_against_the_walk_on_the_h200_run():
