@@ -64,6 +64,10 @@ TOLERABLE = {
     # (results/2026-11-30-h200-drafter-retry): SGLang's max_new_tokens check runs before its stop checks.
     "past-stop-at-length": "the speculative answer has the baseline's tokens up to the stop string or stop token "
     "(EOS) that ended the baseline, then ran on to max_new_tokens within the same verify step",
+    # Seen on the H200 with SGLang 0.5.14 and a trained EAGLE-3 drafter (results/2026-12-02-h200-round3):
+    # SGLang tries the stop strings in list order, not in the order they occur.
+    "stop-list-order": "the speculative answer has the baseline's tokens up to the stop string that ended the "
+    "baseline, then ran on within the same verify step to another stop string listed before it in the request",
 }
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from specgate.client import GenerateResult, curl_command
 from specgate.equivalence.cases import GenerationCase
-from specgate.equivalence.known import PAST_STOP, PAST_STOP_AT_LENGTH, STOP_OVERSHOOT
+from specgate.equivalence.known import PAST_STOP, PAST_STOP_AT_LENGTH, STOP_LIST_ORDER, STOP_OVERSHOOT
 from specgate.equivalence.partings import Parting, choices, context_key, prompt_digest, standing, tops_at
 
 
@@ -231,6 +231,32 @@ def _stop_in_the_step_that_hit_the_limit(
     )
 
 
+def _ended_on_a_stop_listed_first(
+    case: GenerationCase, baseline: GenerateResult, spec: GenerateResult, max_tokens_per_step: int | None
+) -> bool:
+    """The baseline stopped on stop string b at token k; the speculative answer has the same
+    tokens up to k and b right after the baseline's text, then ended on stop string a, listed
+    before b in the request, fewer than one verify step's worth of tokens later: one step
+    completed both, and the server took them in list order. A later stop listed after b, or a
+    run of more than one step, is not this shape (b would have been seen first)."""
+    b, a = baseline.finish_reason.matched, spec.finish_reason.matched
+    k = len(baseline.output_ids)
+    return (
+        max_tokens_per_step is not None
+        and baseline.finish_reason.kind == "stop"
+        and spec.finish_reason.kind == "stop"
+        and isinstance(b, str)
+        and isinstance(a, str)
+        and b in case.stop
+        and a in case.stop
+        and case.stop.index(a) < case.stop.index(b)
+        and k > 0
+        and tuple(spec.output_ids[:k]) == tuple(baseline.output_ids)
+        and 0 < len(spec.output_ids) - k < max_tokens_per_step
+        and spec.text.startswith(baseline.text + b)
+    )
+
+
 def _ends_on_its_stop(case: GenerationCase, baseline: GenerateResult, spec: GenerateResult) -> bool:
     """The baseline ended on a stop that is its own last token (a stop token id) or one of the
     request's stop strings, and the speculative text continues the baseline's: only then is the
@@ -285,15 +311,19 @@ def compare(
     if problems:
         shape = None
         if any("text runs past stop string" in p for p in problems):
-            at_limit = _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step)
-            shape = PAST_STOP_AT_LENGTH if at_limit else PAST_STOP
+            if _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step):
+                shape = PAST_STOP_AT_LENGTH
+            elif _ended_on_a_stop_listed_first(case, baseline, spec, max_tokens_per_step):
+                shape = STOP_LIST_ORDER
+            else:
+                shape = PAST_STOP
         message = f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}"
-        if shape == PAST_STOP_AT_LENGTH and all("text runs past stop string" in p for p in problems):
+        if shape in (PAST_STOP_AT_LENGTH, STOP_LIST_ORDER) and all("text runs past stop string" in p for p in problems):
             # The tokens up to the baseline's stop are the baseline's (checked above); only where
             # SGLang's finish check lets the verify step end is different.
-            if PAST_STOP_AT_LENGTH in tolerate:
+            if shape in tolerate:
                 return Outcome("tolerated", message, tokens_compared=len(baseline.output_ids), shape=shape)
-            message += _declare_hint(PAST_STOP_AT_LENGTH)
+            message += _declare_hint(shape)
         return Outcome("invariant", message, shape=shape)
     # Nothing to compare is no evidence of equality: an answer without output_ids (a proxy, an
     # old release, a renamed field) or two empty answers must not pass on 0 tokens compared.

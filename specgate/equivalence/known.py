@@ -21,6 +21,10 @@ PAST_STOP = "past-stop"  # the speculative text runs on past a stop string
 # stopped on it first).
 PAST_STOP_AT_LENGTH = "past-stop-at-length"
 STOP_OVERSHOOT = "stop-overshoot"  # text cut at the stop, token ids past it
+# ... and the answer ended on another of the request's stop strings, one listed before the stop
+# that ended the baseline: the verify step that completed the baseline's stop also completed the
+# other, and the server took the stop strings in list order, not in the order they occur.
+STOP_LIST_ORDER = "stop-list-order"
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ KNOWN_DEFECTS = (
         (PAST_STOP, STOP_OVERSHOOT),
         "0.5.14",
     ),
-    # SGLang's Req.check_finished returns FINISH_LENGTH as soon as output_ids reach
+    # SGLang's Req.check_finished (update_finish_state in later snapshots) returns FINISH_LENGTH as soon as output_ids reach
     # max_new_tokens, before it looks for stop tokens or stop strings among the tokens accepted in
     # that step. Plain decoding adds one token per step, so a stop string is always seen first;
     # a verify step that accepts the stop string *and* reaches the limit finishes on length with
@@ -68,14 +72,31 @@ KNOWN_DEFECTS = (
     # trained drafter (results/2026-11-30-h200-drafter-retry: '.' in the last accepted tokens of
     # a 32-token answer, all three EAGLE-3 configs), and for the EOS token too
     # (results/2026-12-01-h200-drafter-heldout: "<|im_end|>" then "\n" up to max_new_tokens 12 and
-    # 13, all three configs); read off schedule_batch.py of 0.5.14 and later snapshots. Not
-    # reported upstream as far as this suite knows.
+    # 13, all three configs). Reported upstream as issue #31599 (closed as inactive); its fixes,
+    # PRs #30291 and #31569, were closed unmerged and #33045 was open when last read; the
+    # schedule_batch.py snapshot read (sgl-project/sglang fd3907ee) still checks length first.
     KnownDefect(
-        "SGLang Req.check_finished (schedule_batch.py)",
-        "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/managers/schedule_batch.py",
+        "SGLang issue #31599",
+        "https://github.com/sgl-project/sglang/issues/31599",
         "the max_new_tokens check runs before the stop checks, so a stop string or stop token accepted in the "
         "step that reaches the limit is missed",
         (PAST_STOP_AT_LENGTH,),
+        None,
+    ),
+    # Req._check_str_based_finish tries the request's stop strings in the order they are listed and
+    # ends the answer on the first one found in the step's tail. Plain decoding completes one stop
+    # at a time, so the order cannot matter; a verify step that completes two (stop ['.', '\n\n'],
+    # accepted '\n\n', '1', '.') ends on the one listed first, with the earlier one left in the
+    # text. Seen by this suite on 0.5.14 with a trained drafter (results/2026-12-02-h200-round3:
+    # long_context-01, eagle3-decode and eagle3-tree, two boots); read off schedule_batch.py at
+    # sgl-project/sglang fd3907ee, which still loops in list order. vLLM had the same defect and
+    # fixed it (PR #49391, "select earliest-completing stop string"); no SGLang report is known.
+    KnownDefect(
+        "SGLang Req._check_str_based_finish (schedule_batch.py)",
+        "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/managers/schedule_batch.py",
+        "stop strings are tried in the order the request lists them, not the order they occur, so a verify step "
+        "that completes two ends on the one listed first (vLLM fixed the same in PR #49391)",
+        (STOP_LIST_ORDER,),
         None,
     ),
 )

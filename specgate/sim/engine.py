@@ -137,6 +137,7 @@ class Generation:
     def _append(self, tokens: list[int]) -> list[int]:
         """Append one step's tokens, stopping where SGLang would; returns those kept."""
         kept = []
+        per_step = self.faults.stop_list_order and self.spec is not None
         for token in tokens:
             self.state.output_ids.append(token)
             context = self.prompt_ids + self.state.output_ids[:-1]
@@ -146,7 +147,7 @@ class Generation:
                 self.model.verify_distribution(context) if verified else self.model.distribution(context)
             )
             kept.append(token)
-            reason = self._finish_reason(token)
+            reason = self._finish_reason(token, stop_strings=not per_step)
             if reason is not None:
                 if self.state.finish_reason is None:
                     self.state.finish_reason = reason
@@ -157,16 +158,33 @@ class Generation:
                 past_stop = self.faults.stop_overshoot and isinstance(self.state.finish_reason.get("matched"), str)
                 if not (speculative and (self.faults.overshoot or past_stop)):
                     break
+        # SGLang checks max_new_tokens first, then stop strings, then stop tokens (EOS).
+        if per_step and (self.state.finish_reason or {}).get("type") != "length":
+            self._stop_in_list_order(kept)
         self.state.text = self._text()
         return kept
 
-    def _finish_reason(self, token: int) -> dict | None:
+    def _stop_in_list_order(self, kept: list[int]) -> None:
+        """The stop-list-order fault: the step's stop strings, tried in the request's order; the
+        first found ends the answer where it completes (earlier steps found none, so it lies in
+        this step's tokens), even when another completes earlier in the same step."""
+        text = decode(self.state.output_ids)
+        for s in self.params.stop:
+            if s in text:
+                n = next(n for n in range(1, len(self.state.output_ids) + 1) if s in decode(self.state.output_ids[:n]))
+                drop = len(self.state.output_ids) - n
+                if drop:
+                    del self.state.output_ids[n:], self.state.distributions[n:], kept[max(0, len(kept) - drop) :]
+                self.state.finish_reason = {"type": "stop", "matched": s}
+                return
+
+    def _finish_reason(self, token: int, stop_strings: bool = True) -> dict | None:
         p = self.params
         if token == EOS_ID and not p.ignore_eos:
             return {"type": "stop", "matched": EOS_ID}
         if token in p.stop_token_ids:
             return {"type": "stop", "matched": token}
-        if p.stop and not (self.faults.stop_leak and self.spec is not None):
+        if stop_strings and p.stop and not (self.faults.stop_leak and self.spec is not None):
             text = decode(self.state.output_ids)
             start = self._stop_search_start()
             for s in p.stop:

@@ -14,6 +14,9 @@ in `SPECGATE_CONFIG`.
 | stop-overshoot   | keeps the verify step's tokens after a stop string (text cut there)| token count at a stop        |
 | prefill-stop-miss| speculative output looks for stop strings only after the first    | the first-token stop edge    |
 |                  | (prefill) token's text: a stop string that token holds is missed   | (cases.first_token_stop_case)|
+| stop-list-order  | speculative output checks stop strings once per verify step, in    | stop strings ended where the |
+|                  | the order the request lists them (SGLang 0.5.14): a step completing| baseline's ended             |
+|                  | two ends on the one listed first                                   |                              |
 | diverge-past=P   | speculative output takes a non-top-2 token at every position from  | the context-length edge      |
 |                  | sequence position P on (prompt and answer): a drafter past its     | (context_edge.context_edge_  |
 |                  | position limit corrupting what verify keeps                        | case)                        |
@@ -43,6 +46,7 @@ KNOWN = (
     "overshoot",
     "stop-overshoot",
     "prefill-stop-miss",
+    "stop-list-order",
     "diverge-past",
     "reserve",
     "accept-collapse",
@@ -68,6 +72,9 @@ class Faults:
     # whose stop check runs on verify output alone would: narrower than stop-leak, so only a stop
     # string within the first token's text tells it from a healthy server.
     prefill_stop_miss: bool = False
+    # Stop strings are looked for once per verify step, after its tokens are appended, and tried in
+    # the order the request lists them, as SGLang's Req._check_str_based_finish does.
+    stop_list_order: bool = False
     diverge_past: int | None = None  # a sequence position (prompt tokens + answer tokens)
     reserve: int = 0  # slots kept per request beyond SGLang's draft-token reservation
     accept_collapse: bool = False

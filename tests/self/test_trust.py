@@ -289,8 +289,86 @@ def test_a_stop_string_missed_in_the_step_that_reaches_max_new_tokens_is_named()
     other_tokens = _answer([1, 2, 3, 4, 5, 9, 7, 8], "ab cd. Pl")
     assert not compare(case, base, other_tokens, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3).ok
     (defect,) = known_defects_for(PAST_STOP_AT_LENGTH)
-    assert "check_finished" in defect.reference and "no release is known to fix it" in defect.explain("0.5.14")
+    assert "#31599" in defect.reference and "no release is known to fix it" in defect.explain("0.5.14")
     assert "#23802" not in defect.explain("0.5.14")  # not called a regression of the tail-window fix
+
+
+def test_a_verify_step_completing_two_stop_strings_that_ends_on_the_one_listed_first_is_named():
+    """Seen on SGLang 0.5.14 with a trained drafter (long_context-01, stop ['.', '\\n\\n']): the
+    baseline stopped on '\\n\\n'; one verify step accepted '\\n\\n', '1', '.', and the speculative
+    server ended on '.', listed first, with '\\n\\n1' left in the text."""
+    from specgate.equivalence.known import STOP_LIST_ORDER, known_defects_for
+
+    case = GenerationCase("long_context/1", "hi", 40, (".", "\n\n"), 2)
+    base = replace(_answer([1, 2, 3, 4], "Facts:"), finish_reason=FinishReason("stop", "\n\n"))
+    spec = replace(_answer([1, 2, 3, 4, 5, 6], "Facts:\n\n1"), finish_reason=FinishReason("stop", "."))
+    outcome = compare(case, base, spec, 0.05, "http://b", "http://s", max_tokens_per_step=3)
+    assert not outcome.ok and outcome.shape == STOP_LIST_ORDER
+    assert 'tolerate = ["stop-list-order"]' in outcome.message
+    tolerated = compare(case, base, spec, 0.05, "http://b", "http://s", (STOP_LIST_ORDER,), max_tokens_per_step=3)
+    assert tolerated.ok and tolerated.kind == "tolerated" and tolerated.tokens_compared == 4
+    # Not this shape, so never excused by its declaration: the stop it ended on listed after the
+    # baseline's (list order cannot explain it), more than one step's worth of tokens, other tokens
+    # before the baseline's stop, the step size unknown, or another stop declared.
+    def judged(spec_answer, stops=case.stop, per_step=3, tolerate=(STOP_LIST_ORDER,)):
+        return compare(replace(case, stop=stops), base, spec_answer, 0.05, "http://b", "http://s", tolerate, max_tokens_per_step=per_step)
+
+    assert judged(spec, stops=("\n\n", ".")).shape == "past-stop"
+    far = replace(_answer([1, 2, 3, 4, 5, 6, 7], "Facts:\n\n1 a"), finish_reason=FinishReason("stop", "."))
+    assert not judged(far).ok and judged(far).shape == "past-stop"
+    other = replace(spec, output_ids=(1, 2, 9, 4, 5, 6))
+    assert not judged(other).ok
+    assert not judged(spec, per_step=None).ok
+    assert not judged(spec, tolerate=("past-stop-at-length",)).ok
+    (defect,) = known_defects_for(STOP_LIST_ORDER)
+    assert "_check_str_based_finish" in defect.reference and "no release is known to fix it" in defect.explain("0.5.14")
+    assert "#49391" in defect.title
+
+
+def test_the_simulators_stop_list_order_fault_ends_where_the_known_shape_says():
+    """The fault imitates SGLang's list-order stop check: on prompts where one verify step
+    completes two stop strings, the faulty server ends on the one listed first, the check names
+    the shape, and a healthy speculative server ends where plain decoding does."""
+    from specgate.equivalence.known import STOP_LIST_ORDER
+    from specgate.sim.cost import CostModel
+    from specgate.sim.engine import Generation, GenParams, SpecSettings
+    from specgate.sim.faults import Faults, parse_faults
+
+    spec = SpecSettings("EAGLE3", steps=2, topk=1, draft_tokens=3, attention_mode="decode", draft_agreement=0.9)
+
+    def answer(prompt, stops, settings=None, faults=None):
+        gen = Generation(prompt, GenParams(max_new_tokens=48, stop=stops), settings, faults or Faults(), CostModel())
+        for _ in gen.steps():
+            pass
+        st = gen.state
+        reason = st.finish_reason or {}
+        kind = reason.get("type", "length")
+        return replace(
+            _answer(st.output_ids, st.text), finish_reason=FinishReason(kind, reason.get("matched"))
+        )
+
+    fault = parse_faults(["stop-list-order"])
+    named = 0
+    for p in range(60):
+        prompt = [3 + p, 40, 70 + p]
+        whole = answer(prompt, ())
+        if answer(prompt, (), spec).output_ids != whole.output_ids:
+            continue  # a near-tie flip: not this test's business
+        words = [w for w in whole.text.split() if w.isalpha()]
+        for first, second in zip(words[2:12], words[3:13]):
+            if first in second or second in first:
+                continue
+            stops = (second, first)  # the later word listed first
+            plain = answer(prompt, stops)
+            assert answer(prompt, stops, spec).output_ids == plain.output_ids  # healthy: ends where plain does
+            faulty = answer(prompt, stops, spec, fault)
+            if faulty.output_ids == plain.output_ids:
+                continue  # the two completed in different steps: list order cannot matter
+            case = GenerationCase("sim/0", "hi", 48, stops, 1)
+            outcome = compare(case, plain, faulty, 0.05, "http://b", "http://s", max_tokens_per_step=3)
+            assert outcome.shape == STOP_LIST_ORDER, outcome.message
+            named += 1
+    assert named >= 3, named
 
 
 def test_a_fault_aimed_at_no_config_is_an_error_not_a_silent_green():
