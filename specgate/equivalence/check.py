@@ -237,24 +237,34 @@ def _ended_on_a_stop_listed_first(
     """The baseline stopped on stop string b at token k; the speculative answer has the same
     tokens up to k and b right after the baseline's text, then ended on stop string a, listed
     before b in the request, fewer than one verify step's worth of tokens later: one step
-    completed both, and the server took them in list order. A later stop listed after b, or a
-    run of more than one step, is not this shape (b would have been seen first)."""
+    completed both, and the server took them in list order. Only what list order can produce:
+    not at the first token (SGLang checks the prefill's token alone), not a stop listed after b,
+    not a run of more than one step, not an a that the baseline's text would already have
+    ended on or that the speculative text runs past, and no stop listed before a in what that
+    step added (list order would have ended on it). It cannot tell a different defect that
+    misses b and ends on such an a within the same step (the report names list order)."""
     b, a = baseline.finish_reason.matched, spec.finish_reason.matched
     k = len(baseline.output_ids)
-    return (
+    if not (
         max_tokens_per_step is not None
         and baseline.finish_reason.kind == "stop"
         and spec.finish_reason.kind == "stop"
         and isinstance(b, str)
         and isinstance(a, str)
+        and a
         and b in case.stop
         and a in case.stop
         and case.stop.index(a) < case.stop.index(b)
-        and k > 0
+        and k >= 2
         and tuple(spec.output_ids[:k]) == tuple(baseline.output_ids)
         and 0 < len(spec.output_ids) - k < max_tokens_per_step
         and spec.text.startswith(baseline.text + b)
-    )
+        and a not in baseline.text + b
+        and a not in spec.text
+    ):
+        return False
+    step_text = spec.text[len(baseline.text) :] + a  # what the step added, up to and with a
+    return all(s and s not in step_text for s in case.stop[: case.stop.index(a)])
 
 
 def _ends_on_its_stop(case: GenerationCase, baseline: GenerateResult, spec: GenerateResult) -> bool:
@@ -311,14 +321,16 @@ def compare(
     if problems:
         shape = None
         if any("text runs past stop string" in p for p in problems):
-            if _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step):
+            # A known shape only where running past a stop is the whole of what is wrong.
+            only_past_stop = all("text runs past stop string" in p for p in problems)
+            if only_past_stop and _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step):
                 shape = PAST_STOP_AT_LENGTH
-            elif _ended_on_a_stop_listed_first(case, baseline, spec, max_tokens_per_step):
+            elif only_past_stop and _ended_on_a_stop_listed_first(case, baseline, spec, max_tokens_per_step):
                 shape = STOP_LIST_ORDER
             else:
                 shape = PAST_STOP
         message = f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}"
-        if shape in (PAST_STOP_AT_LENGTH, STOP_LIST_ORDER) and all("text runs past stop string" in p for p in problems):
+        if shape in (PAST_STOP_AT_LENGTH, STOP_LIST_ORDER):
             # The tokens up to the baseline's stop are the baseline's (checked above); only where
             # SGLang's finish check lets the verify step end is different.
             if shape in tolerate:

@@ -64,7 +64,7 @@ KNOWN_DEFECTS = (
         (PAST_STOP, STOP_OVERSHOOT),
         "0.5.14",
     ),
-    # SGLang's Req.check_finished (update_finish_state in later snapshots) returns FINISH_LENGTH as soon as output_ids reach
+    # SGLang's Req.update_finish_state returns FINISH_LENGTH as soon as output_ids reach
     # max_new_tokens, before it looks for stop tokens or stop strings among the tokens accepted in
     # that step. Plain decoding adds one token per step, so a stop string is always seen first;
     # a verify step that accepts the stop string *and* reaches the limit finishes on length with
@@ -72,25 +72,27 @@ KNOWN_DEFECTS = (
     # trained drafter (results/2026-11-30-h200-drafter-retry: '.' in the last accepted tokens of
     # a 32-token answer, all three EAGLE-3 configs), and for the EOS token too
     # (results/2026-12-01-h200-drafter-heldout: "<|im_end|>" then "\n" up to max_new_tokens 12 and
-    # 13, all three configs). Reported upstream as issue #31599 (closed as inactive); its fixes,
-    # PRs #30291 and #31569, were closed unmerged and #33045 was open when last read; the
-    # schedule_batch.py snapshot read (sgl-project/sglang fd3907ee) still checks length first.
+    # 13, all three configs). Reported upstream as issue #31599; fixed by PR #33758, which runs the
+    # stop checks first and caps their cut at the limit: read from the released wheels,
+    # schedule_batch.py of 0.5.14 to 0.5.17 checks length first, 0.5.18 has the fix.
     KnownDefect(
-        "SGLang issue #31599",
-        "https://github.com/sgl-project/sglang/issues/31599",
-        "the max_new_tokens check runs before the stop checks, so a stop string or stop token accepted in the "
-        "step that reaches the limit is missed",
+        "SGLang PR #33758",
+        "https://github.com/sgl-project/sglang/pull/33758",
+        "stop/EOS inside a spec accept run beats the max_new_tokens finish (issue #31599): before it, a stop "
+        "string or stop token accepted in the step that reaches the limit is missed",
         (PAST_STOP_AT_LENGTH,),
-        None,
+        "0.5.18",
     ),
     # Req._check_str_based_finish tries the request's stop strings in the order they are listed and
-    # ends the answer on the first one found in the step's tail. Plain decoding completes one stop
-    # at a time, so the order cannot matter; a verify step that completes two (stop ['.', '\n\n'],
-    # accepted '\n\n', '1', '.') ends on the one listed first, with the earlier one left in the
-    # text. Seen by this suite on 0.5.14 with a trained drafter (results/2026-12-02-h200-round3:
-    # long_context-01, eagle3-decode and eagle3-tree, two boots); read off schedule_batch.py at
-    # sgl-project/sglang fd3907ee, which still loops in list order. vLLM had the same defect and
-    # fixed it (PR #49391, "select earliest-completing stop string"); no SGLang report is known.
+    # ends the answer on the first one found in the step's tail. Plain decoding adds one token per
+    # step, so the first stop completed ends the answer (a single token completing two ends on the
+    # one listed first there too, the baseline with it); a verify step that completes two in
+    # different tokens (stop ['.', '\n\n'], accepted '\n\n', '1', '.') ends on the one listed
+    # first, with the earlier one left in the text. Seen by this suite on 0.5.14 with a trained
+    # drafter (results/2026-12-02-h200-round3: long_context-01, eagle3-decode and eagle3-tree, two
+    # boots); read from the released wheels: every release from 0.5.14 to 0.5.23 loops in list
+    # order. vLLM had the same defect and fixed it (PR #49391, "select earliest-completing stop
+    # string"); no SGLang report is known.
     KnownDefect(
         "SGLang Req._check_str_based_finish (schedule_batch.py)",
         "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/managers/schedule_batch.py",

@@ -120,6 +120,10 @@ def parse_faults(specs: list[str]) -> Faults:
             if value:
                 raise ValueError(f"--sim-fault {spec!r}: {name} takes no value")
             values[key] = True
+    # Each of these says when stop strings are looked for; together they would say it twice.
+    clash = [n for n in ("stop-leak", "prefill-stop-miss") if values.get(n.replace("-", "_"))]
+    if values.get("stop_list_order") and clash:
+        raise ValueError(f"--sim-fault stop-list-order cannot be combined with {', '.join(clash)}")
     return Faults(**values)  # type: ignore[arg-type]
 
 

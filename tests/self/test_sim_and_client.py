@@ -65,6 +65,9 @@ def test_fault_specs_are_validated():
     for bad in ("diverge-at=x", "explode", "stop-leak=1", "prefill-stop-miss=1", "slowdown=fast"):
         with pytest.raises(ValueError, match="--sim-fault"):
             parse_faults([bad])
+    for together in (["stop-list-order", "stop-leak"], ["prefill-stop-miss", "stop-list-order"]):
+        with pytest.raises(ValueError, match="cannot be combined"):
+            parse_faults(together)
 
 
 def test_draft_agreement_is_deterministic():

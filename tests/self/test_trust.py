@@ -289,7 +289,9 @@ def test_a_stop_string_missed_in_the_step_that_reaches_max_new_tokens_is_named()
     other_tokens = _answer([1, 2, 3, 4, 5, 9, 7, 8], "ab cd. Pl")
     assert not compare(case, base, other_tokens, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3).ok
     (defect,) = known_defects_for(PAST_STOP_AT_LENGTH)
-    assert "#31599" in defect.reference and "no release is known to fix it" in defect.explain("0.5.14")
+    assert "#33758" in defect.reference and "#31599" in defect.title
+    assert "fixed in SGLang 0.5.18: this server runs 0.5.14, without the fix" in defect.explain("0.5.14")
+    assert "regression of that fix" in defect.explain("0.5.18")
     assert "#23802" not in defect.explain("0.5.14")  # not called a regression of the tail-window fix
 
 
@@ -320,6 +322,24 @@ def test_a_verify_step_completing_two_stop_strings_that_ends_on_the_one_listed_f
     assert not judged(other).ok
     assert not judged(spec, per_step=None).ok
     assert not judged(spec, tolerate=("past-stop-at-length",)).ok
+    # What list order cannot produce (found in review): a stop at the first token, which SGLang
+    # checks alone; the ending stop left in the text; a stop listed before it in the step's text;
+    # an ending stop the baseline's own text would have met first; an empty stop listed first.
+    first = replace(_answer([1], ""), finish_reason=FinishReason("stop", "\n\n"))
+    after_first = replace(_answer([1, 5, 6], "\n\n1"), finish_reason=FinishReason("stop", "."))
+    assert not compare(case, first, after_first, 0.05, "http://b", "http://s", (STOP_LIST_ORDER,), max_tokens_per_step=4).ok
+    ran_past = replace(_answer([1, 2, 3, 4, 5, 6], "Facts:\n\n1. x"), finish_reason=FinishReason("stop", "."))
+    assert not judged(ran_past).ok
+    bang = replace(spec, text="Facts:\n\n1!")
+    assert not judged(bang, stops=("!", ".", "\n\n")).ok
+    newline = replace(spec, finish_reason=FinishReason("stop", "\n"), text="Facts:\n\n1")
+    assert not judged(newline, stops=("\n", "\n\n")).ok
+    empty = replace(spec, finish_reason=FinishReason("stop", ""))
+    assert not judged(empty, stops=("", "\n\n")).ok
+    assert judged(spec, stops=("?", ".", "\n\n")).ok  # an absent stop listed first changes nothing
+    # An answer that also breaks max_new_tokens is not named after the defect.
+    over = replace(spec, completion_tokens=41)
+    assert judged(over).shape == "past-stop"
     (defect,) = known_defects_for(STOP_LIST_ORDER)
     assert "_check_str_based_finish" in defect.reference and "no release is known to fix it" in defect.explain("0.5.14")
     assert "#49391" in defect.title
