@@ -200,7 +200,61 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("-o", "--output", default=None, help="write it to this file ('-': standard output, the default)")
     spread = sub.add_parser("spread", help="run-to-run spread of several report.json files of one deployment")
     spread.add_argument("reports", nargs="+", help="report.json files (at least two)")
+    rejudge = sub.add_parser(
+        "rejudge",
+        help="judge the failing and excused equivalence answers a report.json kept again, with this "
+        "version's check and no server",
+    )
+    rejudge.add_argument("report", help="a report.json (schema_version 5 or later keeps the answers)")
+    rejudge.add_argument(
+        "deployment",
+        nargs="?",
+        default=None,
+        help="judge under this deployment file's tie margin and tolerances (default: the report's own file)",
+    )
     return parser
+
+
+def _rejudge(args: argparse.Namespace) -> int:
+    """Every answer the report kept, judged again: 0 when none fails now, 1 when one does, 2 when
+    there is nothing to judge (a report too old to keep answers) or the input is bad."""
+    from specgate.equivalence.evidence import describe as described
+    from specgate.equivalence.evidence import rejudge
+    from specgate.report.model import ErrorReport, read_report
+
+    try:
+        report = read_report(Path(args.report))
+        if isinstance(report, ErrorReport):
+            raise SpecgateError(f"{args.report}: an ERROR report ({report.error}) holds no judged answers")
+        if report.schema_version < 5:
+            raise SpecgateError(
+                f"{args.report}: schema_version {report.schema_version} keeps no answers (5 and later do): "
+                "nothing to judge again"
+            )
+        dep = load_deployment(args.deployment or report.deployment_file)
+        missing = [e.config for e in report.equivalence if e.kept and e.config not in dep.configs]
+        if missing:
+            raise SpecgateError(f"{dep.path}: has no config {', '.join(missing)} of {args.report}")
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"judged again under {dep.path} (tie margin {dep.equivalence.tie_margin:g} nats)")
+    failing = judged = 0
+    for row in report.equivalence:
+        cfg = dep.configs.get(row.config)
+        for pair in row.kept:
+            assert cfg is not None  # checked above
+            result = rejudge(row.config, pair, dep.equivalence.tie_margin, cfg.tolerate, cfg.max_tokens_per_step)
+            judged += 1
+            failing += not result.now.ok
+            line = f"{row.config}: `{result.label}`: then {result.then}; now {described(result.now.kind, result.now.shape)}"
+            first = result.now.message.splitlines()[0] if result.now.message else ""
+            print(line + (f": {first}" if first else ""))
+    if not judged:
+        print("the report kept no failing or excused answer: nothing to judge again")
+    else:
+        print(f"{judged} answer(s) judged again: {failing} fail now")
+    return 1 if failing else 0
 
 
 def launch_warnings(dep: Deployment) -> list[str]:
@@ -503,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
         return 0
+    if args.command == "rejudge":
+        return _rejudge(args)
     if args.command == "init":
         return _init(args)
     if args.command == "schema":

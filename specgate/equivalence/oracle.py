@@ -41,6 +41,7 @@ from specgate.equivalence.context_edge import (
     is_context_edge,
     server_capacity,
 )
+from specgate.equivalence.evidence import keep
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError, EquivalenceFailure, HTTPStatusError, NotRecordedYet
@@ -391,6 +392,7 @@ class EquivalenceOracle:
         for outcome, answer in zip(outcomes, answers, strict=True):
             stats.add(outcome, case.label)
             stats.answered(case.text, answer.output_ids)
+            keep(stats, case, outcome, baseline, answer)
         return outcomes
 
     def _second_opinion(

@@ -216,6 +216,7 @@ def _equivalence_rows(
             "divergence_margins": sorted(round(m, 5) for m in s.divergence_margins),
             "divergences": _divergences(distinct[config], answers, partings),
             "distinct_divergences": len(distinct[config]),
+            "kept": s.kept,
         }
         for config, s in stats.items()
     ]

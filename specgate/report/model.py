@@ -6,7 +6,8 @@ Versions (`schema_version`): 1 is the first written through these models; 2 adds
 equivalence row's `refused` (edge requests its config refused); 3 the run's `ignore_eos` (whether
 speed requests ran past the model's end of sequence or measured answers alone); 4 a near-tie flip's
 `spec_gap` and an equivalence row's `divergences` (each decisive parting at a token, with the
-baseline's ranking there and how the same context parted elsewhere in the run). Reports written
+baseline's ranking there and how the same context parted elsewhere in the run); 5 an equivalence
+row's `kept` (the first failing and excused answers with their baseline, for `specgate rejudge`). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -30,7 +31,7 @@ from specgate.documents import problem
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[4] = 4
+SCHEMA_VERSION: Literal[5] = 5
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -39,7 +40,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4],
+    Literal[0, 1, 2, 3, 4, 5],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -220,6 +221,36 @@ class Divergence(_Part):
     second_opinion: str  # the speculative server asked again with logprobs ("" where it was not asked)
 
 
+class KeptAnswer(_Part):
+    """One server's answer as judged (specgate.equivalence.evidence.kept_answer)."""
+
+    text: str
+    output_ids: list[int]
+    completion_tokens: int
+    finish_reason: str  # "stop", "length", "abort" or "unknown"
+    matched: int | str | None  # the stop token or string it ended on
+    top_ids: list[list[int]] | None  # per position, the listed tokens best first (the baseline's only)
+    top_logprobs: list[list[float]] | None  # their logprobs, in the same order
+
+
+class KeptCase(_Part):
+    label: str
+    text: str
+    max_new_tokens: int
+    stop: list[str]
+    concurrency: int
+
+
+class KeptPair(_Part):
+    """A failing or excused answer and its baseline, to be judged again (`specgate rejudge`)."""
+
+    case: KeptCase
+    kind: str  # how the run judged it: "divergence", "invariant" or "tolerated"
+    shape: str | None  # the failure shape it was given (specgate.equivalence.known), if any
+    baseline: KeptAnswer
+    speculative: KeptAnswer
+
+
 DIVERGENCES_KEPT = 20
 TOLERATED_KEPT = 500  # tolerated answers' lines kept per config in report.json (repeats collapse in report.md)
 
@@ -236,7 +267,7 @@ class EquivalenceRow(_Part):
     not_checked: list[str] = []  # cases with no stored answer of the reference
     edges: list[str] = []  # the edge cases checked (and those LEFT OUT or REFUSED, saying so)
     refused: list[str] = []  # edge requests this config refused that the reference answered: NOT CHECKED
-    _since: ClassVar[dict[str, int]] = {"refused": 2, "divergences": 4, "distinct_divergences": 4}
+    _since: ClassVar[dict[str, int]] = {"refused": 2, "divergences": 4, "distinct_divergences": 4, "kept": 5}
     near_tie_flips: int
     decisive_failures: int
     tolerated: list[str] = []
@@ -247,6 +278,7 @@ class EquivalenceRow(_Part):
     divergence_margins: list[float] = []
     divergences: list[Divergence] = []  # the first DIVERGENCES_KEPT distinct decisive partings at a token
     distinct_divergences: int = 0  # how many distinct ones there were
+    kept: list[KeptPair] = []  # the first failing and excused answers with their baseline
 
 
 class Margins(_Part):

@@ -188,6 +188,17 @@ def test_a_stop_string_the_first_token_holds_is_checked_live_and_from_a_golden_f
     edge, nor the seed-0 cases, does: test_first_token_stop_edge.py and test_stored_reference.py)."""
     lines = ["*text runs past stop string *: found at char 0*", f"*(edge: {FIRST_TOKEN_STOP_EDGE})*"]
     d = _only_eagle3_decode_fails_live_and_golden(sim_deployment, pytester, "prefill-stop-miss", lines)
+    # report.json keeps the failing answers with their baseline, and judged again from there (no
+    # server: the fault's stop miss is in the kept text) they fail as the run judged them.
+    row = next(e for e in d.report()["equivalence"] if e["config"] == "eagle3-decode")
+    assert row["kept"] and all(p["kind"] == "invariant" and p["shape"] == "past-stop" for p in row["kept"])
+    assert row["kept"][0]["baseline"]["top_ids"] and row["kept"][0]["speculative"]["top_ids"] is None
+    again = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "rejudge", str(d.report_dir / "report.json"), str(d.path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "then invariant (past-stop); now invariant (past-stop): speculative server text runs past stop string" in again.stdout
     # Recorded with the other golden cases, its stop string the recorded one-token answer.
     entries = json.loads((d.report_dir / "sim-golden.json").read_text())["entries"]
     one = next(e for e in entries if e["case"]["label"].endswith("(edge: max_new_tokens 1)"))

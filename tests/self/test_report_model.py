@@ -127,8 +127,8 @@ def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
         read_report(_written(sim_report, tmp_path, lambda d: d["gates"][1].update(status="skip")))
     with pytest.raises(ReportError, match=r"field 'tests\.passed': expected a whole number, got '3'"):
         read_report(_written(sim_report, tmp_path, lambda d: d["tests"].update(passed="3")))
-    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 4, got 5"):
-        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=5)))
+    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 5, got 6"):
+        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=6)))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(ReportError, match=r"broken\.json: not a specgate report\.json \(JSONDecodeError"):
@@ -202,7 +202,12 @@ def test_a_misspelt_key_is_named_beside_the_missing_one(sim_report, tmp_path):
 
 # Fields that arrived after schema_version 1: (the version that brought them, whether an
 # equivalence row or the report holds them, the field, what a report before it reads).
-LATER_FIELDS = [(2, "row", "refused", []), (3, "report", "ignore_eos", True), (4, "row", "divergences", [])]
+LATER_FIELDS = [
+    (2, "row", "refused", []),
+    (3, "report", "ignore_eos", True),
+    (4, "row", "divergences", []),
+    (5, "row", "kept", []),
+]
 
 
 @pytest.mark.parametrize(("version", "where", "field", "default"), LATER_FIELDS)

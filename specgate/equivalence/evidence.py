@@ -1,0 +1,123 @@
+"""The answers behind a failed or excused equivalence judgment, kept so they can be judged again.
+
+A report's failure lines and curl commands say what differed and how to ask again, but asking
+again needs the servers. When the check learns a new shape (as it did after an H200 run found
+SGLang taking stop strings in list order, a failure it could then only call "another defect"),
+yesterday's red should be re-judged from what the servers said, not re-run. So report.json keeps,
+per config, the first KEPT_FAILED failing and KEPT_TOLERATED excused answers with their baseline:
+the case, both texts, token ids, finish reasons, and the baseline's top logprobs (a parting's
+margin is read from them). `specgate rejudge` runs them through today's check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specgate.client import FinishReason, GenerateResult
+from specgate.equivalence.cases import GenerationCase
+from specgate.equivalence.check import EquivalenceStats, Outcome, compare
+
+KEPT_FAILED = 5  # failing answers kept per config
+KEPT_TOLERATED = 5  # answers excused by a declared tolerance, kept per config
+
+
+def kept_answer(answer: GenerateResult, logprobs: bool) -> dict[str, Any]:
+    """One server's answer as report.json keeps it (report.model.KeptAnswer)."""
+    tops = answer.top_logprobs if logprobs and answer.top_logprobs else None
+    matched = answer.finish_reason.matched
+    return {
+        "text": answer.text,
+        "output_ids": list(answer.output_ids),
+        "completion_tokens": answer.completion_tokens,
+        "finish_reason": answer.finish_reason.kind,
+        # A bool is no stop (JSON would write it as one); anything else unexpected is kept as text.
+        "matched": matched if isinstance(matched, int | str) and not isinstance(matched, bool) else None,
+        "top_ids": None if tops is None else [[int(t) for t, _ in position] for position in tops],
+        "top_logprobs": None if tops is None else [[float(v) for _, v in position] for position in tops],
+    }
+
+
+def kept_pair(case: GenerationCase, outcome: Outcome, baseline: GenerateResult, spec: GenerateResult) -> dict[str, Any]:
+    """A judged answer and its baseline (report.model.KeptPair). The baseline's top logprobs are
+    kept (the margin where the answers part is read from them); the speculative server's are not
+    needed to judge."""
+    return {
+        "case": {
+            "label": case.label,
+            "text": case.text,
+            "max_new_tokens": case.max_new_tokens,
+            "stop": list(case.stop),
+            "concurrency": case.concurrency,
+        },
+        "kind": outcome.kind,
+        "shape": outcome.shape,
+        "baseline": kept_answer(baseline, logprobs=True),
+        "speculative": kept_answer(spec, logprobs=False),
+    }
+
+
+def keep(
+    stats: EquivalenceStats, case: GenerationCase, outcome: Outcome, baseline: GenerateResult, spec: GenerateResult
+) -> None:
+    """Keep this judged answer in `stats` if it failed or was excused, up to each kind's cap."""
+    failed = not outcome.ok
+    if not failed and outcome.kind != "tolerated":
+        return
+    held = sum(1 for pair in stats.kept if (pair["kind"] != "tolerated") == failed)
+    if held < (KEPT_FAILED if failed else KEPT_TOLERATED):
+        stats.kept.append(kept_pair(case, outcome, baseline, spec))
+
+
+@dataclass(frozen=True)
+class Rejudged:
+    config: str
+    label: str
+    then: str  # the kind and shape the run gave
+    now: Outcome
+
+
+def _answer(kept: Any, case: GenerationCase) -> GenerateResult:
+    tops = None
+    if kept.top_ids is not None and kept.top_logprobs is not None:
+        tops = tuple(
+            tuple(zip(ids, values, strict=False)) for ids, values in zip(kept.top_ids, kept.top_logprobs, strict=False)
+        )
+    return GenerateResult(
+        request=case.request(),
+        text=kept.text,
+        output_ids=tuple(kept.output_ids),
+        prompt_tokens=0,
+        completion_tokens=kept.completion_tokens,
+        finish_reason=FinishReason(kept.finish_reason, kept.matched),
+        e2e_s=0.0,
+        server_e2e_s=None,
+        top_logprobs=tops,
+    )
+
+
+def describe(kind: str, shape: str | None) -> str:
+    return kind if shape is None else f"{kind} ({shape})"
+
+
+def rejudge(
+    config: str,
+    pair: Any,
+    tie_margin: float,
+    tolerate: tuple[str, ...],
+    max_tokens_per_step: int | None,
+) -> Rejudged:
+    """A kept pair (report.model.KeptPair) judged by today's check under the given settings."""
+    c = pair.case
+    case = GenerationCase(c.label, c.text, c.max_new_tokens, tuple(c.stop), c.concurrency)
+    outcome = compare(
+        case,
+        _answer(pair.baseline, case),
+        _answer(pair.speculative, case),
+        tie_margin,
+        "<baseline, from report.json>",
+        "<speculative, from report.json>",
+        tolerate,
+        max_tokens_per_step=max_tokens_per_step,
+    )
+    return Rejudged(config, c.label, describe(pair.kind, pair.shape), outcome)
