@@ -202,8 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     spread.add_argument("reports", nargs="+", help="report.json files (at least two)")
     rejudge = sub.add_parser(
         "rejudge",
-        help="judge the failing and excused equivalence answers a report.json kept again, with this "
-        "version's check and no server",
+        help="judge the failing, excused and near-tie equivalence answers a report.json kept again, with "
+        "this version's check and no server",
+        description="Exit 0: none fails now and every failing answer of the run was kept; 1: one fails now; "
+        "2: failing answers of the run were not kept (they cannot be cleared from here), or bad input.",
     )
     rejudge.add_argument("report", help="a report.json (schema_version 5 or later keeps the answers)")
     rejudge.add_argument(
@@ -215,14 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _rejudge(args: argparse.Namespace) -> int:
-    """Every answer the report kept, judged again: 0 when none fails now, 1 when one does, 2 when
-    there is nothing to judge (a report too old to keep answers) or the input is bad."""
+def _rejudge(args: argparse.Namespace, extra: list[str]) -> int:
+    """Every answer the report kept, judged again: 0 when none fails now and every failure of the
+    run was kept, 1 when one fails now, 2 when failures of the run were not kept (they cannot be
+    cleared from here) or the input is bad."""
+    from specgate.equivalence.evidence import covered, rejudge
     from specgate.equivalence.evidence import describe as described
-    from specgate.equivalence.evidence import rejudge
     from specgate.report.model import ErrorReport, read_report
 
     try:
+        if extra:
+            raise SpecgateError(f"rejudge takes no pytest arguments, got {' '.join(extra)}")
         report = read_report(Path(args.report))
         if isinstance(report, ErrorReport):
             raise SpecgateError(f"{args.report}: an ERROR report ({report.error}) holds no judged answers")
@@ -231,30 +236,58 @@ def _rejudge(args: argparse.Namespace) -> int:
                 f"{args.report}: schema_version {report.schema_version} keeps no answers (5 and later do): "
                 "nothing to judge again"
             )
-        dep = load_deployment(args.deployment or report.deployment_file)
+        try:
+            dep = load_deployment(args.deployment or report.deployment_file)
+        except SpecgateError as exc:
+            if args.deployment:
+                raise
+            raise SpecgateError(
+                f"{exc} (the deployment_file {args.report} names; give the deployment file as the second argument)"
+            ) from None
+        if dep.name != report.deployment:
+            raise SpecgateError(
+                f"{dep.path}: deployment {dep.name!r}, but {args.report} is a run of {report.deployment!r}"
+            )
         missing = [e.config for e in report.equivalence if e.kept and e.config not in dep.configs]
         if missing:
             raise SpecgateError(f"{dep.path}: has no config {', '.join(missing)} of {args.report}")
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
-    print(f"judged again under {dep.path} (tie margin {dep.equivalence.tie_margin:g} nats)")
-    failing = judged = 0
-    for row in report.equivalence:
-        cfg = dep.configs.get(row.config)
-        for pair in row.kept:
-            assert cfg is not None  # checked above
-            result = rejudge(row.config, pair, dep.equivalence.tie_margin, cfg.tolerate, cfg.max_tokens_per_step)
-            judged += 1
-            failing += not result.now.ok
-            line = f"{row.config}: `{result.label}`: then {result.then}; now {described(result.now.kind, result.now.shape)}"
-            first = result.now.message.splitlines()[0] if result.now.message else ""
-            print(line + (f": {first}" if first else ""))
-    if not judged:
-        print("the report kept no failing or excused answer: nothing to judge again")
-    else:
-        print(f"{judged} answer(s) judged again: {failing} fail now")
-    return 1 if failing else 0
+    print(
+        f"judged again under {dep.path}: tie margin {dep.equivalence.tie_margin:g} nats "
+        f"(the run's {report.tie_margin:g})"
+    )
+    failing = judged = unkept = 0
+    try:
+        for row in report.equivalence:
+            kept_failing = covered(row.kept, "failing")
+            unkept += max(0, row.decisive_failures - kept_failing)
+            print(
+                f"{row.config}: kept {kept_failing} of {row.decisive_failures} failing, "
+                f"{covered(row.kept, 'tolerated')} of {len(row.tolerated)} excused and "
+                f"{covered(row.kept, 'near-tie-flip')} of {row.near_tie_flips} near-tie answers"
+            )
+            cfg = dep.configs.get(row.config)
+            for pair in row.kept:
+                assert cfg is not None  # checked above
+                result = rejudge(row.config, pair, dep.equivalence.tie_margin, cfg.tolerate, cfg.max_tokens_per_step)
+                judged += 1
+                failing += not result.now.ok
+                copies = f" (x{pair.copies})" if pair.copies > 1 else ""
+                now = described(result.now.kind, result.now.shape)
+                first = result.now.message.splitlines()[0] if result.now.message else ""
+                print(f"  `{result.label}`{copies}: then {result.then}; now {now}" + (f": {first}" if first else ""))
+    except KeyboardInterrupt:
+        print("specgate: rejudge interrupted", file=sys.stderr)
+        return 130
+    print(f"{judged} kept answer(s) judged again: {failing} fail now")
+    if failing:
+        return 1
+    if unkept:
+        print(f"{unkept} failing answer(s) of the run were not kept: rejudge cannot clear them")
+        return 2
+    return 0
 
 
 def launch_warnings(dep: Deployment) -> list[str]:
@@ -558,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     if args.command == "rejudge":
-        return _rejudge(args)
+        return _rejudge(args, extra)
     if args.command == "init":
         return _init(args)
     if args.command == "schema":

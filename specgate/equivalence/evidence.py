@@ -4,9 +4,11 @@ A report's failure lines and curl commands say what differed and how to ask agai
 again needs the servers. When the check learns a new shape (as it did after an H200 run found
 SGLang taking stop strings in list order, a failure it could then only call "another defect"),
 yesterday's red should be re-judged from what the servers said, not re-run. So report.json keeps,
-per config, the first KEPT_FAILED failing and KEPT_TOLERATED excused answers with their baseline:
-the case, both texts, token ids, finish reasons, and the baseline's top logprobs (a parting's
-margin is read from them). `specgate rejudge` runs them through today's check.
+per config, the first KEPT_FAILED failing, KEPT_TOLERATED excused and KEPT_FLIPS near-tie answers
+with their baseline: the case, both texts, token ids, finish reasons, and the baseline's top
+logprobs (a parting's margin is read from them). A batch of identical answers is one pair with
+its `copies`, so the cap counts distinct answers and a re-judgment can say how many of the run's
+failures it covers. `specgate rejudge` runs them through today's check.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from specgate.client import FinishReason, GenerateResult
 from specgate.equivalence.cases import GenerationCase
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare
 
-KEPT_FAILED = 5  # failing answers kept per config
-KEPT_TOLERATED = 5  # answers excused by a declared tolerance, kept per config
+KEPT_FAILED = 5  # distinct failing answers kept per config
+KEPT_TOLERATED = 5  # distinct answers excused by a declared tolerance, kept per config
+KEPT_FLIPS = 5  # distinct near-tie flips kept per config (a smaller tie margin may call them decisive)
+PROMPT_CHARS_KEPT = 8000  # of a case's prompt (context-length edges run to 100k+ characters)
+_FAILING = ("divergence", "invariant")
 
 
 def kept_answer(answer: GenerateResult, logprobs: bool) -> dict[str, Any]:
@@ -45,28 +50,51 @@ def kept_pair(case: GenerationCase, outcome: Outcome, baseline: GenerateResult, 
     return {
         "case": {
             "label": case.label,
-            "text": case.text,
+            # Judging reads the prompt only to name where a parting happened; the whole text of a
+            # long case is in the replay file or the golden answers.
+            "text": case.text[:PROMPT_CHARS_KEPT],
+            "text_chars": len(case.text),
             "max_new_tokens": case.max_new_tokens,
             "stop": list(case.stop),
             "concurrency": case.concurrency,
         },
         "kind": outcome.kind,
         "shape": outcome.shape,
+        "copies": 1,
         "baseline": kept_answer(baseline, logprobs=True),
         "speculative": kept_answer(spec, logprobs=False),
     }
 
 
+def _category(kind: str) -> str:
+    return "failing" if kind in _FAILING else kind
+
+
+_CAPS = {"failing": KEPT_FAILED, "tolerated": KEPT_TOLERATED, "near-tie-flip": KEPT_FLIPS}
+
+
 def keep(
     stats: EquivalenceStats, case: GenerationCase, outcome: Outcome, baseline: GenerateResult, spec: GenerateResult
 ) -> None:
-    """Keep this judged answer in `stats` if it failed or was excused, up to each kind's cap."""
-    failed = not outcome.ok
-    if not failed and outcome.kind != "tolerated":
+    """Keep this judged answer in `stats` if it failed, was excused or flipped at a near tie: a
+    copy of one already kept counts on it, a new one is kept up to its category's cap."""
+    category = _category(outcome.kind)
+    if category not in _CAPS:
         return
-    held = sum(1 for pair in stats.kept if (pair["kind"] != "tolerated") == failed)
-    if held < (KEPT_FAILED if failed else KEPT_TOLERATED):
-        stats.kept.append(kept_pair(case, outcome, baseline, spec))
+    pair = kept_pair(case, outcome, baseline, spec)
+    same = [k for k in ("case", "kind", "shape", "baseline", "speculative")]
+    for held in stats.kept:
+        if all(held[k] == pair[k] for k in same):
+            held["copies"] += 1
+            return
+    if sum(1 for held in stats.kept if _category(held["kind"]) == category) < _CAPS[category]:
+        stats.kept.append(pair)
+
+
+def covered(pairs: Any, category: str) -> int:
+    """How many of the run's answers of this category ("failing", "tolerated", "near-tie-flip")
+    the kept pairs stand for."""
+    return sum(p.copies for p in pairs if _category(p.kind) == category)
 
 
 @dataclass(frozen=True)
@@ -80,8 +108,9 @@ class Rejudged:
 def _answer(kept: Any, case: GenerationCase) -> GenerateResult:
     tops = None
     if kept.top_ids is not None and kept.top_logprobs is not None:
+        # The model checked that the two lists align (report.model.KeptAnswer).
         tops = tuple(
-            tuple(zip(ids, values, strict=False)) for ids, values in zip(kept.top_ids, kept.top_logprobs, strict=False)
+            tuple(zip(ids, values, strict=True)) for ids, values in zip(kept.top_ids, kept.top_logprobs, strict=True)
         )
     return GenerateResult(
         request=case.request(),

@@ -225,28 +225,44 @@ class KeptAnswer(_Part):
     """One server's answer as judged (specgate.equivalence.evidence.kept_answer)."""
 
     text: str
-    output_ids: list[int]
-    completion_tokens: int
-    finish_reason: str  # "stop", "length", "abort" or "unknown"
+    output_ids: list[Annotated[int, Field(ge=0)]]
+    completion_tokens: Annotated[int, Field(ge=0)]
+    finish_reason: Literal["stop", "length", "abort", "unknown"]
     matched: int | str | None  # the stop token or string it ended on
     top_ids: list[list[int]] | None  # per position, the listed tokens best first (the baseline's only)
     top_logprobs: list[list[float]] | None  # their logprobs, in the same order
 
+    @model_validator(mode="after")
+    def _aligned(self) -> KeptAnswer:
+        # A margin is read from these: misaligned or unordered lists would judge another answer.
+        if (self.top_ids is None) != (self.top_logprobs is None):
+            raise ValueError("top_ids and top_logprobs: both or neither")
+        for i, (ids, values) in enumerate(zip(self.top_ids or [], self.top_logprobs or [], strict=False)):
+            if len(ids) != len(values):
+                raise ValueError(f"top_ids[{i}] and top_logprobs[{i}] differ in length")
+            if any(a < b for a, b in zip(values, values[1:], strict=False)):
+                raise ValueError(f"top_logprobs[{i}]: expected best first, got {values}")
+        if len(self.top_ids or []) != len(self.top_logprobs or []):
+            raise ValueError("top_ids and top_logprobs differ in length")
+        return self
+
 
 class KeptCase(_Part):
     label: str
-    text: str
-    max_new_tokens: int
+    text: str  # the prompt's first evidence.PROMPT_CHARS_KEPT characters
+    text_chars: Annotated[int, Field(ge=0)]  # the whole prompt's length
+    max_new_tokens: Annotated[int, Field(ge=1)]
     stop: list[str]
-    concurrency: int
+    concurrency: Annotated[int, Field(ge=1)]
 
 
 class KeptPair(_Part):
-    """A failing or excused answer and its baseline, to be judged again (`specgate rejudge`)."""
+    """A judged answer and its baseline, to be judged again (`specgate rejudge`)."""
 
     case: KeptCase
-    kind: str  # how the run judged it: "divergence", "invariant" or "tolerated"
+    kind: Literal["divergence", "invariant", "tolerated", "near-tie-flip"]  # how the run judged it
     shape: str | None  # the failure shape it was given (specgate.equivalence.known), if any
+    copies: Annotated[int, Field(ge=1)]  # identical answers of the run it stands for (a batch answers alike)
     baseline: KeptAnswer
     speculative: KeptAnswer
 
@@ -278,7 +294,7 @@ class EquivalenceRow(_Part):
     divergence_margins: list[float] = []
     divergences: list[Divergence] = []  # the first DIVERGENCES_KEPT distinct decisive partings at a token
     distinct_divergences: int = 0  # how many distinct ones there were
-    kept: list[KeptPair] = []  # the first failing and excused answers with their baseline
+    kept: list[KeptPair] = []  # the first failing, excused and near-tie answers with their baseline
 
 
 class Margins(_Part):

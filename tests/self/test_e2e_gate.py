@@ -191,8 +191,9 @@ def test_a_stop_string_the_first_token_holds_is_checked_live_and_from_a_golden_f
     # report.json keeps the failing answers with their baseline, and judged again from there (no
     # server: the fault's stop miss is in the kept text) they fail as the run judged them.
     row = next(e for e in d.report()["equivalence"] if e["config"] == "eagle3-decode")
-    assert row["kept"] and all(p["kind"] == "invariant" and p["shape"] == "past-stop" for p in row["kept"])
-    assert row["kept"][0]["baseline"]["top_ids"] and row["kept"][0]["speculative"]["top_ids"] is None
+    failing = [p for p in row["kept"] if p["kind"] != "near-tie-flip"]
+    assert failing and all(p["kind"] == "invariant" and p["shape"] == "past-stop" for p in failing)
+    assert failing[0]["baseline"]["top_ids"] and failing[0]["speculative"]["top_ids"] is None
     again = subprocess.run(
         [sys.executable, "-m", "specgate.cli", "rejudge", str(d.report_dir / "report.json"), str(d.path)],
         capture_output=True, text=True, timeout=120, check=False,
