@@ -92,8 +92,8 @@ class EquivalenceStats:
     # Every judged answer: (partings.prompt_digest of its prompt, its output ids), so that a parting
     # can say how every answer that reached its context chose there, the ones that agreed included.
     answers: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
-    # The first failing and excused answers with their baseline (specgate.equivalence.evidence),
-    # for report.json, so that they can be judged again without the servers.
+    # The first failing, excused and near-tie answers with their baseline
+    # (specgate.equivalence.evidence), for report.json: judged again without the servers.
     kept: list[dict] = field(default_factory=list)
 
     def answered(self, prompt: str, output_ids: tuple[int, ...]) -> None:

@@ -13,8 +13,9 @@ failures it covers. `specgate rejudge` runs them through today's check.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from specgate.client import FinishReason, GenerateResult
 from specgate.equivalence.cases import GenerationCase
@@ -25,6 +26,55 @@ KEPT_TOLERATED = 5  # distinct answers excused by a declared tolerance, kept per
 KEPT_FLIPS = 5  # distinct near-tie flips kept per config (a smaller tie margin may call them decisive)
 PROMPT_CHARS_KEPT = 8000  # of a case's prompt (context-length edges run to 100k+ characters)
 _FAILING = ("divergence", "invariant")
+# What makes two judged answers the same one (a batch answers alike): all but the count.
+_IDENTITY = ("case", "kind", "shape", "baseline", "speculative")
+
+
+# What is read back: report.model's KeptAnswer, KeptCase and KeptPair (a layer above this one),
+# read-only.
+class KeptAnswerView(Protocol):
+    @property
+    def text(self) -> str: ...
+    @property
+    def output_ids(self) -> Sequence[int]: ...
+    @property
+    def completion_tokens(self) -> int: ...
+    @property
+    def finish_reason(self) -> str: ...
+    @property
+    def matched(self) -> int | str | None: ...
+    @property
+    def top_ids(self) -> Sequence[Sequence[int]] | None: ...
+    @property
+    def top_logprobs(self) -> Sequence[Sequence[float]] | None: ...
+
+
+class KeptCaseView(Protocol):
+    @property
+    def label(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def max_new_tokens(self) -> int: ...
+    @property
+    def stop(self) -> Sequence[str]: ...
+    @property
+    def concurrency(self) -> int: ...
+
+
+class KeptPairView(Protocol):
+    @property
+    def case(self) -> KeptCaseView: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def shape(self) -> str | None: ...
+    @property
+    def copies(self) -> int: ...
+    @property
+    def baseline(self) -> KeptAnswerView: ...
+    @property
+    def speculative(self) -> KeptAnswerView: ...
 
 
 def kept_answer(answer: GenerateResult, logprobs: bool) -> dict[str, Any]:
@@ -82,16 +132,15 @@ def keep(
     if category not in _CAPS:
         return
     pair = kept_pair(case, outcome, baseline, spec)
-    same = [k for k in ("case", "kind", "shape", "baseline", "speculative")]
     for held in stats.kept:
-        if all(held[k] == pair[k] for k in same):
+        if all(held[k] == pair[k] for k in _IDENTITY):
             held["copies"] += 1
             return
     if sum(1 for held in stats.kept if _category(held["kind"]) == category) < _CAPS[category]:
         stats.kept.append(pair)
 
 
-def covered(pairs: Any, category: str) -> int:
+def covered(pairs: Iterable[KeptPairView], category: str) -> int:
     """How many of the run's answers of this category ("failing", "tolerated", "near-tie-flip")
     the kept pairs stand for."""
     return sum(p.copies for p in pairs if _category(p.kind) == category)
@@ -105,12 +154,13 @@ class Rejudged:
     now: Outcome
 
 
-def _answer(kept: Any, case: GenerationCase) -> GenerateResult:
+def _answer(kept: KeptAnswerView, case: GenerationCase) -> GenerateResult:
     tops = None
     if kept.top_ids is not None and kept.top_logprobs is not None:
         # The model checked that the two lists align (report.model.KeptAnswer).
         tops = tuple(
-            tuple(zip(ids, values, strict=True)) for ids, values in zip(kept.top_ids, kept.top_logprobs, strict=True)
+            tuple(zip(ids, values, strict=True))
+            for ids, values in zip(kept.top_ids, kept.top_logprobs, strict=True)
         )
     return GenerateResult(
         request=case.request(),
@@ -131,7 +181,7 @@ def describe(kind: str, shape: str | None) -> str:
 
 def rejudge(
     config: str,
-    pair: Any,
+    pair: KeptPairView,
     tie_margin: float,
     tolerate: tuple[str, ...],
     max_tokens_per_step: int | None,
