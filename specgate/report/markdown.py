@@ -233,6 +233,13 @@ def render_markdown(report: Report) -> str:
                 out.append(f"… and {rest} more (first lines):\n")
                 out.extend(f"- {f}" for f in e.failures[min(2, len(details)) : min(2, len(details)) + 8])
             out.extend(_divergences_told(e))
+        kept = sum(len(e.kept) for e in report.equivalence)
+        if kept:
+            out.append(
+                f"\nreport.json keeps {kept} of these answers with their baseline (failing, excused and near-tie, "
+                "identical ones once): `specgate rejudge report.json` judges them again with a later check or "
+                "another tie margin, no server needed."
+            )
     if report.baseline_problems:
         out.append("\n**The plain baseline itself broke an invariant:**\n")
         out.extend(f"- {p}" for p in report.baseline_problems[:10])

@@ -198,6 +198,7 @@ def test_a_stop_string_the_first_token_holds_is_checked_live_and_from_a_golden_f
         [sys.executable, "-m", "specgate.cli", "rejudge", str(d.report_dir / "report.json"), str(d.path)],
         capture_output=True, text=True, timeout=120, check=False,
     )
+    assert "`specgate rejudge report.json` judges them again" in (d.report_dir / "report.md").read_text()
     assert again.returncode == 1, again.stdout + again.stderr
     assert "then invariant (past-stop); now invariant (past-stop): speculative server text runs past stop string" in again.stdout
     # Recorded with the other golden cases, its stop string the recorded one-token answer.
