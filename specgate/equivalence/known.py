@@ -90,8 +90,9 @@ KNOWN_DEFECTS = (
     # different tokens (stop ['.', '\n\n'], accepted '\n\n', '1', '.') ends on the one listed
     # first, with the earlier one left in the text. Seen by this suite on 0.5.14 with a trained
     # drafter (results/2026-12-02-h200-round3: long_context-01, eagle3-decode and eagle3-tree, two
-    # boots); read from the released wheels: every release from 0.5.14 to 0.5.23 loops in list
-    # order. vLLM had the same defect and fixed it (PR #49391, "select earliest-completing stop
+    # boots); read from the released wheels, every release from 0.5.14 to 0.5.23 loops in list
+    # order, and their own finish check ends such a step on the stop listed first when driven on
+    # CPU (results/2026-12-02-h200-round3/sglang-finish-check-on-cpu). vLLM had the same defect and fixed it (PR #49391, "select earliest-completing stop
     # string"); no SGLang report is known.
     KnownDefect(
         "SGLang Req._check_str_based_finish (schedule_batch.py)",
