@@ -416,6 +416,14 @@ def _profile_examples() -> int:
     return settings().max_examples
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A signal that stopped the run stops the session before the next test, also where its
+    KeyboardInterrupt was lost (raised inside a gc callback, Python prints and drops it)."""
+    gate = item.config.stash.get(_SESSION, None)
+    if gate is not None and gate.pool.cancelled:
+        raise KeyboardInterrupt("specgate: a signal stopped the run")
+
+
 # --- results ------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:

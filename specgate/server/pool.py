@@ -162,6 +162,11 @@ class ServerPool:
 
     def acquire(self, config: str) -> LiveServer:
         self._refuse_never(config)
+        if self.cancelled:
+            # The handler's KeyboardInterrupt can be lost: Python runs signal handlers wherever the
+            # main thread is, and an exception raised inside a gc callback (Hypothesis installs one)
+            # is printed and dropped. So the interrupt is raised again here, at the next boot.
+            raise KeyboardInterrupt(f"specgate: not booting {config!r}: a signal stopped the run")
         if self._closed:
             raise ServerBootError(f"not booting {config!r}: the run is over or was cancelled")
         if config in self.failed:

@@ -495,6 +495,25 @@ def test_interrupt_mid_run_stops_the_run_and_leaves_no_server(sim_deployment, si
     assert len(boots) <= 3, boots  # nothing booted again after the signal
 
 
+def test_a_signal_whose_interrupt_was_lost_still_stops_the_run(tmp_path):
+    """Python runs a signal handler wherever the main thread is; inside a gc callback (Hypothesis
+    installs one) its KeyboardInterrupt is printed and dropped, and the run went on, failing
+    every later test ("not booting: the run is over") with exit 1 instead of INTERRUPTED
+    (reproduced by sending SIGTERM 0.5 s after the first server came up). A cancelled pool
+    raises the interrupt again at the next boot, and the plugin before the next test."""
+    from specgate.deployment import load_deployment
+    from specgate.server.pool import ServerPool
+
+    pool = ServerPool(load_deployment(None), tmp_path / "logs")
+    try:
+        pool.cancelled = True  # what the handler sets before its interrupt was lost
+        with pytest.raises(KeyboardInterrupt, match="a signal stopped the run"):
+            pool.acquire("baseline")
+        assert not pool.live
+    finally:
+        pool.close()
+
+
 def test_baseline_is_refused_when_equivalence_did_not_run(sim_deployment, pytester):
     d = sim_deployment()
     result = d.run(pytester, "-k", "speed", "--specgate-update-baselines")
