@@ -271,7 +271,7 @@ def _rejudge(args: argparse.Namespace, extra: list[str]) -> int:
             cfg = dep.configs.get(row.config)
             for pair in row.kept:
                 assert cfg is not None  # checked above
-                result = rejudge(row.config, pair, dep.equivalence.tie_margin, cfg.tolerate, cfg.max_tokens_per_step)
+                result = rejudge(pair, dep.equivalence.tie_margin, cfg.tolerate, cfg.max_tokens_per_step)
                 judged += 1
                 failing += not result.now.ok
                 copies = f" (x{pair.copies})" if pair.copies > 1 else ""

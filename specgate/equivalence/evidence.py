@@ -148,7 +148,6 @@ def covered(pairs: Iterable[KeptPairView], category: str) -> int:
 
 @dataclass(frozen=True)
 class Rejudged:
-    config: str
     label: str
     then: str  # the kind and shape the run gave
     now: Outcome
@@ -180,7 +179,6 @@ def describe(kind: str, shape: str | None) -> str:
 
 
 def rejudge(
-    config: str,
     pair: KeptPairView,
     tie_margin: float,
     tolerate: tuple[str, ...],
@@ -199,4 +197,4 @@ def rejudge(
         tolerate,
         max_tokens_per_step=max_tokens_per_step,
     )
-    return Rejudged(config, c.label, describe(pair.kind, pair.shape), outcome)
+    return Rejudged(c.label, describe(pair.kind, pair.shape), outcome)

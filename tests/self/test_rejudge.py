@@ -50,12 +50,12 @@ def _kept(case=CASE, base=BASE, spec=SPEC, tolerate=(), tie_margin=0.3):
 def test_a_kept_answer_judged_again_gets_todays_shape_and_the_deployments_tolerance():
     outcome, pair = _kept()
     assert outcome.shape == STOP_LIST_ORDER and not outcome.ok
-    again = rejudge("eagle3-decode", pair, 0.3, (), 3)
+    again = rejudge(pair, 0.3, (), 3)
     assert again.then == f"invariant ({STOP_LIST_ORDER})" and again.now.shape == STOP_LIST_ORDER and not again.now.ok
-    excused = rejudge("eagle3-decode", pair, 0.3, (STOP_LIST_ORDER,), 3)
+    excused = rejudge(pair, 0.3, (STOP_LIST_ORDER,), 3)
     assert excused.now.kind == "tolerated"
     # The step size comes from the deployment: unknown, the shape cannot be told and it fails.
-    assert not rejudge("eagle3-decode", pair, 0.3, (STOP_LIST_ORDER,), None).now.ok
+    assert not rejudge(pair, 0.3, (STOP_LIST_ORDER,), None).now.ok
 
 
 def test_a_parting_is_judged_again_from_the_baselines_kept_logprobs():
@@ -68,8 +68,8 @@ def test_a_parting_is_judged_again_from_the_baselines_kept_logprobs():
     outcome, pair = _kept(case, base, spec, tie_margin=0.1)
     assert outcome.kind == "divergence"
     assert pair.baseline.top_ids == [[11, 9], [12, 21], [13, 9]] and pair.speculative.top_ids is None
-    assert rejudge("eagle3-decode", pair, 0.1, (), 3).now.kind == "divergence"
-    assert rejudge("eagle3-decode", pair, 0.3, (), 3).now.kind == "near-tie-flip"
+    assert rejudge(pair, 0.1, (), 3).now.kind == "divergence"
+    assert rejudge(pair, 0.3, (), 3).now.kind == "near-tie-flip"
 
 
 def test_failing_excused_and_near_tie_answers_are_kept_copies_counted_distinct_ones_capped():
