@@ -241,6 +241,14 @@ SELF_STYLES = (
     "Write one sentence about {t} and ask for it to be translated into another language.",
     "Write a request asking an assistant to summarise or rewrite a short text about {t}.",
     "Write a message asking an assistant for advice about a problem with {t}.",
+    # Everyday advice and short writing, what users send a chat assistant most: the gate's chat set
+    # walked lowest (1.80 against 2.00 overall, results/2026-12-02-h200-round3) when only three of
+    # the ten styles above asked for them.
+    "Write a message someone might send an assistant asking for step-by-step tips on {t}.",
+    "Write a request asking an assistant to plan a day, a weekend or a schedule around {t}.",
+    "Write a short request asking an assistant to draft a polite message, note or email about {t}.",
+    "Write a question about a personal situation involving {t}, as someone would type it to a chatbot.",
+    "Write a request asking an assistant to explain {t} simply, to a child or a beginner.",
 )
 SELF_TOPICS = (
     *TOPICS, "cooking pasta", "saving money", "learning a language", "writing an email", "job interviews",
