@@ -496,9 +496,13 @@ class Judge:
                     unwalked = sorted({set_of(a[0]) for a in answers} - set(walked))
                     compared = walk_comparison(answers, walked, conf, identity.get("walked_by_prompt"))
                     if compared is not None:
-                        figures["walked_tau"] = round(compared[0], 3)
-                        figures["served_over_walked"] = compared[1].as_dict()
-                        notes.append(walk_note(*compared[:2], gate.at_least, compared[2]))
+                        figures["walked_tau"] = round(compared.predicted, 3)
+                        figures["served_over_walked"] = compared.ratio.as_dict()
+                        if compared.parted:
+                            figures["answers_parted_from_walk"] = compared.parted
+                        if compared.kept_ratio is not None:
+                            figures["served_over_walked_unparted"] = compared.kept_ratio.as_dict()
+                        notes.append(walk_note(compared, gate.at_least))
                     elif unwalked:
                         notes.append(f"training's walk has no figure for {', '.join(unwalked)}: not compared with it")
         if status == PASS:
