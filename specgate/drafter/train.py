@@ -37,6 +37,7 @@ from specgate.drafter.distil import PLAN_FILE, load_plan
 from specgate.drafter.prompts import GATE_KIND
 from specgate.drafter.walk import sample_flags, walk_counts, walked_accept_length
 from specgate.errors import SpecgateError
+from specgate.measure.answer_end import answer_digest
 from specgate.measure.drafters import weights_sha256
 from specgate.prompts import KNOWN_SETS, load_prompts
 
@@ -228,6 +229,19 @@ def walk_counts_by_prompt(
             counts[0] += tokens
             counts[1] += cycles
     return out
+
+
+def answer_digests_by_prompt(heads: list[Sample], labels: dict[tuple[int, ...], str]) -> dict[str, str]:
+    """Each labelled gate prompt's walked answer head by its token ids (answer_end.answer_digest),
+    so a run can tell whether it served the very answer walked; a label met twice is left out."""
+    out: dict[str, str] = {}
+    seen: Counter = Counter()
+    for ids, mask in heads:
+        label = labels.get(tuple(ids[: mask.index(1)])) if 1 in mask else None
+        if label is not None:
+            seen[label] += 1
+            out[label] = answer_digest([t for t, learned in zip(ids, mask, strict=True) if learned])
+    return {label: digest for label, digest in out.items() if seen[label] == 1}
 
 
 def held_by_rounds(held: list[Sample], data_rounds: list[dict]) -> list[list[Sample]]:
@@ -471,6 +485,9 @@ def train(
                 # per gate prompt, [tokens, cycles]: a run that sends some of the prompts is compared
                 # with the walk of those it sent (where the plan says which prompt each answer is)
                 "walked_gate_prompts_head_by_prompt": walk_counts_by_prompt(heads, flags, gate_labels),
+                # ... and which answer each was, by its token ids: a served answer of another text is
+                # not what the walk walked (measure.drafters.walk_comparison)
+                "walked_gate_prompts_head_digest_by_prompt": answer_digests_by_prompt(heads, gate_labels),
             }
         except Exception as exc:  # noqa: BLE001 - an auxiliary figure on a 10-minute GPU call
             log(f"walked τ not computed: {type(exc).__name__}: {str(exc)[:300]}")

@@ -15,6 +15,7 @@ end: the share past the end is then understated, never overstated.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -49,6 +50,12 @@ def end_ids(model_dir: str | Path) -> frozenset[int]:
         if isinstance(data, dict):
             found |= _ids(data.get("eos_token_id"))
     return frozenset(found)
+
+
+def answer_digest(ids: list[int] | tuple[int, ...]) -> str:
+    """An answer's identity by its token ids (16 hex digits of a sha256): a measured request's
+    and the answer training walked for the same prompt are the same text exactly when these agree."""
+    return hashlib.sha256(",".join(str(int(i)) for i in ids).encode()).hexdigest()[:16]
 
 
 def answer_tokens(output_ids: tuple[int, ...], completion_tokens: int, ends: frozenset[int]) -> int | None:

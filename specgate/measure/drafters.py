@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -103,6 +104,8 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "gate_head_walked_tau_by_set": held.get("walked_tau_gate_prompts_head_by_set"),
                 # ... and per gate prompt, [tokens, cycles], so a run is compared with the prompts it sent
                 "gate_head_walked_by_prompt": held.get("walked_gate_prompts_head_by_prompt"),
+                # ... and which answer each was, by its token ids (a run's answer of another text was not walked)
+                "gate_head_digest_by_prompt": held.get("walked_gate_prompts_head_digest_by_prompt"),
                 "gate_prompts_digest": prompts.get("gate_prompts_judged"),
                 # the model whose answers training judged (another target answers otherwise)
                 "target": made.get("target"),
@@ -116,6 +119,9 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 by_prompt = recorded_prompt_walks(out["made"], walked)
                 if by_prompt:
                     out["walked_by_prompt"] = by_prompt
+                    digests = recorded_prompt_digests(out["made"], by_prompt)
+                    if digests:
+                        out["walked_digest_by_prompt"] = digests
             recorded = ckpt.get("sha256")
             out["matches_record"] = recorded == out["sha256"] if recorded and out["sha256"] else None
         except (OSError, ValueError, AttributeError, TypeError, RecursionError) as exc:
@@ -177,6 +183,22 @@ def recorded_prompt_walks(made: dict, walked_by_set: dict[str, float]) -> dict[s
         ):
             out[label] = (pair[0], pair[1])
     return out
+
+
+def recorded_prompt_digests(made: dict, walked_by_prompt: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """The record's digest of each walked answer (answer_end.answer_digest) by label, for the
+    prompts walked per prompt here; anything but 16 hex digits is dropped."""
+    raw = made.get("gate_head_digest_by_prompt")
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        label: digest
+        for label, digest in raw.items()
+        if label in walked_by_prompt and isinstance(digest, str) and _HEX16.fullmatch(digest)
+    }
+
+
+_HEX16 = re.compile(r"[0-9a-f]{16}")
 
 
 def _is_tau(value: object, most: float = 4.0) -> bool:
@@ -249,7 +271,9 @@ def describe(identity: dict) -> str:
 class WalkComparison(NamedTuple):
     """Training's walk set against a run's requests: the τ it predicts for them, served over
     walked over all of them, what the walk was taken over; and, walked per prompt, how many served
-    answers parted from the walked ones (another length) and served over walked over the rest."""
+    answers parted from the walked ones and served over walked over the rest. `by_ids`: of the
+    parted, those whose token ids differ from the walked answer's (the rest by length alone);
+    `proven`: of the rest, those whose token ids are the walked answer's."""
 
     predicted: float
     ratio: Interval
@@ -257,6 +281,8 @@ class WalkComparison(NamedTuple):
     parted: int = 0
     sent: int = 0
     kept_ratio: Interval | None = None
+    by_ids: int = 0
+    proven: int = 0
 
 
 def walk_comparison(
@@ -264,6 +290,8 @@ def walk_comparison(
     walked_by_set: dict[str, float],
     confidence: float,
     walked_by_prompt: dict[str, tuple[int, int]] | None = None,
+    served_digests: list[str | None] | None = None,
+    walked_digests: dict[str, str] | None = None,
 ) -> WalkComparison | None:
     """Training's walk of the gate's answers set against a run's requests, `answers` holding
     (prompt label set/id, tokens, verify steps) per request as the gate pooled them. Returns the τ
@@ -279,18 +307,30 @@ def walk_comparison(
     text: the server's greedy answer went another way than the distillation's (other kernels, a
     near-tie), and the walk says nothing of it (seen on the H200: 8 of 30 answers, and most of a
     4% shortfall, results/2026-12-03-h200-from-scratch). Those are counted apart, and the ratio is
-    also given over the rest, where it can judge the serving. The same length is no proof of the
-    same text: parted answers of the walked length stay in the rest."""
+    also given over the rest, where it can judge the serving. Where both the request's answer and
+    the walked one are known by their token ids (`served_digests`, one per request or None;
+    `walked_digests` by label), the ids decide; elsewhere the length does, which is no proof of the
+    same text: a parted answer of the walked length stays in the rest."""
     if len(answers) < 2:
         return None
     by_prompt = walked_by_prompt or {}
     per_prompt = bool(by_prompt) and all(label in by_prompt for label, _, _ in answers)
+    served_ids = served_digests if served_digests is not None and len(served_digests) == len(answers) else None
     expected_steps, served_steps, kept = [], [], []
-    for label, tokens, verify in answers:
+    by_ids = proven = 0
+    for n, (label, tokens, verify) in enumerate(answers):
         if per_prompt:
             walked_tokens, walked_cycles = by_prompt[label]
             walked: float | None = walked_tokens / walked_cycles
-            kept.append(tokens == walked_tokens)
+            served_digest = served_ids[n] if served_ids else None
+            walked_digest = (walked_digests or {}).get(label)
+            if served_digest and walked_digest:
+                same = served_digest == walked_digest
+                by_ids += not same
+                proven += same
+            else:
+                same = tokens == walked_tokens
+            kept.append(same)
         else:
             walked = walked_by_set.get(set_of(label))
         if walked is None or not _is_tau(walked) or verify <= 0:
@@ -308,7 +348,7 @@ def walk_comparison(
             [s for s, k in zip(served_steps, kept, strict=True) if k],
             confidence,
         )
-    return WalkComparison(predicted, ratio, basis, parted, len(answers), kept_ratio)
+    return WalkComparison(predicted, ratio, basis, parted, len(answers), kept_ratio, by_ids, proven)
 
 
 def walk_note(compared: WalkComparison, floor: float) -> str:
@@ -323,17 +363,30 @@ def walk_note(compared: WalkComparison, floor: float) -> str:
     )
     judged = ratio
     if compared.parted:
+        by_length = compared.parted - compared.by_ids
+        if not by_length:
+            how = "their token ids differ"
+        elif not compared.by_ids:
+            how = "another length"
+        else:
+            how = f"{compared.by_ids} by their token ids, {by_length} by another length"
         said += (
             f"; {compared.parted} of the {compared.sent} served answers parted from the ones training walked "
-            "(another length: greedy decoding went another way than in the distillation, on other kernels or "
+            f"({how}: greedy decoding went another way than in the distillation, on other kernels or "
             "at a near-tie), and the walk says nothing of them"
         )
         if compared.kept_ratio is not None:
             judged = compared.kept_ratio
-            said += (
-                f"; over the other {compared.sent - compared.parted} (the walked length, no proof of the same "
-                f"text) served over walked {_interval(judged)}"
-            )
+            rest = compared.sent - compared.parted
+            if compared.proven == rest:
+                what = "the very answers walked, by their token ids"
+            elif not compared.proven:
+                what = "the walked length, no proof of the same text"
+            else:
+                what = f"{compared.proven} the very answers walked by their token ids, the rest of the walked length"
+            said += f"; over the other {rest} ({what}) served over walked {_interval(judged)}"
+    elif compared.proven and compared.proven == compared.sent:
+        said += "; every served answer is the one training walked (by its token ids)"
     on = " on the answers it walked" if judged is not ratio else ""
     if judged.high < 1.0:
         serving = (

@@ -20,7 +20,7 @@ from specgate import project
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment, expand_placeholders
 from specgate.errors import UntimeableAnswer
-from specgate.measure.answer_end import answer_tokens, end_ids
+from specgate.measure.answer_end import answer_digest, answer_tokens, end_ids
 from specgate.measure.stats import settled
 from specgate.prompts import render
 from specgate.server.pool import LiveServer
@@ -50,6 +50,9 @@ class SpeedSample:
     # Tokens up to the model's first end of turn (measure.answer_end); the rest ran on under
     # ignore_eos. None where the end cannot be told (no local model config, no token ids).
     answer_tokens: int | None = None
+    # The answer's token ids, digested (answer_end.answer_digest), where all of them came back: tells
+    # whether it is the very answer training walked for its prompt. None without them.
+    answer_digest: str | None = None
 
     @property
     def accept_length(self) -> float | None:
@@ -89,6 +92,9 @@ class SpeedSample:
             boot=boot,
             index=index,
             answer_tokens=answer_tokens(result.output_ids, result.completion_tokens, ends),
+            answer_digest=answer_digest(result.output_ids)
+            if result.output_ids and len(result.output_ids) == result.completion_tokens
+            else None,
         )
 
 

@@ -494,12 +494,18 @@ class Judge:
                 if walked:
                     answers = [(self.meter.label(s), s.completion_tokens, s.verify_ct or 0) for s in spec]
                     unwalked = sorted({set_of(a[0]) for a in answers} - set(walked))
-                    compared = walk_comparison(answers, walked, conf, identity.get("walked_by_prompt"))
+                    compared = walk_comparison(
+                        answers, walked, conf, identity.get("walked_by_prompt"),
+                        [s.answer_digest for s in spec], identity.get("walked_digest_by_prompt"),
+                    )  # fmt: skip
                     if compared is not None:
                         figures["walked_tau"] = round(compared.predicted, 3)
                         figures["served_over_walked"] = compared.ratio.as_dict()
                         if compared.parted:
                             figures["answers_parted_from_walk"] = compared.parted
+                            figures["answers_parted_by_token_ids"] = compared.by_ids
+                        if compared.proven:
+                            figures["answers_walked_by_token_ids"] = compared.proven
                         if compared.kept_ratio is not None:
                             figures["served_over_walked_unparted"] = compared.kept_ratio.as_dict()
                         notes.append(walk_note(compared, gate.at_least))

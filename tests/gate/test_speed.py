@@ -42,6 +42,7 @@ def test_decode_speed(specgate, speed_target, benchmark):
         prompt=[specgate.meter.label(s) for s in samples],
         completion_tokens=[s.completion_tokens for s in samples],
         verify_ct=[s.verify_ct for s in samples],
+        answer_digest=[s.answer_digest for s in samples],  # which text each answer was (its token ids)
         ttft_s=[round(s.ttft_s, 6) for s in samples],
         ttft_s_median=statistics.median(s.ttft_s for s in samples),
         accept_length=(

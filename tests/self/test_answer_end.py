@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from specgate.measure.answer_end import answer_tokens, end_ids, past_the_end
+from specgate.measure.answer_end import answer_digest, answer_tokens, end_ids, past_the_end
 
 
 def test_end_ids_come_from_the_models_own_files(tmp_path):
@@ -37,6 +37,13 @@ def test_an_answer_ends_at_its_first_end_of_turn_and_unknown_is_not_guessed():
     assert answer_tokens((5, 6, 2), 3, frozenset()) is None  # no ids known
     assert answer_tokens((), 3, ends) is None  # a server that sent no token ids
     assert answer_tokens((5, 2), 3, ends) is None  # ids that do not account for every token
+
+
+def test_an_answers_digest_is_its_token_ids_in_order():
+    digest = answer_digest([5, 6, 2])
+    assert digest == answer_digest((5, 6, 2)) and len(digest) == 16 and int(digest, 16) >= 0
+    assert digest != answer_digest([5, 6]) and digest != answer_digest([6, 5, 2])
+    assert answer_digest([12, 3]) != answer_digest([1, 23])  # ids kept apart, not run together
 
 
 def test_past_the_end_pools_tokens_and_counts_requests():
@@ -96,12 +103,17 @@ def test_a_workload_may_measure_answers_alone(sim_deployment, pytester):
     # a whole run: the speed test's length check follows the mode, the floor and the report say it
     d = sim_deployment({"workload": {"ignore_eos": False, "max_new_tokens": 60},
                         "gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}})
-    result = d.run(pytester, "-k", "accept_length_floor or decode_speed")
+    bench_json = pytester.path / "benchmark.json"
+    result = d.run(pytester, "-k", "accept_length_floor or decode_speed", f"--benchmark-json={bench_json}")
     assert result.ret == 0, result.stdout.str()[-3000:]
     report = d.report()
     assert report["ignore_eos"] is False
     gate = next(g for g in report["gates"] if g["gate"].startswith("accept:"))
     assert gate["figures"]["answers_only"] is True
+    # every measured answer is named by its token ids in benchmark.json, to compare with training's walk
+    bench = json.loads(bench_json.read_text())
+    digests = [x for b in bench["benchmarks"] for x in b["extra_info"]["answer_digest"]]
+    assert digests and all(isinstance(x, str) and len(x) == 16 for x in digests)
     assert any("τ over the answers alone" in note for note in gate["notes"])
     assert "stopped where each answer ended (workload.ignore_eos = false)" in (d.report_dir / "report.md").read_text()
 

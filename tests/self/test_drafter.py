@@ -650,6 +650,17 @@ def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path
     for ids, mask in rows:  # every draft right: 3 tokens a cycle after the first (from prefill)
         tokens, cycles = walked[labels[tuple(ids[: mask.index(1)])]]
         assert tokens == sum(mask) and cycles == -(-(tokens - 1) // 3)
+    # and which answer each walked, by its token ids: the answer's, as the server sent them
+    from specgate.drafter.train import answer_digests_by_prompt, first_answer_tokens
+    from specgate.measure.answer_end import answer_digest
+
+    heads = first_answer_tokens(rows, 3)
+    digests = answer_digests_by_prompt(heads, labels)
+    assert len(digests) == 41
+    for ids, mask in heads:
+        start = mask.index(1)
+        assert digests[labels[tuple(ids[:start])]] == answer_digest(ids[start : start + 3])
+    assert answer_digests_by_prompt([*heads, heads[0]], labels).keys() == set(digests) - {labels[tuple(heads[0][0][: heads[0][1].index(1)])]}
 
 
 def test_the_report_puts_the_gate_prompts_expectation_beside_the_held_out_one(tmp_path):
@@ -865,6 +876,34 @@ def test_answers_that_parted_from_the_walked_ones_are_counted_apart_and_the_serv
     # the same length is no proof of the same text: such an answer stays among the walked ones
     assert walk_note(WalkComparison(1.8, Interval(1.0, 0.9, 1.1, 0.95), "b", 0, 4), 2.0).count("parted") == 0
 
+    # known by their token ids, the ids decide: code/0 has the walked length but another text
+    answers = [(f"chat/{i}", 30, 10) for i in range(6)] + [(f"code/{i}", 12, 4) for i in range(4)]
+    walked_ids = {label: f"{n:016x}" for n, label in enumerate(by_prompt)}
+    served = [walked_ids[label] for label, _, _ in answers]
+    served[6] = "f" * 16
+    compared = walk_comparison(answers, walked, 0.95, by_prompt, served, walked_ids)
+    assert compared is not None and (compared.parted, compared.by_ids, compared.proven) == (1, 1, 9)
+    text = walk_note(compared, 2.0)
+    assert "1 of the 10 served answers parted from the ones training walked (their token ids differ" in text
+    assert "over the other 9 (the very answers walked, by their token ids)" in text
+    # every one the walked answer: said so
+    compared = walk_comparison(answers, walked, 0.95, by_prompt, [walked_ids[a[0]] for a in answers], walked_ids)
+    assert compared is not None and (compared.parted, compared.proven) == (0, 10)
+    assert "every served answer is the one training walked (by its token ids)" in walk_note(compared, 2.0)
+    # ids for some only: the others by length, and the note says which was which
+    served = [walked_ids[label] for label, _, _ in answers]
+    served[0], served[7] = None, "e" * 16  # chat/0 no ids (walked length), code/1 another text
+    answers[8] = ("code/2", 40, 40)
+    served[8] = None  # code/2: no ids, another length
+    compared = walk_comparison(answers, walked, 0.95, by_prompt, served, walked_ids)
+    assert compared is not None and (compared.parted, compared.by_ids, compared.proven) == (2, 1, 7)
+    text = walk_note(compared, 2.0)
+    assert "2 of the 10 served answers parted from the ones training walked (1 by their token ids, 1 by another length" in text
+    assert "over the other 8 (7 the very answers walked by their token ids, the rest of the walked length)" in text
+    # digests that do not line up with the requests are not used (lengths decide)
+    compared = walk_comparison(answers, walked, 0.95, by_prompt, served[:3], walked_ids)
+    assert compared is not None and compared.by_ids == 0 and compared.proven == 0 and compared.parted == 1
+
 
 def test_the_walk_per_prompt_is_read_only_as_counts_of_a_walk_of_sets_that_apply():
     from specgate.measure.drafters import recorded_prompt_walks
@@ -877,6 +916,15 @@ def test_the_walk_per_prompt_is_read_only_as_counts_of_a_walk_of_sets_that_apply
     assert recorded_prompt_walks(made, {"chat": 1.7, "code": 2.0}) == {"chat/chat-00": (120, 70), "code/code-01": (128, 60)}
     assert recorded_prompt_walks({"gate_head_walked_by_prompt": ["chat/chat-00"]}, {"chat": 1.7}) == {}
     assert recorded_prompt_walks({}, {"chat": 1.7}) == {}
+
+    from specgate.measure.drafters import recorded_prompt_digests
+
+    walks = {"chat/chat-00": (120, 70), "code/code-01": (128, 60)}
+    made = {"gate_head_digest_by_prompt": {"chat/chat-00": "0123456789abcdef", "code/code-01": "0123456789ABCDEF",
+                                           "math/math-00": "0123456789abcdef", 7: "x"}}  # fmt: skip
+    assert recorded_prompt_digests(made, walks) == {"chat/chat-00": "0123456789abcdef"}
+    for garbage in (None, [], "x", {"chat/chat-00": 5}, {"chat/chat-00": "0123"}):
+        assert recorded_prompt_digests({"gate_head_digest_by_prompt": garbage}, walks) == {}
 
 
 def _judge_replaying(run: str):
@@ -965,6 +1013,24 @@ def test_on_the_h200_the_shortfall_against_the_walk_lay_in_answers_that_parted_f
     assert "consistent with the walk on the answers it walked" in note and "look at the serving" not in note
     assert "the shortfall over all requests lies in the answers that parted" in note
     assert "the walk itself is below the floor 2" in note
+    # a record and a run that know their answers by token ids: the ids decide (here chat-05 came back
+    # with the walked length but another text), and the figures say how many each way
+    import dataclasses
+
+    record = judge.plan.meter.record("eagle3-decode", 1)
+    digests = {label: f"{n:016x}" for n, label in enumerate(by_prompt)}
+    labels = [judge.meter.label(s) for s in record.samples]
+    record.samples[:] = [
+        dataclasses.replace(s, answer_digest=digests[label] if s.completion_tokens == by_prompt[label][0] and label != "chat/chat-05" else "f" * 16)
+        for s, label in zip(record.samples, labels, strict=True)
+    ]  # fmt: skip
+    judge._drafters["eagle3-decode"]["walked_digest_by_prompt"] = digests
+    verdict = judge.accept_floor(gate)
+    assert verdict.figures["answers_parted_from_walk"] == 9 and verdict.figures["answers_parted_by_token_ids"] == 9
+    assert verdict.figures["answers_walked_by_token_ids"] == 21
+    note = next(n for n in verdict.notes if n.startswith("training's walk"))
+    assert "9 of the 30 served answers parted from the ones training walked (their token ids differ" in note
+    assert "over the other 21 (the very answers walked, by their token ids)" in note
 
 
 def test_the_drafter_line_names_the_walked_figure_only_when_it_is_an_accept_length():
