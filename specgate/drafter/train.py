@@ -37,7 +37,7 @@ from specgate.drafter.distil import PLAN_FILE, load_plan
 from specgate.drafter.prompts import GATE_KIND
 from specgate.drafter.walk import sample_flags, walk_counts, walked_accept_length
 from specgate.errors import SpecgateError
-from specgate.measure.answer_end import answer_digest
+from specgate.measure.answer_end import ANSWER_DIGEST_SCHEME, answer_digest
 from specgate.measure.drafters import weights_sha256
 from specgate.prompts import KNOWN_SETS, load_prompts
 
@@ -468,6 +468,19 @@ def train(
             model.train()
         return [out[i] for i in range(len(rows_of))]
 
+    def walked_answer_digests(heads: list[Sample]) -> dict:
+        """Which answer each gate prompt's walk walked, by its token ids: a served answer of another
+        text is not what the walk walked (measure.drafters.walk_comparison). A failure here costs
+        these digests only, never the walk."""
+        try:
+            return {
+                "walked_gate_prompts_head_digest_by_prompt": answer_digests_by_prompt(heads, gate_labels),
+                "walked_gate_prompts_head_digest_scheme": ANSWER_DIGEST_SCHEME,
+            }
+        except Exception as exc:  # noqa: BLE001 - an auxiliary figure on a 10-minute GPU call
+            log(f"walked answers' digests not recorded: {type(exc).__name__}: {str(exc)[:300]}")
+            return {}
+
     def walked_gate_head() -> dict:
         """The gate prompts' heads walked as a server walks them (walk.py), overall and per set. A
         failure here costs this figure, never the training call it rides on."""
@@ -485,9 +498,7 @@ def train(
                 # per gate prompt, [tokens, cycles]: a run that sends some of the prompts is compared
                 # with the walk of those it sent (where the plan says which prompt each answer is)
                 "walked_gate_prompts_head_by_prompt": walk_counts_by_prompt(heads, flags, gate_labels),
-                # ... and which answer each was, by its token ids: a served answer of another text is
-                # not what the walk walked (measure.drafters.walk_comparison)
-                "walked_gate_prompts_head_digest_by_prompt": answer_digests_by_prompt(heads, gate_labels),
+                **walked_answer_digests(heads),
             }
         except Exception as exc:  # noqa: BLE001 - an auxiliary figure on a 10-minute GPU call
             log(f"walked τ not computed: {type(exc).__name__}: {str(exc)[:300]}")

@@ -52,6 +52,10 @@ def end_ids(model_dir: str | Path) -> frozenset[int]:
     return frozenset(found)
 
 
+# Recorded beside digests kept in files (a drafter's record): digests made another way are not compared.
+ANSWER_DIGEST_SCHEME = "sha256 of the comma-joined decimal token ids, first 16 hex digits"
+
+
 def answer_digest(ids: list[int] | tuple[int, ...]) -> str:
     """An answer's identity by its token ids (16 hex digits of a sha256): a measured request's
     and the answer training walked for the same prompt are the same text exactly when these agree."""

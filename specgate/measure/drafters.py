@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from specgate import project
 from specgate.deployment import Deployment, expand_placeholders, flag_int, flag_value
+from specgate.measure.answer_end import ANSWER_DIGEST_SCHEME
 from specgate.measure.stats import Interval, pooled_ratio
 from specgate.prompts import builtin_sets_digest, set_of
 
@@ -106,6 +107,7 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "gate_head_walked_by_prompt": held.get("walked_gate_prompts_head_by_prompt"),
                 # ... and which answer each was, by its token ids (a run's answer of another text was not walked)
                 "gate_head_digest_by_prompt": held.get("walked_gate_prompts_head_digest_by_prompt"),
+                "gate_head_digest_scheme": held.get("walked_gate_prompts_head_digest_scheme"),
                 "gate_prompts_digest": prompts.get("gate_prompts_judged"),
                 # the model whose answers training judged (another target answers otherwise)
                 "target": made.get("target"),
@@ -187,9 +189,11 @@ def recorded_prompt_walks(made: dict, walked_by_set: dict[str, float]) -> dict[s
 
 def recorded_prompt_digests(made: dict, walked_by_prompt: dict[str, tuple[int, int]]) -> dict[str, str]:
     """The record's digest of each walked answer (answer_end.answer_digest) by label, for the
-    prompts walked per prompt here; anything but 16 hex digits is dropped."""
+    prompts walked per prompt here, where the record made them as answer_digest does now;
+    anything but 16 lowercase hex digits is dropped."""
     raw = made.get("gate_head_digest_by_prompt")
-    if not isinstance(raw, dict):
+    # digests made another way would all differ: read only those of this scheme
+    if not isinstance(raw, dict) or made.get("gate_head_digest_scheme") != ANSWER_DIGEST_SCHEME:
         return {}
     return {
         label: digest
@@ -268,12 +272,20 @@ def describe(identity: dict) -> str:
     return "; ".join(str(p) for p in parts)
 
 
+# Before the serving is judged on the answers the walk speaks for alone, enough of them must be
+# left: a bootstrap over a handful of pairs is little more than their range, and where most
+# answers parted, the parting itself is the finding.
+MIN_KEPT = 10
+
+
 class WalkComparison(NamedTuple):
     """Training's walk set against a run's requests: the τ it predicts for them, served over
     walked over all of them, what the walk was taken over; and, walked per prompt, how many served
-    answers parted from the walked ones and served over walked over the rest. `by_ids`: of the
-    parted, those whose token ids differ from the walked answer's (the rest by length alone);
-    `proven`: of the rest, those whose token ids are the walked answer's."""
+    answers parted from the walked ones and served over walked over the rest (`kept_ratio`, None
+    where too few are left to judge on). `compared_by_ids`: requests whose answer and walked answer
+    were both known by their token ids; `by_ids`: of the parted, those whose ids differ (the rest by
+    length alone); `proven`: of the rest, those whose ids are the walked answer's; `at_limit`: of
+    the rest kept by length alone, those at the length limit, which the length cannot tell apart."""
 
     predicted: float
     ratio: Interval
@@ -283,6 +295,9 @@ class WalkComparison(NamedTuple):
     kept_ratio: Interval | None = None
     by_ids: int = 0
     proven: int = 0
+    compared_by_ids: int = 0
+    at_limit: int = 0
+    limit: int | None = None
 
 
 def walk_comparison(
@@ -290,8 +305,9 @@ def walk_comparison(
     walked_by_set: dict[str, float],
     confidence: float,
     walked_by_prompt: dict[str, tuple[int, int]] | None = None,
-    served_digests: list[str | None] | None = None,
+    served: list[tuple[int | None, str | None]] | None = None,
     walked_digests: dict[str, str] | None = None,
+    limit: int | None = None,
 ) -> WalkComparison | None:
     """Training's walk of the gate's answers set against a run's requests, `answers` holding
     (prompt label set/id, tokens, verify steps) per request as the gate pooled them. Returns the τ
@@ -303,33 +319,36 @@ def walk_comparison(
     cancels out of the ratio. None for fewer than two requests, or where a request's set has no
     walked figure (a whole-run prediction would leave requests out).
 
-    Walked per prompt, a request whose answer has another length than the walked one is another
-    text: the server's greedy answer went another way than the distillation's (other kernels, a
-    near-tie), and the walk says nothing of it (seen on the H200: 8 of 30 answers, and most of a
-    4% shortfall, results/2026-12-03-h200-from-scratch). Those are counted apart, and the ratio is
-    also given over the rest, where it can judge the serving. Where both the request's answer and
-    the walked one are known by their token ids (`served_digests`, one per request or None;
-    `walked_digests` by label), the ids decide; elsewhere the length does, which is no proof of the
-    same text: a parted answer of the walked length stays in the rest."""
+    Walked per prompt, a request whose answer is another text than the walked one is not what the
+    walk walked: the server's greedy answer went another way than the distillation's (other
+    kernels, a near-tie; seen on the H200: 8 of 30 answers, and most of a 4% shortfall,
+    results/2026-12-03-h200-from-scratch). Those are counted apart, and the ratio is also given
+    over the rest, where it can judge the serving, if at least MIN_KEPT and half are left.
+    `served` gives per request (answer tokens up to the model's end of turn, the answer's digest),
+    either None where unknown: where the digest and the walked one (`walked_digests` by label)
+    are both known, the ids decide; elsewhere the answer's length does (up to its end of turn:
+    tokens accepted past it at the limit are not another answer), which is no proof of the same
+    text: a parted answer of the walked length stays in the rest."""
     if len(answers) < 2:
         return None
     by_prompt = walked_by_prompt or {}
     per_prompt = bool(by_prompt) and all(label in by_prompt for label, _, _ in answers)
-    served_ids = served_digests if served_digests is not None and len(served_digests) == len(answers) else None
+    known = served if served is not None and len(served) == len(answers) else [(None, None)] * len(answers)
     expected_steps, served_steps, kept = [], [], []
-    by_ids = proven = 0
-    for n, (label, tokens, verify) in enumerate(answers):
+    by_ids = proven = compared = at_limit = 0
+    for (label, tokens, verify), (answer_tokens, served_digest) in zip(answers, known, strict=True):
         if per_prompt:
             walked_tokens, walked_cycles = by_prompt[label]
             walked: float | None = walked_tokens / walked_cycles
-            served_digest = served_ids[n] if served_ids else None
             walked_digest = (walked_digests or {}).get(label)
             if served_digest and walked_digest:
                 same = served_digest == walked_digest
+                compared += 1
                 by_ids += not same
                 proven += same
             else:
-                same = tokens == walked_tokens
+                same = (answer_tokens or tokens) == walked_tokens
+                at_limit += same and limit is not None and walked_tokens >= limit
             kept.append(same)
         else:
             walked = walked_by_set.get(set_of(label))
@@ -341,27 +360,33 @@ def walk_comparison(
     basis = "per prompt sent" if per_prompt else "per prompt set, over every built-in prompt of the set"
     ratio = pooled_ratio(expected_steps, served_steps, confidence)
     parted = kept.count(False)
+    rest = len(answers) - parted
     kept_ratio = None
-    if parted and len(answers) - parted >= 2:
+    if parted and rest >= MIN_KEPT and 2 * rest >= len(answers):
         kept_ratio = pooled_ratio(
             [e for e, k in zip(expected_steps, kept, strict=True) if k],
             [s for s, k in zip(served_steps, kept, strict=True) if k],
             confidence,
         )
-    return WalkComparison(predicted, ratio, basis, parted, len(answers), kept_ratio, by_ids, proven)
+    return WalkComparison(
+        predicted, ratio, basis, parted, len(answers), kept_ratio, by_ids, proven, compared, at_limit, limit
+    )
 
 
 def walk_note(compared: WalkComparison, floor: float) -> str:
     """Whose shortfall a failing floor is: the serving's where the server accepts less than the
     drafter's own walk of the same answers, the drafter's where that walk itself misses the floor.
-    The serving is judged on the answers the walk models where some parted from it. The walk is
-    one figure without an interval: within 1% of the floor it is called at it."""
+    Where answers parted from the walked ones, the serving is judged on the rest, or not at all
+    where too few are left. The walk is one figure without an interval: within 1% of the floor it
+    is called at it."""
     walked, ratio = compared.predicted, compared.ratio
     said = (
         f"training's walk of the gate's answers (cycle by cycle, as a server counts; {compared.basis}) predicts "
         f"τ {walked:.3f} for these requests; served over walked {_interval(ratio)} (requests resampled in pairs)"
     )
-    judged = ratio
+    judged: Interval | None = ratio
+    on = ""
+    rest = compared.sent - compared.parted
     if compared.parted:
         by_length = compared.parted - compared.by_ids
         if not by_length:
@@ -375,20 +400,34 @@ def walk_note(compared: WalkComparison, floor: float) -> str:
             f"({how}: greedy decoding went another way than in the distillation, on other kernels or "
             "at a near-tie), and the walk says nothing of them"
         )
-        if compared.kept_ratio is not None:
-            judged = compared.kept_ratio
-            rest = compared.sent - compared.parted
-            if compared.proven == rest:
-                what = "the very answers walked, by their token ids"
-            elif not compared.proven:
-                what = "the walked length, no proof of the same text"
+        if 2 * compared.parted > compared.sent:
+            said += (
+                "; that more than half parted is itself a finding: the serving may have changed the target's "
+                "answers (set the plain server's answers beside the distillation's)"
+            )
+        judged = compared.kept_ratio
+        if judged is not None:
+            by_length_kept = rest - compared.proven
+            if not by_length_kept:
+                what, on = "the very answers walked, by their token ids", " on the very answers walked"
             else:
-                what = f"{compared.proven} the very answers walked by their token ids, the rest of the walked length"
+                what = (
+                    "of the walked length, no proof of the same text"
+                    if not compared.proven
+                    else f"{compared.proven} the very answers walked by their token ids, {by_length_kept} of the walked length"
+                )
+                if compared.at_limit:
+                    what += f"; {compared.at_limit} of them at the {compared.limit}-token limit, which the length cannot tell apart"
+                on = " on the answers kept"
             said += f"; over the other {rest} ({what}) served over walked {_interval(judged)}"
     elif compared.proven and compared.proven == compared.sent:
         said += "; every served answer is the one training walked (by its token ids)"
-    on = " on the answers it walked" if judged is not ratio else ""
-    if judged.high < 1.0:
+    if judged is None:
+        serving = (
+            f": too few served answers are the walked ones ({rest} of {compared.sent}; at least {MIN_KEPT} and half "
+            "are needed) to judge the serving against the walk"
+        )
+    elif judged.high < 1.0:
         serving = (
             f": the server accepts {100 * (1 - judged.estimate):.1f}% less than the same drafter walks{on}; look at "
             "the serving (hidden-state capture, draft vocabulary, attention mode) or weights other than the walked ones"
@@ -400,8 +439,8 @@ def walk_note(compared: WalkComparison, floor: float) -> str:
             f": the server is consistent with the walk{on} (a serving loss of up to {100 * (1 - judged.low):.1f}% "
             "is not excluded)"
         )
-        if judged is not ratio and ratio.high < 1.0:
-            serving += "; the shortfall over all requests lies in the answers that parted from the walked ones"
+        if judged is not ratio and ratio.high < 1.0 and judged.low > ratio.estimate:
+            serving += "; the shortfall over all requests lies mostly in the answers that parted from the walked ones"
     if abs(walked - floor) <= 0.01 * floor:
         drafter = f"; the walk itself is at the floor {floor:g} (within 1%): this drafter is borderline on these prompts"
     elif walked < floor:

@@ -50,8 +50,9 @@ class SpeedSample:
     # Tokens up to the model's first end of turn (measure.answer_end); the rest ran on under
     # ignore_eos. None where the end cannot be told (no local model config, no token ids).
     answer_tokens: int | None = None
-    # The answer's token ids, digested (answer_end.answer_digest), where all of them came back: tells
-    # whether it is the very answer training walked for its prompt. None without them.
+    # The answer's token ids up to its end of turn (answer_tokens, where known), digested
+    # (answer_end.answer_digest), where all of them came back: tells whether it is the very answer
+    # training walked for its prompt. None without them.
     answer_digest: str | None = None
 
     @property
@@ -76,6 +77,7 @@ class SpeedSample:
                 f"as one: decoding cannot be timed ({why})",
                 ended_on_its_own=ended,
             )
+        answer_end = answer_tokens(result.output_ids, result.completion_tokens, ends)
         return cls(
             decode_tps=result.decode_tps,
             ttft_s=result.ttft_s,
@@ -91,8 +93,9 @@ class SpeedSample:
             accept_histogram=result.spec.histogram if result.spec else None,
             boot=boot,
             index=index,
-            answer_tokens=answer_tokens(result.output_ids, result.completion_tokens, ends),
-            answer_digest=answer_digest(result.output_ids)
+            answer_tokens=answer_end,
+            # up to the end of turn: tokens accepted past it at the limit do not make another answer
+            answer_digest=answer_digest(result.output_ids[:answer_end] if answer_end else result.output_ids)
             if result.output_ids and len(result.output_ids) == result.completion_tokens
             else None,
         )

@@ -496,15 +496,17 @@ class Judge:
                     unwalked = sorted({set_of(a[0]) for a in answers} - set(walked))
                     compared = walk_comparison(
                         answers, walked, conf, identity.get("walked_by_prompt"),
-                        [s.answer_digest for s in spec], identity.get("walked_digest_by_prompt"),
+                        [(s.answer_tokens, s.answer_digest) for s in spec], identity.get("walked_digest_by_prompt"),
+                        wl.max_new_tokens,
                     )  # fmt: skip
                     if compared is not None:
                         figures["walked_tau"] = round(compared.predicted, 3)
                         figures["served_over_walked"] = compared.ratio.as_dict()
                         if compared.parted:
                             figures["answers_parted_from_walk"] = compared.parted
+                        if compared.compared_by_ids:  # of those compared by ids, how many parted and how many were the walked ones
+                            figures["answers_compared_by_token_ids"] = compared.compared_by_ids
                             figures["answers_parted_by_token_ids"] = compared.by_ids
-                        if compared.proven:
                             figures["answers_walked_by_token_ids"] = compared.proven
                         if compared.kept_ratio is not None:
                             figures["served_over_walked_unparted"] = compared.kept_ratio.as_dict()

@@ -46,6 +46,27 @@ def test_an_answers_digest_is_its_token_ids_in_order():
     assert answer_digest([12, 3]) != answer_digest([1, 23])  # ids kept apart, not run together
 
 
+def test_a_speed_samples_digest_is_its_answer_up_to_its_end_of_turn():
+    """Tokens accepted past the end of turn at the limit do not make another answer: the digest
+    stops at the end, where the end is known; without all the ids there is none."""
+    from specgate.client import FinishReason, GenerateRequest, GenerateResult
+    from specgate.measure.speed import SpeedSample
+
+    request = GenerateRequest(max_new_tokens=5, text="hi", ignore_eos=False, stream=True)
+
+    def sample(ids: tuple[int, ...], completion: int, ends: frozenset[int]) -> SpeedSample:
+        result = GenerateResult(request=request, text="x", output_ids=ids, finish_reason=FinishReason("length", None),
+                                completion_tokens=completion, prompt_tokens=3, e2e_s=0.1, server_e2e_s=None,
+                                ttft_s=0.01, decode_s=0.05, first_chunk_tokens=1, chunks=3)  # fmt: skip
+        return SpeedSample.of(result, ends=ends)
+
+    past = sample((5, 6, 2, 9, 9), 5, frozenset({2}))
+    assert past.answer_tokens == 3 and past.answer_digest == answer_digest([5, 6, 2])
+    assert sample((5, 6, 7, 8, 9), 5, frozenset({2})).answer_digest == answer_digest([5, 6, 7, 8, 9])
+    assert sample((5, 6, 2, 9, 9), 5, frozenset()).answer_digest == answer_digest([5, 6, 2, 9, 9])  # end unknown
+    assert sample((5, 6), 5, frozenset({2})).answer_digest is None  # not every id came back
+
+
 def test_past_the_end_pools_tokens_and_counts_requests():
     assert past_the_end([(10, None)]) is None
     assert past_the_end([(10, 4), (10, 10), (20, None)]) == {"requests": 1, "of": 2, "tokens": 6, "token_share": 0.3}

@@ -849,60 +849,79 @@ def test_answers_that_parted_from_the_walked_ones_are_counted_apart_and_the_serv
     from specgate.measure.drafters import WalkComparison, walk_comparison, walk_note
     from specgate.measure.stats import Interval
 
-    by_prompt = {f"chat/{i}": (30, 10) for i in range(6)} | {f"code/{i}": (12, 4) for i in range(4)}
+    by_prompt = {f"chat/{i}": (30, 10) for i in range(12)} | {f"code/{i}": (12, 4) for i in range(8)}
     walked = {"chat": 3.0, "code": 3.0}
-    # the chat prompts served as walked (the walked length, the walked steps); the code ones came back
+    # the chat prompts served as walked (the walked length, the walked steps); 4 code ones came back
     # with another length (40 tokens, not 12): other texts, which took far more steps than the walk's
-    answers = [(f"chat/{i}", 30, 10) for i in range(6)] + [(f"code/{i}", 40, 40) for i in range(4)]
-    compared = walk_comparison(answers, walked, 0.95, by_prompt)
-    assert compared is not None and compared.parted == 4 and compared.sent == 10
+    answers = [(f"chat/{i}", 30, 10) for i in range(12)] + [(f"code/{i}", 40, 40) for i in range(4)]
+    compared = walk_comparison(answers, walked, 0.95, by_prompt, limit=30)
+    assert compared is not None and (compared.parted, compared.sent, compared.at_limit) == (4, 16, 12)
     assert compared.ratio.high < 1.0 and compared.kept_ratio is not None and compared.kept_ratio.estimate == 1.0
     text = walk_note(compared, 2.0)
-    assert "4 of the 10 served answers parted from the ones training walked (another length" in text
-    assert "over the other 6 (the walked length, no proof of the same text) served over walked 1.000 [1.000, 1.000]" in text
-    assert "consistent with the walk on the answers it walked" in text
-    assert "the shortfall over all requests lies in the answers that parted from the walked ones" in text
-    assert "look at the serving" not in text
-    # the answers it walked fall short too: the serving is named, on them
-    answers = [(f"chat/{i}", 30, 20) for i in range(6)] + [(f"code/{i}", 40, 40) for i in range(4)]
+    assert "4 of the 16 served answers parted from the ones training walked (another length" in text
+    assert ("over the other 12 (of the walked length, no proof of the same text; 12 of them at the 30-token limit, "
+            "which the length cannot tell apart) served over walked 1.000 [1.000, 1.000]") in text  # fmt: skip
+    assert "consistent with the walk on the answers kept" in text
+    assert "the shortfall over all requests lies mostly in the answers that parted from the walked ones" in text
+    assert "look at the serving" not in text and "more than half" not in text
+    # the answers kept fall short too: the serving is named, on them
+    answers = [(f"chat/{i}", 30, 20) for i in range(12)] + [(f"code/{i}", 40, 40) for i in range(4)]
     short = walk_note(walk_comparison(answers, walked, 0.95, by_prompt), 2.0)  # type: ignore[arg-type]
-    assert "accepts 50.0% less than the same drafter walks on the answers it walked; look at the serving" in short
-    # all but one parted: nothing left to judge the serving on apart, judged over all (and said)
-    answers = [(f"chat/{i}", 31, 10) for i in range(6)] + [("code/0", 12, 4)]
+    assert "accepts 50.0% less than the same drafter walks on the answers kept; look at the serving" in short
+    # kept answers as short of the walk as the parted (only noisier): consistent, but no blame moved
+    long_code = {f"code/{i}": (120, 40) for i in range(12)}
+    answers = [(f"chat/{i}", 30, 9 if i % 2 else 12) for i in range(12)] + [(f"code/{i}", 120, 44) for i in range(12)]
+    served = [(None, None)] * 12 + [(119, None)] * 12  # the code answers ended one token earlier
+    compared = walk_comparison(answers, walked, 0.95, by_prompt | long_code, served)
+    assert compared is not None and compared.parted == 12 and compared.kept_ratio is not None
+    assert compared.ratio.high < 1 <= compared.kept_ratio.high and compared.kept_ratio.low <= compared.ratio.estimate
+    text = walk_note(compared, 2.0)
+    assert "consistent with the walk on the answers kept" in text and "lies mostly in" not in text
+    # too few kept (under MIN_KEPT, or under half): no serving verdict at all, and more than half parted is said
+    answers = [(f"chat/{i}", 31, 10) for i in range(6)] + [("code/0", 12, 8)]
     compared = walk_comparison(answers, walked, 0.95, by_prompt)
     assert compared is not None and compared.parted == 6 and compared.kept_ratio is None
-    assert "6 of the 7 served answers parted" in walk_note(compared, 2.0)
-    assert "over the other" not in walk_note(compared, 2.0)
+    text = walk_note(compared, 2.0)
+    assert "6 of the 7 served answers parted" in text and "over the other" not in text
+    assert "too few served answers are the walked ones (1 of 7; at least 10 and half are needed)" in text
+    assert "that more than half parted is itself a finding" in text and "look at the serving" not in text
+    answers = [(f"chat/{i}", 31, 10) for i in range(11)] + [(f"code/{i}", 12, 4) for i in range(8)]
+    compared = walk_comparison(answers, walked, 0.95, by_prompt)
+    assert compared is not None and compared.parted == 11 and compared.kept_ratio is None  # 8 kept < 10
+    # an answer that ends at its end of turn, with tokens accepted past it at the limit, is the same answer
+    answers = [(f"chat/{i}", 30, 10) for i in range(12)] + [("code/0", 14, 5)]
+    compared = walk_comparison(answers, walked, 0.95, by_prompt, [(None, None)] * 12 + [(12, None)])
+    assert compared is not None and compared.parted == 0
     # the same length is no proof of the same text: such an answer stays among the walked ones
     assert walk_note(WalkComparison(1.8, Interval(1.0, 0.9, 1.1, 0.95), "b", 0, 4), 2.0).count("parted") == 0
 
     # known by their token ids, the ids decide: code/0 has the walked length but another text
-    answers = [(f"chat/{i}", 30, 10) for i in range(6)] + [(f"code/{i}", 12, 4) for i in range(4)]
+    answers = [(f"chat/{i}", 30, 10) for i in range(12)] + [(f"code/{i}", 12, 4) for i in range(4)]
     walked_ids = {label: f"{n:016x}" for n, label in enumerate(by_prompt)}
-    served = [walked_ids[label] for label, _, _ in answers]
-    served[6] = "f" * 16
+    served = [(None, walked_ids[label]) for label, _, _ in answers]
+    served[12] = (None, "f" * 16)
     compared = walk_comparison(answers, walked, 0.95, by_prompt, served, walked_ids)
-    assert compared is not None and (compared.parted, compared.by_ids, compared.proven) == (1, 1, 9)
+    assert compared is not None and (compared.parted, compared.by_ids, compared.proven, compared.compared_by_ids) == (1, 1, 15, 16)
     text = walk_note(compared, 2.0)
-    assert "1 of the 10 served answers parted from the ones training walked (their token ids differ" in text
-    assert "over the other 9 (the very answers walked, by their token ids)" in text
+    assert "1 of the 16 served answers parted from the ones training walked (their token ids differ" in text
+    assert "over the other 15 (the very answers walked, by their token ids)" in text
     # every one the walked answer: said so
-    compared = walk_comparison(answers, walked, 0.95, by_prompt, [walked_ids[a[0]] for a in answers], walked_ids)
-    assert compared is not None and (compared.parted, compared.proven) == (0, 10)
+    compared = walk_comparison(answers, walked, 0.95, by_prompt, [(None, walked_ids[a[0]]) for a in answers], walked_ids)
+    assert compared is not None and (compared.parted, compared.proven) == (0, 16)
     assert "every served answer is the one training walked (by its token ids)" in walk_note(compared, 2.0)
     # ids for some only: the others by length, and the note says which was which
-    served = [walked_ids[label] for label, _, _ in answers]
-    served[0], served[7] = None, "e" * 16  # chat/0 no ids (walked length), code/1 another text
-    answers[8] = ("code/2", 40, 40)
-    served[8] = None  # code/2: no ids, another length
+    served = [(None, walked_ids[label]) for label, _, _ in answers]
+    served[0], served[13] = (None, None), (None, "e" * 16)  # chat/0 no ids (walked length), code/1 another text
+    answers[14] = ("code/2", 40, 40)
+    served[14] = (None, None)  # code/2: no ids, another length
     compared = walk_comparison(answers, walked, 0.95, by_prompt, served, walked_ids)
-    assert compared is not None and (compared.parted, compared.by_ids, compared.proven) == (2, 1, 7)
+    assert compared is not None and (compared.parted, compared.by_ids, compared.proven) == (2, 1, 13)
     text = walk_note(compared, 2.0)
-    assert "2 of the 10 served answers parted from the ones training walked (1 by their token ids, 1 by another length" in text
-    assert "over the other 8 (7 the very answers walked by their token ids, the rest of the walked length)" in text
-    # digests that do not line up with the requests are not used (lengths decide)
+    assert "2 of the 16 served answers parted from the ones training walked (1 by their token ids, 1 by another length" in text
+    assert "over the other 14 (13 the very answers walked by their token ids, 1 of the walked length)" in text
+    # what is known of the served answers must line up with the requests, or it is not used (lengths decide)
     compared = walk_comparison(answers, walked, 0.95, by_prompt, served[:3], walked_ids)
-    assert compared is not None and compared.by_ids == 0 and compared.proven == 0 and compared.parted == 1
+    assert compared is not None and compared.compared_by_ids == 0 and compared.parted == 1
 
 
 def test_the_walk_per_prompt_is_read_only_as_counts_of_a_walk_of_sets_that_apply():
@@ -920,11 +939,16 @@ def test_the_walk_per_prompt_is_read_only_as_counts_of_a_walk_of_sets_that_apply
     from specgate.measure.drafters import recorded_prompt_digests
 
     walks = {"chat/chat-00": (120, 70), "code/code-01": (128, 60)}
+    from specgate.measure.answer_end import ANSWER_DIGEST_SCHEME
+
     made = {"gate_head_digest_by_prompt": {"chat/chat-00": "0123456789abcdef", "code/code-01": "0123456789ABCDEF",
-                                           "math/math-00": "0123456789abcdef", 7: "x"}}  # fmt: skip
+                                           "math/math-00": "0123456789abcdef", 7: "x"},
+            "gate_head_digest_scheme": ANSWER_DIGEST_SCHEME}  # fmt: skip
     assert recorded_prompt_digests(made, walks) == {"chat/chat-00": "0123456789abcdef"}
     for garbage in (None, [], "x", {"chat/chat-00": 5}, {"chat/chat-00": "0123"}):
-        assert recorded_prompt_digests({"gate_head_digest_by_prompt": garbage}, walks) == {}
+        assert recorded_prompt_digests({**made, "gate_head_digest_by_prompt": garbage}, walks) == {}
+    for scheme in (None, "md5 of the ids", 1):  # digests made another way would all differ: not read
+        assert recorded_prompt_digests({**made, "gate_head_digest_scheme": scheme}, walks) == {}
 
 
 def _judge_replaying(run: str):
@@ -1010,8 +1034,10 @@ def test_on_the_h200_the_shortfall_against_the_walk_lay_in_answers_that_parted_f
     assert unparted["low"] < 1 < unparted["high"] and round(unparted["estimate"], 3) == 0.987
     note = next(n for n in verdict.notes if n.startswith("training's walk"))
     assert "8 of the 30 served answers parted from the ones training walked" in note
-    assert "consistent with the walk on the answers it walked" in note and "look at the serving" not in note
-    assert "the shortfall over all requests lies in the answers that parted" in note
+    assert "over the other 22 (of the walked length, no proof of the same text; 18 of them at the 128-token limit" in note
+    assert "consistent with the walk on the answers kept" in note and "look at the serving" not in note
+    assert "the shortfall over all requests lies mostly in the answers that parted" in note
+    assert "answers_compared_by_token_ids" not in verdict.figures  # no ids in that run: none claimed
     assert "the walk itself is below the floor 2" in note
     # a record and a run that know their answers by token ids: the ids decide (here chat-05 came back
     # with the walked length but another text), and the figures say how many each way
@@ -1027,7 +1053,7 @@ def test_on_the_h200_the_shortfall_against_the_walk_lay_in_answers_that_parted_f
     judge._drafters["eagle3-decode"]["walked_digest_by_prompt"] = digests
     verdict = judge.accept_floor(gate)
     assert verdict.figures["answers_parted_from_walk"] == 9 and verdict.figures["answers_parted_by_token_ids"] == 9
-    assert verdict.figures["answers_walked_by_token_ids"] == 21
+    assert verdict.figures["answers_walked_by_token_ids"] == 21 and verdict.figures["answers_compared_by_token_ids"] == 30
     note = next(n for n in verdict.notes if n.startswith("training's walk"))
     assert "9 of the 30 served answers parted from the ones training walked (their token ids differ" in note
     assert "over the other 21 (the very answers walked, by their token ids)" in note
