@@ -124,17 +124,13 @@ def test_a_workload_may_measure_answers_alone(sim_deployment, pytester):
     # a whole run: the speed test's length check follows the mode, the floor and the report say it
     d = sim_deployment({"workload": {"ignore_eos": False, "max_new_tokens": 60},
                         "gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.2}]}})
-    bench_json = pytester.path / "benchmark.json"
-    result = d.run(pytester, "-k", "accept_length_floor or decode_speed", f"--benchmark-json={bench_json}")
+    result = d.run(pytester, "-k", "accept_length_floor or decode_speed")
     assert result.ret == 0, result.stdout.str()[-3000:]
     report = d.report()
     assert report["ignore_eos"] is False
     gate = next(g for g in report["gates"] if g["gate"].startswith("accept:"))
     assert gate["figures"]["answers_only"] is True
-    # every measured answer is named by its token ids in benchmark.json, to compare with training's walk
-    bench = json.loads(bench_json.read_text())
-    digests = [x for b in bench["benchmarks"] for x in b["extra_info"]["answer_digest"]]
-    assert digests and all(isinstance(x, str) and len(x) == 16 for x in digests)
+
     assert any("τ over the answers alone" in note for note in gate["notes"])
     assert "stopped where each answer ended (workload.ignore_eos = false)" in (d.report_dir / "report.md").read_text()
 
