@@ -222,7 +222,7 @@ def walk_counts_by_prompt(
     (walk.walk_counts), by the prompt's label; prompts without a label (no plan) are left out."""
     out: dict[str, list[int]] = {}
     for (ids, mask), answer_flags in zip(heads, flags, strict=True):
-        label = labels.get(tuple(ids[: mask.index(1)])) if 1 in mask else None
+        label = _label_of((ids, mask), labels)
         tokens, cycles = walk_counts(answer_flags)
         if label is not None and cycles:
             counts = out.setdefault(label, [0, 0])
@@ -237,11 +237,17 @@ def answer_digests_by_prompt(heads: list[Sample], labels: dict[tuple[int, ...], 
     out: dict[str, str] = {}
     seen: Counter = Counter()
     for ids, mask in heads:
-        label = labels.get(tuple(ids[: mask.index(1)])) if 1 in mask else None
+        label = _label_of((ids, mask), labels)
         if label is not None:
             seen[label] += 1
             out[label] = answer_digest([t for t, learned in zip(ids, mask, strict=True) if learned])
     return {label: digest for label, digest in out.items() if seen[label] == 1}
+
+
+def _label_of(sample: Sample, labels: dict[tuple[int, ...], str]) -> str | None:
+    """Which gate prompt a sample answers, by its prompt's token ids (None without an answer or a label)."""
+    ids, mask = sample
+    return labels.get(tuple(ids[: mask.index(1)])) if 1 in mask else None
 
 
 def held_by_rounds(held: list[Sample], data_rounds: list[dict]) -> list[list[Sample]]:

@@ -295,9 +295,12 @@ class WalkComparison(NamedTuple):
     kept_ratio: Interval | None = None
     by_ids: int = 0
     proven: int = 0
-    compared_by_ids: int = 0
     at_limit: int = 0
     limit: int | None = None
+
+    @property
+    def compared_by_ids(self) -> int:
+        return self.by_ids + self.proven
 
 
 def walk_comparison(
@@ -335,7 +338,7 @@ def walk_comparison(
     per_prompt = bool(by_prompt) and all(label in by_prompt for label, _, _ in answers)
     known = served if served is not None and len(served) == len(answers) else [(None, None)] * len(answers)
     expected_steps, served_steps, kept = [], [], []
-    by_ids = proven = compared = at_limit = 0
+    by_ids = proven = at_limit = 0
     for (label, tokens, verify), (answer_tokens, served_digest) in zip(answers, known, strict=True):
         if per_prompt:
             walked_tokens, walked_cycles = by_prompt[label]
@@ -343,7 +346,6 @@ def walk_comparison(
             walked_digest = (walked_digests or {}).get(label)
             if served_digest and walked_digest:
                 same = served_digest == walked_digest
-                compared += 1
                 by_ids += not same
                 proven += same
             else:
@@ -369,7 +371,7 @@ def walk_comparison(
             confidence,
         )
     return WalkComparison(
-        predicted, ratio, basis, parted, len(answers), kept_ratio, by_ids, proven, compared, at_limit, limit
+        predicted, ratio, basis, parted, len(answers), kept_ratio, by_ids, proven, at_limit, limit
     )
 
 
