@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="specgate",
         description="Merge gate for speculative decoding in SGLang.",
         epilog="Anything after a bare -- goes to pytest (e.g. specgate run -- -k speed). Exit codes: 0 PASS, "
-        "1 FAIL, 2 bad input, 3 sweep stopped for time, 4 PARTIAL (not every gate ran or compared; 0 with "
+        "1 FAIL, 2 bad input, 3 INCONCLUSIVE (no verdict yet: a gate cannot tell, or a sweep stopped for time; "
+        "measure more or calibrate), 4 PARTIAL (not every gate ran or compared; 0 with "
         "--allow-uncompared), 5 INTERRUPTED, 6 infrastructure error.",
     )
     parser.add_argument("--version", action="version", version=f"specgate {__version__}")
@@ -662,6 +663,9 @@ def _drop_empty_benchmark_file(report_dir: Path) -> None:
 
 # The CLI's exit codes (README, "Exit codes"): the report's verdict, not pytest's alone.
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_PARTIAL, EXIT_INTERRUPTED, EXIT_ERROR = 0, 1, 2, 4, 5, 6
+# A gate that cannot tell (INCONCLUSIVE: no regression shown, no pass either) is not a FAIL:
+# a runner's script can tell "this got worse" (1) from "calibrate or measure more" (3).
+EXIT_INCONCLUSIVE = 3
 
 
 def _workflow_text(text: str) -> str:
@@ -694,7 +698,7 @@ def github_annotations(report: AnyReport) -> list[str]:
             out.append(f"::error title={_workflow_title(f'specgate test failed: {test}')}::{_workflow_text(cause or test)}")
     for gate in gates:
         status = gate.status
-        if status in (Status.FAIL, Status.NOT_COMPARED, Status.VACUOUS):
+        if status in (Status.FAIL, Status.INCONCLUSIVE, Status.NOT_COMPARED, Status.VACUOUS):
             kind = "error" if status == Status.FAIL else "warning"
             title = _workflow_title(f"specgate {status.upper()}: {gate.gate}")
             out.append(f"::{kind} title={title}::{_workflow_text(gate.summary)}")
@@ -734,6 +738,8 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         return EXIT_PASS
     if overall == RunVerdict.FAIL:
         return EXIT_FAIL
+    if overall == RunVerdict.INCONCLUSIVE:
+        return EXIT_INCONCLUSIVE
     if overall == RunVerdict.INTERRUPTED:
         return EXIT_INTERRUPTED
     if overall == RunVerdict.PARTIAL:

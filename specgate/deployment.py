@@ -127,6 +127,9 @@ class LaunchSpec:
     api_key_env: str | None = None
     ssh: SshSpec | None = None  # with launcher = "ssh" only
     reference_from: str = "boot"  # REFERENCE_SOURCES
+    # Send the reference's first requests again once the speed phase is over, to measure how far
+    # the host drifted during the run (where servers take turns this costs the reference a boot).
+    drift_check: bool = True
 
     @property
     def reference_stored(self) -> bool:
@@ -666,7 +669,8 @@ def _parse_launch(t: Table) -> LaunchSpec:
         args=args,
         env=t.str_map("env"),
         boot_timeout_s=t.number("boot_timeout_s", 900.0, minimum=0.1),
-        coexist=t.flag("coexist", False),
+        # Servers attached by url are up together by definition: measure them interleaved.
+        coexist=t.flag("coexist", False) or launcher == "url",
         shutdown_timeout_s=t.number("shutdown_timeout_s", 30.0, minimum=0.1),
         gpu_release_timeout_s=t.number("gpu_release_timeout_s", 120.0, minimum=0.0),
         boot_stagger_s=t.number("boot_stagger_s", 0.0, minimum=0.0),
@@ -674,6 +678,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
         api_key_env=t.text("api_key_env", None),
         ssh=ssh,
         reference_from=t.text("reference_from", "boot", choices=REFERENCE_SOURCES),
+        drift_check=t.flag("drift_check", True),
     )
     if spec.reference_stored and launcher == "url":
         raise t.error(

@@ -9,7 +9,11 @@ serves the speed tests, measuring more while a gate is undecided, and replicate 
   paired ratios, where block order (all of A, then all of B) would turn it into a
   difference between A and B.
 - Where they cannot coexist, each server is measured in one block, since switching costs
-  a boot; the report says that the ratios then hold the drift between blocks.
+  a boot, and to the cap at once, so that no later look boots it again; the report says that
+  the ratios then hold the drift between blocks.
+- Once the speed phase is over, every reference sends its first requests again (a second
+  block of it where servers take turns: reference, configs, reference), so that how far the
+  host drifted during the run is measured, not assumed away (`launch.drift_check`).
 - `launch.boots = N` gives every config N servers (CONFIG, CONFIG@2, …): the between-boot
   noise then shows in the data and the two-level intervals hold it.
 """
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 
 from specgate.deployment import Deployment
 from specgate.errors import SpecgateError
+from specgate.measure.drift import ReferenceDrift, measure_drift
 from specgate.measure.speed import SpeedMeter
 from specgate.server.pool import ServerPool, server_name, split_server_name
 
@@ -34,9 +39,19 @@ class PlanLog:
     boots: int
     rounds: int = 0
     orders: list[list[str]] = field(default_factory=list)  # the first rounds' orders, as evidence
+    drift: list[ReferenceDrift] = field(default_factory=list)
+    # Why a config booted more than once in a run of servers that take turns (one line each).
+    reboots: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"interleaved": self.interleaved, "boots": self.boots, "rounds": self.rounds, "orders": self.orders}
+        return {
+            "interleaved": self.interleaved,
+            "boots": self.boots,
+            "rounds": self.rounds,
+            "orders": self.orders,
+            "drift": [d.as_dict() for d in self.drift],
+            "reboots": self.reboots,
+        }
 
 
 class SamplingPlan:
@@ -59,6 +74,7 @@ class SamplingPlan:
         self.rng = random.Random(seed)
         self.log = PlanLog(self.interleaved, self.boots)
         self.errors: dict[str, str] = {}  # server name -> why it could not be measured
+        self._drift: dict[tuple[str, int], ReferenceDrift | None] = {}
 
     def servers_of(self, config: str) -> list[str]:
         return [server_name(config, b) for b in range(1, self.boots + 1)]
@@ -81,6 +97,9 @@ class SamplingPlan:
         """Every server of `configs` reaches `per_boot` measured requests (where it can)."""
         names = self.all_servers(configs)
         if not self.interleaved:
+            # A later look would boot the server again (minutes, an hour on a big model): measure
+            # its whole cap while it is up.
+            per_boot = max(per_boot, self.deployment.workload.max_repeats)
             for name in names:
                 missing = per_boot - self._have(name, concurrency)
                 if missing > 0 and name not in self.errors:
@@ -115,3 +134,39 @@ class SamplingPlan:
             return False
         self.ensure(configs, concurrency, target)
         return self.per_boot(configs, concurrency) > have
+
+    def drift(self, reference: str, concurrency: int, confidence: float) -> ReferenceDrift | None:
+        """How far `reference` moved during the run: its first requests sent again now, paired
+        with the first time (once per run; None where it cannot be measured or is turned off)."""
+        key = (reference, concurrency)
+        if key in self._drift:
+            return self._drift[key]
+        self._drift[key] = None
+        first = self.meter.record(reference, concurrency).by_boot().get(1, [])
+        count = min(len(first), self.deployment.workload.repeats)
+        if not self.deployment.launch.drift_check or reference not in self.configs or count < 2:
+            return None
+        reboot = reference not in self.pool.live
+        try:
+            server = self.pool.acquire(reference)
+            again = self.meter.sample(server, concurrency, count)
+        except (SpecgateError, ValueError) as exc:
+            self.errors.setdefault(f"{reference}:drift", str(exc))
+            return None
+        if reboot:
+            self.log.reboots.append(
+                f"{reference} booted again after the other configs to measure how far the host drifted during the "
+                "run (reference, configs, reference); launch.drift_check = false saves that boot"
+            )
+        found = measure_drift(
+            reference,
+            concurrency,
+            [s.decode_tps for s in first[:count]],
+            [s.decode_tps for s in again],
+            confidence,
+            "a second boot" if reboot else "the same server",
+        )
+        self._drift[key] = found
+        if found is not None:
+            self.log.drift.append(found)
+        return found

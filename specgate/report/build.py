@@ -19,7 +19,7 @@ from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import RunVerdict, Verdict
+from specgate.verdicts.gates import RunVerdict, Status, Verdict
 
 
 @dataclass
@@ -65,7 +65,11 @@ def _speed_rows(
                 "warmup_last_tps": round(warm.decode_tps_per_request[-1], 2) if warm and warm.decode_tps_per_request else None,
                 "cv": round(_cv(record.decode_tps_per_request), 4),
                 "boots": len(record.by_boot()),
-                "verdict": RunVerdict.FAIL if any(v.failed for v in judged) else (RunVerdict.PASS if judged else "—"),
+                "verdict": RunVerdict.FAIL
+                if any(v.status == Status.FAIL for v in judged)
+                else RunVerdict.INCONCLUSIVE
+                if any(v.undecided for v in judged)
+                else (RunVerdict.PASS if judged else "—"),
                 "stored": stored_from if stored_from and config == deployment.reference else None,
             }
         )
@@ -89,21 +93,49 @@ def _unmeasured_rows(deployment: Deployment, meter: Measurements, failed_servers
     return rows
 
 
-def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dict | None) -> tuple[RunVerdict, list[str]]:
-    """PASS only when every gate ran, compared and passed; otherwise FAIL, INTERRUPTED or
-    PARTIAL, with the reasons."""
+# The gate tests whose failure is a gate verdict: the report names the verdict, not the test again.
+_GATE_TESTS = ("test_speculation_beats_reference[", "test_accept_length_floor[", "test_no_regression_against_stored_baseline[")
+
+
+def _grouped(verdicts: list[Verdict]) -> list[str]:
+    """One line per distinct cause: "STATUS ×N (gate, gate, …): cause", in the order first seen."""
+    by_cause: dict[tuple[str, str], list[str]] = {}
+    for v in verdicts:
+        by_cause.setdefault((v.status.upper(), v.summary), []).append(v.gate)
+    lines = []
+    for (status, summary), gates in by_cause.items():
+        if len(gates) == 1:
+            lines.append(f"{gates[0]}: {status} — {summary}")
+        else:
+            shown = ", ".join(gates[:4]) + (f", … {len(gates) - 4} more" if len(gates) > 4 else "")
+            lines.append(f"{status} ×{len(gates)} ({shown}): {summary}")
+    return lines
+
+
+def overall_verdict(
+    tally: TestTally, verdicts: list[Verdict], completeness: dict | None, failed_tests: list[str] | None = None
+) -> tuple[RunVerdict, list[str]]:
+    """PASS only when every gate ran, compared and passed; otherwise FAIL, INCONCLUSIVE,
+    INTERRUPTED or PARTIAL, with the reasons: what failed first (gate failures, then failed
+    tests that are no gate verdict, such as equivalence), then what cannot tell, then what did
+    not compare, repeated causes grouped into one line with their count."""
     reasons: list[str] = []
     c = completeness or {}
-    failed_gates = [v for v in verdicts if v.failed]
+    decided = [v for v in verdicts if v.status == Status.FAIL]
+    undecided = [v for v in verdicts if v.undecided]
     unjudged = [v for v in verdicts if v.unjudged]
-    # An uncompared gate fails its test (unless allowed) without being a failed comparison.
-    failed_tests = tally.failed - (0 if c.get("uncompared_allowed", True) else len(unjudged))
-    if failed_tests > 0 or tally.errors or failed_gates:
-        reasons.append(f"{failed_tests} test(s) failed, {tally.errors} errored, {len(failed_gates)} gate(s) failed")
+    other_failures = [f for f in (failed_tests or []) if not f.startswith(_GATE_TESTS)]
+    if tally.failed or tally.errors or decided or undecided:
+        reasons.append(
+            f"{tally.failed} test(s) failed, {tally.errors} errored; gates: {len(decided)} failed, "
+            f"{len(undecided)} cannot tell, {len(unjudged)} not judged"
+        )
     if c.get("interrupted"):
         reasons.append(str(c["interrupted"]))
-    for v in unjudged:
-        reasons.append(f"{v.gate}: {v.status.upper()} — {v.summary}")
+    reasons += _grouped(decided)
+    reasons += [f"failed: {f}" for f in other_failures[:10]]
+    reasons += _grouped(undecided)
+    reasons += _grouped(unjudged)
     for phase, want in (c.get("expected") or {}).items():
         got = c["ran"].get(phase, 0)
         if got < want:
@@ -118,8 +150,13 @@ def overall_verdict(tally: TestTally, verdicts: list[Verdict], completeness: dic
         reasons.append(f"equivalence: {config} NOT CHECKED on {len(refused)} edge(s) it refused: {refused[0][:240]}")
     if c.get("interrupted"):
         return RunVerdict.INTERRUPTED, reasons
-    if failed_tests > 0 or tally.errors or failed_gates:
+    # An uncompared gate fails its test (unless allowed) without being a failed comparison, and
+    # an undecided one fails its test without being a regression: neither makes the run FAIL.
+    excused = (0 if c.get("uncompared_allowed", True) else len(unjudged)) + len(undecided)
+    if decided or tally.errors or other_failures or tally.failed > excused:
         return RunVerdict.FAIL, reasons
+    if undecided:
+        return RunVerdict.INCONCLUSIVE, reasons
     if reasons or not verdicts:
         if not verdicts:
             reasons.append("no gate ran: nothing was compared")
@@ -246,10 +283,9 @@ def build_report(
     interrupted: str | None = None,
     drafters: dict[str, dict] | None = None,
 ) -> Report:
-    overall, reasons = overall_verdict(tally, verdicts, completeness)
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
     # dead server) are named in the report too, not only in pytest's traceback.
-    reasons += [f"failed: {f}" for f in (failed_tests or [])[:10]]
+    overall, reasons = overall_verdict(tally, verdicts, completeness, failed_tests)
     document = {
         "schema_version": SCHEMA_VERSION,
         "deployment": deployment.name,

@@ -34,10 +34,51 @@ def _iv(d: Interval | None, fmt: str = "{:.1f}") -> str:
     return f"{fmt.format(d.estimate)} [{fmt.format(d.low)}, {fmt.format(d.high)}]"
 
 
+def _next_steps(report: Report) -> list[str]:
+    """What to do next, one sentence and one command each, for the causes a first run meets:
+    no stored baseline for this runner, absolute gates that no calibration backs."""
+    out = []
+    uncalibrated = [g for g in report.gates if g.figures.get("uncalibrated")]
+    if uncalibrated:
+        out.append(
+            f"**{len(uncalibrated)} absolute speed gate(s) cannot tell**: this runner has no calibration, so a change "
+            "since the stored run cannot be told from its own drift between runs. Measure that drift once: "
+            f"`specgate calibrate {report.deployment_file}`"
+        )
+    missing = next((g.summary for g in report.gates if g.summary.startswith("no stored baseline")), None)
+    if missing:
+        command = missing.partition("record one with: ")[2]
+        out.append(
+            "**No stored baseline for this runner yet**: the regression gates compared nothing. Record one on this "
+            f"runner, then commit it: `{command or 'specgate baseline update'}`"
+        )
+    return out
+
+
+def _levers_first(report: Report) -> list[str]:
+    """The first lever of each underperforming speculative config, for the first screen."""
+    out = []
+    for d in report.diagnosis or []:
+        if d.underperforms and d.levers:
+            lever = d.levers[0]
+            gain = f", {lever.gain:.2f}x as fast" if lever.gain else ""
+            evidence = f" ({lever.evidence[0]})" if lever.evidence else ""
+            out.append(f"- **{d.config}**: try **`{lever.action}`** ({lever.strength}{gain}): {lever.why}{evidence}.")
+    return out
+
+
 def render_markdown(report: Report) -> str:
     out: list[str] = []
     title = f"# specgate — {report.deployment}: **{report.overall}**"
     out.append(title)
+    steps = _next_steps(report)
+    if steps:
+        out.append("")
+        out.extend(steps)
+    levers = _levers_first(report)
+    if levers:
+        out.append("\n**What to change** (the diagnosis below has the evidence):\n")
+        out.extend(levers)
     reasons = report.overall_reasons
     if report.overall != RunVerdict.PASS and reasons:
         out.append(f"\n**Why {report.overall}:**\n")
@@ -70,6 +111,14 @@ def render_markdown(report: Report) -> str:
             else "one block per server (servers cannot coexist): the ratios also hold whatever drifted between blocks"
         )
         out.append(f"Measured {how}; {plan.boots} boot(s) per config.")
+        out.extend(f"Booted again: {why}." for why in plan.reboots)
+        for d in plan.drift:
+            change = (d.ratio.estimate - 1) * 100
+            out.append(
+                f"Drift during the run: {d.config}'s first {d.requests} requests sent again at the end ({d.where}) "
+                f"decoded at {_iv(d.ratio, '{:.3f}')} of the start ({change:+.1f}%"
+                + ("; the host moved" if d.moved else "; no move shown") + ")."
+            )
     if not report.ignore_eos:
         out.append(
             "Speed requests stopped where each answer ended (workload.ignore_eos = false): τ and tok/s are over "

@@ -7,7 +7,9 @@ equivalence row's `refused` (edge requests its config refused); 3 the run's `ign
 speed requests ran past the model's end of sequence or measured answers alone); 4 a near-tie flip's
 `spec_gap` and an equivalence row's `divergences` (each decisive parting at a token, with the
 baseline's ranking there and how the same context parted elsewhere in the run); 5 an equivalence
-row's `kept` (the first failing and excused answers with their baseline, for `specgate rejudge`). Reports written
+row's `kept` (the first failing and excused answers with their baseline, for `specgate rejudge`); 6 the
+plan's `drift` (how far each reference moved during the run) and `reboots`, and the run verdict
+INCONCLUSIVE (a gate that cannot tell, told apart from FAIL). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -31,7 +33,7 @@ from specgate.documents import problem
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[5] = 5
+SCHEMA_VERSION: Literal[6] = 6
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -101,6 +103,17 @@ class Tally(_Part):
     errors: int
 
 
+class Drift(_Part):
+    """A reference's decode tok/s at the end of the run over the start (specgate.measure.drift)."""
+
+    config: str
+    concurrency: int
+    ratio: Interval
+    requests: int
+    where: str
+    moved: bool
+
+
 class Plan(_Part):
     """How the figures were gathered (specgate.measure.plan.PlanLog)."""
 
@@ -108,6 +121,10 @@ class Plan(_Part):
     boots: int
     rounds: int
     orders: list[list[str]]  # the first rounds' orders, as evidence
+    _since: ClassVar[dict[str, int]] = {"drift": 6, "reboots": 6}
+
+    drift: list[Drift] = []  # how far each reference moved during the run (specgate.measure.drift)
+    reboots: list[str] = []  # why a config booted more than once where servers take turns
 
 
 # Fingerprint and Settings mirror dataclasses of the run on purpose: those are the run's objects,

@@ -3,8 +3,10 @@
 Each decision looks at a confidence interval, not a point estimate: PASS when the
 whole interval clears the bar, FAIL when the whole interval misses it, INCONCLUSIVE
 when it straddles. The sampling plan then measures more (up to a cap); a gate still
-inconclusive at the cap FAILS with the interval shown, because a merge gate that
-cannot show a pass must not give one.
+inconclusive at the cap stays INCONCLUSIVE, with the interval shown: it fails its test,
+because a merge gate that cannot show a pass must not give one, but it is no regression,
+and the run says so apart (its own verdict and exit code), so that "this got worse" and
+"this cannot tell" never read alike.
 
 Two outcomes are neither pass nor fail, and neither ever counts as a pass:
 NOT_COMPARED (nothing to compare with: no baseline, other flags, other workload,
@@ -25,7 +27,7 @@ from specgate.measure.stats import Interval
 class Status(StrEnum):
     PASS = "pass"
     FAIL = "fail"
-    INCONCLUSIVE = "inconclusive"  # only while deciding: a verdict still inconclusive at its cap is a FAIL
+    INCONCLUSIVE = "inconclusive"  # cannot tell: the interval straddles the bar at the cap (never a pass)
     NOT_COMPARED = "not compared"
     VACUOUS = "vacuous"
 
@@ -35,7 +37,8 @@ class RunVerdict(StrEnum):
     upper case, the headline. A gate's own verdict is a Status."""
 
     PASS = "PASS"
-    FAIL = "FAIL"
+    FAIL = "FAIL"  # a gate decided against the change, or a test failed
+    INCONCLUSIVE = "INCONCLUSIVE"  # no gate failed, but one cannot tell (its interval straddles its bar)
     PARTIAL = "PARTIAL"  # not every gate ran or compared
     INTERRUPTED = "INTERRUPTED"
 
@@ -60,7 +63,12 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
+        """No pass: a decided failure or a gate that cannot tell (both fail their test)."""
         return self.status in (FAIL, INCONCLUSIVE)
+
+    @property
+    def undecided(self) -> bool:
+        return self.status == INCONCLUSIVE
 
     @property
     def unjudged(self) -> bool:

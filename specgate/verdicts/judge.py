@@ -22,10 +22,11 @@ from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment
 from specgate.equivalence.golden import GoldenAnswers
 from specgate.measure.answer_end import past_the_end
 from specgate.measure.drafters import drafters
+from specgate.measure.drift import ReferenceDrift
 from specgate.measure.pairing import Series, pooled, ratio_series, truncated
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import ConfigSpeed
-from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, pooled_ratio
+from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, pooled_ratio, widened
 from specgate.measure.summary import accept_interval, summarise_speed
 from specgate.prompts import set_of
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
@@ -248,6 +249,37 @@ class Judge:
             "Pass --specgate-allow-fingerprint-mismatch to compare anyway, or record a baseline for this machine."
         )
 
+    def host_drift(self, config: str, concurrency: int) -> ReferenceDrift | None:
+        """How far `config`'s reference moved during this run (measured once, at the first gate
+        that asks); None where the reference is not booted in this run."""
+        if self.reference_stored:
+            return None
+        return self.plan.drift(self.deployment.reference_of(config), concurrency, self.deployment.gates.confidence)
+
+    def uncalibrated(self, config: str) -> str | None:
+        """Why an absolute comparison of `config` with stored figures cannot tell a regression
+        from this runner's own drift between runs, or None where a spread is known for it."""
+        if self.spread(config, "decode_tps") is not None:
+            return None
+        return (
+            f"this runner has no calibration, so a change of {config}'s absolute speed since the stored run cannot be "
+            "told from the runner's own drift between runs (an untouched server can move by 15% or more minutes "
+            f"apart); measure it once with: specgate calibrate {self.deployment.path}"
+        )
+
+    def _cannot_tell_uncalibrated(self, verdict: Verdict, head: str) -> Verdict:
+        """An absolute gate that did not pass on an uncalibrated runner is INCONCLUSIVE, never a regression."""
+        why = self.uncalibrated(verdict.config)
+        if verdict.status == PASS or why is None:
+            return verdict
+        tail = verdict.summary[len(head) :].removeprefix(" — ") if verdict.summary.startswith(head) else ""
+        verdict.status = INCONCLUSIVE
+        verdict.summary = f"{head} — INCONCLUSIVE, not a regression: {why}" + (
+            f" (on this run's noise alone: {tail})" if tail else ""
+        )
+        verdict.figures["uncalibrated"] = True
+        return verdict
+
     def _record(self, verdict: Verdict) -> Verdict:
         self.verdicts.append(verdict)
         return verdict
@@ -264,12 +296,20 @@ class Judge:
         self._gather(pair, c, wl.repeats)
         cfg, ref = self._record_of(gate.config, c), self._record_of(gate.over, c)
         spread = self.spread(gate.config, "speedup")
+        blocks = not self.deployment.launch.coexist
+        # Measured in blocks, the ratio holds whatever the host did between them: the reference's
+        # own move from its first block to its last says how much, and is held as noise.
+        drift = self.plan.drift(gate.over, c, conf) if gate.over in self.deployment.references else None
+        between_blocks = drift if blocks and drift is not None and drift.moved else None
         noise = [""]
 
         def interval_at(level: float) -> Interval:
             iv, noise[0] = ratio_interval(
                 ratio_series(cfg.decode_tps_by_boot(), ref.decode_tps_by_boot()), level, spread
             )
+            if between_blocks is not None:
+                iv = widened(iv, between_blocks.log_size)
+                noise[0] += f"; plus the reference's move between blocks ({pct(between_blocks.ratio.estimate - 1)}) as one SD"
             return iv
 
         looks = planned_looks(self.plan.per_boot(pair, c), wl.max_repeats, self._batch())
@@ -296,10 +336,11 @@ class Judge:
         if tau is not None:
             head += f"; accept length {tau.estimate:.2f}"
         notes = []
-        if not self.deployment.launch.coexist:
+        if blocks:
             notes.append(
                 "the two configs were measured in separate boots, one block each, not interleaved: the ratio also "
                 "holds whatever drifted between the blocks"
+                + (f" ({drift.sentence()})" if drift is not None else " (how far was not measured)")
             )
         name = f"beats:{gate.name}"
         if status == PASS:
@@ -310,7 +351,7 @@ class Judge:
             verdict = Verdict(
                 name,
                 gate.config,
-                FAIL,
+                INCONCLUSIVE,
                 head + f" — still INCONCLUSIVE at the cap of {wl.max_repeats} requests per boot: the interval "
                 f"straddles {gate.ratio:g}, so no pass can be shown",
                 notes,
@@ -333,11 +374,18 @@ class Judge:
         self._gather([config], concurrency, min(wl.repeats, cap))
         record = self._record_of(config, concurrency)
         spread = self.spread(config, "decode_tps")
+        drift = self.host_drift(config, concurrency)
+        # A host that moved during this run by more than the spread a calibration holds moves
+        # between runs as much: a stored figure is judged with that move as noise, never against it.
+        drifted = drift if drift is not None and drift.moved and drift.log_size > (spread.log_sd if spread else 0) else None
         noise = [""]
 
         def interval_at(level: float) -> Interval:
             series = ratio_series(truncated(record.decode_tps_by_boot(), cap), stored_series)
             iv, noise[0] = ratio_interval(series, level, spread, boots_other=figs.boot_count)
+            if drifted is not None:
+                iv = widened(iv, drifted.log_size)
+                noise[0] += f"; plus this run's host drift ({pct(drifted.ratio.estimate - 1)}) as one SD"
             return iv
 
         looks = planned_looks(self.plan.per_boot([config], concurrency), cap, self._batch())
@@ -398,7 +446,7 @@ class Judge:
         if status == PASS:
             return Verdict(name, gate.config, PASS, head, notes, figures, noise)
         suffix = " — FAILS" if status == FAIL else f" — still INCONCLUSIVE at {cap} requests per boot: no pass can be shown"
-        return Verdict(name, gate.config, FAIL, head + suffix, notes, figures, noise)
+        return self._cannot_tell_uncalibrated(Verdict(name, gate.config, status, head + suffix, notes, figures, noise), head)
 
     # --- the accept-length floor ----------------------------------------------------------
     def accept_floor(self, gate: AcceptFloorGate) -> Verdict:
@@ -520,7 +568,7 @@ class Judge:
             if status == FAIL
             else f" — still INCONCLUSIVE at the cap of {wl.max_repeats} requests per boot: no pass can be shown"
         )
-        return self._record(Verdict(name, gate.config, FAIL, head + suffix, notes, figures, noise))
+        return self._record(Verdict(name, gate.config, status, head + suffix, notes, figures, noise))
 
     # --- the no-regression gate -----------------------------------------------------------
     def regression(self, config: str, concurrency: int, metric: str) -> Verdict:
@@ -655,7 +703,7 @@ class Judge:
             if status == INCONCLUSIVE
             else "REGRESSED"
         )
-        return Verdict(name, config, FAIL, f"{head} — {suffix}", notes, figures, noise)
+        return Verdict(name, config, status, f"{head} — {suffix}", notes, figures, noise)
 
     def _absolute_regression(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
@@ -695,8 +743,10 @@ class Judge:
                 name, config, status, head, ratio, cap, stored_n, notes, figures, noise
             )
             verdict.summary = f"{head} — plain decode drifted ({direction})"
-            return verdict
-        return self._regression_verdict(name, config, status, head, ratio, cap, stored_n, notes, figures, noise)
+            return self._cannot_tell_uncalibrated(verdict, head)
+        return self._cannot_tell_uncalibrated(
+            self._regression_verdict(name, config, status, head, ratio, cap, stored_n, notes, figures, noise), head
+        )
 
     def _speedup_regression(
         self,
@@ -860,7 +910,7 @@ class Judge:
         if (why := self._drafter_note(config, figs.drafter_sha256)) is not None:
             notes.append(why)
         suffix = " — REGRESSED" if status == FAIL else " — INCONCLUSIVE"
-        return Verdict(name, config, FAIL, head + suffix, notes, figures, noise)
+        return Verdict(name, config, status, head + suffix, notes, figures, noise)
 
 
 def other_machine(then: str, now: str) -> str | None:

@@ -23,7 +23,10 @@ def test_decode_speed(specgate, speed_target, benchmark):
     # A run that records the baseline measures up to max_repeats: later runs pair their requests
     # with the stored ones and can only measure more, while undecided, up to what is stored.
     wanted = workload.max_repeats if specgate.options.update_baselines else workload.repeats
-    specgate.plan.ensure(specgate.plan.configs, concurrency, wanted)
+    # Interleaved, every server of the run is measured in the same rounds; in blocks, this config
+    # alone, while its server is up (the others boot in their own turn, once each).
+    together = specgate.plan.configs if specgate.plan.interleaved else [config]
+    specgate.plan.ensure(together, concurrency, wanted)
     specgate.plan.raise_for(config)
     record = specgate.meter.record(config, concurrency)
     samples = record.samples

@@ -190,7 +190,9 @@ class _FakePool:
 
 def _plan(coexist, boots=1, seed=7):
     dep = SimpleNamespace(
-        configs={"baseline": None, "a": None, "b": None}, launch=SimpleNamespace(boots=boots, coexist=coexist)
+        configs={"baseline": None, "a": None, "b": None},
+        launch=SimpleNamespace(boots=boots, coexist=coexist),
+        workload=SimpleNamespace(max_repeats=5),
     )
     meter = _FakeMeter()
     return SamplingPlan(dep, _FakePool(), meter, ["baseline", "a", "b"], seed), meter
@@ -209,8 +211,11 @@ def test_coexisting_servers_are_measured_in_rounds_of_fresh_random_order():
 def test_servers_that_cannot_coexist_are_measured_in_blocks():
     plan, meter = _plan(coexist=False)
     plan.ensure(plan.configs, 1, 3)
-    assert meter.calls == ["baseline", "a", "b"]  # one block of 3 each, in turn
-    assert all(len(r.samples) == 3 for r in meter.records.values())
+    assert meter.calls == ["baseline", "a", "b"]  # one block each, in turn
+    # to the cap (max_repeats) at once: a later look would boot the server again
+    assert all(len(r.samples) == 5 for r in meter.records.values())
+    assert not plan.more(plan.configs, 1, cap_per_boot=5, batch=2)
+    assert meter.calls == ["baseline", "a", "b"]  # no server asked for again
 
 
 def test_measuring_more_stops_at_the_cap():
