@@ -24,7 +24,7 @@ from pathlib import Path
 FLAGS = (
     "--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill", "--cuda-graph-config",
     "--cuda-graph-bs", "--cuda-graph-bs-decode", "--disable-cuda-graph", "--disable-decode-cuda-graph",
-    "--cuda-graph-backend-decode", "--disable-piecewise-cuda-graph", "--attention-backend",
+    "--cuda-graph-backend-decode", "--cuda-graph-backend-prefill", "--disable-piecewise-cuda-graph", "--attention-backend",
     "--prefill-attention-backend", "--decode-attention-backend", "--enable-metrics", "--mem-fraction-static",
 )
 SPEC_PREFIX = "--speculative-"
