@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specgate.server_flags import decode_graph_config
+
 
 def lookup(info: dict[str, Any], *names: str) -> Any:
     """The first of `names` present, at the top level or under a nested `server_args`."""
@@ -19,3 +21,43 @@ def lookup(info: dict[str, Any], *names: str) -> Any:
             if source.get(name) is not None:
                 return source[name]
     return None
+
+
+def graph_bound(info: dict[str, Any]) -> int | None:
+    """The largest batch a decode CUDA graph covers, as the server reports it, in any release's
+    names (specgate/server_flags.py): 0.5.14 on, the resolved `cuda_graph_config.decode` (`bs`, the
+    sizes captured, else `max_bs`) or `cuda_graph_max_bs_decode` / `cuda_graph_bs_decode`; up to
+    0.5.11 `cuda_graph_max_bs` / `cuda_graph_bs`. None where the server does not say."""
+    decode = decode_graph_config(lookup(info, "cuda_graph_config"))
+    sizes = decode.get("bs") or lookup(info, "cuda_graph_bs_decode", "cuda_graph_bs")
+    if isinstance(sizes, list):
+        captured = [s for s in (_int(x) for x in sizes) if s is not None]
+        if captured:
+            return max(captured)
+    return _int(decode.get("max_bs")) or _int(lookup(info, "cuda_graph_max_bs_decode", "cuda_graph_max_bs"))
+
+
+def decode_graphs_disabled(info: dict[str, Any]) -> bool | None:
+    """Whether decode runs without CUDA graphs: `disable_cuda_graph` (every release), or from
+    0.5.14 the resolved `cuda_graph_config.decode.backend` "disabled" (`--disable-decode-cuda-graph`,
+    `--cuda-graph-backend-decode disabled`), whatever the legacy flag says."""
+    if decode_graph_config(lookup(info, "cuda_graph_config")).get("backend") == "disabled":
+        return True
+    if _bool(lookup(info, "disable_decode_cuda_graph")):
+        return True
+    return _bool(lookup(info, "disable_cuda_graph"))
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _bool(value: Any) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes")
+    return bool(value)

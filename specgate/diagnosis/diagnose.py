@@ -9,7 +9,7 @@ from typing import Any
 
 from specgate.deployment import Deployment
 from specgate.diagnosis.cycle import CycleModel, cycle_model
-from specgate.diagnosis.levers import Lever, Sibling, Subject, Thresholds, find_levers, parse_flags
+from specgate.diagnosis.levers import Lever, Sibling, Subject, Thresholds, attention_modes, find_levers, parse_flags
 from specgate.diagnosis.settings import EffectiveSettings, read_settings
 from specgate.diagnosis.signals import draft_config, graph_use, pooled_histogram
 from specgate.measure.speed import Measurements
@@ -124,6 +124,16 @@ def _notes(subject: Subject) -> tuple[str, ...]:
             f"({gap:+.0%}): τ and speed vary together across prompts, so medians of the parts do not multiply out"
         )
     s = subject.settings
+    asked, _ = attention_modes(subject)
+    if s.speculative and s.attention_mode == "decode" and asked != "decode":
+        given = "--speculative-attention-mode prefill" if subject.flags.get("--speculative-attention-mode") else (
+            "no --speculative-attention-mode (SGLang's default: prefill)"
+        )
+        notes.append(
+            f"SGLang switched speculative_attention_mode to decode by itself: the config gives {given}, the server "
+            "reports decode, so verify already runs on the decode attention backend and "
+            "--speculative-attention-mode decode is no lever here"
+        )
     if s.overlap_disabled:
         notes.append(
             "the overlap scheduler is off in this server: SGLang then runs its speculative v1 worker, which does "

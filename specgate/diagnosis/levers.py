@@ -26,6 +26,7 @@ from specgate.diagnosis.settings import EffectiveSettings
 from specgate.diagnosis.signals import DraftConfig, GraphUse
 from specgate.measure.speed import ConfigSpeed
 from specgate.measure.stats import Interval
+from specgate.server_flags import NEW_BOUND, graph_bound_args, parse_release
 
 MEASURED, OBSERVED, SETTING = 3, 2, 1
 STRENGTH_NAMES = {MEASURED: "measured", OBSERVED: "observed", SETTING: "setting"}
@@ -54,7 +55,17 @@ SIMULATION_KNOBS = ("env:SGLANG_SIMULATE_",)
 # The settings field each SGLang flag sets, so that a flag given in a deployment and the
 # setting the server reports count as one difference.
 FLAG_KEYS = {flag: key for key, flag in {**FLAGS, **BOOL_FLAGS}.items()}
-FLAG_KEYS.update({"--tp": "tp_size", "--speculative-topk": "topk"})
+FLAG_KEYS.update({"--tp": "tp_size", "--speculative-topk": "topk", NEW_BOUND: "cuda_graph_max_bs"})
+MODE_FLAG = FLAGS["attention_mode"]
+
+
+def attention_modes(subject: Subject) -> tuple[str, str | None]:
+    """(what the config asked for, what the server runs) for --speculative-attention-mode: asked is
+    the config's flag, else SGLang's default "prefill"; the server's reported value is the effective
+    one (SGLang 0.5.17 on switches to decode by itself in some cases: the evidence folder of
+    server_flags.py); where the server does not report it, the flag given is taken as in effect."""
+    asked = subject.flags.get(MODE_FLAG) or "prefill"
+    return asked, subject.settings.attention_mode or subject.flags.get(MODE_FLAG)
 
 
 def parse_flags(args: tuple[str, ...]) -> dict[str, str]:
@@ -239,20 +250,29 @@ def _with_sibling(ctx: Context, lever: Lever, sibling: Sibling | None, what: str
 
 
 def attention_mode(ctx: Context) -> list[Lever]:
-    s, m = ctx.subject.settings, ctx.subject.model
-    if not s.speculative or s.attention_mode not in (None, "prefill") or not s.hybrid:
-        return []
+    s, m, g = ctx.subject.settings, ctx.subject.model, ctx.subject.graphs
+    _, effective = attention_modes(ctx.subject)
+    if not s.speculative or effective not in (None, "prefill") or not s.hybrid:
+        return []  # decode mode already in effect (asked for, or switched to by SGLang: a note says so)
     mode = s.attention_mode or "not reported (SGLang's default: prefill)"
+    evidence = [
+        f"server settings: prefill_attention_backend {s.prefill_backend}, decode_attention_backend "
+        f"{s.decode_backend}, speculative_attention_mode {mode}",
+        _cost_line(m),
+    ]
+    # Verify without CUDA graphs is claimed only where the server's log shows it.
+    if g and g.without_graph:
+        evidence.append(
+            f"server log: {g.without_graph} of {g.lines} decode-batch lines in the measured window ran without a graph"
+        )
     lever = Lever(
         "attention-mode",
         "--speculative-attention-mode decode",
-        f"verify and draft-extend run on {s.prefill_backend}'s prefill kernels; in decode mode they run on "
-        f"{s.decode_backend}'s decode kernels, which plain decoding already uses",
-        (
-            f"server settings: prefill_attention_backend {s.prefill_backend}, decode_attention_backend "
-            f"{s.decode_backend}, speculative_attention_mode {mode}",
-            _cost_line(m),
-        ),
+        f"verify and draft-extend run on the prefill attention backend ({s.prefill_backend}); a prefill backend "
+        "that plans on the host (FlashInfer's does) waits on a host sync in its plan step on every verify "
+        f"(upstream, PR #32317); in decode mode they run on {s.decode_backend}'s decode kernels, which plain "
+        "decoding already uses",
+        tuple(evidence),
         SETTING,
     )
     sibling = ctx.sibling_differing_in({"attention_mode"}, lambda o: o.settings.attention_mode == "decode")
@@ -279,10 +299,12 @@ def cuda_graphs(ctx: Context) -> list[Lever]:
         found = _with_sibling(ctx, lever, sibling, "identical but with CUDA graphs")
         return [found] if found else []
     if s.cuda_graph_max_bs is not None and conc > s.cuda_graph_max_bs:
+        # Spelled as the server's release takes it (server_flags.py: the old name is refused from 0.5.20).
+        flag = " ".join(graph_bound_args(parse_release(s.version), conc))
         return [
             Lever(
                 "cuda-graph-batch",
-                f"--cuda-graph-max-bs {conc} (or more)",
+                f"{flag} (or more)",
                 f"batches of {conc} requests are larger than any captured graph, so they run without one",
                 (f"server settings: cuda_graph_max_bs {s.cuda_graph_max_bs}, measured at concurrency {conc}", *log),
                 OBSERVED if log else SETTING,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from specgate.server_info import lookup
+from specgate.server_info import decode_graphs_disabled, graph_bound, lookup
 
 
 def _int(value: Any) -> int | None:
@@ -68,25 +68,8 @@ class EffectiveSettings:
         return {k: (mine[k], theirs[k]) for k in mine if k != "version" and mine[k] != theirs[k]}
 
 
-def _decode_graph(server_info: dict[str, Any]) -> dict[str, Any]:
-    """SGLang 0.5.14's resolved per-phase graph settings (`cuda_graph_config.decode`: backend,
-    max_bs, bs), where the server reports them; releases before it have flat fields instead."""
-    config = lookup(server_info, "cuda_graph_config")
-    decode = config.get("decode") if isinstance(config, dict) else None
-    return decode if isinstance(decode, dict) else {}
-
-
 def read_settings(server_info: dict[str, Any]) -> EffectiveSettings:
     backend = lookup(server_info, "attention_backend")
-    decode_graph = _decode_graph(server_info)
-    graph_sizes = decode_graph.get("bs") or lookup(server_info, "cuda_graph_bs_decode", "cuda_graph_bs")
-    max_bs = _int(decode_graph.get("max_bs")) or _int(lookup(server_info, "cuda_graph_max_bs_decode", "cuda_graph_max_bs"))
-    if isinstance(graph_sizes, list) and graph_sizes:
-        sizes = [s for s in (_int(x) for x in graph_sizes) if s is not None]
-        max_bs = max(sizes) if sizes else max_bs
-    graph_disabled = _bool(lookup(server_info, "disable_cuda_graph"))
-    if decode_graph.get("backend") == "disabled":  # 0.5.14: decode graphs off, whatever the legacy flag says
-        graph_disabled = True
     algorithm = lookup(server_info, "speculative_algorithm")
     return EffectiveSettings(
         version=lookup(server_info, "version"),
@@ -98,8 +81,8 @@ def read_settings(server_info: dict[str, Any]) -> EffectiveSettings:
         attention_backend=backend,
         prefill_backend=lookup(server_info, "prefill_attention_backend") or backend,
         decode_backend=lookup(server_info, "decode_attention_backend") or backend,
-        cuda_graph_disabled=graph_disabled,
-        cuda_graph_max_bs=max_bs,
+        cuda_graph_disabled=decode_graphs_disabled(server_info),
+        cuda_graph_max_bs=graph_bound(server_info),  # in any release's names (server_flags.py)
         overlap_disabled=_bool(lookup(server_info, "disable_overlap_schedule")),
         tp_size=_int(lookup(server_info, "tp_size", "tensor_parallel_size")),
         context_length=_int(lookup(server_info, "context_length", "context_len")),

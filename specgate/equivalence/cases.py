@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from specgate.client import GenerateRequest
-from specgate.deployment import Deployment, flag_int
+from specgate.deployment import Deployment
 from specgate.prompts import Message, Prompt, render
+from specgate.server_flags import graph_bound_from_args
 
 FOLLOW_UPS = (
     "Answer in one sentence.",
@@ -198,18 +199,17 @@ def edge_name(case: GenerationCase) -> str | None:
     return f"{name} {case.stop[0]!r}" if name == FIRST_TOKEN_STOP_EDGE and case.stop else name
 
 
-GRAPH_BOUND_FLAGS = ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode")  # one option, old and new names
 MAX_GRAPH_EDGE = 65  # concurrent copies of one request: beyond this the edge costs more than it shows
 
 
 def graph_bounds(deployment: Deployment) -> list[int]:
-    """The distinct `--cuda-graph-max-bs` values the speculative configs run with (the last
-    one given wins, as in SGLang's argument parser: a config's own args come after launch.args).
-    From SGLang 0.5.14 the option is `--cuda-graph-max-bs-decode`, the old name its alias."""
+    """The distinct decode graph bounds the speculative configs run with (the last one given wins,
+    as in SGLang's argument parser: a config's own args come after launch.args), in any release's
+    spelling: `--cuda-graph-max-bs`, `--cuda-graph-max-bs-decode`, `--cuda-graph-config` (server_flags.py)."""
     found = set()
     for name in deployment.speculative_configs:
         # Not a number: SGLang refuses such a flag at boot, and says so.
-        bound = flag_int((*deployment.launch.args, *deployment.configs[name].args), *GRAPH_BOUND_FLAGS)
+        bound = graph_bound_from_args((*deployment.launch.args, *deployment.configs[name].args))
         if bound is not None and bound > 0:
             found.add(bound)
     return sorted(found)

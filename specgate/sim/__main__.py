@@ -52,7 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefill-attention-backend", default=None)
     p.add_argument("--decode-attention-backend", default=None)
     p.add_argument("--disable-cuda-graph", action="store_true")
-    p.add_argument("--cuda-graph-max-bs", type=int, default=None)
+    # The decode graph bound under every release's names, as SGLang takes them (the evidence:
+    # results/2026-12-03-sglang-server-args-from-wheels/): --cuda-graph-max-bs up to 0.5.11, from
+    # 0.5.14 --cuda-graph-max-bs-decode or --cuda-graph-config's decode.max_bs (the old name an alias
+    # until 0.5.19, refused from 0.5.20: see _refused_graph_flags).
+    p.add_argument("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", dest="cuda_graph_max_bs", type=int, default=None)
+    p.add_argument("--cuda-graph-config", type=_graph_config, default=None)
+    p.add_argument("--cuda-graph-backend-decode", choices=("full", "breakable", "tc_piecewise", "disabled"), default=None)
+    p.add_argument("--disable-decode-cuda-graph", action="store_true")
     # SGLang's flag; its default is the model's own length, the toy model's is this.
     p.add_argument("--context-length", type=int, default=4096)
     p.add_argument("--disable-overlap-schedule", action="store_true")
@@ -76,6 +83,62 @@ def build_parser() -> argparse.ArgumentParser:
         help="which SGLang release's names for the spec_* counters to send",
     )
     return p
+
+
+def _graph_config(text: str) -> dict:
+    """--cuda-graph-config as SGLang 0.5.14 on parses it: JSON, per phase ("decode", "prefill")."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+NEW_GRAPH_NAMES_FROM = (0, 5, 14)
+OLD_GRAPH_NAMES_UNTIL = (0, 5, 19)
+OLD_GRAPH_FLAGS = ("--cuda-graph-max-bs", "--cuda-graph-bs", "--disable-piecewise-cuda-graph")
+
+
+def _release(text: str | None) -> tuple[int, ...] | None:
+    parts = (text or "").split(".")[:3]
+    return tuple(int(p) for p in parts) if len(parts) == 3 and all(p.isdigit() for p in parts) else None
+
+
+def _refused_graph_flags(release: tuple[int, ...] | None, argv: list[str]) -> list[str]:
+    """The old graph flags SGLang's parser refuses on `release` (0.5.20 on)."""
+    if release is None or release <= OLD_GRAPH_NAMES_UNTIL:
+        return []
+    return [a for a in argv if a.partition("=")[0] in OLD_GRAPH_FLAGS]
+
+
+def _decode_graph(args: argparse.Namespace) -> tuple[bool, int | None]:
+    """(decode graphs on, their bound), resolved as SGLang 0.5.14 does: JSON over the per-phase
+    flags over the legacy ones."""
+    decode = (args.cuda_graph_config or {}).get("decode")
+    decode = decode if isinstance(decode, dict) else {}
+    off = args.disable_cuda_graph or args.disable_decode_cuda_graph
+    backend = decode.get("backend") or args.cuda_graph_backend_decode
+    if backend is not None:
+        off = backend == "disabled"
+    bound = decode.get("max_bs") if isinstance(decode.get("max_bs"), int) else args.cuda_graph_max_bs
+    return not off, bound
+
+
+def _graph_fields(
+    release: tuple[int, ...] | None, args: argparse.Namespace, on: bool, bound: int | None
+) -> dict[str, object]:
+    """The graph fields /get_server_info reports, under the names of the release the server claims
+    to be: `cuda_graph_max_bs` up to 0.5.11 (and without --sim-release); from 0.5.14 the flag's own
+    field `cuda_graph_max_bs_decode` (None where the bound came from the JSON) and the resolved
+    `cuda_graph_config`."""
+    if release is None or release < NEW_GRAPH_NAMES_FROM:
+        return {"cuda_graph_max_bs": bound}
+    return {
+        "cuda_graph_max_bs_decode": args.cuda_graph_max_bs,
+        "cuda_graph_config": {"decode": {"backend": "full" if on else "disabled", "max_bs": bound}, "prefill": {}},
+    }
 
 
 def _simulated_accept_length() -> float | None:
@@ -119,6 +182,11 @@ def _draft_context(draft_path: str | None) -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     args, unknown = build_parser().parse_known_args(argv)
+    release = _release(args.sim_release)
+    if refused := _refused_graph_flags(release, sys.argv[1:] if argv is None else argv):
+        print(f"error: unrecognized arguments: {' '.join(refused)} (SGLang {args.sim_release})", file=sys.stderr)
+        return 2
+    graphs_on, graph_bound = _decode_graph(args)
     try:
         faults = parse_faults([*args.sim_fault, *faults_from_env(dict(os.environ))])
     except ValueError as exc:
@@ -156,9 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         draft_step_ms=args.sim_draft_step_ms,
         prefill_verify_factor=args.sim_prefill_verify_factor,
         slowdown=faults.slowdown,
-        cuda_graph=not args.disable_cuda_graph,
+        cuda_graph=graphs_on,
         hybrid_attention=prefill_backend != decode_backend,
-        cuda_graph_max_bs=args.cuda_graph_max_bs,
+        cuda_graph_max_bs=graph_bound,
     )
     server_args = {
         "model_path": args.model_path,
@@ -179,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         "prefill_attention_backend": prefill_backend,
         "decode_attention_backend": decode_backend,
         "disable_cuda_graph": args.disable_cuda_graph,
-        "cuda_graph_max_bs": args.cuda_graph_max_bs,
+        **_graph_fields(release, args, graphs_on, graph_bound),
         "disable_overlap_schedule": args.disable_overlap_schedule,
         "context_length": args.context_length,
         # As SGLang's scheduler reports it where the KV pool is larger: max_req_len (the context

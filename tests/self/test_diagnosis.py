@@ -276,3 +276,53 @@ def test_a_sibling_with_another_accept_length_is_not_credited_to_the_attention_m
     prefill = _subject("prefill", PREFILL_INFO, [95.0] * 6, 2.2)
     levers = find_levers(subject, [Sibling(prefill, Interval(1.19, 1.1, 1.3, 0.95))], Thresholds())
     assert [lv.key for lv in levers][:1] == ["drafter"] and not any(lv.sibling == "prefill" for lv in levers)
+
+
+def test_a_mode_sglang_switched_to_decode_by_itself_is_said_not_recommended():
+    """SGLang 0.5.17 on switches speculative_attention_mode to decode by itself in some cases; the
+    server's report is the effective mode: no lever for a flag already in effect, a note instead."""
+    from specgate.diagnosis.diagnose import _notes
+
+    switched = {**PREFILL_INFO, "speculative_attention_mode": "decode"}
+    for flags in ({"--speculative-attention-mode": "prefill"}, {}):
+        subject = _with(_subject("x", switched, [80.0] * 6, 2.0), flags=flags)
+        assert "attention-mode" not in [lv.key for lv in find_levers(subject, [], Thresholds())]
+        assert any("switched speculative_attention_mode to decode by itself" in n for n in _notes(subject)), flags
+    asked = _with(_subject("x", switched, [80.0] * 6, 2.0), flags={"--speculative-attention-mode": "decode"})
+    assert not any("by itself" in n for n in _notes(asked))
+
+
+def test_where_the_server_does_not_report_the_mode_the_flag_given_is_taken_as_in_effect():
+    unreported = {k: v for k, v in PREFILL_INFO.items() if k != "speculative_attention_mode"}
+    decode = _with(_subject("x", unreported, [80.0] * 6, 2.0), flags={"--speculative-attention-mode": "decode"})
+    assert "attention-mode" not in [lv.key for lv in find_levers(decode, [], Thresholds())]
+    default = _subject("x", unreported, [80.0] * 6, 2.0)
+    assert find_levers(default, [], Thresholds())[0].key == "attention-mode"
+
+
+def test_the_prefill_mode_lever_names_the_plan_steps_host_sync_and_graphs_only_from_the_log():
+    from specgate.diagnosis.signals import GraphUse
+
+    subject = _subject("x", PREFILL_INFO, [80.0] * 6, 2.0)
+    lever = find_levers(subject, [], Thresholds())[0]
+    assert lever.key == "attention-mode"
+    assert "plan step" in lever.why and "host sync" in lever.why and "PR #32317" in lever.why
+    assert not any("without a graph" in e for e in lever.evidence)
+    logged = find_levers(_with(subject, graphs=GraphUse(1, 5)), [], Thresholds())[0]
+    assert any("5 of 6 decode-batch lines" in e and "without a graph" in e for e in logged.evidence)
+
+
+@pytest.mark.parametrize(
+    ("info", "action"),
+    [
+        ({"version": "0.5.11", "cuda_graph_max_bs": 2}, "--cuda-graph-max-bs 4 (or more)"),
+        ({"version": "0.5.14", "cuda_graph_max_bs_decode": 2}, "--cuda-graph-max-bs-decode 4 (or more)"),
+        ({"version": "0.5.20", "cuda_graph_max_bs_decode": None, "cuda_graph_config": {"decode": {"max_bs": 2}}},
+         "--cuda-graph-max-bs-decode 4 (or more)"),
+    ],
+)  # fmt: skip
+def test_the_graph_bound_lever_is_spelled_as_the_servers_release_takes_it(info, action):
+    decode = {**PREFILL_INFO, "speculative_attention_mode": "decode", **info}
+    subject = _with(_subject("x", decode, [80.0] * 6, 2.0), concurrency=4)
+    levers = [lv for lv in find_levers(subject, [], Thresholds()) if lv.key == "cuda-graph-batch"]
+    assert [lv.action for lv in levers] == [action]
