@@ -28,6 +28,7 @@ from specgate.measure.speed import ConfigSpeed
 from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, pooled_ratio
 from specgate.measure.summary import accept_interval, summarise_speed
 from specgate.prompts import set_of
+from specgate.verdicts import vacuity
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
@@ -52,9 +53,8 @@ from specgate.verdicts.stored_reference import (
     StoredReferenceError,
     resolve_stored_reference,
 )
+from specgate.verdicts.vacuity import TAU_FLOOR
 
-# Accept length counts tokens per verify step: it can never fall below one.
-TAU_FLOOR = 1.0
 SIMULATED_TAU_ENV = "SGLANG_SIMULATE_ACC_LEN"
 
 
@@ -253,7 +253,15 @@ class Judge:
         return verdict
 
     # --- the beats gate ---------------------------------------------------------------
+    def _vacuous(self, name: str, config: str, found: vacuity.Vacuity | None) -> Verdict | None:
+        """A threshold under which this gate cannot fail: VACUOUS, before any figure is looked at."""
+        if found is None:
+            return None
+        return self._record(Verdict(name, config, VACUOUS, found.summary(self.deployment)))
+
     def beats(self, gate: BeatsGate) -> Verdict:
+        if (vacuous := self._vacuous(f"beats:{gate.name}", gate.config, vacuity.beats_ratio(self.deployment, gate))) is not None:
+            return vacuous
         if gate.against == "stored" or (self.reference_stored and gate.over == self.deployment.reference):
             # Over the unbooted reference a gate can only be "now vs stored", whatever it says.
             return self._record(self._beats_stored(gate))
@@ -405,6 +413,8 @@ class Judge:
         """The drafter's accept length on this workload, pooled over the measured requests, is at
         least `gate.at_least`: the whole interval above it passes, below it fails."""
         name = f"accept:{gate.name}"
+        if (vacuous := self._vacuous(name, gate.config, vacuity.accept_floor(self.deployment, gate))) is not None:
+            return vacuous
         conf = self.deployment.gates.confidence
         wl = self.deployment.workload
         faked = simulated_tau(self.deployment, gate.config)
@@ -525,6 +535,13 @@ class Judge:
     # --- the no-regression gate -----------------------------------------------------------
     def regression(self, config: str, concurrency: int, metric: str) -> Verdict:
         name = f"regression:{config}:c{concurrency}:{metric}"
+        static = (
+            vacuity.accept_tolerance(self.deployment, config)
+            if metric == "accept_length"
+            else vacuity.speed_tolerance(self.deployment, config)
+        )
+        if (vacuous := self._vacuous(name, config, static)) is not None:
+            return vacuous
         stored, why_not = self.stored_for_comparison()
         if stored is None:
             return self._record(Verdict(name, config, NOT_COMPARED, why_not))
