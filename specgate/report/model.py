@@ -7,7 +7,9 @@ equivalence row's `refused` (edge requests its config refused); 3 the run's `ign
 speed requests ran past the model's end of sequence or measured answers alone); 4 a near-tie flip's
 `spec_gap` and an equivalence row's `divergences` (each decisive parting at a token, with the
 baseline's ranking there and how the same context parted elsewhere in the run); 5 an equivalence
-row's `kept` (the first failing and excused answers with their baseline, for `specgate rejudge`). Reports written
+row's `kept` (the first failing and excused answers with their baseline, for `specgate rejudge`); 6 a fidelity
+row's `state`, `witness` and `check_note` (whether the server's own figure bore out the suite's, against
+measure.fidelity's bound; older rows read as unchecked). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -31,7 +33,7 @@ from specgate.documents import problem
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[5] = 5
+SCHEMA_VERSION: Literal[6] = 6
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -40,7 +42,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5],
+    Literal[0, 1, 2, 3, 4, 5, 6],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -328,6 +330,13 @@ class FidelityRow(_Part):
     meta_gap: float | None = None
     client_overhead_ms: float | None
     e2e_gap: float | None
+    # measure.fidelity.check_fidelity: "agrees", "contradicted" (beyond its bound: the speed gates
+    # resting on the figure FAIL) or "unchecked" (the server gave no figure; every row before version 6)
+    state: Literal["agrees", "contradicted", "unchecked"] = "unchecked"
+    witness: str | None = None
+    check_note: str = ""
+
+    _since: ClassVar[dict[str, int]] = {"state": 6, "witness": 6, "check_note": 6}
 
 
 class Settings(_Part):
