@@ -414,6 +414,11 @@ def describe(dep: Deployment) -> str:
         b = dep.gates.between_boot
         lines.append(f"  declared between-boot spread: decode {b.decode_tps_log_sd:.1%}, speedup {b.speedup_log_sd:.1%} ({b.source})")
     from specgate.verdicts.judge import SIMULATED_TAU_ENV, simulated_tau
+    from specgate.verdicts.vacuity import vacuities
+
+    for found in vacuities(dep):
+        # The file, the field, the value and why: a gate that cannot fail is said before anything boots.
+        lines.append(f"  WARNING: {dep.path}: {found.field} = {found.value:g} makes its gate VACUOUS: {found.why}")
 
     for name in dep.speculative_configs:
         if simulated_tau(dep, name) is not None:

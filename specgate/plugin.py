@@ -22,7 +22,7 @@ from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.equivalence.oracle import EquivalenceOracle
 from specgate.errors import SpecgateError
-from specgate.measure.fidelity import fidelity_of
+from specgate.measure.fidelity import check_fidelity, fidelity_of
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import Measurements, SpeedMeter
 from specgate.provenance import commit_info_from_environment, git_commit, provenance
@@ -674,10 +674,11 @@ def _diagnoses(gate: GateSession, messages: list[str]) -> list[dict]:
 def _fidelity(gate: GateSession) -> list[dict]:
     """The suite's single-stream figures against the server's own log and meta_info."""
     out = []
-    for (config, _), record in sorted(gate.meter.results.items()):
+    for (config, concurrency), record in sorted(gate.meter.results.items()):
         found = fidelity_of(record, gate.pool.log_dir / f"{config}.log")
         if found is not None:
-            out.append(found.as_dict())
+            checked = check_fidelity(config, concurrency, found)
+            out.append({**found.as_dict(), "state": checked.state, "witness": checked.witness, "check_note": checked.why})
     return out
 
 

@@ -6,6 +6,7 @@ import math
 import re
 from collections import Counter
 
+from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
 from specgate.verdicts.gates import RunVerdict, Status
 
@@ -522,10 +523,18 @@ def _fidelity(report: Report) -> list[str]:
     out = [
         "\n## Fidelity: the suite's figures against the server's own\n",
         "| config | suite decode tok/s | server meta_info decode (gap) | server log gen throughput (clean windows, gap) "
-        "| client overhead per request | server e2e vs client e2e |",
-        "|---|---|---|---|---|---|",
+        "| client overhead per request | server e2e vs client e2e | suite's figure |",
+        "|---|---|---|---|---|---|---|",
     ]
     notes = []
+    # The gates that failed because the server contradicted a config's figure (judge._held_to_fidelity):
+    # named here too, so this section and the gate rows say the same.
+    failed_on: dict[str, list[str]] = {}
+    for g in report.gates:
+        held = g.figures.get("fidelity") if isinstance(g.figures, dict) else None
+        for config, found in (held or {}).items():
+            if isinstance(found, dict) and found.get("state") == "contradicted":
+                failed_on.setdefault(str(config), []).append(g.gate)
     for f in rows:
         meta = f"{f.meta_decode_tps:.1f} ({f.meta_gap:+.1%})" if f.meta_decode_tps else "—"
         if f.log_decode_tps:
@@ -536,7 +545,18 @@ def _fidelity(report: Report) -> list[str]:
                 notes.append(f"- {f.config}: log not compared: {f.log_note}")
         overhead = f"{f.client_overhead_ms:.1f} ms" if f.client_overhead_ms is not None else "—"
         e2e = f"{f.e2e_gap:+.1%}" if f.e2e_gap is not None else "—"
-        out.append(f"| {f.config} | {f.suite_decode_tps:.1f} | {meta} | {log} | {overhead} | {e2e} |")
+        state = {"agrees": "agrees", "contradicted": "**CONTRADICTED**"}.get(f.state, "UNCHECKED")
+        out.append(f"| {f.config} | {f.suite_decode_tps:.1f} | {meta} | {log} | {overhead} | {e2e} | {state} |")
+        if f.state == "contradicted" or f.config in failed_on:
+            gates = failed_on.get(f.config)
+            notes.append(
+                f"- **{f.config}: the server's own figure contradicts the suite's** ({f.check_note or 'see the gates'}; "
+                f"bound {FIDELITY_BOUND:g}x either way): "
+                + (f"FAILED on it: {', '.join(gates)}" if gates else "no speed gate rested on it")
+                + ". A buffering proxy or a client-side timing fault is the likely cause."
+            )
+        elif f.state == "unchecked":
+            notes.append(f"- {f.config}: the suite's decode tok/s is UNCHECKED: {f.check_note or 'not checked by this report'}")
     out.extend(["", *notes] if notes else [])
     out.append(
         "\nThe suite times decoding at the client, from the first streamed chunk to the last. meta_info's "

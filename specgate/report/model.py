@@ -8,8 +8,10 @@ speed requests ran past the model's end of sequence or measured answers alone); 
 `spec_gap` and an equivalence row's `divergences` (each decisive parting at a token, with the
 baseline's ranking there and how the same context parted elsewhere in the run); 5 an equivalence
 row's `kept` (the first failing and excused answers with their baseline, for `specgate rejudge`); 6 the
-plan's `drift` (how far each reference moved during the run) and `reboots`, and the run verdict
-INCONCLUSIVE (a gate that cannot tell, told apart from FAIL). Reports written
+plan's `drift` (how far each reference moved during the run) and `reboots`, the run verdict
+INCONCLUSIVE (a gate that cannot tell, told apart from FAIL), and a fidelity row's `state`, `witness`
+and `check_note` (whether the server's own figure bore out the suite's, against measure.fidelity's
+bound; older rows read as unchecked). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -345,6 +347,13 @@ class FidelityRow(_Part):
     meta_gap: float | None = None
     client_overhead_ms: float | None
     e2e_gap: float | None
+    # measure.fidelity.check_fidelity: "agrees", "contradicted" (beyond its bound: the speed gates
+    # resting on the figure FAIL) or "unchecked" (the server gave no figure; every row before version 6)
+    state: Literal["agrees", "contradicted", "unchecked"] = "unchecked"
+    witness: str | None = None
+    check_note: str = ""
+
+    _since: ClassVar[dict[str, int]] = {"state": 6, "witness": 6, "check_note": 6}
 
 
 class Settings(_Part):

@@ -32,6 +32,10 @@ in `SPECGATE_CONFIG`.
 |                  | at start (SPECGATE_SIM_SEED makes the draw reproducible per server)| must hold it (calibrate)     |
 | drift=F          | steps cost (1 + F x minutes since boot) times as much              | interleaving must cancel it  |
 | trickle-after=N  | from request N+1 on, answers 200 and then only keep-alives, forever| the per-request deadline     |
+| burst-stream     | streamed chunks are held and sent in two bursts (half way through  | fidelity: the speed gates    |
+|                  | max_new_tokens, then at the end), as a buffering proxy delivers    | FAIL on the server's own     |
+|                  | them; meta_info's e2e_latency / decode_throughput and the log stay | figure                       |
+|                  | the server's true ones                                             |                              |
 | server-info-list | /get_server_info answers a JSON list instead of an object          | a report despite odd info    |
 | node-crash=R     | with --nnodes > 1, the node of rank R dies at boot                  | multi-node teardown (ssh)    |
 """
@@ -57,6 +61,7 @@ KNOWN = (
     "boot-offset",
     "drift",
     "trickle-after",
+    "burst-stream",
     "server-info-list",
     "node-crash",
 )
@@ -85,6 +90,9 @@ class Faults:
     boot_offset: float = 0.0  # SD of log(step cost) between boots
     drift: float = 0.0  # relative slowdown per minute since boot
     trickle_after: int | None = None
+    # Stream chunks held and written in two bursts, as a buffering proxy in front of the server
+    # delivers them: the client times the second half's arrival, the server its true decoding.
+    burst_stream: bool = False
     server_info_list: bool = False
     node_crash: int | None = None  # the rank of the node that dies at boot
 

@@ -298,6 +298,8 @@ class Handler(BaseHTTPRequestHandler):
         deadline = started
         sent_text = sent_ids = 0
         first_step: tuple[float, int] | None = None  # (when, tokens) after the prefill step
+        held: list[bytes] | None = [] if stream and self.state.faults.burst_stream else None
+        halfway = False
         with self.state.lock:
             self.state.running += 1
         if stream:
@@ -327,8 +329,21 @@ class Handler(BaseHTTPRequestHandler):
                             gen, started, logprobs, rid, first_step[0] if first_step else None
                         ),
                     }
-                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    event = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+                    if held is not None:
+                        # burst-stream: held until half of max_new_tokens is out, then the rest at the end
+                        held.append(event)
+                        if not halfway and 2 * len(gen.state.output_ids) >= gen.params.max_new_tokens:
+                            halfway = True
+                            self.wfile.write(b"".join(held))
+                            self.wfile.flush()
+                            held.clear()
+                        continue
+                    self.wfile.write(event)
                     self.wfile.flush()
+            if held:
+                self.wfile.write(b"".join(held))
+                self.wfile.flush()
             with self.state.lock:
                 self.state.tokens_total += len(gen.state.output_ids)
                 self.state.verify_total += max(gen.state.verify_ct, 1) if self.state.spec else 0

@@ -23,12 +23,14 @@ from specgate.equivalence.golden import GoldenAnswers
 from specgate.measure.answer_end import past_the_end
 from specgate.measure.drafters import drafters
 from specgate.measure.drift import ReferenceDrift
+from specgate.measure.fidelity import CONTRADICTED, UNCHECKED, FidelityCheck, check_fidelity, fidelity_of
 from specgate.measure.pairing import Series, pooled, ratio_series, truncated
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import ConfigSpeed
 from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, pooled_ratio, widened
 from specgate.measure.summary import accept_interval, summarise_speed
 from specgate.prompts import set_of
+from specgate.verdicts import vacuity
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
@@ -53,9 +55,8 @@ from specgate.verdicts.stored_reference import (
     StoredReferenceError,
     resolve_stored_reference,
 )
+from specgate.verdicts.vacuity import TAU_FLOOR
 
-# Accept length counts tokens per verify step: it can never fall below one.
-TAU_FLOOR = 1.0
 SIMULATED_TAU_ENV = "SGLANG_SIMULATE_ACC_LEN"
 
 
@@ -284,11 +285,44 @@ class Judge:
         self.verdicts.append(verdict)
         return verdict
 
+    # --- fidelity: the suite's timing against the server's own ---------------------------
+    def fidelity(self, config: str, concurrency: int) -> FidelityCheck:
+        """Whether the server's own figure bears out the suite's decode tok/s of `config` (measure.fidelity)."""
+        record = self._record_of(config, concurrency)
+        return check_fidelity(config, concurrency, fidelity_of(record, self.plan.pool.log_dir / f"{config}.log"))
+
+    def _held_to_fidelity(self, verdict: Verdict, configs: list[str], concurrency: int) -> Verdict:
+        """A speed verdict rests on the suite's figures of `configs` now: where the server's own
+        contradicts one, the verdict is no verdict and FAILS with that reason (a pass most of all:
+        a stream delivered in bursts times as fast as the proxy flushes, not as the server decodes).
+        Where no figure of the server's checks it, that is said beside the verdict."""
+        if verdict.unjudged:
+            return verdict
+        checks = [self.fidelity(c, concurrency) for c in configs]
+        verdict.figures["fidelity"] = {c.config: c.as_dict() for c in checks}
+        contradicted = [c for c in checks if c.state == CONTRADICTED]
+        if contradicted:
+            verdict.status = FAIL
+            verdict.summary = f"{verdict.summary} — FAILS on fidelity: {contradicted[0].contradiction()}"
+            verdict.notes.extend(c.contradiction() for c in contradicted[1:])
+        for c in checks:
+            if c.state == UNCHECKED:
+                verdict.notes.append(f"fidelity of {c.config}'s decode tok/s UNCHECKED ({c.why})")
+        return verdict
+
     # --- the beats gate ---------------------------------------------------------------
+    def _vacuous(self, name: str, config: str, found: vacuity.Vacuity | None) -> Verdict | None:
+        """A threshold under which this gate cannot fail: VACUOUS, before any figure is looked at."""
+        if found is None:
+            return None
+        return self._record(Verdict(name, config, VACUOUS, found.summary(self.deployment)))
+
     def beats(self, gate: BeatsGate) -> Verdict:
+        if (vacuous := self._vacuous(f"beats:{gate.name}", gate.config, vacuity.beats_ratio(self.deployment, gate))) is not None:
+            return vacuous
         if gate.against == "stored" or (self.reference_stored and gate.over == self.deployment.reference):
             # Over the unbooted reference a gate can only be "now vs stored", whatever it says.
-            return self._record(self._beats_stored(gate))
+            return self._record(self._held_to_fidelity(self._beats_stored(gate), [gate.config], gate.concurrency))
         conf = self.deployment.gates.confidence
         wl = self.deployment.workload
         c = gate.concurrency
@@ -358,7 +392,7 @@ class Judge:
                 figures,
                 noise[0],
             )
-        return self._record(verdict)
+        return self._record(self._held_to_fidelity(verdict, pair, c))
 
     def _now_over_stored(
         self, config: str, concurrency: int, figs: StoredFigures, decide: Callable[[Interval], Status]
@@ -453,6 +487,8 @@ class Judge:
         """The drafter's accept length on this workload, pooled over the measured requests, is at
         least `gate.at_least`: the whole interval above it passes, below it fails."""
         name = f"accept:{gate.name}"
+        if (vacuous := self._vacuous(name, gate.config, vacuity.accept_floor(self.deployment, gate))) is not None:
+            return vacuous
         conf = self.deployment.gates.confidence
         wl = self.deployment.workload
         faked = simulated_tau(self.deployment, gate.config)
@@ -573,6 +609,13 @@ class Judge:
     # --- the no-regression gate -----------------------------------------------------------
     def regression(self, config: str, concurrency: int, metric: str) -> Verdict:
         name = f"regression:{config}:c{concurrency}:{metric}"
+        static = (
+            vacuity.accept_tolerance(self.deployment, config)
+            if metric == "accept_length"
+            else vacuity.speed_tolerance(self.deployment, config)
+        )
+        if (vacuous := self._vacuous(name, config, static)) is not None:
+            return vacuous
         stored, why_not = self.stored_for_comparison()
         if stored is None:
             return self._record(Verdict(name, config, NOT_COMPARED, why_not))
@@ -624,8 +667,12 @@ class Judge:
         if metric == "accept_length":
             return self._record(self._accept_regression(name, config, concurrency, figs, stored, notes))
         if self.reference_stored:
-            return self._record(self._regression_without_reference(name, config, concurrency, figs, stored, notes))
-        return self._record(self._speed_regression(name, config, concurrency, figs, stored, notes))
+            verdict = self._regression_without_reference(name, config, concurrency, figs, stored, notes)
+        else:
+            verdict = self._speed_regression(name, config, concurrency, figs, stored, notes)
+        # A speedup rests on the reference's figures now too; an absolute figure on the config's alone.
+        rests_on = [config, self.deployment.reference_of(config)] if "speedup_now" in verdict.figures else [config]
+        return self._record(self._held_to_fidelity(verdict, rests_on, concurrency))
 
     def _regression_without_reference(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]

@@ -141,7 +141,7 @@ def test_check_lists_every_broken_config_and_every_broken_gate(tmp_path):
         _dep({"configs": {"baseline": {"args": ["--port", "1"]}, "eagle3-prefill": {"typo": 1}}})
     assert len(err.value.errors) == 2
     with pytest.raises(DeploymentErrors) as err:
-        _dep({"gates": {"beats": [{"config": "ghost"}, {"config": "eagle3-decode", "ratio": 0}],
+        _dep({"gates": {"beats": [{"config": "ghost"}, {"config": "eagle3-decode", "ratio": -1}],
                         "accept_length": [{"config": "baseline", "at_least": 2}]}})  # fmt: skip
     assert [e.field for e in err.value.errors] == ["gates.beats[0].config", "gates.beats[1].ratio", "gates.accept_length[0].config"]
 

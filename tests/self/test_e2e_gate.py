@@ -70,6 +70,7 @@ def test_healthy_simulator_is_green_and_reports(sim_deployment, pytester, health
     assert set(fidelity) == set(by_config)
     assert all(f["log_lines"] > 0 and abs(f["log_gap"]) < 0.25 for f in fidelity.values()), fidelity
     assert all(abs(f["meta_gap"]) < 0.25 for f in fidelity.values()), fidelity  # sim.toml has --enable-metrics
+    assert {f["state"] for f in fidelity.values()} == {"agrees"}, fidelity  # so no speed gate failed on it
 
 
 def test_baseline_update_writes_provenance(healthy_baselines):

@@ -154,3 +154,25 @@ def test_a_run_without_speed_tests_leaves_no_empty_benchmark_file(sim_deployment
     )  # fmt: skip
     assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]  # PARTIAL: only equivalence ran
     assert (out / "report.json").is_file() and not (out / "benchmark.json").exists()
+
+
+def test_a_stream_delivered_in_bursts_fails_the_speed_gate_on_the_servers_own_figure(sim_deployment, pytester):
+    """A buffering proxy's two bursts make eagle3-decode look twice as fast at the client; the
+    server's meta_info.decode_throughput (sim.toml has --enable-metrics) stays the true figure. The
+    beats gate, which would pass, FAILS for that reason, and the Fidelity section says the same."""
+    d = sim_deployment()
+    result = d.run(pytester, "-k", "beats", faults="eagle3-decode:burst-stream")
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    report = d.report()
+    (beats,) = [g for g in report["gates"] if g["gate"].startswith("beats:")]
+    assert beats["status"] == "fail", beats
+    assert "FAILS on fidelity: the server's own figure contradicts the suite's" in beats["summary"]
+    assert "buffering proxy" in beats["summary"] and "meta_info.decode_throughput" in beats["summary"]
+    assert beats["figures"]["fidelity"]["eagle3-decode"]["state"] == "contradicted"
+    assert beats["figures"]["fidelity"]["baseline"]["state"] == "agrees"  # the healthy config beside it
+    rows = {f["config"]: f for f in report["fidelity"]}
+    assert rows["eagle3-decode"]["state"] == "contradicted" and rows["eagle3-decode"]["meta_gap"] > 0.5
+    assert rows["baseline"]["state"] == "agrees"
+    md = (d.report_dir / "report.md").read_text()
+    assert "FAILED on it: beats:eagle3-decode-beats-baseline" in md
+    assert report["overall"] == "FAIL"

@@ -127,8 +127,8 @@ def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
         read_report(_written(sim_report, tmp_path, lambda d: d["gates"][1].update(status="skip")))
     with pytest.raises(ReportError, match=r"field 'tests\.passed': expected a whole number, got '3'"):
         read_report(_written(sim_report, tmp_path, lambda d: d["tests"].update(passed="3")))
-    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 5, got 6"):
-        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=6)))
+    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 6, got 7"):
+        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=7)))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(ReportError, match=r"broken\.json: not a specgate report\.json \(JSONDecodeError"):
@@ -253,3 +253,19 @@ def test_declared_known_differences_collapse_and_never_undercount():
     assert "- … and 4 more in report.json" in text and "At least" not in text  # 12 here, 2 other configs' lines
     row.tolerated = ["`case`: differs"] * TOLERATED_KEPT
     assert f"At least {TOLERATED_KEPT + 6} answer(s) differ" in render_markdown(report)
+
+
+def test_a_fidelity_row_before_version_6_reads_as_unchecked_and_one_of_6_must_say():
+    from pydantic import ValidationError
+
+    from specgate.report.model import FidelityRow
+
+    row = {
+        "config": "c", "suite_decode_tps": 700.0, "log_decode_tps": None, "log_lines": 0, "log_lines_low": 0,
+        "log_gap": None, "log_note": "", "meta_decode_tps": 690.0, "meta_gap": 0.01, "client_overhead_ms": 4.0,
+        "e2e_gap": -0.01,
+    }  # fmt: skip
+    old = FidelityRow.model_validate(row, context={"complete": True, "version": 5})
+    assert old.state == "unchecked" and old.witness is None  # no bound was applied to it: never "agrees"
+    with pytest.raises(ValidationError, match="lacks 'state', 'witness', 'check_note'"):
+        FidelityRow.model_validate(row, context={"complete": True, "version": 6})

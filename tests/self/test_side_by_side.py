@@ -99,7 +99,6 @@ def _dep(overrides: dict):
             "*needs launch.coexist = true*",
         ),
         ({"gates": {"accept_length": [{"config": "baseline", "at_least": 2}]}}, "*does not speculate*"),
-        ({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 1.0}]}}, "*cannot fail*"),
         ({"gates": {"accept_length": [{"config": "eagle3-decode"}]}}, "*at_least*"),
         ({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 3.5}]}}, "*above 3*cannot pass*"),
         ({"gates": {"accept_length": [{"config": "eagle3-decode", "at_least": 2, "atleast": 3}]}}, "*atleast*"),
