@@ -753,7 +753,9 @@ def _init(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     for note in written.notes:
         print(f"  note: {note}")
-    print("next: `specgate check` to see what would run, `pytest` (or `specgate run`) to run the gate")
+    print("next:")
+    for i, step in enumerate(written.next_steps, start=1):
+        print(f"  {i}. {step}")
     return 0
 
 

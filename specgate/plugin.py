@@ -44,8 +44,14 @@ _PHASES = pytest.StashKey[dict[str, tuple[str, str]]]()
 _REPORT = pytest.StashKey[Report]()
 _MESSAGES = pytest.StashKey[list[str]]()
 _PREVIOUS_PROJECT = pytest.StashKey[project.Project | None]()
+_CANNOT_BOOT = pytest.StashKey[str]()  # why a gate a plain pytest collected cannot run on this host
 
 PHASE_ORDER = {"golden": 0, "equivalence": 1, "speed": 2, "gates": 3}
+# The fixtures that set up the session (and so boot servers): a user's test asking for one is
+# skipped with the gate where the gate cannot run here. specgate_deployment boots nothing.
+_SESSION_FIXTURES = frozenset(
+    {"specgate", "specgate_plan", "specgate_meter", "specgate_oracle", "specgate_server", "specgate_judge"}
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -124,6 +130,8 @@ def pytest_configure(config: pytest.Config) -> None:
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
         dep = deployment(config)  # a bad file named on the command line fails before collection
+        if gate_too and not dep.simulator:
+            _note_cannot_boot(config, dep, found)
         clear_previous_report(report_dir(config), dep, _named_by(config, "report_dir"))
         baselines = baselines_dir(config)
         if baselines.exists() and not baselines.is_dir():
@@ -142,6 +150,25 @@ def _collects_gate(config: pytest.Config, found: project.Project) -> bool:
         and config.args_source != pytest.Config.ArgsSource.ARGS
         and gate_dir not in config.args
     )
+
+
+def _note_cannot_boot(config: pytest.Config, dep: Deployment, found: project.Project) -> None:
+    """A gate that specgate.toml's `gate = true` added to a plain `pytest` runs only where its
+    servers can start: on a laptop without SGLang (or where an address does not answer) its tests
+    are skipped, with one reason, instead of failing beside the user's own. Where the gate is asked
+    for by name (`specgate run`, --specgate-deployment, the gate's folder) a server that cannot
+    boot still fails the run."""
+    from specgate.preflight import boot_problems
+
+    blocking = [p.text for p in boot_problems(dep) if p.blocks]
+    if blocking:
+        config.stash[_CANNOT_BOOT] = (
+            f"the gate of {dep.name!r} cannot run on this host: {blocking[0]}"
+            + (f" (and {len(blocking) - 1} more)" if len(blocking) > 1 else "")
+            + f". Skipped, as `gate = true` in {found.settings_file} asks only where it can run; "
+            f"`specgate run {dep.path}` on the GPU runner runs it (and fails there if it cannot boot)"
+        )
+        config.stash[_MESSAGES].append(f"gate SKIPPED: {config.stash[_CANNOT_BOOT]}")
 
 
 def _named_by(config: pytest.Config, what: str) -> str:
@@ -260,6 +287,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     coexist each server boots once; gate verdicts come last."""
     gate_positions = [i for i, it in enumerate(items) if it.get_closest_marker("specgate")]
     if not gate_positions:
+        return
+    if _CANNOT_BOOT in config.stash:
+        skip = pytest.mark.skip(reason=f"specgate: {config.stash[_CANNOT_BOOT]}")
+        for item in items:
+            if item.get_closest_marker("specgate") or _SESSION_FIXTURES & set(getattr(item, "fixturenames", ())):
+                item.add_marker(skip)  # before any fixture: nothing boots, no session, no report
         return
     dep = deployment(config)
     rank = {name: i for i, name in enumerate([*dep.references, *dep.speculative_configs])}

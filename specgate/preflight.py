@@ -156,8 +156,9 @@ def _cannot_import(python: str, module: str, env: dict[str, str], cwd: Path) -> 
     """(True, why) where `python` cannot import `module`'s top package, (False, "") where it can,
     (None, why) where it could not be told."""
     top = module.split(".")[0]
-    if python == sys.executable:
-        return (importlib.util.find_spec(top) is None, "")  # this interpreter: no process needed
+    same_paths = all(env.get(k) == os.environ.get(k) for k in {*env, *os.environ} if k.startswith("PYTHON"))
+    if python == sys.executable and same_paths:
+        return (importlib.util.find_spec(top) is None, "")  # this interpreter, as it is: no process needed
     try:
         done = subprocess.run(
             [python, "-c", f"import {top}"],
