@@ -6,7 +6,7 @@ import math
 import re
 from collections import Counter
 
-from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
+from specgate.report.model import LEADS, TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
 from specgate.verdicts.gates import RunVerdict, Status
 
 
@@ -39,6 +39,11 @@ def render_markdown(report: Report) -> str:
     title = f"# specgate — {report.deployment}: **{report.overall}**"
     out.append(title)
     reasons = report.overall_reasons
+    if reasons and reasons[0].startswith(LEADS):
+        # The next step (no stored baseline), or what a baseline update stored: right under the title.
+        lead, _, said = reasons[0].partition(": ")
+        out.append(f"\n**{lead}:** {said}")
+        reasons = reasons[1:]
     if report.overall != RunVerdict.PASS and reasons:
         out.append(f"\n**Why {report.overall}:**\n")
         out.extend(f"- {r}" for r in reasons[:15])

@@ -92,6 +92,7 @@ def test_init_launch_names_the_baseline_update_to_run_on_the_gpu_runner(launched
 def _with_command(repo: Path, command: list[str], env: dict[str, str] | None = None) -> None:
     path = repo / "deployments" / "mine.toml"
     data = re.sub(r"(?m)^command = .*$", lambda _: f"command = {json.dumps(command)}", path.read_text(), count=1)
+    data = re.sub(r"(?m)^env = .*\n", "", data)
     if env:
         data = data.replace("[launch]\n", "[launch]\nenv = " + "{ " + ", ".join(f'{k} = "{v}"' for k, v in env.items()) + " }\n")
     path.write_text(data)
@@ -117,14 +118,42 @@ def test_check_warns_where_the_commands_python_cannot_import_sglang(launched, co
 
 
 def test_check_names_a_missing_python_and_is_quiet_where_it_imports(launched):
-    _with_command(launched, ["/nowhere/venv/bin/python", "-m", "sglang.launch_server"])
+    _with_command(launched, ["env", "CUDA_VISIBLE_DEVICES=0", "/nowhere/venv/bin/python", "-m", "sglang.launch_server"])
     missing = _specgate("check", cwd=launched)
     assert "'/nowhere/venv/bin/python' not found on this host" in missing.stdout, missing.stdout
     fake = launched / "fake"
     (fake / "sglang").mkdir(parents=True)
     (fake / "sglang" / "__init__.py").write_text("")
-    _with_command(launched, ["python3", "-m", "sglang.launch_server"], env={"PYTHONPATH": "{repo}/fake"})
-    found = _specgate("check", cwd=launched)
-    assert found.returncode == 0 and "WARNING" not in found.stdout, found.stdout
+    for python in ("{python}", "python3"):  # the server's environment is the one asked: launch.env's PYTHONPATH
+        _with_command(launched, [python, "-m", "sglang.launch_server"], env={"PYTHONPATH": "{repo}/fake"})
+        found = _specgate("check", cwd=launched)
+        assert found.returncode == 0 and "WARNING" not in found.stdout, found.stdout
     sim = _specgate("check", "sim", cwd=launched)
     assert sim.returncode == 0 and "WARNING" not in sim.stdout, sim.stdout
+
+
+def test_a_baseline_update_says_what_it_stored_and_a_run_without_one_names_the_update(sim_deployment, capsys):
+    from specgate.cli import _closing
+
+    recorded = sim_deployment()
+    result = recorded.run(None, "--specgate-update-baselines")
+    assert result.ret == 0, "\n".join(result.outlines[-40:])
+    (stored,) = (recorded.baselines_dir / "sim").glob("*.json")
+    head = (recorded.report_dir / "report.md").read_text().splitlines()[:4]
+    assert head[0].startswith("# specgate") and "BASELINE RECORDED" in "\n".join(head), head
+    lead = next(line for line in head[1:] if line.strip())
+    assert str(stored) in lead and "samples of 3 config(s)" in lead, lead
+    assert all(name in lead for name in ("baseline", "eagle3-prefill", "eagle3-decode")), lead
+    report = recorded.report()
+    assert report["overall_reasons"][0].startswith("BASELINE RECORDED: ")
+    for text in ((recorded.report_dir / "report.md").read_text(), json.dumps(report)):
+        assert "record one with" not in text and "no stored baseline" not in text
+
+    fresh = sim_deployment()  # the same deployment, nothing stored
+    result = fresh.run(None)
+    assert result.ret == 0, "\n".join(result.outlines[-40:])  # uncompared allowed (the helper's default)
+    lines = [line for line in (fresh.report_dir / "report.md").read_text().splitlines() if line.strip()]
+    assert "NEXT STEP" in lines[1] and "specgate baseline update" in lines[1], lines[:3]
+    assert _closing(fresh.report_dir, 0, 0.0, True) == 0
+    closing = capsys.readouterr().out.strip().splitlines()[-1]
+    assert closing.startswith("specgate: PARTIAL (NEXT STEP: ") and "specgate baseline update" in closing, closing
