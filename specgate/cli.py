@@ -292,11 +292,12 @@ def _rejudge(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def launch_warnings(dep: Deployment) -> list[str]:
-    """What would keep the local launcher from starting a server on this host: a program that is
-    not found, or `{python} -m sglang…` where this Python cannot import SGLang (e.g. a CPU
-    machine checking a GPU deployment). Warnings, not errors: the file may be meant for another host."""
-    import importlib.util
-    import shutil
+    """What would keep the launcher from starting a server on this host: a program that is not
+    found, a launch command whose Python (`{python}`, `python3`, `/venv/bin/python`, `env ...
+    python`, `bash -c "... python -m sglang..."`) cannot import the module it runs (e.g. a CPU
+    machine checking a GPU deployment), an address that does not answer, a key that is not set.
+    Warnings, not errors: the file may be meant for another host (specgate.preflight)."""
+    from specgate.preflight import boot_problems
 
     out = []
     if dep.launch.api_key_env is not None:
@@ -304,23 +305,7 @@ def launch_warnings(dep: Deployment) -> list[str]:
             api_key(dep.launch.api_key_env)
         except SpecgateError as exc:
             out.append(str(exc))
-    if dep.launch.launcher == "ssh" and shutil.which("ssh") is None:
-        out.append('launch.launcher = "ssh", but no ssh client is on this host\'s PATH: no server boots from here')
-    if dep.launch.launcher != "local":
-        return out
-    by_command: dict[tuple[str, ...], list[str]] = {}
-    for name, cfg in dep.configs.items():
-        by_command.setdefault(cfg.launch_command(dep.launch), []).append(name)
-    for command, names in by_command.items():
-        program, who = command[0], f"config{'s' if len(names) > 1 else ''} {', '.join(names)}"
-        if program == "{python}":
-            module = command[2] if len(command) > 2 and command[1] == "-m" else None
-            top = module.split(".")[0] if module else None
-            if top and importlib.util.find_spec(top) is None:
-                out.append(f"{who}: {sys.executable} cannot import {top!r} ({module}): no server boots on this host")
-        elif "{" not in program and shutil.which(program) is None:
-            out.append(f"{who}: program {program!r} not found on this host: no server boots here")
-    return out
+    return out + [p.text for p in boot_problems(dep)]
 
 
 def describe_ssh(ssh: SshSpec) -> list[str]:
@@ -779,7 +764,9 @@ def _init(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     for note in written.notes:
         print(f"  note: {note}")
-    print("next: `specgate check` to see what would run, `pytest` (or `specgate run`) to run the gate")
+    print("next:")
+    for i, step in enumerate(written.next_steps, start=1):
+        print(f"  {i}. {step}")
     return 0
 
 

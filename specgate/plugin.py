@@ -20,7 +20,7 @@ from specgate import project
 from specgate.atomic import write_json_atomic
 from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
-from specgate.equivalence.oracle import EquivalenceOracle
+from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.errors import SpecgateError
 from specgate.measure.fidelity import check_fidelity, fidelity_of
 from specgate.measure.plan import SamplingPlan
@@ -29,7 +29,7 @@ from specgate.provenance import commit_info_from_environment, git_commit, proven
 from specgate.report.build import build_report
 from specgate.report.chart import render_chart
 from specgate.report.markdown import render_markdown
-from specgate.report.model import SCHEMA_VERSION, ErrorReport, Report
+from specgate.report.model import BASELINE_NOT_RECORDED, BASELINE_RECORDED, SCHEMA_VERSION, ErrorReport, Report
 from specgate.report.progress import BootDisplay
 from specgate.resources import gate_tests_dir
 from specgate.server.pool import LiveServer
@@ -44,8 +44,14 @@ _PHASES = pytest.StashKey[dict[str, tuple[str, str]]]()
 _REPORT = pytest.StashKey[Report]()
 _MESSAGES = pytest.StashKey[list[str]]()
 _PREVIOUS_PROJECT = pytest.StashKey[project.Project | None]()
+_CANNOT_BOOT = pytest.StashKey[str]()  # why a gate a plain pytest collected cannot run on this host
 
 PHASE_ORDER = {"golden": 0, "equivalence": 1, "speed": 2, "gates": 3}
+# The fixtures that set up the session (and so boot servers): a user's test asking for one is
+# skipped with the gate where the gate cannot run here. specgate_deployment boots nothing.
+_SESSION_FIXTURES = frozenset(
+    {"specgate", "specgate_plan", "specgate_meter", "specgate_oracle", "specgate_server", "specgate_judge"}
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -124,6 +130,8 @@ def pytest_configure(config: pytest.Config) -> None:
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
         dep = deployment(config)  # a bad file named on the command line fails before collection
+        if gate_too and not dep.simulator:
+            _note_cannot_boot(config, dep, found)
         clear_previous_report(report_dir(config), dep, _named_by(config, "report_dir"))
         baselines = baselines_dir(config)
         if baselines.exists() and not baselines.is_dir():
@@ -142,6 +150,25 @@ def _collects_gate(config: pytest.Config, found: project.Project) -> bool:
         and config.args_source != pytest.Config.ArgsSource.ARGS
         and gate_dir not in config.args
     )
+
+
+def _note_cannot_boot(config: pytest.Config, dep: Deployment, found: project.Project) -> None:
+    """A gate that specgate.toml's `gate = true` added to a plain `pytest` runs only where its
+    servers can start: on a laptop without SGLang (or where an address does not answer) its tests
+    are skipped, with one reason, instead of failing beside the user's own. Where the gate is asked
+    for by name (`specgate run`, --specgate-deployment, the gate's folder) a server that cannot
+    boot still fails the run."""
+    from specgate.preflight import boot_problems
+
+    blocking = [p.text for p in boot_problems(dep) if p.blocks]
+    if blocking:
+        config.stash[_CANNOT_BOOT] = (
+            f"the gate of {dep.name!r} cannot run on this host: {blocking[0]}"
+            + (f" (and {len(blocking) - 1} more)" if len(blocking) > 1 else "")
+            + f". Skipped, as `gate = true` in {found.settings_file} asks only where it can run; "
+            f"`specgate run {dep.path}` on the GPU runner runs it (and fails there if it cannot boot)"
+        )
+        config.stash[_MESSAGES].append(f"gate SKIPPED: {config.stash[_CANNOT_BOOT]}")
 
 
 def _named_by(config: pytest.Config, what: str) -> str:
@@ -260,6 +287,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     coexist each server boots once; gate verdicts come last."""
     gate_positions = [i for i, it in enumerate(items) if it.get_closest_marker("specgate")]
     if not gate_positions:
+        return
+    if _CANNOT_BOOT in config.stash:
+        skip = pytest.mark.skip(reason=f"specgate: {config.stash[_CANNOT_BOOT]}")
+        for item in items:
+            if item.get_closest_marker("specgate") or _SESSION_FIXTURES & set(getattr(item, "fixturenames", ())):
+                item.add_marker(skip)  # before any fixture: nothing boots, no session, no report
         return
     dep = deployment(config)
     rank = {name: i for i, name in enumerate([*dep.references, *dep.speculative_configs])}
@@ -490,6 +523,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if gate.options.update_baselines:
             messages.append("baseline NOT written: the run's report could not be built")
         return
+    if gate.options.update_baselines:
+        lead = _update_baselines(session, gate, fingerprint, interrupted)
+        try:
+            # Written again with what was stored (or why nothing was) as its first line; the
+            # messages of the first build (chart, diagnosis) are not said twice.
+            _, report = _write_report(gate, [], interrupted, lead=lead, chart=False)
+        except Exception as exc:
+            messages.append(f"report NOT rewritten with what the baseline update stored: {type(exc).__name__}: {exc}")
     config.stash[_REPORT] = report
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:
@@ -498,11 +539,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 f.write(render_markdown(report))
         except OSError as exc:
             messages.append(f"$GITHUB_STEP_SUMMARY ({summary_file}) NOT written: {exc}")
-    if gate.options.update_baselines:
-        _update_baselines(session, gate, fingerprint, interrupted)
 
 
-def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, Report]:
+def _write_report(
+    gate: GateSession, messages: list[str], interrupted: str | None, lead: str | None = None, chart: bool = True
+) -> tuple[Any, Report]:
+    """Build and write report.json/md (and the chart); `lead` is its first line (model.LEADS):
+    by default the next step where no stored baseline was there to compare with."""
     fingerprint = gate.judge.fingerprint_if_known()  # the run is over: never boot for it
     stand_in = _stand_in(gate)
     report = build_report(
@@ -528,6 +571,7 @@ def _write_report(gate: GateSession, messages: list[str], interrupted: str | Non
         stand_in=stand_in,
         interrupted=interrupted,
         drafters=gate.judge.drafters(),
+        lead=lead if lead is not None else gate.judge.next_step(),
     )
     out = gate.options.report_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -535,7 +579,8 @@ def _write_report(gate: GateSession, messages: list[str], interrupted: str | Non
     write_json_atomic(out / "report.json", report.document())  # whole or not at all: CI reads it
     (out / "report.md").write_text(markdown)
     try:
-        render_chart(report, out / "report.png")
+        if chart:
+            render_chart(report, out / "report.png")
     except Exception as exc:  # a chart must never hide a verdict
         messages.append(f"chart not drawn: {type(exc).__name__}: {exc}")
     return fingerprint, report
@@ -682,7 +727,9 @@ def _fidelity(gate: GateSession) -> list[dict]:
     return out
 
 
-def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: Any, interrupted: str | None) -> None:
+def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: Any, interrupted: str | None) -> str:
+    """Store this run's figures where they may be stored; returns the report's first line: what
+    was stored (file, configs, samples), or why nothing was."""
     messages = session.config.stash[_MESSAGES]
     # Figures of an interrupted run are partial: writing them would replace a good baseline.
     reason = interrupted or gate.why_no_baseline()
@@ -705,10 +752,31 @@ def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: A
             messages.append(f"baseline written: {path}")
             for name, why in excluded.items():
                 messages.append(f"baseline holds no figures for {name}: {why}")
-            return
+            return _recorded(path, document, excluded)
     messages.append(f"baseline NOT written: {reason}")
     if not interrupted:  # an interrupted run keeps pytest's exit status for an interrupt
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return f"{BASELINE_NOT_RECORDED}{reason}; nothing stored changed"
+
+
+def _recorded(path: Path, document: dict, excluded: dict[str, str]) -> str:
+    """What a baseline update stored, as the report's first line says it."""
+    configs = []
+    total = 0
+    for name, entry in document["configs"].items():
+        counts = {int(c): figures["n"] for c, figures in entry["concurrency"].items()}
+        total += sum(counts.values())
+        at = ", ".join(f"{n} at concurrency {c}" for c, n in sorted(counts.items()))
+        configs.append(f"{name} ({at})")
+    golden = document.get("golden")
+    also = f"; the reference's golden answers ({len(golden.get('cases', []))} cases)" if isinstance(golden, dict) else ""
+    left = "".join(f"; no figures for {name}: {why}" for name, why in excluded.items())
+    replay = path.parent / REPLAY_FILE  # the equivalence cases that once failed, replayed first by every run
+    files = f"{path} (and {replay}, the cases replayed first)" if replay.is_file() else str(path)
+    return (
+        f"{BASELINE_RECORDED}{path}: {total} samples of {len(configs)} config(s), {'; '.join(configs)}{also}{left}. "
+        f"Commit {files}: later runs on this machine compare against it"
+    )
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

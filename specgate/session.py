@@ -157,7 +157,12 @@ class GateSession:
         meter = SpeedMeter(deployment)
         plan = SamplingPlan(deployment, pool, meter, configs, options.seed)
         judge = Judge(
-            deployment, plan, options.baselines_dir, options.allow_fingerprint_mismatch, reference_stored=stored
+            deployment,
+            plan,
+            options.baselines_dir,
+            options.allow_fingerprint_mismatch,
+            reference_stored=stored,
+            recording=options.update_baselines,
         )
         oracle = EquivalenceOracle(
             deployment,

@@ -5,6 +5,11 @@ the SIMULATOR's (a copy of the built-in `sim`, with the simulator's stored basel
 first `pytest` there runs the whole gate and compares), a deployment for an SGLang launch
 command, or one for two running servers (a plain one and a speculative one). Every file
 written passes `specgate check`; nothing existing is overwritten without `--force`.
+
+Only the simulator's settings say `gate = true`: a real deployment boots SGLang servers (a GPU,
+minutes each), which a plain `pytest` in the user's repository must not do as a side effect,
+nor fail on a laptop without SGLang. Its gate runs where the user asks for it: `specgate
+baseline update` and then `specgate run` on the GPU runner (init's closing words say so).
 """
 
 from __future__ import annotations
@@ -29,8 +34,16 @@ deployment = "{deployment}"   # what `pytest` and `specgate run` gate by default
 deployments = "deployments"   # `specgate run NAME` looks here first, then among the built-ins
 baselines = "baselines"       # stored baselines: commit them
 report_dir = "specgate-report" # report.md/json/png, server logs, benchmark.json: keep out of git
-gate = true                   # a plain `pytest` here runs the gate as well as your own tests
+{gate}
 """
+
+# The simulator runs anywhere in seconds: a plain `pytest` may run it beside the user's tests.
+GATE_ON = "gate = true                   # a plain `pytest` here runs the gate (the SIMULATOR) as well as your own tests"
+# A real deployment boots SGLang servers (minutes each, a GPU): never a side effect of `pytest`.
+GATE_OFF = """\
+gate = false                  # your SGLang servers boot only for `specgate run` / `specgate baseline update`
+                              # (on the GPU runner); true adds the gate to every plain `pytest` here,
+                              # skipped with its reason where the servers cannot start (no SGLang here)"""
 
 # The speculative flags `--launch` may carry: they make the speculative configs; the rest of
 # the command is the plain baseline.
@@ -56,6 +69,7 @@ class InitError(SpecgateError):
 class Written:
     files: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)  # what to run next, in order: init's closing words
 
 
 def _toml_list(items: list[str] | tuple[str, ...]) -> str:
@@ -281,15 +295,35 @@ def write_project(
     deployment_path.write_text(text, encoding="utf-8")
     out.files.append(deployment_path)
     settings = folder / SETTINGS_FILE
-    settings.write_text(SETTINGS_TEXT.format(deployment=f"deployments/{name}.toml"), encoding="utf-8")
+    simulator = launch is None and url is None
+    settings.write_text(
+        SETTINGS_TEXT.format(deployment=f"deployments/{name}.toml", gate=GATE_ON if simulator else GATE_OFF),
+        encoding="utf-8",
+    )
     out.files.append(settings)
-    if launch is None and url is None and name == "sim":
+    relative = f"deployments/{name}.toml"
+    update = f"specgate baseline update {relative}"
+    if simulator and name == "sim":
         out.files.extend(_copy_sim_baseline(folder / "baselines" / "sim"))
-    elif launch is None and url is None:
-        out.notes.append(
-            f"no stored baseline copied (the simulator's is stored under the name sim): the first run cannot "
-            f"compare; `specgate baseline update` records one for {name!r}"
-        )
+        out.next_steps += [
+            "`specgate check` shows what would run",
+            "`pytest` runs your tests and the gate on the SIMULATOR, compared with the baseline copied into baselines/sim",
+        ]
+    elif simulator:
+        out.notes.append(f"no stored baseline copied (the simulator's is stored under the name sim) for {name!r}")
+        out.next_steps += [
+            f"`{update}` (committed tree) records the baseline in baselines/{name}/; commit it",
+            "`pytest` then runs your tests and the gate, compared with it",
+        ]
+    else:
+        where = "where the command runs (the GPU runner)" if launch is not None else "that reaches both servers"
+        out.next_steps += [
+            f"`specgate check {relative}` here: what would run, and what keeps it from booting on this host",
+            f"on the host {where}, in this repository at a committed tree: `{update}` boots the servers, runs "
+            f"the gate and records the baseline in baselines/{name}/; commit that folder",
+            f"then `specgate run {relative}` there gates each change against it (a plain `pytest` leaves the gate "
+            "out: gate = false in specgate.toml)",
+        ]
     return out
 
 

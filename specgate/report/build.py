@@ -282,10 +282,15 @@ def build_report(
     stand_in: dict | None = None,
     interrupted: str | None = None,
     drafters: dict[str, dict] | None = None,
+    lead: str | None = None,
 ) -> Report:
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
     # dead server) are named in the report too, not only in pytest's traceback.
     overall, reasons = overall_verdict(tally, verdicts, completeness, failed_tests)
+    if lead is not None:
+        # What to do next, or what a baseline update stored (model.LEADS): first, so report.md's
+        # head and the CLI's closing line say it; the verdict above was reached without it.
+        reasons.insert(0, lead)
     document = {
         "schema_version": SCHEMA_VERSION,
         "deployment": deployment.name,

@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 from specgate.measure.fidelity import FIDELITY_BOUND
-from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
+from specgate.report.model import LEADS, TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
 from specgate.verdicts.gates import RunVerdict, Status
 
 
@@ -36,8 +36,8 @@ def _iv(d: Interval | None, fmt: str = "{:.1f}") -> str:
 
 
 def _next_steps(report: Report) -> list[str]:
-    """What to do next, one sentence and one command each, for the causes a first run meets:
-    no stored baseline for this runner, absolute gates that no calibration backs."""
+    """What to do next where absolute gates have no calibration behind them: one sentence, one
+    command (a missing baseline is the report's lead reason, model.LEADS)."""
     out = []
     uncalibrated = [g for g in report.gates if g.figures.get("uncalibrated")]
     if uncalibrated:
@@ -45,13 +45,6 @@ def _next_steps(report: Report) -> list[str]:
             f"**{len(uncalibrated)} absolute speed gate(s) cannot tell**: this runner has no calibration, so a change "
             "since the stored run cannot be told from its own drift between runs. Measure that drift once: "
             f"`specgate calibrate {report.deployment_file}`"
-        )
-    missing = next((g.summary for g in report.gates if g.summary.startswith("no stored baseline")), None)
-    if missing:
-        command = missing.partition("record one with: ")[2]
-        out.append(
-            "**No stored baseline for this runner yet**: the regression gates compared nothing. Record one on this "
-            f"runner, then commit it: `{command or 'specgate baseline update'}`"
         )
     return out
 
@@ -72,6 +65,12 @@ def render_markdown(report: Report) -> str:
     out: list[str] = []
     title = f"# specgate — {report.deployment}: **{report.overall}**"
     out.append(title)
+    reasons = report.overall_reasons
+    if reasons and reasons[0].startswith(LEADS):
+        # The next step (no stored baseline), or what a baseline update stored: right under the title.
+        lead, _, said = reasons[0].partition(": ")
+        out.append(f"\n**{lead}:** {said}")
+        reasons = reasons[1:]
     steps = _next_steps(report)
     if steps:
         out.append("")
@@ -80,7 +79,6 @@ def render_markdown(report: Report) -> str:
     if levers:
         out.append("\n**What to change** (the diagnosis below has the evidence):\n")
         out.extend(levers)
-    reasons = report.overall_reasons
     if report.overall != RunVerdict.PASS and reasons:
         out.append(f"\n**Why {report.overall}:**\n")
         out.extend(f"- {r}" for r in reasons[:15])

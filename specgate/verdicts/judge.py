@@ -31,6 +31,7 @@ from specgate.measure.stats import Interval, median_interval, paired_pooled_rati
 from specgate.measure.summary import accept_interval, summarise_speed
 from specgate.prompts import set_of
 from specgate.verdicts import vacuity
+from specgate.report.model import NEXT_STEP
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
@@ -80,6 +81,8 @@ class Judge:
     allow_fingerprint_mismatch: bool = False
     # The reference is not booted in this run: its figures come from the stored baseline.
     reference_stored: bool = False
+    # A baseline update: this run's figures become the stored baseline (nothing stored is no gap).
+    recording: bool = False
     verdicts: list[Verdict] = field(default_factory=list)
     _fingerprint: Fingerprint | None = None
     _lookup: BaselineLookup | None = None
@@ -236,10 +239,15 @@ class Judge:
         lookup = self.lookup()
         if lookup.exact is not None:
             return lookup.exact, ""
+        if not lookup.others and self.recording:
+            return None, (
+                f"nothing stored for deployment {self.deployment.name!r} on this machine before this run to compare "
+                "with: this baseline update stores its figures as the baseline (the report's first line says where)"
+            )
         if not lookup.others:
             return None, (
                 f"no stored baseline for deployment {self.deployment.name!r} under {self.baselines_root}; "
-                f"record one with: specgate baseline update {self.deployment.path} --baselines-dir {self.baselines_root}"
+                f"record one with: {self.update_command()}"
             )
         newest = lookup.others[0]
         diff = "; ".join(self.fingerprint().differences(newest.fingerprint))
@@ -280,6 +288,30 @@ class Judge:
         )
         verdict.figures["uncalibrated"] = True
         return verdict
+
+    def update_command(self) -> str:
+        """The command that records this deployment's baseline for this machine."""
+        return f"specgate baseline update {self.deployment.path} --baselines-dir {self.baselines_root}"
+
+    def next_step(self) -> str | None:
+        """The report's first line where this run looked for a stored baseline of this machine and
+        found none (never boots: None where no gate looked); None in a baseline update."""
+        lookup = self._lookup
+        if self.recording or lookup is None or lookup.exact is not None:
+            return None
+        if lookup.others and self.allow_fingerprint_mismatch:
+            return None  # compared with another machine's, as asked; each gate says so
+        name = self.deployment.name
+        found = (
+            f"the stored baselines of {name!r} are for other hardware/software ({lookup.others[0].path.name})"
+            if lookup.others
+            else f"no stored baseline for deployment {name!r}"
+        )
+        return (
+            f"{NEXT_STEP}{found} on this machine, so nothing here is compared with it. Record one on this machine "
+            f"(the GPU runner), at a committed tree, with `{self.update_command()}`, and commit "
+            f"{self.baselines_root / name}; later runs compare against it"
+        )
 
     def _record(self, verdict: Verdict) -> Verdict:
         self.verdicts.append(verdict)
