@@ -177,8 +177,14 @@ def render(deployment: Deployment, configs: dict[str, dict], boots: int, notes: 
     lines = [
         f"# specgate calibrate — {deployment.name}" + (" (SIMULATOR)" if deployment.simulator else ""),
         "",
-        f"{boots} A/A rounds: every config booted afresh each round and measured with the gate's own plan. "
-        "Within-boot noise is the spread of one request around its own mean; between-boot noise is the spread of "
+        (
+            f"{boots} A/A rounds against the same running servers (launcher url), minutes apart: what is called "
+            "between-boot noise below is the drift of one running server between runs, which a gate against "
+            "these servers meets. "
+            if deployment.launch.launcher == "url"
+            else f"{boots} A/A rounds: every config booted afresh each round and measured with the gate's own plan. "
+        )
+        + "Within-boot noise is the spread of one request around its own mean; between-boot noise is the spread of "
         "a boot's median beyond what its requests explain (SD of the log, ≈ relative).",
         "",
         f"| config | figure | boot medians | within-boot SD | between-boot SD | its {UPPER_BOUND:.0%} upper bound (used) |",
