@@ -65,11 +65,11 @@ step() {  # step NAME COMMAND...: one specgate command, its exit code and its re
 }
 : > "$OUT/summary.txt"
 cat "$work/provenance.txt" >> "$OUT/summary.txt"
-step calibrate specgate calibrate $dep --boots 3 --numerics 0
-step update specgate baseline update $dep
-for i in 1 2 3; do step "unchanged-$i" specgate run $dep; done
+step calibrate python3 -m specgate.cli calibrate $dep --boots 3 --numerics 0
+step update python3 -m specgate.cli baseline update $dep
+for i in 1 2 3; do step "unchanged-$i" python3 -m specgate.cli run $dep; done
 echo "${DELAY_MS:-2}" > "$work/delay_ms"
-step slowed specgate run $dep
+step slowed python3 -m specgate.cli run $dep
 echo 0 > "$work/delay_ms"
 cp -r baselines/$dep "$work/baselines-written" 2>/dev/null
 for r in unchanged-1 unchanged-2 unchanged-3 slowed; do
