@@ -672,3 +672,23 @@ def test_the_tie_margin_calibration_measures_how_far_a_server_moves_its_referenc
     assert summarise([0.25 + 1e-6], 0.125, 0.3, 1)["suggested_tie_margin"] == 0.375  # float noise is no extra step
     assert told["histogram"] == {"0": 1, "0.1": 1, "0.125": 1}
     assert summarise([], None, 0.3, 0) == {"positions": 0, "pairs": 0, "tie_margin": 0.3}
+
+
+def test_a_known_defects_line_in_report_md_names_only_the_shapes_that_defect_has():
+    """A config with past-stop and stop-list-order answers: the PR #23802 line is about the
+    past-stop ones, the list-order line about the others (issue 32, item 5: no PR pinned on
+    answers of another shape)."""
+    from specgate.equivalence.known import PAST_STOP, STOP_LIST_ORDER, UNCLASSIFIED, known_defects_for
+    from specgate.report.markdown import _answers_of_the_shapes
+    from specgate.report.model import EquivalenceRow
+
+    version = "0.5.14"
+    (pr, listed) = (known_defects_for(PAST_STOP)[0].explain(version), known_defects_for(STOP_LIST_ORDER)[0].explain(version))
+    row = EquivalenceRow(
+        config="standalone", cases=1, requests=3, exact_matches=0, near_tie_flips=0, decisive_failures=2,
+        tokens_compared=0, flips=[], failures=[], server_version=version,
+        shapes={PAST_STOP: 1, STOP_LIST_ORDER: 1, UNCLASSIFIED: 1}, known_defects=[pr, listed],
+    )
+    assert _answers_of_the_shapes(row, pr) == f"its {PAST_STOP} answers"
+    assert _answers_of_the_shapes(row, listed) == f"its {STOP_LIST_ORDER} answers"
+    assert _answers_of_the_shapes(row, "worded by an older table").startswith("answers of one of its shapes (")
