@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 
 from specgate.client import GenerateResult, curl_command
 from specgate.equivalence.cases import GenerationCase
-from specgate.equivalence.known import PAST_STOP, PAST_STOP_AT_LENGTH, STOP_LIST_ORDER, STOP_OVERSHOOT
+from specgate.equivalence.known import (
+    PAST_STOP,
+    PAST_STOP_AT_LENGTH,
+    STOP_LIST_ORDER,
+    STOP_OVERSHOOT,
+    UNCLASSIFIED,
+)
 from specgate.equivalence.partings import Parting, choices, context_key, prompt_digest, standing, tops_at
 
 
@@ -204,9 +210,12 @@ def _completed_by_the_last_allowed_token(case: GenerationCase, result: GenerateR
 def _is_stop_overshoot(case: GenerationCase, baseline: GenerateResult, spec: GenerateResult) -> bool:
     """Exactly the shape seen on SGLang 0.5.11: both answers stopped on one of the request's stop
     strings with the same text, and the speculative one carries extra token ids (within
-    max_new_tokens) after the baseline's."""
+    max_new_tokens) after the baseline's. Not at the first token: SGLang checks the prefill's
+    token alone, so PR #23802's miss cannot happen there (a server that misses it and meets the
+    same stop later is another defect)."""
     return (
-        baseline.finish_reason.kind == "stop"
+        len(baseline.output_ids) >= 2
+        and baseline.finish_reason.kind == "stop"
         and baseline.finish_reason.matched in case.stop
         and spec.finish_reason.kind == "stop"
         and spec.finish_reason.matched == baseline.finish_reason.matched
@@ -215,42 +224,63 @@ def _is_stop_overshoot(case: GenerationCase, baseline: GenerateResult, spec: Gen
     )
 
 
+# The fewest tokens a verify step of any speculative config can accept (--speculative-num-steps
+# >= 1, plus the verified token): where a config's args do not give its step size, only a run
+# that fits a step this small is known to fit one of its steps.
+MIN_TOKENS_PER_STEP = 2
+# SGLang's finish check decodes the last stop_str_max_len + 1 tokens of a step (stop_str_max_len:
+# the longest stop string's length in tokens, at least 1): a stop string ending at most one token
+# before the end of the step's tokens is always in that tail, whatever the release.
+TAIL_TOKENS = 2
+
+
+def _one_step_holds(tokens: int, max_tokens_per_step: int | None) -> bool | None:
+    """Whether one verify step can have accepted `tokens` tokens: True or False where the step
+    size says, and where it is unknown True only for what any step holds, None otherwise."""
+    if max_tokens_per_step is not None:
+        return tokens <= max_tokens_per_step
+    return True if tokens <= MIN_TOKENS_PER_STEP else None
+
+
 def _stop_in_the_step_that_hit_the_limit(
     case: GenerationCase, baseline: GenerateResult, spec: GenerateResult, max_tokens_per_step: int | None
-) -> bool:
+) -> bool | None:
     """The baseline stopped on a stop string at token k; the speculative answer has the same
-    tokens up to k and ended on max_new_tokens fewer than one verify step's worth of tokens
-    later: the stop token was accepted in the step that reached the limit. (A stop string missed
+    tokens up to k and ended on max_new_tokens within one verify step's worth of tokens from
+    the stop's (the stop token and those after it): the stop token was accepted in the step that
+    reached the limit. Not at the first token (SGLang checks the prefill's token alone, and ends
+    there on the stop). None where only the step size, unknown, could tell. (A stop string missed
     earlier, as PR #23802's, lets the answer run on for many steps.)"""
     k = len(baseline.output_ids)
-    return (
-        max_tokens_per_step is not None
-        and baseline.finish_reason.kind == "stop"
+    if not (
+        baseline.finish_reason.kind == "stop"
         and spec.finish_reason.kind == "length"
         and spec.completion_tokens >= case.max_new_tokens
-        and k > 0
+        and k >= 2
         and tuple(spec.output_ids[:k]) == tuple(baseline.output_ids)
-        and 0 <= spec.completion_tokens - k < max_tokens_per_step
-    )
+        and spec.completion_tokens >= k
+    ):
+        return False
+    return _one_step_holds(spec.completion_tokens - k + 1, max_tokens_per_step)
 
 
 def _ended_on_a_stop_listed_first(
     case: GenerationCase, baseline: GenerateResult, spec: GenerateResult, max_tokens_per_step: int | None
-) -> bool:
+) -> bool | None:
     """The baseline stopped on stop string b at token k; the speculative answer has the same
     tokens up to k and b right after the baseline's text, then ended on stop string a, listed
-    before b in the request, fewer than one verify step's worth of tokens later: one step
-    completed both, and the server took them in list order. Only what list order can produce:
-    not at the first token (SGLang checks the prefill's token alone), not a stop listed after b,
-    not a run of more than one step, not an a that the baseline's text would already have
-    ended on or that the speculative text runs past, and no stop listed before a in what that
-    step added (list order would have ended on it). It cannot tell a different defect that
-    misses b and ends on such an a within the same step (the report names list order)."""
+    before b in the request, within one verify step's worth of tokens from b's (b's token and
+    those after it): one step completed both, and the server took them in list order. Only what
+    list order can produce: not at the first token (SGLang checks the prefill's token alone), not
+    a stop listed after b, not a run of more than one step, not an a that the baseline's text
+    would already have ended on or that the speculative text runs past, and no stop listed
+    before a in what that step added (list order would have ended on it). None where only the
+    step size, unknown, could tell. It cannot tell a different defect that misses b and ends on
+    such an a within the same step (the report names list order)."""
     b, a = baseline.finish_reason.matched, spec.finish_reason.matched
     k = len(baseline.output_ids)
     if not (
-        max_tokens_per_step is not None
-        and baseline.finish_reason.kind == "stop"
+        baseline.finish_reason.kind == "stop"
         and spec.finish_reason.kind == "stop"
         and isinstance(b, str)
         and isinstance(a, str)
@@ -260,14 +290,84 @@ def _ended_on_a_stop_listed_first(
         and case.stop.index(a) < case.stop.index(b)
         and k >= 2
         and tuple(spec.output_ids[:k]) == tuple(baseline.output_ids)
-        and 0 < len(spec.output_ids) - k < max_tokens_per_step
+        and len(spec.output_ids) > k
         and spec.text.startswith(baseline.text + b)
         and a not in baseline.text + b
         and a not in spec.text
     ):
         return False
     step_text = spec.text[len(baseline.text) :] + a  # what the step added, up to and with a
-    return all(s and s not in step_text for s in case.stop[: case.stop.index(a)])
+    if not all(s and s not in step_text for s in case.stop[: case.stop.index(a)]):
+        return False
+    return _one_step_holds(len(spec.output_ids) - k + 1, max_tokens_per_step)
+
+
+def _stop_shape(
+    case: GenerationCase,
+    baseline: GenerateResult,
+    spec: GenerateResult,
+    problems: list[str],
+    max_tokens_per_step: int | None,
+) -> tuple[str, str]:
+    """(shape, why) of a speculative answer whose text runs past a stop string: the most specific
+    known shape that what the answers show fits fully, tried in this order: past-stop-at-length
+    (ended on max_new_tokens within the stop's verify step), stop-list-order (ended on a stop
+    listed first within that step), past-stop (ran on at least two tokens past the baseline's
+    stop, so the stop could leave the finish check's tail). UNCLASSIFIED where none fits, where
+    a more specific one might and only the unknown step size could tell, or where the evidence
+    cannot place the run-on (other tokens before the stop, a baseline that did not end on one):
+    a named shape carries a known defect's PR, and a wrong one is worse than none."""
+    b = baseline.finish_reason.matched
+    k = len(baseline.output_ids)
+    if not all("text runs past stop string" in p for p in problems):
+        return UNCLASSIFIED, "the answer breaks more than a stop string; no known shape is only that"
+    if baseline.finish_reason.kind != "stop" or not isinstance(b, str) or not b or b not in case.stop:
+        return UNCLASSIFIED, (
+            f"the baseline did not end on one of the request's stop strings ({baseline.finish_reason}): "
+            "where the speculative answer ran past a stop cannot be placed against it"
+        )
+    if tuple(spec.output_ids[:k]) != tuple(baseline.output_ids) or not spec.text.startswith(baseline.text + b):
+        return UNCLASSIFIED, (
+            f"the speculative answer does not hold the baseline's {k} tokens and text up to its stop {b!r}: "
+            "where it ran past the stop cannot be placed"
+        )
+    if k < 2:
+        return UNCLASSIFIED, (
+            f"the baseline's stop {b!r} is its first token, which SGLang checks alone (after the prefill): "
+            "no known shape misses it"
+        )
+    at_length = _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step)
+    listed_first = _ended_on_a_stop_listed_first(case, baseline, spec, max_tokens_per_step)
+    after = len(spec.output_ids) - k  # tokens after the one that completed the baseline's stop
+    steps = "unknown (the config's args give no --speculative-num-steps)" if max_tokens_per_step is None else str(
+        max_tokens_per_step
+    )
+    if at_length:
+        return PAST_STOP_AT_LENGTH, (
+            f"the baseline's tokens through its stop {b!r}, then {after} more to max_new_tokens: one verify step "
+            f"(of at most {steps} tokens) accepted the stop and reached the limit"
+        )
+    if listed_first:
+        return STOP_LIST_ORDER, (
+            f"the baseline's tokens through its stop {b!r}, then {after} more to {spec.finish_reason.matched!r}, "
+            f"listed before it: one verify step (of at most {steps} tokens) completed both"
+        )
+    if at_length is None or listed_first is None:
+        other = PAST_STOP_AT_LENGTH if at_length is None else STOP_LIST_ORDER
+        return UNCLASSIFIED, (
+            f"{after} token(s) after the baseline's stop {b!r}: {other} if one verify step held them and the stop, "
+            f"{PAST_STOP} if not; the verify step's size is {steps}"
+        )
+    missable = after >= TAIL_TOKENS and (max_tokens_per_step is None or max_tokens_per_step >= TAIL_TOKENS + 1)
+    if missable:
+        return PAST_STOP, (
+            f"the baseline's tokens through its stop {b!r}, then {after} more: the stop left the tail of its "
+            "verify step that the finish check decodes"
+        )
+    return UNCLASSIFIED, (
+        f"{after} token(s) after the baseline's stop {b!r} in a verify step of at most {steps} tokens: the stop "
+        "stayed in the tail every release's finish check decodes, so no known shape misses it"
+    )
 
 
 def _ends_on_its_stop(case: GenerationCase, baseline: GenerateResult, spec: GenerateResult) -> bool:
@@ -322,17 +422,12 @@ def compare(
     shared = {key for key, _ in _violations(case, baseline, strict=True)}
     problems = [f"speculative server {m}" for key, m in _violations(case, spec) if key not in shared]
     if problems:
-        shape = None
+        shape: str | None = None
+        why = ""
         if any("text runs past stop string" in p for p in problems):
-            # A known shape only where running past a stop is the whole of what is wrong.
-            only_past_stop = all("text runs past stop string" in p for p in problems)
-            if only_past_stop and _stop_in_the_step_that_hit_the_limit(case, baseline, spec, max_tokens_per_step):
-                shape = PAST_STOP_AT_LENGTH
-            elif only_past_stop and _ended_on_a_stop_listed_first(case, baseline, spec, max_tokens_per_step):
-                shape = STOP_LIST_ORDER
-            else:
-                shape = PAST_STOP
-        message = f"{problems[0]}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}"
+            shape, why = _stop_shape(case, baseline, spec, problems, max_tokens_per_step)
+        named = f"\n{shape}: {why}" if shape is not None else ""
+        message = f"{problems[0]}{named}\n{header}\n" + "\n".join(problems[1:]) + f"\n{repro}"
         if shape in (PAST_STOP_AT_LENGTH, STOP_LIST_ORDER):
             # The tokens up to the baseline's stop are the baseline's (checked above); only where
             # SGLang's finish check lets the verify step end is different.

@@ -15,7 +15,11 @@ import re
 from dataclasses import dataclass
 
 # Failure shapes the equivalence check names (specgate.equivalence.check.Outcome.shape).
-PAST_STOP = "past-stop"  # the speculative text runs on past a stop string
+# The speculative text runs on past a stop string: the answer has the baseline's tokens through
+# the stop that ended the baseline (not its first token, which SGLang checks alone), then at least
+# two more, in a verify step that can hold the stop's token and two after it. Only so can the stop
+# fall out of the tail (stop_str_max_len + 1 tokens, at least 2) that the finish check decodes.
+PAST_STOP = "past-stop"
 # ... and the answer ended on max_new_tokens: the stop string (or a stop token such as EOS) was
 # accepted in the verify step that reached the limit (the plain server, one token per step,
 # stopped on it first).
@@ -25,6 +29,11 @@ STOP_OVERSHOOT = "stop-overshoot"  # text cut at the stop, token ids past it
 # that ended the baseline: the verify step that completed the baseline's stop also completed the
 # other, and the server took the stop strings in list order, not in the order they occur.
 STOP_LIST_ORDER = "stop-list-order"
+# A failure the check will not name: the answers break an invariant near a stop, but what they show
+# does not fit one known shape fully, or fits more than one and cannot tell which (the verify step's
+# size unknown, say). It matches no known defect and no declaration: a wrong name on a real
+# upstream defect (a PR it is not) is worse than none. The message says why ("unclassified: ...").
+UNCLASSIFIED = "unclassified"
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,7 @@ def test_a_stop_string_the_first_token_holds_is_checked_live_and_from_a_golden_f
     # server: the fault's stop miss is in the kept text) they fail as the run judged them.
     row = next(e for e in d.report()["equivalence"] if e["config"] == "eagle3-decode")
     failing = [p for p in row["kept"] if p["kind"] != "near-tie-flip"]
-    assert failing and all(p["kind"] == "invariant" and p["shape"] == "past-stop" for p in failing)
+    assert failing and all(p["kind"] == "invariant" and p["shape"] == "unclassified" for p in failing)
     assert failing[0]["baseline"]["top_ids"] and failing[0]["speculative"]["top_ids"] is None
     again = subprocess.run(
         [sys.executable, "-m", "specgate.cli", "rejudge", str(d.report_dir / "report.json"), str(d.path)],
@@ -201,7 +201,7 @@ def test_a_stop_string_the_first_token_holds_is_checked_live_and_from_a_golden_f
     )
     assert "`specgate rejudge report.json` judges them again" in (d.report_dir / "report.md").read_text()
     assert again.returncode == 1, again.stdout + again.stderr
-    assert "then invariant (past-stop); now invariant (past-stop): speculative server text runs past stop string" in again.stdout
+    assert "then invariant (unclassified); now invariant (unclassified): speculative server text runs past stop string" in again.stdout
     # Recorded with the other golden cases, its stop string the recorded one-token answer.
     entries = json.loads((d.report_dir / "sim-golden.json").read_text())["entries"]
     one = next(e for e in entries if e["case"]["label"].endswith("(edge: max_new_tokens 1)"))

@@ -193,3 +193,21 @@ def test_kept_answers_that_would_judge_another_answer_are_refused(tmp_path, caps
     assert main(["rejudge", str(_report_with(tmp_path, [bad])), str(DEPLOYMENT)]) == 2
     err = capsys.readouterr().err
     assert words in err and "kept" in err, err
+
+
+def test_the_h200_standalone_answer_a_run_called_past_stop_is_stop_list_order_judged_again():
+    """Issue 32, item 5: kept as the run judged it (invariant, past-stop), the STANDALONE answer of
+    code/code-00 (stop ['\\n\\n', '.'], plain stopped on '.' after 26 tokens, '.' 30 and '\\n\\n' 1004
+    in one verify step) is stop-list-order now, excused where the config declares it, even where
+    its args give no step size."""
+    case = GenerationCase("code/code-00", "Write a Python function ...", 52, ("\n\n", "."), 1)
+    text = "Here is a Python function that returns the n-th Fibonacci number using memoization"
+    ids = [*range(200, 225), 30]
+    base = _answer(ids, text, FinishReason("stop", "."))
+    spec = _answer([*ids, 1004], text + ".", FinishReason("stop", "\n\n"))
+    kept = kept_pair(case, compare(case, base, spec, 0.3, "b", "s"), base, spec)
+    kept.update(kind="invariant", shape="past-stop")  # what the run (the old check) said
+    pair = KeptPair.model_validate(json.loads(json.dumps(kept)))
+    again = rejudge(pair, 0.3, (STOP_LIST_ORDER,), None)
+    assert again.then == "invariant (past-stop)" and again.now.kind == "tolerated" and again.now.shape == STOP_LIST_ORDER
+    assert rejudge(pair, 0.3, (), None).now.shape == STOP_LIST_ORDER and not rejudge(pair, 0.3, (), None).now.ok

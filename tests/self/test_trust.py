@@ -252,10 +252,13 @@ def test_a_known_defect_is_read_against_the_servers_version():
 
 def test_stop_shapes_are_named_for_the_known_defects():
     case = GenerationCase("chat/0", "hi", 8, (".",), 1)
-    base = _answer([1, 2], "ab")
-    leaked = _answer([1, 2, 3], "ab. cd")
+    base = replace(_answer([1, 2, 3], "ab"), finish_reason=FinishReason("stop", "."))
+    leaked = _answer([1, 2, 3, 4, 5], "ab. cd")  # two tokens past the '.': it left the checked tail
     outcome = compare(case, base, leaked, 0.05, "http://b", "http://s")
     assert not outcome.ok and outcome.shape == "past-stop"
+    # A baseline that did not stop there: the run-on cannot be placed, and no PR is named.
+    unplaced = compare(case, _answer([1, 2], "ab"), _answer([1, 2, 3], "ab. cd"), 0.05, "http://b", "http://s")
+    assert not unplaced.ok and unplaced.shape == "unclassified" and "#23802" not in unplaced.message
 
 
 def test_a_stop_string_the_last_allowed_token_completes_is_the_servers_behaviour_not_a_run_on():
@@ -284,7 +287,11 @@ def test_a_stop_string_missed_in_the_step_that_reaches_max_new_tokens_is_named()
     # The stop missed several steps before the limit, or the step size unknown: the older shape.
     early = replace(base, output_ids=(1, 2, 3), completion_tokens=3)
     assert compare(case, early, at_limit, 0.05, "http://b", "http://s", max_tokens_per_step=3).shape == "past-stop"
-    assert compare(case, base, at_limit, 0.05, "http://b", "http://s").shape == "past-stop"
+    # The step size unknown: one token past the stop fits any verify step (two tokens or more).
+    assert compare(case, base, at_limit, 0.05, "http://b", "http://s").shape == PAST_STOP_AT_LENGTH
+    # Two past it, the step size unknown: one step of three, or a stop missed earlier; not named.
+    six = replace(base, output_ids=(1, 2, 3, 4, 5, 6), completion_tokens=6)
+    assert compare(case, six, at_limit, 0.05, "http://b", "http://s").shape == "unclassified"
     # Declared known for a config: counted, not failed; but only this shape, not an earlier miss.
     tolerated = compare(case, base, at_limit, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3)
     assert tolerated.ok and tolerated.kind == "tolerated" and tolerated.tokens_compared == 7
@@ -341,9 +348,9 @@ def test_a_verify_step_completing_two_stop_strings_that_ends_on_the_one_listed_f
     empty = replace(spec, finish_reason=FinishReason("stop", ""))
     assert not judged(empty, stops=("", "\n\n")).ok
     assert judged(spec, stops=("?", ".", "\n\n")).ok  # an absent stop listed first changes nothing
-    # An answer that also breaks max_new_tokens is not named after the defect.
+    # An answer that also breaks max_new_tokens is not named after any defect.
     over = replace(spec, completion_tokens=41)
-    assert judged(over).shape == "past-stop"
+    assert judged(over).shape == "unclassified" and "PR #" not in judged(over).message
     (defect,) = known_defects_for(STOP_LIST_ORDER)
     assert "_check_str_based_finish" in defect.reference and "no release is known to fix it" in defect.explain("0.5.14")
     assert "#49391" in defect.title
@@ -574,7 +581,12 @@ def test_an_eos_accepted_in_the_step_that_reaches_max_new_tokens_is_the_same_kno
     far = replace(case, max_new_tokens=16)
     runs_on = _answer([*eleven, 5, 6, 7, 8, 9], "The cat sleeps.\nAnd")
     assert compare(far, base, runs_on, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3).kind == "divergence"
-    assert compare(case, base, spec, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,)).kind == "divergence"
+    # The step size unknown: one token past the EOS fits any verify step; two do not tell.
+    assert compare(case, base, spec, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,)).kind == "tolerated"
+    two_past = replace(case, max_new_tokens=13)
+    spec_13 = _answer([*eleven, 5, 6], "The cat sleeps.\nA")
+    assert compare(two_past, base, spec_13, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,)).kind == "divergence"
+    assert compare(two_past, base, spec_13, 0.05, "http://b", "http://s", (PAST_STOP_AT_LENGTH,), max_tokens_per_step=3).ok
     # Only where the baseline ended on its own stop and the speculative text continues it.
     for odd_base, odd_spec in (
         (base, replace(spec, text="The dog sleeps.\n")),  # same ids, other text
@@ -664,3 +676,23 @@ def test_the_tie_margin_calibration_measures_how_far_a_server_moves_its_referenc
     assert summarise([0.25 + 1e-6], 0.125, 0.3, 1)["suggested_tie_margin"] == 0.375  # float noise is no extra step
     assert told["histogram"] == {"0": 1, "0.1": 1, "0.125": 1}
     assert summarise([], None, 0.3, 0) == {"positions": 0, "pairs": 0, "tie_margin": 0.3}
+
+
+def test_a_known_defects_line_in_report_md_names_only_the_shapes_that_defect_has():
+    """A config with past-stop and stop-list-order answers: the PR #23802 line is about the
+    past-stop ones, the list-order line about the others (issue 32, item 5: no PR pinned on
+    answers of another shape)."""
+    from specgate.equivalence.known import PAST_STOP, STOP_LIST_ORDER, UNCLASSIFIED, known_defects_for
+    from specgate.report.markdown import _answers_of_the_shapes
+    from specgate.report.model import EquivalenceRow
+
+    version = "0.5.14"
+    (pr, listed) = (known_defects_for(PAST_STOP)[0].explain(version), known_defects_for(STOP_LIST_ORDER)[0].explain(version))
+    row = EquivalenceRow(
+        config="standalone", cases=1, requests=3, exact_matches=0, near_tie_flips=0, decisive_failures=2,
+        tokens_compared=0, flips=[], failures=[], server_version=version,
+        shapes={PAST_STOP: 1, STOP_LIST_ORDER: 1, UNCLASSIFIED: 1}, known_defects=[pr, listed],
+    )
+    assert _answers_of_the_shapes(row, pr) == f"its {PAST_STOP} answers"
+    assert _answers_of_the_shapes(row, listed) == f"its {STOP_LIST_ORDER} answers"
+    assert _answers_of_the_shapes(row, "worded by an older table").startswith("answers of one of its shapes (")
