@@ -29,12 +29,13 @@ from specgate.provenance import commit_info_from_environment, git_commit, proven
 from specgate.report.build import build_report
 from specgate.report.chart import render_chart
 from specgate.report.markdown import render_markdown
-from specgate.report.model import BASELINE_NOT_RECORDED, BASELINE_RECORDED, SCHEMA_VERSION, ErrorReport, Report
+from specgate.report.model import SCHEMA_VERSION, ErrorReport, Report
 from specgate.report.progress import BootDisplay
 from specgate.resources import gate_tests_dir
 from specgate.server.pool import LiveServer
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
+from specgate.verdicts.gates import BASELINE_NOT_RECORDED, BASELINE_RECORDED
 from specgate.verdicts.judge import Judge, baseline_document
 from specgate.verdicts.stored_reference import MeasuredView, StoredReference
 

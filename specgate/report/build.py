@@ -300,7 +300,8 @@ def build_report(
         "overall": overall,
         "overall_reasons": reasons,
         "tests": tally.__dict__,
-        "plan": plan or {},
+        # A PlanLog always says how far the host drifted and why it rebooted (a hand-made plan may not).
+        "plan": {"drift": [], "reboots": [], **plan} if plan else {},
         "calibration": calibration,
         "fingerprint": fingerprint.as_dict() if fingerprint else None,
         # Set where the reference was not booted (launch.reference_from = "stored"): which stored

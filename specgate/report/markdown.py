@@ -8,8 +8,8 @@ from collections import Counter
 
 from specgate.equivalence.known import known_defects_for
 from specgate.measure.fidelity import FIDELITY_BOUND
-from specgate.report.model import LEADS, TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
-from specgate.verdicts.gates import RunVerdict, Status
+from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
+from specgate.verdicts.gates import LEADS, RunVerdict, Status
 
 
 def _expected_by_set(report: Report, config: str, key: str = "expected_tau_by_set") -> dict[str, float]:

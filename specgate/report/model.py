@@ -414,10 +414,6 @@ class Diagnosis(_Part):
 
 # An `overall_reasons` entry that starts so is the run's lead, not a reason for its verdict: the
 # build puts it first, report.md shows it under the title and the CLI's closing line names it.
-NEXT_STEP = "NEXT STEP: "  # no stored baseline to compare with: the command that records one
-BASELINE_RECORDED = "BASELINE RECORDED: "  # a baseline update stored one: where, which configs, how many samples
-BASELINE_NOT_RECORDED = "BASELINE NOT RECORDED: "  # a baseline update that stored nothing, and why
-LEADS = (NEXT_STEP, BASELINE_RECORDED, BASELINE_NOT_RECORDED)
 
 
 class Report(_Part):

@@ -43,6 +43,13 @@ class RunVerdict(StrEnum):
     INTERRUPTED = "INTERRUPTED"
 
 
+# The words a report's first reason may start with, said right under its title (report.model):
+NEXT_STEP = "NEXT STEP: "  # no stored baseline to compare with: the command that records one
+BASELINE_RECORDED = "BASELINE RECORDED: "  # a baseline update stored one: where, which configs, how many samples
+BASELINE_NOT_RECORDED = "BASELINE NOT RECORDED: "  # a baseline update that stored nothing, and why
+LEADS = (NEXT_STEP, BASELINE_RECORDED, BASELINE_NOT_RECORDED)
+
+
 PASS, FAIL, INCONCLUSIVE = Status.PASS, Status.FAIL, Status.INCONCLUSIVE
 NOT_COMPARED, VACUOUS = Status.NOT_COMPARED, Status.VACUOUS
 # Outcomes that mean "this gate did not judge the change": never a pass, never silent.

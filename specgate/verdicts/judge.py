@@ -31,13 +31,13 @@ from specgate.measure.stats import Interval, median_interval, paired_pooled_rati
 from specgate.measure.summary import accept_interval, summarise_speed
 from specgate.prompts import set_of
 from specgate.verdicts import vacuity
-from specgate.report.model import NEXT_STEP
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
 from specgate.verdicts.gates import (
     FAIL,
     INCONCLUSIVE,
+    NEXT_STEP,
     NOT_COMPARED,
     PASS,
     VACUOUS,
