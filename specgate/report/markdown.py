@@ -112,12 +112,12 @@ def render_markdown(report: Report) -> str:
         )
         out.append(f"Measured {how}; {plan.boots} boot(s) per config.")
         out.extend(f"Booted again: {why}." for why in plan.reboots)
-        for d in plan.drift:
-            change = (d.ratio.estimate - 1) * 100
+        for drift in plan.drift:
+            change = (drift.ratio.estimate - 1) * 100
             out.append(
-                f"Drift during the run: {d.config}'s first {d.requests} requests sent again at the end ({d.where}) "
-                f"decoded at {_iv(d.ratio, '{:.3f}')} of the start ({change:+.1f}%"
-                + ("; the host moved" if d.moved else "; no move shown") + ")."
+                f"Drift during the run: {drift.config}'s first {drift.requests} requests sent again at the end "
+                f"({drift.where}) decoded at {_iv(drift.ratio, '{:.3f}')} of the start ({change:+.1f}%"
+                + ("; the host moved" if drift.moved else "; no move shown") + ")."
             )
     if not report.ignore_eos:
         out.append(

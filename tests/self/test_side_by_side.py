@@ -20,7 +20,8 @@ EAGLE = [
 # "The new release": another install (its own command), claiming another version, serving OTHER
 # weights, so that its EAGLE-3 answers match its own plain answers and not the old release's.
 # (The weights are a flag after launch.args, so that they win over the deployment's --model-path.)
-NEW = [*SIM, "--sim-release", "9.9.0"]
+# A release before 0.5.20, which refuses the 0.5.11 flag names the simulator deployment launches with.
+NEW = [*SIM, "--sim-release", "0.5.18"]
 OTHER_WEIGHTS = ["--model-path", "specgate-sim/toy-other"]
 UPGRADE = {
     "configs": {
@@ -47,7 +48,7 @@ def test_an_upgrade_is_gated_side_by_side_each_release_against_its_own_reference
     # every answer would differ), and the tolerance carried over for the old release is a finding.
     assert not rows["eagle3-new"]["failures"] and rows["eagle3-new"]["requests"] > 0
     assert rows["eagle3-new"]["unused_tolerances"] == ["stop-overshoot"]
-    assert report["server_settings"]["eagle3-new"]["version"] == "9.9.0-specgate-sim"
+    assert report["server_settings"]["eagle3-new"]["version"] == "0.5.18-specgate-sim"
     gates = {g["gate"]: g for g in report["gates"]}
     assert gates["beats:eagle3-new-beats-eagle3-decode"]["status"] == "pass"
     assert result.ret == 1  # the old release's failures fail the run
@@ -135,16 +136,16 @@ def test_a_config_on_another_release_than_its_stored_baseline_is_not_compared(si
     move to another release under the same flags: its stored figures are then not compared."""
     wrapper = tmp_path / "sim-release"
     release = tmp_path / "release.txt"
-    release.write_text("9.9.0")
+    release.write_text("0.5.18")
     wrapper.write_text(f'#!/bin/sh\nexec {__import__("sys").executable} -m specgate.sim --sim-release "$(cat {release})" "$@"\n')
     wrapper.chmod(0o755)
     d = sim_deployment({"configs": {"eagle3-prefill": {"command": [str(wrapper)]}}})
     recorded = d.run(pytester, "--specgate-update-baselines", "-k", "speed or equivalence")
     assert "baseline written" in recorded.stdout.str()
-    release.write_text("10.0.0")
+    release.write_text("0.5.19")
     d.run(pytester, "-k", "regression and eagle3-prefill and decode_tps")
     gate = next(g for g in d.report()["gates"] if g["gate"] == "regression:eagle3-prefill:c1:decode_tps")
-    assert gate["status"] == "not compared" and "9.9.0-specgate-sim then, 10.0.0-specgate-sim now" in gate["summary"]
+    assert gate["status"] == "not compared" and "0.5.18-specgate-sim then, 0.5.19-specgate-sim now" in gate["summary"]
 
 
 def test_an_empty_deployment_name_is_refused_not_the_simulator():
