@@ -344,6 +344,28 @@ def test_slowdown_of_everything_is_reported_as_machine_drift(sim_deployment, pyt
     failed = [line for line in result.stdout.str().splitlines() if line.startswith("FAILED")]
     assert not any("eagle3" in line for line in failed), failed
     assert "the change follows plain decoding (machine or core); the speedup held" in result.stdout.str()
+    # No calibration for this runner: the reference's absolute figure cannot tell a slower machine from
+    # its own drift between runs, so the gate says it cannot tell (and how to calibrate), not REGRESSED.
+    report = d.report()
+    gate = next(g for g in report["gates"] if g["gate"] == "regression:baseline:c1:decode_tps")
+    assert gate["status"] == "inconclusive" and "not a regression" in gate["summary"], gate
+    assert "specgate calibrate" in gate["summary"] and report["overall"] == "INCONCLUSIVE"
+    assert "absolute speed gate(s) cannot tell" in (d.report_dir / "report.md").read_text()
+
+
+def test_slowdown_of_everything_on_a_calibrated_runner_is_plain_decode_drifting(
+    sim_deployment, pytester, healthy_baselines
+):
+    # The same machine twice as slow, where a between-boot spread is known (declared here, as a
+    # calibration would record it): then the reference's gate decides, and it points at the machine.
+    spread = {"decode_tps": 0.03, "speedup": 0.03, "source": "self-test: a runner measured at 3%"}
+    by_config = {"eagle3-prefill": 0.3, "eagle3-decode": 0.3}
+    overrides = {"gates": {"tolerance": {"decode_tps_by_config": by_config}, "between_boot": spread}}
+    d = with_baselines(sim_deployment(overrides), healthy_baselines)
+    result = d.run(pytester, "-k", "regression", faults="*:slowdown=1.0")
+    assert result.ret == 1
+    gate = next(g for g in d.report()["gates"] if g["gate"] == "regression:baseline:c1:decode_tps")
+    assert gate["status"] == "fail" and "plain decode drifted (slower)" in gate["summary"], gate
 
 
 def test_prefill_mode_fails_a_beats_gate_with_the_numbers(sim_deployment, pytester):
