@@ -7,8 +7,8 @@
 #                                         throttling proxy in front of the STANDALONE one
 #   bash tools/gpu_url_drift.sh measure   against those very servers (smollm2-url-h200, launcher url):
 #                                         specgate calibrate (A/A runs minutes apart), baseline update,
-#                                         three unchanged runs, then one run with the proxy slowing every
-#                                         streamed chunk (DELAY_MS, default 2): the injected regression
+#                                         three unchanged runs, then one run with the proxy pacing every
+#                                         streamed event to one per DELAY_MS (default 8): the injected regression
 #
 # Pass SPECGATE_COMMIT=<clean commit>. Everything comes back under $OUT: summary.txt, run.log,
 # results.tar.gz (every run's report folder with benchmark.json's per-request samples, the
@@ -50,7 +50,7 @@ dep=smollm2-url-h200
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "commit: ${SPECGATE_COMMIT:-unknown}"
-  echo "command: tools/gpu_url_drift.sh measure (DELAY_MS=${DELAY_MS:-2})"
+  echo "command: tools/gpu_url_drift.sh measure (DELAY_MS=${DELAY_MS:-8})"
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid --format=csv,noheader
   python3 -c 'import importlib.metadata as m; print("sglang", m.version("sglang"), "torch", m.version("torch"), "flashinfer", m.version("flashinfer-python"))'
   echo "cpu: $(nproc) cores"
@@ -68,7 +68,7 @@ cat "$work/provenance.txt" >> "$OUT/summary.txt"
 step calibrate python3 -m specgate.cli calibrate $dep --boots 3 --numerics 0
 step update python3 -m specgate.cli baseline update $dep
 for i in 1 2 3; do step "unchanged-$i" python3 -m specgate.cli run $dep; done
-echo "${DELAY_MS:-2}" > "$work/delay_ms"
+echo "${DELAY_MS:-8}" > "$work/delay_ms"
 step slowed python3 -m specgate.cli run $dep
 echo 0 > "$work/delay_ms"
 cp -r baselines/$dep "$work/baselines-written" 2>/dev/null

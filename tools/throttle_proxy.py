@@ -2,9 +2,11 @@
 
     python tools/throttle_proxy.py LISTEN_PORT UPSTREAM_PORT DELAY_FILE
 
-Every chunk read from the upstream server waits the milliseconds DELAY_FILE holds (read at each
-chunk, so a run can be slowed without restarting anything; 0 or no file: pass-through) before it
-is forwarded. It listens on 127.0.0.1 only. Lab tool: not part of the product.
+The server's stream is forwarded one server-sent event (up to each blank line) at a time, at most
+one event per DELAY milliseconds, DELAY read from DELAY_FILE at each event (so a run can be slowed
+without restarting anything; 0 or no file: pass-through). Pacing, not a delay per read: a fixed
+wait per read is absorbed as soon as events queue up (the next read takes them all at once), which
+slowed nothing in a first try on the H200. It listens on 127.0.0.1 only. Lab tool, not the product.
 """
 
 from __future__ import annotations
@@ -22,11 +24,25 @@ def delay_s(path: Path) -> float:
 
 
 async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, slow: Path | None) -> None:
+    loop = asyncio.get_running_loop()
+    pending = b""
+    next_at = 0.0
     try:
         while chunk := await reader.read(65536):
-            if slow is not None and (wait := delay_s(slow)):
-                await asyncio.sleep(wait)
-            writer.write(chunk)
+            if slow is None:
+                writer.write(chunk)
+                await writer.drain()
+                continue
+            pending += chunk
+            *events, pending = pending.split(b"\n\n")
+            for event in events:
+                if (gap := delay_s(slow)) and (wait := next_at - loop.time()) > 0:
+                    await asyncio.sleep(wait)
+                next_at = loop.time() + gap
+                writer.write(event + b"\n\n")
+                await writer.drain()
+        if pending:
+            writer.write(pending)
             await writer.drain()
     except (ConnectionError, asyncio.CancelledError):
         pass
