@@ -37,8 +37,8 @@ class ReferenceDrift:
     def sentence(self) -> str:
         change = (self.ratio.estimate - 1) * 100
         return (
-            f"this host drifted by {change:+.1f}% during the run: {self.config}'s first {self.requests} requests "
-            f"sent again at the end ({self.where}) decoded at {self.ratio} of the start"
+            f"the reference drifted by {change:+.1f}% during the run: {self.config}'s first {self.requests} requests "
+            f"sent again after the speed tests ({self.where}) decoded at {self.ratio} of the first time"
         )
 
     def as_dict(self) -> dict:

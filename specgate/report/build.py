@@ -124,7 +124,12 @@ def overall_verdict(
     decided = [v for v in verdicts if v.status == Status.FAIL]
     undecided = [v for v in verdicts if v.undecided]
     unjudged = [v for v in verdicts if v.unjudged]
-    other_failures = [f for f in (failed_tests or []) if not f.startswith(_GATE_TESTS)]
+    # A gate test's failure is told by its verdict; one that raised before judging (a server that
+    # died or hung) has none, and is told as a failure of its own.
+    told = [v.summary[:80] for v in verdicts if v.status != Status.PASS]
+    other_failures = [
+        f for f in (failed_tests or []) if not (f.startswith(_GATE_TESTS) and any(t and t in f for t in told))
+    ]
     if tally.failed or tally.errors or decided or undecided:
         reasons.append(
             f"{tally.failed} test(s) failed, {tally.errors} errored; gates: {len(decided)} failed, "

@@ -40,7 +40,8 @@ def _next_steps(report: Report) -> list[str]:
     """What to do next where absolute gates have no calibration behind them: one sentence, one
     command (a missing baseline is the report's lead reason, model.LEADS)."""
     out = []
-    uncalibrated = [g for g in report.gates if g.figures.get("uncalibrated")]
+    # Only those still undecided: fidelity can turn one into a FAIL of its own.
+    uncalibrated = [g for g in report.gates if g.figures.get("uncalibrated") and g.status == Status.INCONCLUSIVE]
     if uncalibrated:
         out.append(
             f"**{len(uncalibrated)} absolute speed gate(s) cannot tell**: this runner has no calibration, so a change "
@@ -51,11 +52,17 @@ def _next_steps(report: Report) -> list[str]:
 
 
 def _levers_first(report: Report) -> list[str]:
-    """The first lever of each underperforming speculative config, for the first screen."""
+    """The first lever of each underperforming speculative config, for the first screen: not where
+    the config's figures are contradicted by the server's own, nor one that points at a sibling
+    config whose own gates failed (the evidence is then the diagnosis's to weigh, not the headline's)."""
+    contradicted = {f.config for f in report.fidelity if f.state == "contradicted"}
+    failing = {g.config for g in report.gates if g.status in (Status.FAIL, Status.INCONCLUSIVE)}
     out = []
     for d in report.diagnosis or []:
-        if d.underperforms and d.levers:
+        if d.underperforms and d.levers and d.config not in contradicted:
             lever = d.levers[0]
+            if lever.sibling is not None and (lever.sibling in failing or lever.sibling in contradicted):
+                continue
             gain = f", {lever.gain:.2f}x as fast" if lever.gain else ""
             evidence = f" ({lever.evidence[0]})" if lever.evidence else ""
             out.append(f"- **{d.config}**: try **`{lever.action}`** ({lever.strength}{gain}): {lever.why}{evidence}.")
@@ -115,9 +122,9 @@ def render_markdown(report: Report) -> str:
         for drift in plan.drift:
             change = (drift.ratio.estimate - 1) * 100
             out.append(
-                f"Drift during the run: {drift.config}'s first {drift.requests} requests sent again at the end "
-                f"({drift.where}) decoded at {_iv(drift.ratio, '{:.3f}')} of the start ({change:+.1f}%"
-                + ("; the host moved" if drift.moved else "; no move shown") + ")."
+                f"Drift during the run: {drift.config}'s first {drift.requests} requests sent again after the speed "
+                f"tests ({drift.where}) decoded at {_iv(drift.ratio, '{:.3f}')} of the first time ({change:+.1f}%"
+                + ("; it moved" if drift.moved else "; no move shown") + ")."
             )
     if not report.ignore_eos:
         out.append(

@@ -139,13 +139,20 @@ def test_why_fail_puts_failures_first_groups_repeated_causes_and_counts_tests_as
     missing = "no stored baseline for deployment 'x'; record one with: specgate baseline update x.toml"
     verdicts = [_v(f"regression:{i}", NOT_COMPARED, missing) for i in range(6)] + [_v("beats:p", FAIL, "0.68x — FAILS")]
     failed = [f"test_no_regression_against_stored_baseline[{i}]: Failed: NOT COMPARED: {missing}" for i in range(6)]
-    failed.append("test_speculation_beats_reference[p]: AssertionError: 0.68x")
+    failed.append("test_speculation_beats_reference[p]: AssertionError: 0.68x — FAILS")
     got, reasons = overall_verdict(TestTally(8, failed=7), verdicts, {"uncompared_allowed": False}, failed)
     assert got == RunVerdict.FAIL
     assert reasons[0].startswith("7 test(s) failed")  # as pytest counts them
     assert reasons[1] == "beats:p: FAIL — 0.68x — FAILS"  # the failure before what did not compare
     assert reasons[2].startswith("NOT COMPARED ×6 (") and reasons[2].endswith(missing)
     assert len(reasons) == 3  # the gate tests' own failures are not told twice
+
+
+def test_a_gate_test_that_raised_before_judging_is_told_as_a_failure():
+    # A url server that hung mid-run: its gate tests fail with no verdict of their own.
+    failed = ["test_speculation_beats_reference[e]: ServerDiedError: config 'e': the server hung after 6 requests"]
+    got, reasons = overall_verdict(TestTally(4, failed=1), [_v("accept:e", PASS)], {}, failed)
+    assert got == RunVerdict.FAIL and any("the server hung" in r for r in reasons), reasons
 
 
 @pytest.mark.parametrize(("overall", "code"), [("INCONCLUSIVE", EXIT_INCONCLUSIVE), ("FAIL", EXIT_FAIL)])
