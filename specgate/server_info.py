@@ -43,9 +43,9 @@ def decode_graphs_disabled(info: dict[str, Any]) -> bool | None:
     `--cuda-graph-backend-decode disabled`), whatever the legacy flag says."""
     if decode_graph_config(lookup(info, "cuda_graph_config")).get("backend") == "disabled":
         return True
-    if _bool(lookup(info, "disable_decode_cuda_graph")):
+    if as_bool(lookup(info, "disable_decode_cuda_graph")):
         return True
-    return _bool(lookup(info, "disable_cuda_graph"))
+    return as_bool(lookup(info, "disable_cuda_graph"))
 
 
 def _int(value: Any) -> int | None:
@@ -55,7 +55,8 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _bool(value: Any) -> bool | None:
+def as_bool(value: Any) -> bool | None:
+    """A server-info flag as SGLang spells it across releases (bool, 0/1, "true"), None where absent."""
     if value is None:
         return None
     if isinstance(value, str):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from specgate.server_info import decode_graphs_disabled, graph_bound, lookup
+from specgate.server_info import as_bool, decode_graphs_disabled, graph_bound, lookup
 
 
 def _int(value: Any) -> int | None:
@@ -21,14 +21,6 @@ def _int(value: Any) -> int | None:
         return int(value) if value is not None else None
     except (TypeError, ValueError):
         return None
-
-
-def _bool(value: Any) -> bool | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes")
-    return bool(value)
 
 
 @dataclass(frozen=True)
@@ -83,7 +75,7 @@ def read_settings(server_info: dict[str, Any]) -> EffectiveSettings:
         decode_backend=lookup(server_info, "decode_attention_backend") or backend,
         cuda_graph_disabled=decode_graphs_disabled(server_info),
         cuda_graph_max_bs=graph_bound(server_info),  # in any release's names (server_flags.py)
-        overlap_disabled=_bool(lookup(server_info, "disable_overlap_schedule")),
+        overlap_disabled=as_bool(lookup(server_info, "disable_overlap_schedule")),
         tp_size=_int(lookup(server_info, "tp_size", "tensor_parallel_size")),
         context_length=_int(lookup(server_info, "context_length", "context_len")),
         draft_model_path=lookup(server_info, "speculative_draft_model_path"),
