@@ -40,7 +40,7 @@ if [[ $phase == start ]]; then
       sleep 3
     done
   done
-  tail -3 "$work"/*.log > "$OUT/start.log"
+  tail -n 3 "$work"/*.log > "$OUT/start.log"
   curl -sf -m 10 http://127.0.0.1:31002/health_generate > /dev/null || { echo "servers not ready"; tail -20 "$work"/*.log; exit 3; }
   exit 0
 fi
