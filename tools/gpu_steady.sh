@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The speed gates' noise and sensitivity on one H200, real SGLang, the dummy 8B with a steady
+# simulated accept length (fixtures/deployments/llama8b-dummy-h200-steady.toml), in two device calls:
+#
+#   bash tools/gpu_steady.sh calibrate   unpack SGLang (bundle parts in /tmp/chunks), write the dummy
+#                                        8B assets, `specgate calibrate` (CAL_BOOTS A/A rounds, default
+#                                        4, none started past the call's deadline): every config booted
+#                                        afresh per round, eagle3-decode (accepts exactly 2 per cycle)
+#                                        beside eagle3-decode-drawn (SGLang's default draws)
+#   bash tools/gpu_steady.sh judge       with that calibration (kept in /tmp/steady while the machine
+#                                        stays warm): `baseline update`, then unchanged runs and runs with
+#                                        eagle3-decode slowed by SLOWDOWN (default 0.10: tools/inject,
+#                                        a GPU spin after every draft-verify cycle), alternating, every
+#                                        run booting its servers afresh, none started past the deadline
+#
+# Pass SPECGATE_COMMIT=<clean commit>. DEADLINE_S (default 570) bounds each call. Everything comes
+# back under $OUT: summary.txt (provenance, one line per step, every report's first screen),
+# run.log, results.tar.gz (every report folder with benchmark.json's per-request samples and the
+# server logs, the calibration record and baseline written, provenance.txt). Lab tool.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+phase=${1:?usage: tools/gpu_steady.sh calibrate|judge}
+deadline=$((SECONDS + ${DEADLINE_S:-570}))
+export NCCL_NVLS_ENABLE=0
+dep=fixtures/deployments/llama8b-dummy-h200-steady.toml
+work=/tmp/steady; mkdir -p "$work/baselines"
+if [[ $phase == calibrate ]]; then
+  bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -2 || exit 3
+fi
+source /tmp/gpu-env.sh || exit 3
+# The injection hook first on every server's path; it does nothing unless SPECGATE_INJECT_SLOWDOWN is set.
+export PYTHONPATH=$PWD/tools/inject:$PWD${PYTHONPATH:+:$PYTHONPATH}
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: ${SPECGATE_COMMIT:-unknown}"
+  echo "phase: $phase (CAL_BOOTS=${CAL_BOOTS:-4} SLOWDOWN=${SLOWDOWN:-0.10} DEADLINE_S=${DEADLINE_S:-570})"
+  echo "host: $(hostname) machine-id $(cat /etc/machine-id 2>/dev/null || echo none)"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid,clocks.max.sm --format=csv,noheader
+  python3 -c 'import importlib.metadata as m; print("sglang", m.version("sglang"), "torch", m.version("torch"), "flashinfer", m.version("flashinfer-python"))'
+  echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+} > "$work/provenance-$phase.txt"
+: > "$OUT/summary.txt"
+cat "$work/provenance-$phase.txt" >> "$OUT/summary.txt"
+step() {  # step NAME SECONDS_NEEDED COMMAND...: one specgate command, unless it would pass the deadline
+  local name=$1 need=$2; shift 2
+  if ((SECONDS + need > deadline)); then
+    echo "$name: NOT STARTED (needs ~$need s, $((deadline - SECONDS)) s left)" | tee -a "$OUT/summary.txt"
+    return
+  fi
+  local t0=$SECONDS
+  "$@" --report-dir "$work/$name" > "$work/$name.out" 2>&1
+  local rc=$?
+  echo "$name: exit $rc in $((SECONDS - t0)) s: $(grep -m1 '^specgate: ' "$work/$name.out" || tail -1 "$work/$name.out")" | tee -a "$OUT/summary.txt"
+}
+if [[ $phase == calibrate ]]; then
+  python3 -m specgate.cli assets llama8b-dummy /tmp/assets > "$work/assets.log" 2>&1 || { tail -5 "$work/assets.log"; exit 3; }
+  left=$((deadline - SECONDS - 20))
+  step calibrate 200 python3 -m specgate.cli calibrate "$dep" --boots "${CAL_BOOTS:-4}" --max-seconds "$left" \
+    --baselines-dir "$work/baselines" --numerics 0
+  cat "$work/calibrate/calibration.md" >> "$OUT/summary.txt" 2>/dev/null
+else
+  slow=${SLOWDOWN:-0.10}
+  step update 150 python3 -m specgate.cli baseline update "$dep" --baselines-dir "$work/baselines"
+  for i in 1 2 3 4 5; do
+    step "unchanged-$i" 130 python3 -m specgate.cli run "$dep" --baselines-dir "$work/baselines"
+    SPECGATE_INJECT_SLOWDOWN=$slow SPECGATE_INJECT_ONLY=eagle3-decode step "slowed-$i" 130 python3 -m specgate.cli run "$dep" --baselines-dir "$work/baselines"
+  done
+  for r in "$work"/unchanged-* "$work"/slowed-*; do
+    [[ -f $r/report.md ]] && { echo "== $(basename "$r")"; sed -n 1,30p "$r/report.md"; } >> "$OUT/summary.txt"
+  done
+  grep -h "specgate-inject" "$work"/slowed-*/logs/*.log 2>/dev/null | sort | uniq -c | tail -8 >> "$OUT/summary.txt"
+fi
+cat "$work"/*.out > "$OUT/run.log" 2>/dev/null
+tar -C "$work" -czf "$OUT/results.tar.gz" --exclude='*.log.gz' .
