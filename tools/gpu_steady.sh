@@ -53,7 +53,7 @@ step() {  # step NAME SECONDS_NEEDED COMMAND...: one specgate command, unless it
   echo "$name: exit $rc in $((SECONDS - t0)) s: $(grep -m1 '^specgate: ' "$work/$name.out" || tail -1 "$work/$name.out")" | tee -a "$OUT/summary.txt"
 }
 if [[ $phase == calibrate ]]; then
-  python3 -m specgate.cli assets llama8b-dummy /tmp/assets > "$work/assets.log" 2>&1 || { tail -5 "$work/assets.log"; exit 3; }
+  python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf > "$work/assets.log" 2>&1 || { tail -5 "$work/assets.log"; exit 3; }
   left=$((deadline - SECONDS - 20))
   step calibrate 200 python3 -m specgate.cli calibrate "$dep" --boots "${CAL_BOOTS:-4}" --max-seconds "$left" \
     --baselines-dir "$work/baselines" --numerics 0
