@@ -393,7 +393,7 @@ def describe(dep: Deployment) -> str:
     )
     lines.append(
         f"  {dep.launch.boots} boot(s) per config; gates that cannot compare or cannot fail: "
-        + ("FAIL the run" if dep.gates.uncompared == "fail" else "warn only ([gates] uncompared = \"warn\")")
+        + ("fail their tests: the run ends PARTIAL, exit 4" if dep.gates.uncompared == "fail" else "warn only ([gates] uncompared = \"warn\")")
     )
     if dep.gates.between_boot is not None:
         b = dep.gates.between_boot

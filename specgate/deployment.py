@@ -663,6 +663,12 @@ def _parse_launch(t: Table) -> LaunchSpec:
         raise t.error("ssh", f'applies to launch.launcher = "ssh" only; this deployment\'s launcher is {launcher!r}')
     else:
         ssh = None
+    if launcher == "url" and t.flag("coexist", True) is False:
+        raise t.error(
+            "coexist",
+            'is false, but servers attached by url (launcher = "url") are up together by definition and are '
+            "always measured interleaved: remove the line",
+        )
     spec = LaunchSpec(
         launcher=launcher,
         command=command,

@@ -23,6 +23,9 @@ class ReferenceDrift:
     requests: int
     # "the same server" (interleaved or url servers) or "a second boot" (servers that take turns)
     where: str
+    # Rounds measured when the re-send went out: a later gate's looks may add rounds after it,
+    # which this figure does not cover (0: not known).
+    after_round: int = 0
 
     @property
     def log_size(self) -> float:
@@ -49,6 +52,7 @@ class ReferenceDrift:
             "requests": self.requests,
             "where": self.where,
             "moved": self.moved,
+            "after_round": self.after_round,
         }
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specgate.deployment import Deployment
 from specgate.errors import SpecgateError
@@ -166,7 +166,8 @@ class SamplingPlan:
             confidence,
             "a second boot" if reboot else "the same server",
         )
-        self._drift[key] = found
         if found is not None:
+            found = replace(found, after_round=self.log.rounds)
             self.log.drift.append(found)
+        self._drift[key] = found
         return found

@@ -123,7 +123,9 @@ def overall_verdict(
     c = completeness or {}
     decided = [v for v in verdicts if v.status == Status.FAIL]
     undecided = [v for v in verdicts if v.undecided]
-    unjudged = [v for v in verdicts if v.unjudged]
+    # A baseline update's first record has nothing before it to compare with: not a gap in the run.
+    first_record = [v for v in verdicts if v.figures.get("first_record")]
+    unjudged = [v for v in verdicts if v.unjudged and v not in first_record]
     # A gate test's failure is told by its verdict; one that raised before judging (a server that
     # died or hung) has none, and is told as a failure of its own.
     told = [v.summary[:80] for v in verdicts if v.status != Status.PASS]
@@ -143,6 +145,8 @@ def overall_verdict(
     reasons += _grouped(unjudged)
     for phase, want in (c.get("expected") or {}).items():
         got = c["ran"].get(phase, 0)
+        if phase == "gates":
+            want -= len(first_record)
         if got < want:
             reasons.append(f"{phase}: {got} of {want} test(s) ran (a selection, a skip or a failed boot)")
     if c.get("equivalence_declared_off"):

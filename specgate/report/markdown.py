@@ -125,6 +125,12 @@ def render_markdown(report: Report) -> str:
                 f"Drift during the run: {drift.config}'s first {drift.requests} requests sent again after the speed "
                 f"tests ({drift.where}) decoded at {_iv(drift.ratio, '{:.3f}')} of the first time ({change:+.1f}%"
                 + ("; it moved" if drift.moved else "; no move shown") + ")."
+                + (
+                    f" Rounds {drift.after_round + 1}–{plan.rounds} came after it (later looks of other gates): "
+                    "the figure does not cover them."
+                    if 0 < drift.after_round < plan.rounds
+                    else ""
+                )
             )
     if not report.ignore_eos:
         out.append(

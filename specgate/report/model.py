@@ -11,7 +11,8 @@ row's `kept` (the first failing and excused answers with their baseline, for `sp
 plan's `drift` (how far each reference moved during the run) and `reboots`, the run verdict
 INCONCLUSIVE (a gate that cannot tell, told apart from FAIL), and a fidelity row's `state`, `witness`
 and `check_note` (whether the server's own figure bore out the suite's, against measure.fidelity's
-bound; older rows read as unchecked). Reports written
+bound; older rows read as unchecked); 7 a drift's `after_round` (how many rounds its re-send
+followed: a later look's rounds are not covered by it). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -35,7 +36,7 @@ from specgate.documents import problem
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[6] = 6
+SCHEMA_VERSION: Literal[7] = 7
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -44,7 +45,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -114,6 +115,9 @@ class Drift(_Part):
     requests: int
     where: str
     moved: bool
+    _since: ClassVar[dict[str, int]] = {"after_round": 7}
+
+    after_round: int = 0  # rounds measured when the re-send went out; 0: not known
 
 
 class Plan(_Part):

@@ -234,6 +234,13 @@ class Judge:
             "on this machine or declare [gates.between_boot] with its source"
         )
 
+    def _first_record_mark(self) -> dict:
+        """figures of a gate left uncompared because this baseline update is the deployment's first
+        record on the machine: expected there, so the run's verdict does not count it as missing."""
+        lookup = self.lookup()
+        first = self.recording and lookup.exact is None and not lookup.others
+        return {"first_record": True} if first else {}
+
     def stored_for_comparison(self) -> tuple[StoredBaseline | None, str]:
         """The baseline to compare with, or None and the reason it is not compared."""
         lookup = self.lookup()
@@ -481,7 +488,7 @@ class Judge:
         else:
             stored, why_not = self.stored_for_comparison()
         if stored is None:
-            return Verdict(name, gate.config, NOT_COMPARED, why_not)
+            return Verdict(name, gate.config, NOT_COMPARED, why_not, figures=self._first_record_mark())
         figs = stored.figures.get((gate.over, c))
         over_digest = self.deployment.configs[gate.over].args_digest(self.deployment.launch)
         if figs is None or figs.args_digest != over_digest:
@@ -650,7 +657,7 @@ class Judge:
             return vacuous
         stored, why_not = self.stored_for_comparison()
         if stored is None:
-            return self._record(Verdict(name, config, NOT_COMPARED, why_not))
+            return self._record(Verdict(name, config, NOT_COMPARED, why_not, figures=self._first_record_mark()))
         figs = stored.figures.get((config, concurrency))
         if figs is None:
             return self._record(
@@ -815,13 +822,14 @@ class Judge:
         if status == FAIL and two_sided:
             direction = "faster" if ratio.low > 1 + allowed else "slower"
             notes.append(
-                f"the plain baseline itself is {direction} than stored: the machine (or plain decoding) drifted; "
-                "speculative configs are judged on their speedup over it, which such drift leaves alone"
+                f"the plain baseline itself is {direction} than stored: the machine (or plain decoding) moved since the "
+                "stored run (not within this run: the report's drift line says that); "
+                "speculative configs are judged on their speedup over it, which such a move leaves alone"
             )
             verdict = self._regression_verdict(
                 name, config, status, head, ratio, cap, stored_n, notes, figures, noise
             )
-            verdict.summary = f"{head} — plain decode drifted ({direction})"
+            verdict.summary = f"{head} — plain decode {direction} than stored"
             return self._cannot_tell_uncalibrated(verdict, head)
         return self._cannot_tell_uncalibrated(
             self._regression_verdict(name, config, status, head, ratio, cap, stored_n, notes, figures, noise), head

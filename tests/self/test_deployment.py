@@ -68,6 +68,16 @@ def test_url_launcher_needs_a_url_per_config(tmp_path):
         load_deployment(str(write(tmp_path, data)))
 
 
+def test_url_servers_cannot_be_told_to_take_turns(tmp_path):
+    # They are up together by definition, so they are always interleaved: a `coexist = false`
+    # would be overridden in silence, so it is refused, naming the field.
+    data = merge(sim_deployment_dict(), {"launch": {"launcher": "url", "coexist": False}})
+    for name, cfg in data["configs"].items():
+        cfg["url"] = f"http://127.0.0.1:1/{name}"
+    with pytest.raises(DeploymentError, match=r"launch\.coexist.*always measured interleaved"):
+        load_deployment(str(write(tmp_path, data)))
+
+
 def test_not_toml_and_missing_file_are_named(tmp_path):
     bad = tmp_path / "broken.toml"
     bad.write_text("name = [unclosed\n")

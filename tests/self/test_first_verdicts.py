@@ -31,10 +31,11 @@ def _url_deployment(coexist: bool | None) -> dict:
     return data
 
 
-@pytest.mark.parametrize("coexist", [None, False])
+@pytest.mark.parametrize("coexist", [None, True])
 def test_servers_attached_by_url_are_measured_interleaved(coexist):
+    # (an explicit `coexist = false` beside them is refused: test_deployment.py)
     dep = parse_deployment(_url_deployment(coexist), Path("url.toml"))
-    assert dep.launch.coexist  # up together by definition, whatever the file says
+    assert dep.launch.coexist  # up together by definition
     plan = SamplingPlan(dep, SimpleNamespace(live={}), SimpleNamespace(), list(dep.configs), seed=1)
     assert plan.interleaved
 
@@ -109,6 +110,17 @@ def test_interleaved_servers_measure_drift_on_the_same_server_without_a_boot():
     drift = plan.drift("baseline", 1, 0.95)
     assert sorted(pool.boots) == ["a", "baseline"] and drift.where == "the same server" and not drift.moved
     assert plan.log.reboots == [] and plan.log.as_dict()["drift"][0]["ratio"]["estimate"] == pytest.approx(1.0)
+
+
+def test_drift_says_how_many_rounds_it_covers():
+    # Measured at the first gate that asks: a later gate's looks add rounds after it, which the
+    # report must not let the figure claim to cover.
+    plan, pool, meter = _plan(coexist=True, slow=1.0)
+    plan.ensure(["baseline", "a"], 1, 4)
+    drift = plan.drift("baseline", 1, 0.95)
+    assert drift.after_round == plan.log.rounds == 4
+    plan.ensure(["baseline", "a"], 1, 6)
+    assert plan.log.rounds == 6 and plan.log.as_dict()["drift"][0]["after_round"] == 4
 
 
 def test_drift_check_off_costs_no_boot():
@@ -213,3 +225,15 @@ def test_the_kimi_twin_tells_its_story_on_the_first_screen(tmp_path):
     assert by_gate["beats:eagle3-decode-beats-baseline"] == "pass"
     assert [b["config"] for b in report["boots"]] == ["baseline", "eagle3-prefill", "eagle3-decode", "baseline"]
     assert report["plan"]["reboots"] and report["plan"]["drift"][0]["where"] == "a second boot"
+
+
+def test_a_first_baseline_update_is_not_partial_for_what_it_is_recording():
+    """A baseline update's first record has nothing stored before it: its regression gates are
+    uncompared by nature, which must not turn the update PARTIAL; any other uncompared gate still does."""
+    first = Verdict("regression:e:c1:decode_tps", "e", NOT_COMPARED, "nothing stored", figures={"first_record": True})
+    completeness = {"expected": {"gates": 2}, "ran": {"gates": 1}, "uncompared_allowed": False}
+    got, reasons = overall_verdict(TestTally(1), [_v("beats:e", PASS), first], completeness)
+    assert (got, reasons) == (RunVerdict.PASS, [])
+    other = Verdict("regression:e:c1:decode_tps", "e", NOT_COMPARED, "other flags")
+    got, reasons = overall_verdict(TestTally(1), [_v("beats:e", PASS), other], completeness)
+    assert got == RunVerdict.PARTIAL and any("other flags" in r for r in reasons)
