@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from specgate.deadline import DeadlineTransport, deadline_at, passed
 from specgate.errors import ClientError, HTTPStatusError, MalformedAnswer, RequestTimeout, TransportError
 from specgate.secrets import redact
 
@@ -159,10 +160,16 @@ def curl_command(base_url: str, request: GenerateRequest, api_key_env: str | Non
     return f"curl -s {shlex.quote(url)}{auth} -H 'Content-Type: application/json' -d {shlex.quote(body)}"
 
 
+# Whole-request deadlines of the probes (each probe's, not the boot's: boot_timeout_s bounds that).
+HEALTH_PROBE_S = 10.0
+INFO_REQUEST_S = 30.0
+
+
 class SglangClient:
     """`timeout_s` bounds each request in wall-clock time (workload.request_timeout_s): a server
     that trickles bytes or keep-alives without finishing is cut off at that deadline, not only
-    one that goes silent (httpx's own timeout is per read)."""
+    one that goes silent (httpx's own timeout is per read; `deadline.py` bounds the whole). The
+    probes (/health_generate, the info endpoints) have whole-request deadlines of their own."""
 
     def __init__(
         self,
@@ -173,32 +180,59 @@ class SglangClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.last_probe = ""  # why the last /health_generate probe was not a 200, for boot errors
+        # No pool cap: the workload's concurrency is what the server must see at once, and a
+        # cap would queue requests here while the report still called it that concurrency.
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         self._http = httpx.Client(
             # SGLang started with --api-key answers 401 to requests without the key as a bearer token.
             headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
             timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
-            # No pool cap: the workload's concurrency is what the server must see at once, and a
-            # cap would queue requests here while the report still called it that concurrency.
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
-            transport=transport,  # tests replay SGLang's wire formats here without a server
+            limits=limits,
+            # tests replay SGLang's wire formats here without a server
+            transport=transport if transport is not None else DeadlineTransport(limits),
         )
 
     def close(self) -> None:
         self._http.close()
 
     # --- server endpoints -------------------------------------------------------
-    def is_ready(self) -> bool:
-        """SGLang's /health_generate runs a one-token generation: ready means it can serve."""
+    def is_ready(self, within_s: float = HEALTH_PROBE_S) -> bool:
+        """SGLang's /health_generate runs a one-token generation: ready means it can serve. The
+        probe ends within `within_s` whatever the server sends; `last_probe` says why it was not ready."""
+        url = self.base_url + "/health_generate"
+        at = time.monotonic() + within_s
         try:
-            return self._http.get(self.base_url + "/health_generate", timeout=10.0).status_code == 200
-        except httpx.HTTPError:
+            with deadline_at(at):
+                status = self._http.get(url, timeout=within_s).status_code
+        except httpx.TimeoutException as exc:
+            self.last_probe = self._probe_timeout("GET", url, within_s, at, exc)
             return False
+        except httpx.HTTPError as exc:
+            self.last_probe = f"GET {redact(url)}: {type(exc).__name__}: {redact(str(exc))}"
+            return False
+        self.last_probe = "" if status == 200 else f"GET {redact(url)}: HTTP {status}"
+        return status == 200
+
+    @staticmethod
+    def _probe_timeout(method: str, url: str, within_s: float, at: float, exc: Exception) -> str:
+        how = (
+            "the deadline passed before the answer was complete"
+            if passed(at)
+            else f"{type(exc).__name__}: no byte came for that long"
+        )
+        return f"{method} {redact(url)}: no complete answer within {within_s:g} s ({how})"
 
     def _get_first(self, paths: tuple[str, ...]) -> dict[str, Any]:
         errors = []
         for path in paths:
+            at = time.monotonic() + INFO_REQUEST_S
             try:
-                resp = self._http.get(self.base_url + path, timeout=30.0)
+                with deadline_at(at):
+                    resp = self._http.get(self.base_url + path, timeout=INFO_REQUEST_S)
+            except httpx.TimeoutException as exc:
+                errors.append(self._probe_timeout("GET", self.base_url + path, INFO_REQUEST_S, at, exc))
+                continue
             except httpx.HTTPError as exc:
                 errors.append(f"{path}: {exc}")
                 continue
@@ -232,9 +266,10 @@ class SglangClient:
         url = self.base_url + "/generate"
         started = time.perf_counter()
         deadline = started + self.timeout_s
+        at = time.monotonic() + self.timeout_s  # the same deadline, for the reads themselves
         st = _StreamState() if request.stream else None
         try:
-            with self._http.stream("POST", url, json=request.payload()) as resp:
+            with deadline_at(at), self._http.stream("POST", url, json=request.payload()) as resp:
                 if resp.status_code != 200:
                     body = self._read_until(resp, deadline, url)
                     text = body.decode("utf-8", errors="replace")
@@ -245,7 +280,12 @@ class SglangClient:
                     return self._generate_stream(url, request, started, deadline, resp, st)
                 body = self._read_until(resp, deadline, url)
         except httpx.TimeoutException as exc:
-            raise self._timeout(url, f"{type(exc).__name__}: no byte came for that long") from None
+            how = (
+                "the deadline passed before the answer was complete"
+                if passed(at)
+                else f"{type(exc).__name__}: no byte came for that long"
+            )
+            raise self._timeout(url, how) from None
         except httpx.HTTPError as exc:
             raise TransportError(f"POST {url} failed: {type(exc).__name__}: {exc}", url=url) from None
         ended = time.perf_counter()

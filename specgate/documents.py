@@ -11,11 +11,55 @@ sweep state, the stored baseline, golden answers and report.json (specgate.repor
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import AfterValidator, BeforeValidator, ValidationError
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+class NotARegularFile(OSError):
+    """A document's path names something else: reading a FIFO blocks until someone writes to it
+    (the run would hang at the gates), a device may never end. An OSError, so that every reader's
+    "cannot be read" handling names it with its own file and field."""
+
+    def __init__(self, path: Path, kind: str, expected: str) -> None:
+        super().__init__(f"{path} is {kind}, not a regular file: expected {expected}")
+        self.filename = str(path)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def read_document(path: Path, expected: str) -> str:
+    """The UTF-8 text of the regular file `path` (symlinks followed), or NotARegularFile naming it
+    and `expected` (what should be there, e.g. "a stored baseline (JSON)"). The file is opened
+    without blocking and checked on the open descriptor, so nothing can swap a FIFO in between."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        raise NotARegularFile(path, kind, expected)
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
+        return f.read().decode("utf-8")
+
 
 # pydantic's error types, in the words this project's other errors use.
 _EXPECTED = {

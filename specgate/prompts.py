@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from specgate.documents import read_document
+
 KNOWN_SETS = ("chat", "code", "math", "summarisation", "translation", "long_context")
 KNOWN_FORMATS = ("raw", "chatml", "llama3")
 
@@ -51,7 +53,7 @@ def load_prompt_file(path: Path, set_name: str) -> tuple[Prompt, ...]:
     """One JSONL prompt file (a built-in set, or a user's `workload.prompt_files` entry).
     ValueError names the file and line of anything it cannot use."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_document(path, "a JSONL prompt file")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read the prompt file: {exc}") from None
     prompts = []

@@ -22,6 +22,7 @@ from pathlib import Path
 from specgate.atomic import write_json_atomic
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment
+from specgate.documents import read_document
 from specgate.equivalence import second_opinion
 from specgate.equivalence.cases import (
     FIRST_TOKEN_STOP_EDGE,
@@ -59,10 +60,10 @@ def commit_seed(commit: str) -> int:
 
 
 def load_replay(path: Path) -> list[dict]:
-    if not path.is_file():
+    if not path.exists():  # not is_file(): a FIFO or a folder there is refused by name, not skipped
         return []
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_document(path, "the equivalence replay file (a JSON file)"))
         entries = data["cases"]
         for e in entries:
             case = GenerationCase.from_dict(e["case"])

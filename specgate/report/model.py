@@ -32,7 +32,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
 
-from specgate.documents import problem
+from specgate.documents import problem, read_document
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
@@ -501,7 +501,7 @@ _ANY = TypeAdapter[AnyReport](AnyReport)
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_document(path, "a specgate report.json"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ReportError(path, f"not a specgate report.json ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from specgate.client import SglangClient
+from specgate.client import HEALTH_PROBE_S, SglangClient
 from specgate.deployment import Deployment, ServerConfig
 from specgate.errors import ServerBootError
 from specgate.secrets import redact
@@ -42,6 +42,7 @@ class ServerHandle:
     started_at: float = field(default_factory=time.monotonic)  # boots overlap: time from start, not from wait
     boot_s: float = 0.0
     requests_served: int = 0
+    last_probe: str = ""  # why the last readiness probe failed, for the boot timeout's message
 
     def describe(self) -> str:
         where = f"pid {self.pid}, " if self.pid else ""
@@ -99,8 +100,13 @@ def ready_or_stopped(
     launcher.stop(handle)
     raise ServerBootError(
         f"{handle.config!r} was not ready after launch.boot_timeout_s = {timeout_s:g} s "
-        f"(/health_generate never answered 200; {stopped}).\n{description}"
+        f"(/health_generate never answered 200{last_probe(handle)}; {stopped}).\n{description}"
     )
+
+
+def last_probe(handle: ServerHandle) -> str:
+    """", the last probe: <why it failed>" where a probe failed for a reason worth naming."""
+    return f"; the last probe: {handle.last_probe}" if handle.last_probe else ""
 
 
 def poll_until_ready(
@@ -113,15 +119,19 @@ def poll_until_ready(
     """Poll /health_generate until it answers 200 (True) or `timeout_s` passes (False).
 
     `check_alive` raises when the server is gone, so a dead process fails the boot at
-    once instead of at the timeout. Sets `handle.boot_s` either way."""
+    once instead of at the timeout. No probe outlasts the time left (a server that answers
+    headers and trickles the body would hold it forever). Sets `handle.boot_s` and
+    `handle.last_probe` either way."""
     started = time.monotonic()
-    client = SglangClient(handle.base_url, timeout_s=10.0)
+    client = SglangClient(handle.base_url, timeout_s=HEALTH_PROBE_S)
     handle.boot_s = 0.0
     try:
         while True:
             elapsed = time.monotonic() - started
             check_alive()
-            if client.is_ready():
+            ready = client.is_ready(within_s=max(0.5, min(HEALTH_PROBE_S, timeout_s - elapsed)))
+            handle.last_probe = client.last_probe
+            if ready:
                 handle.boot_s = time.monotonic() - handle.started_at
                 return True
             if elapsed > timeout_s:

@@ -1,9 +1,11 @@
 """The `local` launcher: SGLang (or the simulator) as a child process group.
 
-Each server gets its own session (process group) so that teardown reaches the
-scheduler and detokenizer processes SGLang forks, not only the launcher. Teardown is
-SIGTERM to the group, then SIGKILL after the shutdown timeout, then a wait until the
-GPU memory those processes held is released, before the next boot may start.
+Each server gets its own process group so that teardown reaches the scheduler and
+detokenizer processes SGLang forks, not only the launcher. Teardown is SIGTERM to the
+group, then SIGKILL after the shutdown timeout, then a wait until the GPU memory those
+processes held is released, before the next boot may start. Each server runs under a
+supervisor (`supervise.py`, in a session of its own) that kills the group when specgate
+dies by a means that leaves it no teardown (SIGKILL of specgate or of its process group).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import select
 import signal
 import socket
 import subprocess
@@ -31,6 +34,10 @@ from specgate.server.orphans import RunRecord, reap_orphans
 
 _PR_SET_PDEATHSIG = 1
 _handed_out: set[int] = set()
+# Run by path, not as a module: the server's environment may set PYTHONPATH to anything.
+SUPERVISOR = Path(__file__).with_name("supervise.py")
+# The supervisor is a fresh Python: on a loaded 2-core runner it can take seconds to say it started.
+SUPERVISOR_START_S = 60.0
 
 
 # SGLang derives further ports from --port (0.5.11: a gRPC port at port + 10000, which
@@ -140,31 +147,78 @@ class LocalLauncher:
         with log_path.open(mode) as log:
             log.write(f"\n=== specgate: starting {config.name}: {' '.join(shown)}\n".encode())
             log.flush()
+            status_r, status_w = os.pipe()
             try:
-                # pdeathsig is tied to the thread that forks: only safe from the main thread.
-                on_main = threading.current_thread() is threading.main_thread()
                 proc = subprocess.Popen(
-                    command,
+                    [sys.executable, "-P", str(SUPERVISOR), "--status-fd", str(status_w), "--", *command],
                     # With a key, the server's output reaches the log only through the masker: SGLang
                     # prints its server_args, key included, and a killed run leaves its logs as they are.
                     stdout=subprocess.PIPE if key else log,
                     stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
+                    # The supervisor's lifeline: only this process writes it, so it ends when specgate does.
+                    stdin=subprocess.PIPE,
                     env=env,
                     cwd=str(project.current().root),
-                    start_new_session=True,
-                    preexec_fn=_die_with_parent if on_main else None,
+                    start_new_session=True,  # outside specgate's group: a kill of that group must not take it
+                    pass_fds=(status_w,),
                 )
             except OSError as exc:
+                os.close(status_r)
                 raise ServerBootError(
-                    f"config {config.name!r}: cannot start {shown[0]!r} ({exc.strerror}); "
-                    f"command: {' '.join(shown)}"
+                    f"config {config.name!r}: cannot start the server's supervisor {sys.executable!r} "
+                    f"({exc.strerror}); command: {' '.join(shown)}"
                 ) from None
+            finally:
+                os.close(status_w)
+        server_pid = self._server_pid(proc, status_r, config.name, shown, log_path)
         if key and proc.stdout is not None:
             threading.Thread(target=copy_masked, args=(proc.stdout, log_path, key), daemon=True).start()
         with self._lock:
-            self._procs[proc.pid] = proc
-        return ServerHandle(config.name, f"http://127.0.0.1:{port}", log_path, shown, proc.pid)
+            self._procs[server_pid] = proc
+        return ServerHandle(config.name, f"http://127.0.0.1:{port}", log_path, shown, server_pid)
+
+    def _server_pid(self, proc: subprocess.Popen, status_r: int, name: str, shown: list[str], log_path: Path) -> int:
+        """The server's pid (its process group's id), as the supervisor reports it once the server
+        is started; a command that cannot start is raised here, named, as if started directly."""
+        line = b""
+        try:
+            deadline = time.monotonic() + SUPERVISOR_START_S
+            while not line.endswith(b"\n") and time.monotonic() < deadline:
+                if select.select([status_r], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                    chunk = os.read(status_r, 256)
+                    if not chunk:
+                        break
+                    line += chunk
+        finally:
+            os.close(status_r)
+        word, _, rest = line.decode(errors="replace").strip().partition(" ")
+        if word == "ok" and rest.isdigit():
+            return int(rest)
+        self._discard(proc)
+        if word == "error":
+            strerror = rest.partition(" ")[2]
+            raise ServerBootError(
+                f"config {name!r}: cannot start {shown[0]!r} ({strerror}); command: {' '.join(shown)}"
+            )
+        raise ServerBootError(
+            f"config {name!r}: the server's supervisor ({SUPERVISOR}) did not report the server started "
+            f"within {SUPERVISOR_START_S:g} s (it said {line[:200]!r}); command: {' '.join(shown)}\n"
+            f"--- last lines of the log ---\n{redact(tail(log_path), self._key)}"
+        )
+
+    @staticmethod
+    def _discard(proc: subprocess.Popen) -> None:
+        """Reap a supervisor whose server is gone; closing its lifeline makes it kill what is left."""
+        if proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
     @property
     def _key(self) -> str | None:
@@ -213,7 +267,7 @@ class LocalLauncher:
             proc = self._procs.get(handle.pid or -1)
         if proc is None:
             return
-        pgid = proc.pid
+        pgid = handle.pid or proc.pid
         members = group_pids(pgid) | {pgid}
         launch = self.deployment.launch
         self._signal_group(pgid, signal.SIGTERM)
@@ -221,6 +275,7 @@ class LocalLauncher:
         if not self._wait_group_gone(proc, pgid, launch.shutdown_timeout_s):
             self._signal_group(pgid, signal.SIGKILL)
             self._wait_group_gone(proc, pgid, 10.0)
+        self._discard(proc)
         with self._lock:
             self._procs.pop(pgid, None)
             others_running = bool(self._procs)
@@ -258,14 +313,11 @@ class LocalLauncher:
     def stop_all(self) -> None:
         """Last-resort cleanup (atexit, signals): no wait for GPU release."""
         with self._lock:
-            procs = list(self._procs.values())
+            procs = list(self._procs.items())
             self._procs.clear()
-        for proc in procs:
-            self._signal_group(proc.pid, signal.SIGKILL)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+        for pgid, proc in procs:
+            self._signal_group(pgid, signal.SIGKILL)
+            self._discard(proc)
         self._record.remove()
         if self._key:
             for log in self.log_dir.glob("*.log"):

@@ -7,6 +7,10 @@ process it starts with its run id in the environment (inherited through any wrap
 and the next start stops the marked processes of every recorded run whose specgate
 is gone. Runs whose specgate still lives (another user's, or a parallel job) are left
 alone.
+
+A run records itself twice: in its state folder (SPECGATE_STATE_DIR, which CI jobs and
+the self-tests set apart) and in one registry per user and machine (the runtime folder,
+else the cache), so a later run with another state folder still finds what it left.
 """
 
 from __future__ import annotations
@@ -20,13 +24,34 @@ import psutil
 
 RUN_ID_ENV = "SPECGATE_RUN_ID"
 STATE_DIR_ENV = "SPECGATE_STATE_DIR"
+MACHINE_DIR_ENV = "SPECGATE_MACHINE_STATE_DIR"  # the self-tests keep their registry apart too
+
+
+def _cache_dir() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "specgate" / "runs"
 
 
 def state_dir() -> Path:
     if os.environ.get(STATE_DIR_ENV):
         return Path(os.environ[STATE_DIR_ENV])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "specgate" / "runs"
+    return _cache_dir()
+
+
+def machine_dir() -> Path:
+    """The registry every run of this user on this machine shares, whatever its state folder:
+    the runtime folder where there is one (it is emptied at reboot, when no pid is valid any more)."""
+    if os.environ.get(MACHINE_DIR_ENV):
+        return Path(os.environ[MACHINE_DIR_ENV])
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir():
+        return Path(runtime) / "specgate" / "runs"
+    return _cache_dir()
+
+
+def record_dirs() -> list[Path]:
+    """Where a run records itself, and where the next start looks: its state folder and the registry."""
+    return list(dict.fromkeys((state_dir(), machine_dir())))
 
 
 class RunRecord:
@@ -34,27 +59,35 @@ class RunRecord:
 
     def __init__(self) -> None:
         self.run_id = uuid.uuid4().hex
-        self.path = state_dir() / f"{self.run_id}.json"
-        self._written = False
+        self.paths = [folder / f"{self.run_id}.json" for folder in record_dirs()]
+        self._written: list[Path] = []
 
     def mark(self, env: dict[str, str]) -> dict[str, str]:
         """`env` for a server about to start, with this run's id; records the run first."""
         if not self._written:
             me = psutil.Process()
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.path.write_text(
-                    json.dumps({"run_id": self.run_id, "owner_pid": me.pid, "owner_created": me.create_time()})
-                )
-                self._written = True
-            except OSError:
-                pass  # without a record only this safety net is lost; the run itself is fine
+            record = json.dumps(
+                # Every copy's path: the run that reaps this one removes them all, wherever it looked.
+                {
+                    "run_id": self.run_id,
+                    "owner_pid": me.pid,
+                    "owner_created": me.create_time(),
+                    "copies": [str(p) for p in self.paths],
+                }
+            )
+            for path in self.paths:
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(record)
+                    self._written.append(path)
+                except OSError:
+                    pass  # without a record only this safety net is lost; the run itself is fine
         return {**env, RUN_ID_ENV: self.run_id}
 
     def remove(self) -> None:
-        if self._written:
-            self.path.unlink(missing_ok=True)
-            self._written = False
+        for path in self._written:
+            path.unlink(missing_ok=True)
+        self._written = []
 
 
 def _owner_alive(record: dict) -> bool:
@@ -75,31 +108,50 @@ def _marked(run_ids: set[str]) -> list[psutil.Process]:
     return found
 
 
-def reap_orphans(wait_s: float = 10.0) -> list[str]:
-    """Kill the servers of recorded runs whose specgate is dead; returns what was killed."""
-    folder = state_dir()
-    if not folder.is_dir():
-        return []
-    dead: dict[str, Path] = {}
-    for path in folder.glob("*.json"):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)
+def _dead_runs() -> dict[str, tuple[dict, list[Path]]]:
+    """Run id -> (its record, the files that hold it) for every recorded run whose specgate is gone."""
+    dead: dict[str, tuple[dict, list[Path]]] = {}
+    for folder in record_dirs():
+        if not folder.is_dir():
             continue
-        if not isinstance(record, dict) or not _owner_alive(record):
-            dead[str(record.get("run_id") if isinstance(record, dict) else "")] = path
+        for path in folder.glob("*.json"):
+            try:
+                record = json.loads(path.read_text()) if path.is_file() else None
+            except (OSError, ValueError):
+                record = None
+            if not isinstance(record, dict):
+                path.unlink(missing_ok=True)  # not a record of ours: nothing can be reaped by it
+                continue
+            if not _owner_alive(record):
+                copies = record.get("copies")
+                # Only files named as this one (by the run id): a record cannot have other files removed.
+                paths = [Path(c) for c in copies if isinstance(c, str)] if isinstance(copies, list) else []
+                paths = [p for p in paths if p.name == path.name]
+                dead.setdefault(str(record.get("run_id")), (record, []))[1].extend([path, *paths])
+    return dead
+
+
+def reap_orphans(wait_s: float = 10.0) -> list[str]:
+    """Kill the servers of recorded runs whose specgate is dead; says what was killed, and whose."""
+    dead = _dead_runs()
     if not dead:
         return []
     victims = _marked(set(dead))
     killed = []
     for proc in victims:
         try:
-            killed.append(f"pid {proc.pid} ({' '.join(proc.cmdline())[:120]})")
+            run_id = proc.environ().get(RUN_ID_ENV, "")
+            record, paths = dead[run_id]
+            killed.append(
+                f"pid {proc.pid} ({' '.join(proc.cmdline())[:120]}) of run {run_id}, whose specgate "
+                f"(pid {record.get('owner_pid')}) is gone (recorded in {paths[0]})"
+            )
             proc.kill()
-        except psutil.Error:
+        except (psutil.Error, KeyError):
             continue
     psutil.wait_procs(victims, timeout=wait_s)
-    for path in dead.values():
-        path.unlink(missing_ok=True)
+    for _, paths in dead.values():
+        for path in paths:
+            if not path.is_dir():
+                path.unlink(missing_ok=True)
     return killed

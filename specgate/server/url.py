@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from specgate.deployment import Deployment, ServerConfig
 from specgate.errors import ServerBootError
-from specgate.server.launcher import BootProgress, ServerHandle, poll_until_ready
+from specgate.server.launcher import BootProgress, ServerHandle, last_probe, poll_until_ready
 
 
 class UrlLauncher:
@@ -25,6 +25,7 @@ class UrlLauncher:
             raise ServerBootError(
                 f"config {handle.config!r}: {handle.base_url}/health_generate did not answer 200 within "
                 f"launch.boot_timeout_s = {timeout:g} s (configs.{handle.config}.url in {self.deployment.path})"
+                f"{last_probe(handle)}"
             )
 
     def _resolvable(self, handle: ServerHandle) -> None:

@@ -32,6 +32,8 @@ in `SPECGATE_CONFIG`.
 |                  | at start (SPECGATE_SIM_SEED makes the draw reproducible per server)| must hold it (calibrate)     |
 | drift=F          | steps cost (1 + F x minutes since boot) times as much              | interleaving must cancel it  |
 | trickle-after=N  | from request N+1 on, answers 200 and then only keep-alives, forever| the per-request deadline     |
+| trickle-get=PATH | GET PATH (/health_generate, /get_server_info) answers 200 and its | the probes' whole-request    |
+|                  | headers, then one byte of body at a time, never finishing         | deadline; boot_timeout_s     |
 | burst-stream     | streamed chunks are held and sent in two bursts (half way through  | fidelity: the speed gates    |
 |                  | max_new_tokens, then at the end), as a buffering proxy delivers    | FAIL on the server's own     |
 |                  | them; meta_info's e2e_latency / decode_throughput and the log stay | figure                       |
@@ -61,6 +63,7 @@ KNOWN = (
     "boot-offset",
     "drift",
     "trickle-after",
+    "trickle-get",
     "burst-stream",
     "server-info-list",
     "node-crash",
@@ -90,6 +93,7 @@ class Faults:
     boot_offset: float = 0.0  # SD of log(step cost) between boots
     drift: float = 0.0  # relative slowdown per minute since boot
     trickle_after: int | None = None
+    trickle_get: str | None = None  # a GET endpoint whose body never finishes
     # Stream chunks held and written in two bursts, as a buffering proxy in front of the server
     # delivers them: the client times the second half's arrival, the server its true decoding.
     burst_stream: bool = False
@@ -115,6 +119,10 @@ def parse_faults(specs: list[str]) -> Faults:
         elif name == "boot-crash-once":
             if not value:
                 raise ValueError(f"--sim-fault {spec!r}: expected boot-crash-once=<marker file>")
+            values[key] = value
+        elif name == "trickle-get":
+            if not value.startswith("/"):
+                raise ValueError(f"--sim-fault {spec!r}: expected trickle-get=/<endpoint>, e.g. trickle-get=/health_generate")
             values[key] = value
         elif name in ("slowdown", "boot-offset", "drift"):
             try:

@@ -145,6 +145,9 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if self._refused(path):
             return
+        if path == self.state.faults.trickle_get:
+            self._trickle_body(path)
+            return
         if path in ("/health", "/health_generate"):
             if self._ready():
                 self._send_json(200, {})
@@ -217,6 +220,21 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b": keep-alive\n\n")
                 self.wfile.flush()
                 time.sleep(0.2)
+        except OSError:
+            return  # the client gave up
+
+    def _trickle_body(self, path: str) -> None:
+        """Headers promising a body, then one byte of it at a time: every read gets a byte in time."""
+        log(f"SIMULATOR fault trickle-get={path}: the body trickles and never finishes")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(10**9))
+        self.end_headers()
+        try:
+            while True:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.1)
         except OSError:
             return  # the client gave up
 

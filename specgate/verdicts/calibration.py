@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import problem
+from specgate.documents import problem, read_document
 from specgate.errors import BaselineError
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.noise import BootSpread
@@ -93,7 +93,7 @@ class CalibrationRecord(BaseModel):
 def load_calibration(path: Path) -> Calibration:
     """Checked for meaning like a baseline: a record that widens every interval must be sound."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_document(path, "a calibration record (a JSON file)"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BaselineError(path, f"calibration record cannot be read: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -126,7 +126,8 @@ def find_calibration(root: Path, deployment: str, fingerprint: Fingerprint | Non
     if fingerprint is None:
         return None
     path = calibration_path(root, deployment, fingerprint)
-    return load_calibration(path) if path.is_file() else None
+    # exists(), not is_file(): a FIFO or a folder there is refused by name, not taken for no record
+    return load_calibration(path) if path.exists() else None
 
 
 def write_calibration(root: Path, deployment: str, fingerprint: Fingerprint, document: dict) -> Path:

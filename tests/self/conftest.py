@@ -36,15 +36,18 @@ def sim_deployment(tmp_path: Path) -> Callable[..., SimDeployment]:
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_run_records(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Runs started here record themselves in a folder of this session's, not the user's cache."""
+    """Runs started here record themselves in folders of this session's, not the user's cache or
+    the machine's registry (where another session's runs would reap, or be reaped by, these)."""
     import os
 
-    from specgate.server.orphans import STATE_DIR_ENV
+    from specgate.server.orphans import MACHINE_DIR_ENV, STATE_DIR_ENV
 
-    old = os.environ.get(STATE_DIR_ENV)
+    old = {name: os.environ.get(name) for name in (STATE_DIR_ENV, MACHINE_DIR_ENV)}
     os.environ[STATE_DIR_ENV] = str(tmp_path_factory.mktemp("run-records"))
+    os.environ[MACHINE_DIR_ENV] = str(tmp_path_factory.mktemp("machine-run-records"))
     yield
-    if old is None:
-        os.environ.pop(STATE_DIR_ENV, None)
-    else:
-        os.environ[STATE_DIR_ENV] = old
+    for name, value in old.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

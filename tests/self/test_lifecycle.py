@@ -248,3 +248,38 @@ def test_fingerprint_counts_the_gpus_the_server_uses():
     assert _gpus_used({"tp_size": 4, "dp_size": 4, "enable_dp_attention": True}) == 4
     assert _gpus_used({"tp_size": 1, "dp_size": 2}) == 2
     assert _gpus_used({}) is None  # not said: the host's count is used
+
+
+def test_orphans_of_a_run_with_another_state_folder_are_found_and_named(tmp_path, monkeypatch, capsys):
+    """A run killed outright leaves a marked process (one that escaped its supervisor); a later run
+    with another SPECGATE_STATE_DIR finds it through the machine's registry and says what it killed."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from specgate.server.orphans import MACHINE_DIR_ENV, STATE_DIR_ENV
+
+    monkeypatch.setenv(MACHINE_DIR_ENV, str(tmp_path / "machine"))
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "first"))
+    killed_run = (
+        "import os, signal, subprocess\n"
+        "from specgate.server.orphans import RunRecord\n"
+        "env = RunRecord().mark(dict(os.environ))\n"
+        "child = subprocess.Popen(['sleep', '300'], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,\n"
+        "    start_new_session=True)\n"
+        "print(child.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", killed_run], capture_output=True, text=True, timeout=60)
+    orphan = psutil.Process(int(run.stdout.split()[0]))
+    try:
+        monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "second"))
+        LocalLauncher(deployment(tmp_path), tmp_path / "logs")
+        err = capsys.readouterr().err
+        assert f"pid {orphan.pid} (sleep 300) of run" in err and "is gone (recorded in" in err, err
+        orphan.wait(timeout=10)
+        assert not list((tmp_path / "machine").glob("*.json")) and not list((tmp_path / "first").glob("*.json"))
+    finally:
+        if orphan.is_running():
+            orphan.kill()
