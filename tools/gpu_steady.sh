@@ -12,6 +12,8 @@
 #                                        eagle3-decode slowed by SLOWDOWN (default 0.10: tools/inject,
 #                                        a GPU spin after every draft-verify cycle), alternating, every
 #                                        run booting its servers afresh, none started past the deadline
+#                                        (BASELINES_IN=DIR: start from a stored baseline and calibration
+#                                        kept from an earlier call, e.g. under results/; RUNS=N pairs, default 5)
 #
 # Pass SPECGATE_COMMIT=<clean commit>. DEADLINE_S (default 570) bounds each call. Everything comes
 # back under $OUT: summary.txt (provenance, one line per step, every report's first screen),
@@ -59,9 +61,15 @@ if [[ $phase == calibrate ]]; then
     --baselines-dir "$work/baselines" --numerics 0
   cat "$work/calibrate/calibration.md" >> "$OUT/summary.txt" 2>/dev/null
 else
+  # BASELINES_IN: a folder holding <deployment>/ (a stored baseline, calibration/), e.g. a previous
+  # session's results/…/baselines, used where this machine has none of its own yet.
+  if [[ -n ${BASELINES_IN:-} && ! -d $work/baselines/llama8b-dummy-h200-steady ]]; then
+    cp -r "$BASELINES_IN"/. "$work/baselines/" || exit 3
+    echo "baselines from $BASELINES_IN (another lease's machine)" | tee -a "$OUT/summary.txt"
+  fi
   slow=${SLOWDOWN:-0.10}
   step update 150 python3 -m specgate.cli baseline update "$dep" --baselines-dir "$work/baselines"
-  for i in 1 2 3 4 5; do
+  for i in $(seq 1 "${RUNS:-5}"); do
     step "unchanged-$i" 130 python3 -m specgate.cli run "$dep" --baselines-dir "$work/baselines"
     SPECGATE_INJECT_SLOWDOWN=$slow SPECGATE_INJECT_ONLY=eagle3-decode step "slowed-$i" 130 python3 -m specgate.cli run "$dep" --baselines-dir "$work/baselines"
   done
