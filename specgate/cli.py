@@ -357,6 +357,24 @@ def describe_stored_reference(dep: Deployment) -> list[str]:
     return out
 
 
+def describe_affinity(dep: Deployment) -> list[str]:
+    """Where `launch.cpu_affinity = "split"` pins each server on this host, or why it cannot."""
+    from specgate.server import affinity
+
+    if dep.launch.cpu_affinity != "split":
+        return []
+    cpus, servers = affinity.available_cpus(), affinity.side_by_side(dep)
+    if not servers:
+        return [f"  CPU affinity split: servers take turns, each pinned to all {len(cpus)} CPUs this host allows"]
+    slices = affinity.split(servers, cpus)
+    if not slices:
+        return [
+            f"  WARNING: launch.cpu_affinity = \"split\": {len(servers)} servers side by side but {len(cpus)} CPU(s) "
+            "here: none is pinned"
+        ]
+    return ["  CPU affinity split: " + ", ".join(f"{n} on {affinity.cpu_list(c)}" for n, c in slices.items())]
+
+
 def describe(dep: Deployment) -> str:
     lines = [f"deployment {dep.name!r} ({dep.path})" + ("  [SIMULATOR]" if dep.simulator else "")]
     if dep.description:
@@ -366,6 +384,7 @@ def describe(dep: Deployment) -> str:
     )
     if dep.launch.ssh is not None:
         lines.extend(describe_ssh(dep.launch.ssh))
+    lines.extend(describe_affinity(dep))
     lines.extend(describe_stored_reference(dep))
     for name, cfg in dep.configs.items():
         if name in dep.references:

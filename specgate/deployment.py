@@ -36,6 +36,7 @@ MULTI_NODE_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
 # Where the reference's figures and golden answers come from: "boot" (booted and measured in every
 # run) or "stored" (the stored baseline of this machine's fingerprint: for a model whose boot takes
 # many minutes, a run then boots only the speculative configs; see specgate/verdicts/stored_reference.py).
+CPU_AFFINITIES = ("none", "split")
 REFERENCE_SOURCES = ("boot", "stored")
 # How the ssh launcher's client reaches a remote server: through `ssh -L` (the server listens on
 # the remote loopback only), or straight at host:port (the server listens on every interface).
@@ -130,6 +131,9 @@ class LaunchSpec:
     # Send the reference's first requests again once the speed phase is over, to measure how far
     # the host drifted during the run (where servers take turns this costs the reference a boot).
     drift_check: bool = True
+    # "split": each local server booted side by side pinned to its own fixed slice of this host's
+    # CPUs (specgate.server.affinity); "none": where the kernel puts it.
+    cpu_affinity: str = "none"
 
     @property
     def reference_stored(self) -> bool:
@@ -663,6 +667,13 @@ def _parse_launch(t: Table) -> LaunchSpec:
         raise t.error("ssh", f'applies to launch.launcher = "ssh" only; this deployment\'s launcher is {launcher!r}')
     else:
         ssh = None
+    cpu_affinity = t.text("cpu_affinity", "none", choices=CPU_AFFINITIES)
+    if cpu_affinity != "none" and launcher != "local":
+        raise t.error(
+            "cpu_affinity",
+            f'applies to launcher = "local" only (specgate pins the servers it starts on this host); '
+            f"this deployment's launcher is {launcher!r}",
+        )
     if launcher == "url" and t.flag("coexist", True) is False:
         raise t.error(
             "coexist",
@@ -685,6 +696,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
         ssh=ssh,
         reference_from=t.text("reference_from", "boot", choices=REFERENCE_SOURCES),
         drift_check=t.flag("drift_check", True),
+        cpu_affinity=cpu_affinity,
     )
     if spec.reference_stored and launcher == "url":
         raise t.error(

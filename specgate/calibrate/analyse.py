@@ -173,6 +173,20 @@ def _gate_entry(noise: FigureNoise, per_round: list[Series], tol: float, two_sid
     return asdict(GateCalibration(tol, two_sided, round(fa, 4), round(detects, 4), round(suggested, 4), pairs, fails))
 
 
+def runner_setup(deployment: Deployment) -> str:
+    """The settings of this host's launch that move speculative speed between boots, in words:
+    a spread measured under one setup says nothing of another."""
+    launch = deployment.launch
+    parts = [f"servers {'side by side' if launch.coexist else 'one at a time'}"]
+    if launch.launcher == "local":
+        parts.append(
+            "CPU affinity split (each server on its own fixed CPU slice)"
+            if launch.cpu_affinity == "split"
+            else "CPU affinity none (each server where the kernel puts it)"
+        )
+    return ", ".join(parts)
+
+
 def render(deployment: Deployment, configs: dict[str, dict], boots: int, notes: list[str]) -> str:
     lines = [
         f"# specgate calibrate — {deployment.name}" + (" (SIMULATOR)" if deployment.simulator else ""),
@@ -186,6 +200,8 @@ def render(deployment: Deployment, configs: dict[str, dict], boots: int, notes: 
         )
         + "Within-boot noise is the spread of one request around its own mean; between-boot noise is the spread of "
         "a boot's median beyond what its requests explain (SD of the log, ≈ relative).",
+        "",
+        f"Runner setup these figures hold for: {runner_setup(deployment)}.",
         "",
         f"| config | figure | boot medians | within-boot SD | between-boot SD | its {UPPER_BOUND:.0%} upper bound (used) |",
         "|---|---|---|---|---|---|",

@@ -29,6 +29,7 @@ from specgate.deployment import Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
 from specgate.hardware import memory_used_mib, wait_gpu_released
 from specgate.secrets import api_key, copy_masked, key_to_mask, redact, redact_file
+from specgate.server import affinity
 from specgate.server.launcher import BootProgress, ServerHandle, ready_or_stopped
 from specgate.server.orphans import RunRecord, reap_orphans
 
@@ -124,6 +125,14 @@ class LocalLauncher:
         secret = ["--api-key", key] if key else []
         return parts + secret + ["--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port)]
 
+    def cpus_for(self, server: str) -> list[int]:
+        """The CPU slice `server` is pinned to (launch.cpu_affinity = "split"), or [] for none:
+        a slice of every server that may be up beside it, so each boot gets the same one."""
+        if self.deployment.launch.cpu_affinity != "split":
+            return []
+        servers = affinity.side_by_side(self.deployment) or [server]
+        return affinity.split(servers, affinity.available_cpus()).get(server, [])
+
     def start(self, config: ServerConfig) -> ServerHandle:
         if self.unreleased:
             raise ServerBootError(f"not booting {config.name!r}: {self.unreleased}")
@@ -139,13 +148,17 @@ class LocalLauncher:
         env = self._record.mark({**os.environ, **self.deployment.launch.env, **config.env})
         env.setdefault("PYTHONUNBUFFERED", "1")
         env["SPECGATE_CONFIG"] = config.name  # lets a server (the simulator) know which config it is
+        cpus = self.cpus_for(config.name)
+        if cpus:
+            env[affinity.CPUS_ENV] = affinity.cpu_list(cpus)
+        pinned = f" (pinned to CPUs {affinity.cpu_list(cpus)})" if cpus else ""
         # A fresh log per session; a reboot in the same session (servers that cannot
         # coexist) appends, so the whole session's story stays in one file.
         mode = "ab" if config.name in self._logged else "wb"
         self._logged.add(config.name)
         key = self._key
         with log_path.open(mode) as log:
-            log.write(f"\n=== specgate: starting {config.name}: {' '.join(shown)}\n".encode())
+            log.write(f"\n=== specgate: starting {config.name}{pinned}: {' '.join(shown)}\n".encode())
             log.flush()
             status_r, status_w = os.pipe()
             try:

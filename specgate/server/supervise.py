@@ -77,6 +77,22 @@ def _watch_parent(parent: int, server_pgid: int) -> None:
     os._exit(137)
 
 
+# The CPU slice the server is pinned to (specgate.server.affinity), in the kernel's list syntax.
+CPUS_ENV = "SPECGATE_CPUS"
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """ "0-2,5" → {0, 1, 2, 5}; ValueError on anything else."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, dash, high = part.partition("-")
+        first, last = int(low), int(high) if dash else int(low)
+        if first < 0 or last < first:
+            raise ValueError(f"not a CPU range: {part!r}")
+        cpus.update(range(first, last + 1))
+    return cpus
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[0] != "--status-fd" or argv[2] != "--":
         print("usage: supervise.py --status-fd N -- COMMAND...", file=sys.stderr)
@@ -88,6 +104,15 @@ def main(argv: list[str]) -> int:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: detached processes escape; the group is still killed
+    cpus = os.environ.pop(CPUS_ENV, "")
+    if cpus:
+        # Pinned before the server starts, so it and every process it spawns inherit the slice.
+        try:
+            os.sched_setaffinity(0, parse_cpu_list(cpus))
+        except (OSError, ValueError) as exc:
+            status.write(f"error 22 cannot pin to CPUs {cpus}: {exc}\n")
+            status.close()
+            return 127
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, process_group=0)
     except OSError as exc:
