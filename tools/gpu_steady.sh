@@ -14,6 +14,7 @@
 #                                        run booting its servers afresh, none started past the deadline
 #                                        (BASELINES_IN=DIR: start from a stored baseline and calibration
 #                                        kept from an earlier call, e.g. under results/; RUNS=N pairs, default 5)
+#   PIN=1 (either phase): the deployment with launch.cpu_affinity = "split", named …-steady-pinned
 #
 # Pass SPECGATE_COMMIT=<clean commit>. DEADLINE_S (default 570) bounds each call. Everything comes
 # back under $OUT: summary.txt (provenance, one line per step, every report's first screen),
@@ -26,6 +27,13 @@ deadline=$((SECONDS + ${DEADLINE_S:-570}))
 export NCCL_NVLS_ENABLE=0
 dep=fixtures/deployments/llama8b-dummy-h200-steady.toml
 work=/tmp/steady; mkdir -p "$work/baselines"
+if [[ ${PIN:-0} == 1 ]]; then
+  # The same deployment with every server on its own fixed CPU slice, under its own name (its
+  # calibration and baseline are another runner setup's, so they must not mix with the unpinned ones).
+  sed -e 's/^name = "llama8b-dummy-h200-steady"/name = "llama8b-dummy-h200-steady-pinned"/' \
+      -e 's/^coexist = true/coexist = true\ncpu_affinity = "split"/' "$dep" > "$work/pinned.toml"
+  dep=$work/pinned.toml
+fi
 if [[ $phase == calibrate ]]; then
   bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -2 || exit 3
 fi
@@ -63,7 +71,7 @@ if [[ $phase == calibrate ]]; then
 else
   # BASELINES_IN: a folder holding <deployment>/ (a stored baseline, calibration/), e.g. a previous
   # session's results/…/baselines, used where this machine has none of its own yet.
-  if [[ -n ${BASELINES_IN:-} && ! -d $work/baselines/llama8b-dummy-h200-steady ]]; then
+  if [[ -n ${BASELINES_IN:-} && -z $(ls -A "$work/baselines" 2>/dev/null) ]]; then
     cp -r "$BASELINES_IN"/. "$work/baselines/" || exit 3
     echo "baselines from $BASELINES_IN (another lease's machine)" | tee -a "$OUT/summary.txt"
   fi
