@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from specgate.secrets import redact_document
+
 
 def _umask() -> int:
     mask = os.umask(0o022)
@@ -31,7 +33,7 @@ def write_json_atomic(path: Path, document: object) -> None:
         # mkstemp makes the file private (0600); these files are shared like any committed file.
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(document, f, indent=2)
+            json.dump(redact_document(document), f, indent=2)  # no credential in any stored document
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())

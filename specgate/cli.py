@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from specgate import project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import ReportError, SpecgateError
-from specgate.secrets import api_key
+from specgate.secrets import api_key, mask_standard_streams, write_masked
 
 if TYPE_CHECKING:
     from specgate.report.model import AnyReport
@@ -576,6 +576,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    mask_standard_streams()  # whatever the CLI and the pytest run in it print: secrets.py
     ours, extra = split_pytest_args(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(ours)
     if args.command == "assets" and args.model == "smollm2-eagle3":
@@ -868,7 +869,7 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
             + table
         )
     report_dir.mkdir(parents=True, exist_ok=True)
-    (report_dir / "calibration.md").write_text(table)
+    write_masked(report_dir / "calibration.md", table)
     print(table, end="")
     fingerprint = rounds.fingerprint
     if not recorded or fingerprint is None:
@@ -922,7 +923,7 @@ def _sweep(args: argparse.Namespace, dep: Deployment) -> int:
     table = render_sweep(outcome.plan, outcome.state, outcome.complete)
     try:
         report_dir.mkdir(parents=True, exist_ok=True)
-        (report_dir / "sweep.md").write_text(table)
+        write_masked(report_dir / "sweep.md", table)
     except OSError as exc:
         print(f"specgate: error: --report-dir {args.report_dir}: cannot write sweep.md: {exc}", file=sys.stderr)
         return 2

@@ -19,7 +19,14 @@ from specgate import project as _project
 from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompt_set
 from specgate.resources import builtin_deployments_dir
-from specgate.secrets import env_name_problem
+from specgate.secrets import (
+    env_name_problem,
+    key_to_mask,
+    remember_forwarded,
+    remember_url,
+    secret_flag,
+    url_password_env,
+)
 from specgate.tomlcheck import Table, safe_name_problem
 
 DEFAULT_DEPLOYMENT = "sim"
@@ -41,8 +48,6 @@ REFERENCE_SOURCES = ("boot", "stored")
 # How the ssh launcher's client reaches a remote server: through `ssh -L` (the server listens on
 # the remote loopback only), or straight at host:port (the server listens on every interface).
 SSH_REACH = ("forward", "direct")
-# Flags whose value is a secret: given in a file that is committed and printed, they would leak.
-SECRET_FLAGS = ("--api-key",)
 # Placeholders the local launcher fills in commands and args. Only `{word}` is one: any other
 # brace is the argument's own text, so JSON-valued SGLang flags need no escaping.
 PLACEHOLDERS = ("python", "repo", "model")
@@ -706,6 +711,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
         )
     if spec.api_key_env is not None and (problem := env_name_problem(spec.api_key_env)):
         raise t.error("api_key_env", f"{spec.api_key_env!r} {problem}")
+    key_to_mask(spec.api_key_env)  # remembered for masking where it is set; reported where it is used
     if spec.boots > MAX_BOOTS:
         raise t.error("boots", f"expected at most {MAX_BOOTS} servers per config, got {spec.boots}")
     t.reject_unknown()
@@ -732,9 +738,10 @@ def _reject_owned_flags(
             )
         if flag in owned:
             raise t.error(key, f"must not set {flag}: specgate picks host and free ports itself")
-        if flag in SECRET_FLAGS:
+        if secret := secret_flag(arg):
+            taken = "" if flag == secret else f" (SGLang takes it for {secret})"
             raise t.error(
-                key, f"must not hold {flag}: a key in a deployment file is committed and printed; export it and "
+                key, f"must not hold {flag}{taken}: a key in a deployment file is committed and printed; export it and "
                 "name the variable in launch.api_key_env"
             )
 
@@ -796,6 +803,7 @@ def _parse_ssh(t: Table) -> SshSpec:
     for name in spec.forward_env:
         if problem := env_name_problem(name):
             raise t.error("forward_env", f"{name!r} {problem}")
+    remember_forwarded(spec.forward_env)  # HF_TOKEN and the like: the servers get them, no output does
     for option in spec.options:
         if option in ("-N", "-f", "-T", "-t", "-tt", "-L", "-R", "-W", "-M", "-S"):
             raise t.error("options", f"must not hold {option}: the launcher decides how each ssh session runs")
@@ -830,10 +838,14 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
     _reject_unknown_placeholders(c, "args", args)
     _reject_remote_repo(c, "args", args, launch.ssh)
     url = c.text("url", None)
+    if url is not None:
+        remember_url(url)  # before any error below quotes it
     if launch.launcher == "url" and not url:
         raise c.error("url", 'is required when launch.launcher = "url" (the address of a running server)')
     if url is not None and not url.startswith(("http://", "https://")):
         raise c.error("url", f"expected an http:// or https:// address, got {url!r}")
+    if url is not None and (env := url_password_env(url)) is not None and (problem := env_name_problem(env)):
+        raise c.error("url", f"reads its password from ${{{env}}}, whose name {problem}")
     command = c.str_list("command", None)
     if command is not None:
         if launch.launcher == "url":

@@ -32,6 +32,7 @@ from specgate.report.markdown import render_markdown
 from specgate.report.model import SCHEMA_VERSION, ErrorReport, Report
 from specgate.report.progress import BootDisplay
 from specgate.resources import gate_tests_dir
+from specgate.secrets import mask_standard_streams, masked, write_masked
 from specgate.server.pool import LiveServer
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
@@ -100,6 +101,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(specname="pytest_configure", trylast=True)
+def _mask_terminal(config: pytest.Config) -> None:
+    """Where the gate runs, everything pytest prints (tracebacks, captured output, the report)
+    goes out masked (secrets.py). Its terminal writer exists once the terminal plugin's own
+    configure ran, hence trylast; a pytest without the gate is left as it is."""
+    if _DEPLOYMENT not in config.stash or not config.pluginmanager.has_plugin("terminalreporter"):
+        return
+    writer = config.get_terminal_writer()
+    writer._file = masked(writer._file)  # pytest's TerminalWriter has no public way to wrap its file
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, speed, gates)")
     config.stash[_PHASES] = {}
@@ -130,6 +142,7 @@ def pytest_configure(config: pytest.Config) -> None:
             commit_info_from_environment()
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
+        mask_standard_streams()  # a usage error below is printed past pytest's terminal writer
         dep = deployment(config)  # a bad file named on the command line fails before collection
         if gate_too and not dep.simulator:
             _note_cannot_boot(config, dep, found)
@@ -536,8 +549,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:
         try:
-            with open(summary_file, "a", encoding="utf-8") as f:
-                f.write(render_markdown(report))
+            write_masked(Path(summary_file), render_markdown(report), append=True)
         except OSError as exc:
             messages.append(f"$GITHUB_STEP_SUMMARY ({summary_file}) NOT written: {exc}")
 
@@ -578,7 +590,7 @@ def _write_report(
     out.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(report)
     write_json_atomic(out / "report.json", report.document())  # whole or not at all: CI reads it
-    (out / "report.md").write_text(markdown)
+    write_masked(out / "report.md", markdown)
     try:
         if chart:
             render_chart(report, out / "report.png")
@@ -600,7 +612,7 @@ def _write_error_report(out: Path, exc: Exception, messages: list[str]) -> None:
     )
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "report.md").write_text(text)
+        write_masked(out / "report.md", text)
         error = ErrorReport(schema_version=SCHEMA_VERSION, overall="ERROR", error=cause)
         write_json_atomic(out / "report.json", error.document())
     except OSError as write_exc:

@@ -1,27 +1,140 @@
-"""Keys that must never be printed: a server's API key (named by `launch.api_key_env`, read from
-the environment) and passwords in server URLs. Everything specgate writes or shows that could
-hold one (commands, server logs it keeps, curl reproducers, reports) goes through `redact`.
+"""Credentials that must never leave the process in clear: a server's API key (named by
+`launch.api_key_env`, read from the environment), passwords in server URLs, the Authorization
+header values built from them, and forwarded variables whose names say they hold a credential.
+
+One mechanism masks them all: every credential the run learns of is `remember`ed (the deployment
+feeds them as it is read, a url's password as it is expanded), and `redact` masks every
+remembered one, plus any URL password and Authorization value by their shape, in whatever text
+it is given. Everything that writes text out goes through it: `MaskedStream` wraps stdout, stderr
+and pytest's terminal writer; `write_masked` and `atomic.write_json_atomic` the report, replay and
+summary files; `copy_masked` and `redact_file` the server logs; curl reproducers call `redact`.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
+import sys
 from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from specgate.errors import SpecgateError
 
 MASK = "***"
 # A password in a URL: everything between "user:" and the last "@" of the authority.
 _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]+):[^/\s]*@")
-# Whatever a log or a command gives as the key, however it is quoted or escaped.
-_KEY_FIELD = re.compile(r"""(api[_-]key['"]?\s*[=:]\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,)]+)""", re.IGNORECASE)
+# Whatever a log or a command gives as a key, however it is quoted or escaped (SGLang's
+# server_args print api_key, admin_api_key and ssl_keyfile_password).
+_KEY_FIELD = re.compile(
+    r"""((?:api[_-]key|keyfile[_-]password)['"]?\s*[=:]\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,)]+)""",
+    re.IGNORECASE,
+)
+# An Authorization header's value, as a server that echoes request headers writes it; "$VAR"
+# (a curl reproducer naming the variable) is not a value and stays.
+_AUTHORIZATION = re.compile(
+    r"""(authorization['"]?\s*[:=]\s*['"]?(?:(?:bearer|basic|token)\s+)?)(?!\$)([^\s'",}\]]+)""", re.IGNORECASE
+)
 MIN_KEY_LENGTH = 12
+# An Authorization: Basic value (base64 of "user:password") shorter than this could occur by chance.
+_MIN_TOKEN_LENGTH = 8
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A url's password given as "${NAME}": read from the environment when the server is reached.
+_PASSWORD_FROM_ENV = re.compile(r"\$\{([^}]*)\}")
+# Names of forwarded variables that hold a credential (HF_TOKEN, WANDB_API_KEY, ...).
+_CREDENTIAL_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+# SGLang's flags whose value is a credential (its ServerArgs: api_key, admin_api_key,
+# ssl_keyfile_password). argparse also takes any unambiguous prefix of a flag for it.
+SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
+# SGLang flags of their own that a secret flag's name begins with: argparse takes an exact name
+# as itself, never as an abbreviation.
+_PLAIN_FLAGS_INSIDE_SECRET_ONES = ("--ssl-keyfile",)
+
+_known: set[str] = set()
+# URL passwords of any length: masked where they stand between "user:" and "@", which no text
+# holds by chance; a short one is not masked elsewhere (see remember).
+_url_passwords: set[str] = set()
 
 
 def env_name_problem(name: str) -> str | None:
     return None if _ENV_NAME.fullmatch(name) else "is not an environment variable name (letters, digits, _)"
+
+
+def secret_flag(arg: str) -> str | None:
+    """The secret-bearing flag SGLang's parser takes `arg` for (`--api-ke`, `--api-key=K`), else None."""
+    name = arg.split("=", 1)[0]
+    if len(name) < 3 or not name.startswith("--") or name in _PLAIN_FLAGS_INSIDE_SECRET_ONES:
+        return None
+    return next((flag for flag in SECRET_FLAGS if flag.startswith(name)), None)
+
+
+def remember(secret: str | None, min_length: int = MIN_KEY_LENGTH) -> None:
+    """Mask `secret` wherever text leaves the process from now on. A short one is not masked as
+    a bare string: masking every place its letters occur would spell it out."""
+    if secret and len(secret) >= min_length:
+        _known.add(secret)
+
+
+def remember_url(url: str) -> None:
+    """A url's password (as written and percent-decoded) and the Basic credentials httpx sends
+    for it. The URL forms are masked by shape whatever the password's length."""
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return
+    if not password or _PASSWORD_FROM_ENV.fullmatch(password):
+        return
+    for form in (password, unquote(password)):
+        remember(form)
+        _url_passwords.add(form)
+    basic = base64.b64encode(f"{unquote(user or '')}:{unquote(password)}".encode()).decode()
+    remember(basic, _MIN_TOKEN_LENGTH)
+
+
+def remember_forwarded(names: tuple[str, ...] | list[str]) -> None:
+    """The values of forwarded variables whose names say they are credentials (HF_TOKEN)."""
+    for name in names:
+        if _CREDENTIAL_NAME.search(name):
+            remember(os.environ.get(name))
+
+
+def url_password_env(url: str) -> str | None:
+    """The variable a url's password is read from (`http://user:${NAME}@host`), else None."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None
+    match = _PASSWORD_FROM_ENV.fullmatch(password or "")
+    return match.group(1) if match else None
+
+
+def expand_url(url: str, where: str) -> str:
+    """`url` with a `${NAME}` password read from the environment (and remembered); `where`
+    names the field for the error where the variable is unset."""
+    name = url_password_env(url)
+    if name is None:
+        remember_url(url)
+        return url
+    value = os.environ.get(name, "")
+    if not value:
+        raise SpecgateError(
+            f"{where} reads its password from ${{{name}}}, which is not set (or empty) in this environment: "
+            f"export the server's password as {name}"
+        )
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    # Quoted as userinfo needs: a password may hold '@', ':' or '/'.
+    from urllib.parse import quote
+
+    netloc = f"{parts.username}:{quote(value, safe='')}@{host}"
+    expanded = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    remember(value)
+    remember_url(expanded)
+    return expanded
 
 
 def api_key(env_name: str | None) -> str | None:
@@ -37,6 +150,7 @@ def api_key(env_name: str | None) -> str | None:
     if len(value) < MIN_KEY_LENGTH:
         # Masking a short key masks every place its letters occur, and the masks spell it out.
         raise SpecgateError(f"the key in {env_name} is shorter than {MIN_KEY_LENGTH} characters: too short to mask safely")
+    remember(value)
     return value
 
 
@@ -51,19 +165,77 @@ def key_to_mask(env_name: str | None) -> str | None:
 
 def _forms(secret: str) -> list[str]:
     """The key as written, and as Python's repr and JSON escape it (SGLang logs both)."""
-    import json
-
     return list(dict.fromkeys([secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]]))
 
 
+def _mask_known(text: str, secrets: set[str]) -> str:
+    """`text` without `secrets` and the remembered credentials, matched as strings only."""
+    every = secrets | _known
+    # Longest first: a form that holds another (an escaped one, a key holding a password) goes whole.
+    for form in sorted({f for s in every for f in _forms(s)}, key=len, reverse=True):
+        text = text.replace(form, MASK)
+    for password in sorted(_url_passwords, key=len, reverse=True):
+        text = text.replace(f":{password}@", f":{MASK}@")
+    return text
+
+
 def redact(text: str, *secrets: str | None) -> str:
-    for secret in secrets:
-        if secret:
-            for form in _forms(secret):
-                text = text.replace(form, MASK)
-    if any(secrets):
+    """Text for people: without `secrets`, any remembered credential, and whatever has the shape
+    of a key field, a URL password or an Authorization value."""
+    every = {s for s in secrets if s}
+    text = _mask_known(text, every)
+    if every or _known:
         text = _KEY_FIELD.sub(rf"\1{MASK}", text)
+    text = _AUTHORIZATION.sub(rf"\1{MASK}", text)
     return _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
+
+
+def redact_document(document: Any) -> Any:
+    """A JSON document with the remembered credentials masked in every string (keys too): still
+    a valid document. Shapes are not masked here: a stored answer may quote a header or a URL."""
+    if isinstance(document, str):
+        return _mask_known(document, set())
+    if isinstance(document, dict):
+        return {redact_document(k): redact_document(v) for k, v in document.items()}
+    if isinstance(document, list | tuple):
+        return [redact_document(v) for v in document]
+    return document
+
+
+def write_masked(path: Path, text: str, append: bool = False) -> None:
+    """Write (or append) text for people to read: a report, a step summary."""
+    with path.open("a" if append else "w", encoding="utf-8") as f:
+        f.write(redact(text))
+
+
+class MaskedStream:
+    """A text stream that redacts what is written through it; the rest is the stream's own.
+    Each write is masked whole: specgate and pytest write a message or a line at a time."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def masked(stream: Any) -> Any:
+    """`stream`, masked (once)."""
+    return stream if isinstance(stream, MaskedStream) or stream is None else MaskedStream(stream)
+
+
+def mask_standard_streams() -> None:
+    """Mask stdout and stderr of this process from now on."""
+    sys.stdout = masked(sys.stdout)
+    sys.stderr = masked(sys.stderr)
 
 
 def copy_masked(stream, log_path: Path, secret: str) -> None:  # noqa: ANN001 - a binary pipe
@@ -75,7 +247,7 @@ def copy_masked(stream, log_path: Path, secret: str) -> None:  # noqa: ANN001 - 
 
 def redact_file(path: Path, *secrets: str | None) -> None:
     """Rewrite a kept server log without the key (SGLang prints its server_args, key included)."""
-    if not any(secrets):
+    if not any(secrets) and not _known:
         return
     try:
         data = path.read_bytes()

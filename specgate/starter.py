@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from specgate.deployment import LAUNCHER_OWNED_FLAGS, SECRET_FLAGS, parse_deployment
+from specgate.deployment import LAUNCHER_OWNED_FLAGS, parse_deployment
 from specgate.errors import SpecgateError
 from specgate.project import SETTINGS_FILE
 from specgate.resources import builtin_baselines_dir, builtin_deployments_dir
+from specgate.secrets import remember_url, secret_flag
 from specgate.tomlcheck import safe_name_problem
 
 SETTINGS_TEXT = """\
@@ -125,9 +126,10 @@ def launch_deployment(name: str, command_line: str, draft: str | None) -> tuple[
         if flag in LAUNCHER_OWNED_FLAGS:
             notes.append(f"dropped {' '.join(group)}: specgate picks the host and free ports itself")
             continue
-        if flag in SECRET_FLAGS:
+        if secret := secret_flag(group[0]):
+            taken = "" if flag == secret else f" (SGLang takes it for {secret})"
             notes.append(
-                f"dropped {flag}: a key never goes into a file; set launch.api_key_env to the variable that holds it"
+                f"dropped {flag}{taken}: a key never goes into a file; set launch.api_key_env to the variable that holds it"
             )
             continue
         if flag in ("--model-path", "--model"):
@@ -206,7 +208,29 @@ def _env_line(env: dict[str, str]) -> str:
     return f"\nenv = {{ {pairs} }}"
 
 
-def url_deployment(name: str, url: str, reference_url: str, model: str) -> str:
+# Where the deployment init writes reads each server's password from: a password never goes into
+# the file (it is committed), as a key never does (launch.api_key_env).
+URL_PASSWORD_ENV = {"--url": "SPECGATE_URL_PASSWORD", "--reference-url": "SPECGATE_REFERENCE_URL_PASSWORD"}
+
+
+def password_to_env(option: str, url: str) -> tuple[str, str | None]:
+    """`url` with its password replaced by `${VARIABLE}` (read when the server is reached), and
+    the note that says which variable to export; `url` itself where it has no password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url, None
+    variable = URL_PASSWORD_ENV[option]
+    user, host = parts.netloc.rpartition("@")[0].partition(":")[0], parts.netloc.rpartition("@")[2]
+    written = parts._replace(netloc=f"{user}:${{{variable}}}@{host}").geturl()
+    return written, (
+        f"the password in {option} is not written into the deployment (it is committed): export it as "
+        f"{variable}; the url reads it as ${{{variable}}}"
+    )
+
+
+def url_deployment(name: str, url: str, reference_url: str, model: str, notes: list[str] | None = None) -> str:
+    remember_url(url)  # masked in init's own messages too
+    remember_url(reference_url)
     for option, value in (("--url", url), ("--reference-url", reference_url)):
         if not value.startswith(("http://", "https://")) or not urlsplit(value).hostname:
             raise InitError(f"{option}: expected an http:// or https:// address with a host, got {value!r}")
@@ -214,6 +238,10 @@ def url_deployment(name: str, url: str, reference_url: str, model: str) -> str:
         raise InitError(
             "--url and --reference-url name the same server; the speculative one is compared with another, plain one"
         )
+    url, url_note = password_to_env("--url", url)
+    reference_url, reference_note = password_to_env("--reference-url", reference_url)
+    if notes is not None:
+        notes.extend(n for n in (url_note, reference_note) if n)
     return f"""\
 # Written by `specgate init --url`: two servers someone else runs, a plain one and a
 # speculative one, on the same model. Check it with `specgate check {name}`.
@@ -288,7 +316,7 @@ def write_project(
     else:
         if model is None:
             raise InitError("--url: give --model too (the model both servers serve, as it names it)")
-        text = url_deployment(name, url, reference_url, model)  # type: ignore[arg-type]
+        text = url_deployment(name, url, reference_url, model, out.notes)  # type: ignore[arg-type]
     # What is written must load: the same checks `specgate check` runs.
     parse_deployment(tomllib.loads(text), deployment_path)
     deployment_path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,8 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
+from specgate.secrets import redact
+
 try:
     from rich.console import Console
 except ImportError:  # rich is a dependency, but a display must never break a run
@@ -26,6 +28,7 @@ class BootDisplay:
         self._console = Console(file=sys.__stderr__, highlight=False) if Console is not None else None
 
     def _print(self, text: str, style: str = "") -> None:
+        text = redact(text)  # a log's last line or an address may hold a credential
         ctx = self._capman.global_and_fixture_disabled() if self._capman else nullcontext()
         with ctx:
             if self._console is not None:

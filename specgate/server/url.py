@@ -6,7 +6,8 @@ import socket
 from urllib.parse import urlsplit
 
 from specgate.deployment import Deployment, ServerConfig
-from specgate.errors import ServerBootError
+from specgate.errors import ServerBootError, SpecgateError
+from specgate.secrets import expand_url, redact
 from specgate.server.launcher import BootProgress, ServerHandle, last_probe, poll_until_ready
 
 
@@ -16,16 +17,21 @@ class UrlLauncher:
 
     def start(self, config: ServerConfig) -> ServerHandle:
         assert config.url is not None  # checked when the deployment was read
-        return ServerHandle(config.name, config.url.rstrip("/"), log_path=None)
+        try:
+            url = expand_url(config.url, f"configs.{config.name}.url in {self.deployment.path}")
+        except SpecgateError as exc:
+            raise ServerBootError(f"config {config.name!r}: {exc}") from None
+        return ServerHandle(config.name, url.rstrip("/"), log_path=None)
 
     def wait_ready(self, handle: ServerHandle, progress: BootProgress | None) -> None:
         timeout = self.deployment.launch.boot_timeout_s
         self._resolvable(handle)
-        if not poll_until_ready(handle, timeout, progress, lambda: f"waiting for {handle.base_url}"):
+        shown = redact(handle.base_url)
+        if not poll_until_ready(handle, timeout, progress, lambda: f"waiting for {shown}"):
             raise ServerBootError(
-                f"config {handle.config!r}: {handle.base_url}/health_generate did not answer 200 within "
+                f"config {handle.config!r}: {shown}/health_generate did not answer 200 within "
                 f"launch.boot_timeout_s = {timeout:g} s (configs.{handle.config}.url in {self.deployment.path})"
-                f"{last_probe(handle)}"
+                f"{redact(last_probe(handle))}"
             )
 
     def _resolvable(self, handle: ServerHandle) -> None:
@@ -35,13 +41,13 @@ class UrlLauncher:
         parts = urlsplit(handle.base_url)
         if not parts.hostname:
             raise ServerBootError(
-                f"config {handle.config!r}: {handle.base_url} names no host (configs.{handle.config}.url in {self.deployment.path})"
+                f"config {handle.config!r}: {redact(handle.base_url)} names no host (configs.{handle.config}.url in {self.deployment.path})"
             )
         try:
             socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
         except (socket.gaierror, UnicodeError) as exc:
             raise ServerBootError(
-                f"config {handle.config!r}: the host of {handle.base_url} does not resolve ({exc}); "
+                f"config {handle.config!r}: the host of {redact(handle.base_url)} does not resolve ({exc}); "
                 f"check configs.{handle.config}.url in {self.deployment.path}"
             ) from None
 

@@ -39,6 +39,8 @@ in `SPECGATE_CONFIG`.
 |                  | them; meta_info's e2e_latency / decode_throughput and the log stay | figure                       |
 |                  | the server's true ones                                             |                              |
 | server-info-list | /get_server_info answers a JSON list instead of an object          | a report despite odd info    |
+| echo-headers     | /generate answers 500 with the request's headers in its body       | no credential in any output  |
+|                  | (Authorization included), as a debugging proxy or framework does   | (secrets.py masking)         |
 | node-crash=R     | with --nnodes > 1, the node of rank R dies at boot                  | multi-node teardown (ssh)    |
 """
 
@@ -66,6 +68,7 @@ KNOWN = (
     "trickle-get",
     "burst-stream",
     "server-info-list",
+    "echo-headers",
     "node-crash",
 )
 
@@ -98,6 +101,7 @@ class Faults:
     # delivers them: the client times the second half's arrival, the server its true decoding.
     burst_stream: bool = False
     server_info_list: bool = False
+    echo_headers: bool = False  # a 500 whose body echoes the request's headers, Authorization too
     node_crash: int | None = None  # the rank of the node that dies at boot
 
     @property

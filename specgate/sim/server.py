@@ -190,6 +190,9 @@ class Handler(BaseHTTPRequestHandler):
         if path != "/generate":
             self._send_json(404, {"error": f"not found: {path}"})
             return
+        if self.state.faults.echo_headers:
+            self._send_json(500, {"error": "SIMULATOR fault echo-headers", "request_headers": dict(self.headers)})
+            return
         try:
             body = json.loads(raw)
             generation, logprobs = self._parse_generate(body)

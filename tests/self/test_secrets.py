@@ -80,3 +80,152 @@ def test_escaped_and_quoted_forms_of_the_key_are_masked_and_short_keys_refused(m
     with pytest.raises(SpecgateError, match="too short to mask safely"):
         api_key("SHORT_KEY")
     assert redact("http://u:p@ss@host:1/x") == "http://u:***@host:1/x"
+
+
+# --- one masking mechanism: every credential the run knows of, wherever text leaves ----------
+URL_PASSWORD = "Zq7pw"  # short: masked by its place in a URL and by the Basic header it makes
+
+
+def _files_holding(folder, *secrets: str) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and any(s.encode() in p.read_bytes() for s in secrets)]
+
+
+def test_url_passwords_are_masked_in_every_output_when_servers_are_down_die_or_echo_headers(tmp_path):
+    """A url server that is down, one that dies at its first request, and one whose 500 body
+    echoes the Authorization header (Basic, from the url's password): `specgate run` on GitHub
+    Actions prints, reports, summarises and annotates, and the password is in none of it."""
+    import base64
+    import subprocess
+    import sys
+
+    import tomli_w
+    from helpers import FAST, merge, sim_deployment_dict
+
+    from specgate.deployment import ServerConfig, parse_deployment
+    from specgate.resources import SOURCE_ROOT as REPO_ROOT
+    from specgate.server.local import LocalLauncher, free_port
+
+    basic = base64.b64encode(f"user:{URL_PASSWORD}".encode()).decode()
+    local = LocalLauncher(parse_deployment(sim_deployment_dict(), tmp_path / "sim.toml"), tmp_path)
+    echo = local.start(ServerConfig("echo", ("--sim-fault", "echo-headers"), {}, None, ""))
+    dies = local.start(ServerConfig("dies", ("--sim-fault", "crash-after=0"), {}, None, ""))
+    try:
+        local.wait_ready(echo, None)
+        local.wait_ready(dies, None)
+        data = merge(merge(sim_deployment_dict(), FAST), {"launch": {"launcher": "url", "boot_timeout_s": 1}})
+        for key in ("command", "args", "shutdown_timeout_s", "gpu_release_timeout_s", "coexist"):
+            data["launch"].pop(key, None)
+        ports = {"baseline": echo.base_url.rsplit(":", 1)[1], "eagle3-prefill": str(free_port()),
+                 "eagle3-decode": dies.base_url.rsplit(":", 1)[1]}  # fmt: skip
+        for name, port in ports.items():
+            data["configs"][name]["url"] = f"http://user:{URL_PASSWORD}@127.0.0.1:{port}"
+        (tmp_path / "url.toml").write_text(tomli_w.dumps(data))
+        summary = tmp_path / "summary.md"
+        env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "SPECGATE_SIM_FAULTS": ""}
+        run = subprocess.run(
+            [sys.executable, "-m", "specgate.cli", "run", str(tmp_path / "url.toml"), "--report-dir", str(tmp_path / "r"),
+             "--baselines-dir", str(tmp_path / "b"), "--allow-uncompared", "--", "-k", "speed and c1", "-x"],
+            capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=240,
+        )  # fmt: skip
+    finally:
+        local.stop_all()
+    shown = run.stdout + run.stderr
+    assert run.returncode == 1, shown[-3000:]
+    assert "user:***@127.0.0.1" in run.stdout and any(line.startswith("::error ") for line in run.stdout.splitlines())
+    for reached in ('"Authorization": "Basic ***"', "/health_generate did not answer 200", "/generate failed"):
+        assert reached in run.stdout, f"{reached!r} not in the output: that server's path was not taken"
+    assert URL_PASSWORD not in shown and basic not in shown, shown[-3000:]
+    assert _files_holding(tmp_path / "r", URL_PASSWORD, basic) == []
+    assert summary.read_text() and URL_PASSWORD not in summary.read_text()
+
+
+def test_a_server_echoing_the_key_in_a_500_body_leaks_it_nowhere(sim_deployment, pytester):
+    d = sim_deployment({"launch": {"api_key_env": "SPECGATE_TEST_API_KEY"}})
+    result = d.run(pytester, "-k", "speed and baseline", faults="*:echo-headers", env={"SPECGATE_TEST_API_KEY": KEY})
+    shown = result.stdout.str() + result.stderr.str()
+    assert result.ret == 1 and '"Authorization": "Bearer ***"' in shown, shown[-3000:]
+    assert KEY not in shown
+    assert _files_holding(d.report_dir, KEY) == []
+
+
+@pytest.mark.parametrize(
+    "args", [["--api-ke", KEY], [f"--api-key={KEY}"], [f"--api={KEY}"], ["--admin-api", KEY], ["--ssl-keyfile-pass", KEY]]
+)
+def test_any_prefix_argparse_takes_for_a_secret_flag_is_refused_and_check_prints_no_key(args, tmp_path, capsys):
+    import tomli_w
+    from helpers import sim_deployment_dict
+
+    from specgate.cli import main
+
+    data = sim_deployment_dict()
+    data["configs"]["baseline"]["args"] = args
+    (tmp_path / "dep.toml").write_text(tomli_w.dumps(data))
+    assert main(["check", str(tmp_path / "dep.toml")]) == 2
+    out, err = capsys.readouterr()
+    assert "must not hold --" in err and "launch.api_key_env" in err, err
+    assert KEY not in out + err
+
+
+def test_secret_flags_are_known_by_their_prefixes_but_sglangs_own_flags_are_not():
+    from specgate.secrets import secret_flag
+
+    assert secret_flag("--api-ke") == "--api-key" and secret_flag(f"--api-key={KEY}") == "--api-key"
+    assert secret_flag("--admin-api-k") == "--admin-api-key"
+    assert secret_flag("--ssl-keyfile-p") == "--ssl-keyfile-password"
+    assert secret_flag("--ssl-keyfile") is None  # SGLang's own flag: an exact name is never an abbreviation
+    assert secret_flag("--api-key-file") is None and secret_flag("--port") is None and secret_flag("--") is None
+
+
+def test_init_writes_no_url_password_and_the_run_reads_it_from_the_named_variable(tmp_path, monkeypatch):
+    from specgate.deployment import load_deployment
+    from specgate.errors import ServerBootError
+    from specgate.server.url import UrlLauncher
+    from specgate.starter import write_project
+
+    password = "hunter2-but-longer"
+    written = write_project(
+        tmp_path, url=f"http://user:{password}@gpu-box:30001/", reference_url="http://gpu-box:30000", model="m"
+    )
+    text = (tmp_path / "deployments" / "mine.toml").read_text()
+    assert password not in text and 'url = "http://user:${SPECGATE_URL_PASSWORD}@gpu-box:30001/"' in text
+    assert any("export it as SPECGATE_URL_PASSWORD" in note for note in written.notes)
+    dep = load_deployment(str(tmp_path / "deployments" / "mine.toml"))
+    launcher = UrlLauncher(dep)
+    monkeypatch.delenv("SPECGATE_URL_PASSWORD", raising=False)
+    with pytest.raises(ServerBootError, match=r"configs\.speculative\.url in .*mine\.toml reads its password from "
+                       r"\$\{SPECGATE_URL_PASSWORD\}, which is not set"):  # fmt: skip
+        launcher.start(dep.configs["speculative"])
+    monkeypatch.setenv("SPECGATE_URL_PASSWORD", "p@ss:w/rd-0123456")
+    handle = launcher.start(dep.configs["speculative"])
+    assert handle.base_url == "http://user:p%40ss%3Aw%2Frd-0123456@gpu-box:30001"
+    assert redact(f"POST {handle.base_url}/generate p@ss:w/rd-0123456") == "POST http://user:***@gpu-box:30001/generate ***"
+
+
+def test_every_writer_masks_what_the_deployment_made_known(tmp_path):
+    """Remembered at load: the key from api_key_env, a url's password (and the Basic value it
+    makes); then stored JSON, text files and the masked streams all drop them."""
+    import base64
+    import io
+    import json
+
+    from specgate.atomic import write_json_atomic
+    from specgate.secrets import MaskedStream, write_masked
+
+    password = "url-pw-9b8c7d6e5f"
+    key = "sk-known-at-load-31f0e2d4c5"
+    os.environ["SPECGATE_TEST_LOADED_KEY"] = key
+    try:
+        _dep({"launch": {"launcher": "url", "api_key_env": "SPECGATE_TEST_LOADED_KEY"},
+              "configs": {n: {"url": f"http://u:{password}@h:1"} for n in ("baseline", "eagle3-prefill", "eagle3-decode")}})  # fmt: skip
+    finally:
+        del os.environ["SPECGATE_TEST_LOADED_KEY"]
+    basic = base64.b64encode(f"u:{password}".encode()).decode()
+    leaky = f"echo {key} {password} Authorization: Basic {basic} answer: 'Authorization: Bearer ' + token"
+    write_json_atomic(tmp_path / "doc.json", {"cause": leaky, leaky: [leaky]})
+    write_masked(tmp_path / "doc.md", leaky)
+    stream = io.StringIO()
+    MaskedStream(stream).write(leaky)
+    for text in (json.loads((tmp_path / "doc.json").read_text())["cause"], (tmp_path / "doc.md").read_text(), stream.getvalue()):
+        assert key not in text and password not in text and basic not in text, text
+    # A stored document keeps what merely looks like a header (a model's answer may quote one).
+    assert "'Authorization: Bearer ' + token" in (tmp_path / "doc.json").read_text()
