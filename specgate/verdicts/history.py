@@ -50,6 +50,7 @@ CONTROL_SDS = 3.0
 CONTROL_MIN_DF = 2
 
 Kind = Literal["decode_tps", "speedup"]
+ANY_FLAGS = "*"  # the args digest of calibration rounds recorded before records named one
 _Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
@@ -194,7 +195,11 @@ def pooled_spread(
     """The pooled spread of `config`'s `kind` over the history's pooled entries and `extra` (a
     calibration record's rounds the history does not hold yet), booted with `args_digest`."""
     entries = [*(history.entries if history else ()), *extra]
-    chosen = [e for e in entries if e.pooled and e.config == config and e.kind == kind and e.args_digest == args_digest]
+    chosen = [
+        e
+        for e in entries
+        if e.pooled and e.config == config and e.kind == kind and e.args_digest in (args_digest, ANY_FLAGS)
+    ]
     frames: dict[str, list[BootValue]] = {}
     for e in chosen:
         frames.setdefault(e.frame, []).extend(e.values)
@@ -268,10 +273,11 @@ def calibration_entries(document: dict, fingerprint: str) -> list[Entry]:
     requests = int(document.get("requests_per_boot") or 1)
     out = []
     for config, entry in (document.get("configs") or {}).items():
-        digest = (entry or {}).get("args_digest")
+        # A record written before configs carried their digest applies to any flags, as it does in the judge.
+        digest = (entry or {}).get("args_digest") or ANY_FLAGS
         for kind in ("decode_tps", "speedup"):
             figure = (entry or {}).get(kind)
-            if not digest or not isinstance(figure, dict) or not figure.get("boot_medians"):
+            if not isinstance(figure, dict) or not figure.get("boot_medians"):
                 continue
             within = float(figure.get("within_log_sd") or 0.0)
             n = int(figure.get("requests_per_boot") or requests)
@@ -297,3 +303,13 @@ def calibration_entries(document: dict, fingerprint: str) -> list[Entry]:
                     )
                 )
     return out
+
+
+def record_calibration(root: Path, deployment: str, fingerprint: Fingerprint, document: dict) -> Path:
+    """Add a calibration's A/A rounds to the runner's history (calibrations are never out of
+    control: they are what sets the limits); returns the history's path."""
+    path = history_path(root, deployment, fingerprint)
+    entries = calibration_entries({**document, "fingerprint": fingerprint.as_dict()}, fingerprint.slug)
+    if entries:
+        append(path, deployment, fingerprint, entries)
+    return path
