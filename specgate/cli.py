@@ -599,6 +599,9 @@ def main(argv: list[str] | None = None) -> int:
         print(describe(dep))
         for warning in launch_warnings(dep):
             print(f"  WARNING: {warning}")
+        from specgate.verdicts.planned import sensitivity_lines
+
+        print("\n".join(sensitivity_lines(dep, project.current().baselines_dir)))
         return 0
     if args.command == "sweep":
         return _sweep(args, dep)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate import provenance as run_provenance
-from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment
+from specgate.deployment import MAX_BOOTS, AcceptFloorGate, BeatsGate, Deployment
 from specgate.equivalence.golden import GoldenAnswers
 from specgate.measure.answer_end import past_the_end
 from specgate.measure.drafters import drafters
@@ -63,6 +63,7 @@ from specgate.verdicts.history import (
     pooled_spread,
 )
 from specgate.verdicts.noise import BootSpread, detection, ratio_interval
+from specgate.verdicts.sensitivity import Design, minutes, plan_sentence, sentence
 from specgate.verdicts.stored_reference import (
     NOT_BOOTED,
     StoredReference,
@@ -103,6 +104,8 @@ class Judge:
     _calibration_read: bool = False
     _history: RunnerHistory | None = None
     _history_read: bool = False
+    # The between-boot spread each gate's interval was widened by, for its sensitivity (config, kind).
+    _spread_used: dict[tuple[str, str], BootSpread | None] = field(default_factory=dict)
     _drafters: dict[str, dict] | None = None
     _stand_in: StoredReference | StoredReferenceError | None = None
     _host_now: str | None = None
@@ -240,16 +243,15 @@ class Judge:
         this run's boots and the stored run's, each about its own level (boots − 1 degrees of
         freedom a side), at its 80% upper bound; None where both sides have one boot."""
         known = self.spread(config, kind)
-        if known is not None:
-            return known
-        found = pool([own_boots(now), own_boots(stored)])
-        if found is None:
-            return None
-        return BootSpread(
-            found.log_sd_upper,
-            f"80% upper bound from this comparison's own boots ({len(now)} now, {len(stored)} stored; "
-            f"{found.df} degrees of freedom)",
-        )
+        found = pool([own_boots(now), own_boots(stored)]) if known is None else None
+        if found is not None:
+            known = BootSpread(
+                found.log_sd_upper,
+                f"80% upper bound from this comparison's own boots ({len(now)} now, {len(stored)} stored; "
+                f"{found.df} degrees of freedom)",
+            )
+        self._spread_used[(config, kind)] = known
+        return known
 
     def pool_into_history(self) -> list[str]:
         """Add this run's boots to the runner's history (verdicts.history), where every gate of the
@@ -866,6 +868,7 @@ class Judge:
         tol = self.deployment.gates.tolerance.decode_tps_for(config)
         mde, false_alarm = detection(ratio, tol)
         figures["detects"] = {"regression_80pct_power": mde, "unchanged_fails": false_alarm}
+        notes.append(self._sensitivity(config, figures, cap))
         if false_alarm > 0.5:
             sees = (
                 f"at this interval's width the gate cannot tell a regression from noise: an unchanged build fails "
@@ -887,6 +890,67 @@ class Judge:
             else "REGRESSED"
         )
         return Verdict(name, config, status, f"{head} — {suffix}", notes, figures, noise)
+
+    def _sensitivity(self, config: str, figures: dict, cap: int) -> str:
+        """The regression this gate's design detects (verdicts.sensitivity), kept in figures and
+        said; with `[gates] detect`, the boots and minutes that would reach it."""
+        history = figures.get("history") or {}
+        kind = history.get("kind", "decode_tps")
+        spread = self._spread_used.get((config, kind))
+        if spread is None:
+            figures["sensitivity"] = None
+            return (
+                "sensitivity not stated: no between-boot spread is known for this runner (specgate calibrate "
+                "measures one; unchanged runs then refine it)"
+            )
+        values = [BootValue.model_validate(v) for v in history.get("values", [])]
+        within = math.sqrt(sum(v.within_log_sd**2 for v in values) / len(values)) if values else None
+        design = Design(
+            between_log_sd=spread.log_sd,
+            within_log_sd=within,
+            boots_now=len(values) or self.deployment.launch.boots,
+            boots_stored=int(history.get("stored_boots", 1)),
+            requests=cap,
+            false_alarm=1 - self.deployment.gates.confidence,
+            two_sided=kind == "decode_tps" and config in self.deployment.references,
+        )
+        figures["sensitivity"] = {
+            "detects_80pct": design.detects(),
+            "false_alarm": design.false_alarm,
+            "boots_now": design.boots_now,
+            "boots_stored": design.boots_stored,
+            "requests": design.requests,
+            "between_log_sd": design.between_log_sd,
+            "within_log_sd": within,
+            "spread_source": spread.source,
+        }
+        said = sentence(design, spread.source)
+        target = self.deployment.gates.detect
+        if target is not None:
+            servers = [config, self.deployment.reference_of(config)] if kind == "speedup" else [config]
+            boot_s, request_s = self._measured_seconds(servers)
+            boots = design.boots_for(target, MAX_BOOTS)
+            figures["sensitivity"]["plan"] = {
+                "detect": target,
+                "boots_per_side": boots,
+                "gpu_minutes_per_side": minutes(boots, boot_s, request_s, cap) if boots else None,
+            }
+            said += "; " + plan_sentence(design, target, MAX_BOOTS, boot_s, request_s)
+        return said
+
+    def _measured_seconds(self, configs: list[str]) -> tuple[float | None, float | None]:
+        """Seconds one boot of each of `configs` took in this run, and one request of each (medians, summed)."""
+        import statistics
+
+        boots, requests = [], []
+        for config in configs:
+            took = [b.seconds for b in self.plan.pool.boots if b.config == config and b.ok]
+            spent = [s.e2e_s for r in self.meter.results.values() if r.config == config for s in r.samples]
+            if not took or not spent:
+                return None, None
+            boots.append(statistics.median(took))
+            requests.append(statistics.median(spent))
+        return sum(boots), sum(requests)
 
     def _absolute_regression(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]

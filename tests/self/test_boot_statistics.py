@@ -163,7 +163,7 @@ def test_the_pooled_spread_shrinks_its_bound_as_unchanged_runs_add_up(tmp_path: 
     append(path, "d", FP, [_entry(list(rng.normal(0, truth, 3)), "calibration 1", "calibration")])
     first = pooled_spread(load_history(path), REF, "decode_tps", "d")
     assert first is not None and first.df == 2 and first.calibrations == 1
-    for run in range(40):  # 40 runs against one stored baseline: one frame, its zero unknown
+    for _ in range(40):  # 40 runs against one stored baseline: one frame, its zero unknown
         written = append(path, "d", FP, [_entry([float(rng.normal(0.01, truth))], "baseline b1")])
         assert written[0].pooled, written[0].why_not_pooled
     later = pooled_spread(load_history(path), REF, "decode_tps", "d")
@@ -240,3 +240,76 @@ def test_a_passing_run_pools_its_boots_and_the_next_judge_uses_the_pool(tmp_path
     judge = _judge(tmp_path, dep, {1: _levels(rng, 0.5, 20)})
     assert judge.regression(REF, 1, "decode_tps").status == FAIL
     assert judge.pool_into_history() == []
+
+
+def test_each_regression_gate_states_its_sensitivity_after_the_run(tmp_path: Path):
+    rng = np.random.default_rng(31)
+    dep = _deployment(tolerance=0.2, spread=0.049)
+    _store(tmp_path / "baselines", dep, {1: _levels(rng, 1.0, 30, sd=0.033)})
+    verdict = _judge(tmp_path, dep, {1: _levels(rng, 1.0, 30, sd=0.033)}).regression(REF, 1, "decode_tps")
+    found = verdict.figures["sensitivity"]
+    # 4.9% between boots and 3.3% within, one boot a side, 30 requests: (1.96 + 0.84)·7.0% ≈ 18%
+    assert 0.16 < found["detects_80pct"] < 0.20, found
+    said = next(n for n in verdict.notes if n.startswith("sensitivity: detects a regression of"))
+    assert "with 80% power at a 5% false-alarm rate (1 boot(s) now, 1 stored, 30 requests per boot" in said
+    assert "between-boot spread 4.9%" in said and "declared in the deployment" in said
+
+
+def test_detect_asks_for_the_boots_and_minutes_that_reach_it(tmp_path: Path):
+    from specgate.verdicts.sensitivity import Design
+
+    design = Design(0.049, 0.033, 1, 1, 30, 0.05, False)
+    assert design.detects() > 0.15  # one boot a side cannot see 10%
+    boots = design.boots_for(0.10, 32)
+    assert boots is not None and design.detects(boots, boots) <= 0.10 < design.detects(boots - 1, boots - 1)
+    rng = np.random.default_rng(32)
+    dep = _deployment(tolerance=0.2, spread=0.049, detect=0.10)
+    _store(tmp_path / "baselines", dep, {1: _levels(rng, 1.0, 30, sd=0.033)})
+    judge = _judge(tmp_path, dep, {1: _levels(rng, 1.0, 30, sd=0.033)})
+    judge.plan.pool.boots = [SimpleNamespace(config=REF, seconds=60.0, ok=True)]
+    judge.meter.results = {(REF, 1): judge.meter.record(REF, 1)}
+    verdict = judge.regression(REF, 1, "decode_tps")
+    plan = verdict.figures["sensitivity"]["plan"]
+    two_sided = Design(0.049, 0.033, 1, 1, 30, 0.05, True)
+    assert plan["detect"] == 0.10 and plan["boots_per_side"] == two_sided.boots_for(0.10, 32)
+    # each boot: 60 s to boot, 30 requests of 1 s
+    assert abs(plan["gpu_minutes_per_side"] - plan["boots_per_side"] * 1.5) < 1e-9
+    said = next(n for n in verdict.notes if n.startswith("sensitivity:"))
+    assert f"detect = 10%: needs {plan['boots_per_side']} boots per side (launch.boots = {plan['boots_per_side']}" in said
+    assert f"about {plan['gpu_minutes_per_side']:.0f} GPU minutes per config and side" in said
+
+
+def test_check_states_the_sensitivity_before_the_run(tmp_path: Path):
+    from specgate.verdicts.history import record_calibration
+    from specgate.verdicts.planned import sensitivity_lines
+
+    dep = _deployment(spread=None, detect=0.10)
+    assert "sensitivity not stated: no runner history or calibration under" in sensitivity_lines(dep, tmp_path)[0]
+    digest = dep.configs[REF].args_digest(dep.launch)
+    medians = [700 * math.exp(x) for x in (0.0, 0.05, -0.04)]
+    document = {
+        "provenance": {"date": "2026-12-04T00:00:00+00:00", "commit": "c0ffee", "host_id": "machine-id:1"},
+        "requests_per_boot": 30,
+        "boot_seconds": [60.0, 62.0, 58.0],
+        "configs": {REF: {"args_digest": digest, "decode_tps": {"boot_medians": medians, "within_log_sd": 0.033}}},
+    }
+    record_calibration(tmp_path, dep.name, FP, document)
+    (line,) = sensitivity_lines(dep, tmp_path)
+    assert line.startswith(f"  regression:{REF}:decode_tps on {FP.slug}: sensitivity: detects a regression of")
+    assert "pooled over 2 degrees of freedom (1 calibration(s), 0 unchanged run(s))" in line
+    assert "detect = 10%: " in line and "minutes unknown" in line  # no calibration record: no measured times
+
+
+def test_detect_is_read_and_bounded_with_its_field_named():
+    import pytest
+
+    from specgate.deployment import parse_deployment
+    from specgate.errors import DeploymentError
+    from tests.self.helpers import sim_deployment_dict
+
+    data = sim_deployment_dict()
+    data.setdefault("gates", {})["detect"] = 0.1
+    assert parse_deployment(data, Path("x.toml")).gates.detect == 0.1
+    data["gates"]["detect"] = 1.5
+    with pytest.raises(DeploymentError, match=r"gates\.detect.*expected a number <= 0\.9, got 1\.5"):
+        parse_deployment(data, Path("x.toml"))
