@@ -257,8 +257,12 @@ class Judge:
         """Add this run's boots to the runner's history (verdicts.history), where every gate of the
         run passed: each no-regression gate on a speed figure gives its boots in the frame of the
         stored baseline it was paired with. A boot out of control is kept, not pooled, and its
-        gate's notes say so. Returns what was done, one line each (nothing where nothing may be)."""
-        if self.recording or not self.verdicts or any(v.status != PASS for v in self.verdicts):
+        gate's notes say so. Returns what was done, one line each (nothing where nothing may be).
+        Never for the SIMULATOR: its boots are no runner's, and every local `specgate run` would
+        rewrite a committed file."""
+        if self.deployment.simulator or self.recording or not self.verdicts:
+            return []
+        if any(v.status != PASS for v in self.verdicts):
             return []
         found = [v for v in self.verdicts if isinstance(v.figures.get("history"), dict) and v.figures["history"]["values"]]
         fingerprint = self.fingerprint_if_known()

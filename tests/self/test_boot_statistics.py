@@ -228,6 +228,10 @@ def test_a_passing_run_pools_its_boots_and_the_next_judge_uses_the_pool(tmp_path
     rng = np.random.default_rng(21)
     dep = _deployment(tolerance=0.2)
     _store(tmp_path / "baselines", dep, {1: _levels(rng, 1.0, 20)})
+    simulated = _judge(tmp_path, dep, {1: _levels(rng, 1.0, 20)})
+    assert simulated.regression(REF, 1, "decode_tps").status == PASS
+    assert simulated.pool_into_history() == []  # the SIMULATOR's boots are no runner's
+    dep = dataclasses.replace(dep, simulator=False)
     for _ in range(3):
         judge = _judge(tmp_path, dep, {1: _levels(rng, 1.0 + rng.normal(0, 0.02), 20)})
         assert judge.regression(REF, 1, "decode_tps").status == PASS
