@@ -17,6 +17,17 @@ It prints, for the sim deployment's workload (9 requests, batches of 6, cap 30):
   at most 5%), without and with the calibrated spread;
 - no-regression gates on A/A (nothing changed, per-boot offsets): how often they FAIL
   (should be at most 5%) at the deployment's tolerance and at the calibrated one.
+
+    python3 benchmarks/gate_error_rates.py --plans [--runs 200] [--tolerance 0.05]
+
+compares the designs of a no-regression speedup gate at the H200's measured spreads
+(within-boot SD 3.3%, between-boot SD 4.9%; `specgate calibrate llama8b-dummy-h200`, 3 rounds):
+one boot a side widened by a 3-boot calibration's 80% bound; one boot a side widened by the
+runner's pooled spread (specgate.verdicts.history: a calibration and --pooled-runs unchanged
+runs); and sequential boots (a baseline of --max-boots boots; this run boots another replicate
+only while the gate is undecided, up to --max-boots, the error budget split over the boot looks).
+Per plan: how often an unchanged build FAILS (false alarm), how often a true 3% and 10%
+regression FAILS (power), how often it ends INCONCLUSIVE, and the boots it spent.
 """
 
 from __future__ import annotations
@@ -32,8 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specgate.calibrate.analyse import _gate_model, _noise  # noqa: E402
 from specgate.deployment import load_deployment  # noqa: E402
-from specgate.measure.pairing import ratio_series  # noqa: E402
-from specgate.verdicts.gates import PASS, at_least, decide_sequentially, planned_looks, within  # noqa: E402
+from specgate.measure.pairing import across_boots, ratio_series  # noqa: E402
+from specgate.verdicts.gates import FAIL, INCONCLUSIVE, PASS, at_least, decide_sequentially, planned_looks, within  # noqa: E402
+from specgate.verdicts.history import BootValue, pool  # noqa: E402
 from specgate.verdicts.noise import BootSpread, ratio_interval  # noqa: E402
 
 WITHIN_SD = 0.02  # per-request SD of log tok/s within a boot (the sim's healthy runs: 0.1–7%)
@@ -98,6 +110,106 @@ def calibrate(rng, prompts, boot_sd, dep, rounds: int):
     return _noise(tps), _noise(speedups)
 
 
+H200_WITHIN_SD = 0.033  # eagle3 speedup, within one boot (specgate calibrate llama8b-dummy-h200)
+H200_BOOT_SD = 0.049  # its spread between boots
+
+
+def _spread_from(rng, frames: list[int], requests: int) -> BootSpread:
+    """The spread the runner would hold after boots grouped in `frames` (a calibration's rounds,
+    unchanged runs against one stored baseline), pooled by the suite's own code."""
+    noise = (1.2533 * H200_WITHIN_SD) ** 2 / requests
+    values = [
+        [
+            BootValue(
+                boot=k + 1,
+                level=float(rng.normal(0, np.sqrt(H200_BOOT_SD**2 + noise))),
+                within_log_sd=H200_WITHIN_SD,
+                requests=requests,
+            )
+            for k in range(n)
+        ]
+        for n in frames
+    ]
+    found = pool(values)
+    assert found is not None
+    return BootSpread(found.log_sd_upper, f"pooled over {found.df} degrees of freedom")
+
+
+def plan_run(rng, prompts, change: float, spread: BootSpread, stored_boots: int, max_boots: int, tol: float, dep):
+    """One speedup gate: `stored_boots` stored boots, this run booting one more while undecided up
+    to `max_boots` (1: one boot), each measured to the cap at once (a later look would cost a
+    boot). Returns (status, boots booted now)."""
+    n = dep.workload.max_repeats
+    sd = H200_BOOT_SD
+
+    def boot(level: float) -> list[float]:
+        offset = level + rng.normal(0.0, sd)
+        return [float(np.exp(offset + prompts[i] + rng.normal(0.0, H200_WITHIN_SD))) for i in range(n)]
+
+    stored = across_boots({k + 1: boot(0.0) for k in range(stored_boots)})
+    now = {1: boot(change)}
+
+    def more() -> bool:
+        if len(now) >= max_boots:
+            return False
+        now[len(now) + 1] = boot(change)
+        return True
+
+    status, _, _ = decide_sequentially(
+        lambda level: ratio_interval(ratio_series(now, stored), level, spread, boots_other=stored_boots)[0],
+        lambda iv: at_least(iv, 1 - tol),
+        more,
+        dep.gates.confidence,
+        max_boots,
+    )
+    return status, len(now)
+
+
+def plans(args, dep) -> int:
+    rng = np.random.default_rng(args.seed)
+    n = dep.workload.max_repeats
+    prompts = rng.normal(0.0, PROMPT_SD, size=n)
+    started = time.monotonic()
+    designs = [
+        ("one boot a side, 3-boot calibration", lambda: _spread_from(rng, [3], n), 1, 1),
+        (f"one boot a side, pooled ({args.pooled_runs} unchanged runs + calibration)", None, 1, 1),
+        (
+            f"sequential: up to {args.max_boots} boots now, baseline of {args.max_boots}, pooled",
+            None,
+            args.max_boots,
+            args.max_boots,
+        ),
+    ]
+    print(
+        f"# no-regression speedup gate designs: {args.runs} simulated runs per cell; within-boot SD "
+        f"{H200_WITHIN_SD:.1%}, between-boot SD {H200_BOOT_SD:.1%} (H200, eagle3); {n} requests per boot; "
+        f"tolerance {args.tolerance:.0%}; {dep.gates.confidence:.0%} overall\n"
+    )
+    print(
+        "| plan | unchanged: FAIL (false alarm) | unchanged: INCONCLUSIVE | -3%: FAIL | -10%: FAIL | -10%: INCONCLUSIVE | boots now (mean, unchanged / -10%) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for label, calibrated, stored_boots, max_boots in designs:
+        cells: dict[float, list[tuple[str, int]]] = {0.0: [], -0.03: [], -0.10: []}
+        for _ in range(args.runs):
+            # pooled: the calibration's 3 rounds, and the unchanged runs against one stored baseline
+            spread = calibrated() if calibrated else _spread_from(rng, [3, args.pooled_runs], n)
+            for change in cells:
+                cells[change].append(
+                    plan_run(rng, prompts, np.log(1 + change), spread, stored_boots, max_boots, args.tolerance, dep)
+                )
+        rate = {
+            (c, st): sum(s == st for s, _ in got) / args.runs for c, got in cells.items() for st in (FAIL, INCONCLUSIVE)
+        }
+        boots = {c: float(np.mean([b for _, b in got])) for c, got in cells.items()}
+        print(
+            f"| {label} | {rate[0.0, FAIL]:.1%} | {rate[0.0, INCONCLUSIVE]:.1%} | {rate[-0.03, FAIL]:.1%} "
+            f"| {rate[-0.10, FAIL]:.1%} | {rate[-0.10, INCONCLUSIVE]:.1%} | {boots[0.0]:.1f} / {boots[-0.10]:.1f} |"
+        )
+    print(f"\n({time.monotonic() - started:.0f} s)")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=200)
@@ -106,7 +218,15 @@ def main() -> int:
     p.add_argument(
         "--calibration-rounds", type=int, default=5, help="A/A rounds of each calibration (specgate calibrate --boots)"
     )
+    p.add_argument("--plans", action="store_true", help="compare one-boot, pooled-spread and sequential-boot designs")
+    p.add_argument("--tolerance", type=float, default=0.05, help="--plans: the gate's tolerance")
+    p.add_argument("--pooled-runs", type=int, default=40, help="--plans: unchanged runs in the pooled history")
+    p.add_argument("--max-boots", type=int, default=4, help="--plans: the sequential plan's boots per side")
     args = p.parse_args()
+    if args.plans:
+        if args.runs < 1 or args.pooled_runs < 2 or args.max_boots < 2 or not 0 <= args.tolerance < 1:
+            p.error("expected --runs >= 1, --pooled-runs >= 2, --max-boots >= 2 and 0 <= --tolerance < 1")
+        return plans(args, load_deployment("sim"))
     if args.runs < 1 or args.calibration_rounds < 2 or not 0 <= args.boot_sd < 1:
         p.error("expected --runs >= 1, --calibration-rounds >= 2 and 0 <= --boot-sd < 1")
     dep = load_deployment("sim")

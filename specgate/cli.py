@@ -619,6 +619,9 @@ def main(argv: list[str] | None = None) -> int:
         print(describe(dep))
         for warning in launch_warnings(dep):
             print(f"  WARNING: {warning}")
+        from specgate.verdicts.planned import sensitivity_lines
+
+        print("\n".join(sensitivity_lines(dep, project.current().baselines_dir)))
         return 0
     if args.command == "sweep":
         return _sweep(args, dep)
@@ -896,6 +899,9 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
     root = Path(args.baselines_dir).resolve() if args.baselines_dir else project.current().baselines_dir
     path = write_calibration(root, dep.name, fingerprint, document)
     print(f"specgate: calibration recorded in {path}; later gate runs on this machine widen one-boot intervals by it")
+    from specgate.verdicts.history import record_calibration
+
+    print(f"specgate: its rounds pooled into the runner history {record_calibration(root, dep.name, fingerprint, document)}")
     return 0
 
 

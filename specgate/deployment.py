@@ -322,6 +322,9 @@ class Gates:
     uncompared: str = "fail"
     between_boot: BetweenBootSpread | None = None
     accept_length: tuple[AcceptFloorGate, ...] = ()
+    # `[gates] detect`: the regression a no-regression gate should catch with 80% power; `specgate
+    # check` and the report say the boots and minutes that would reach it (verdicts.sensitivity).
+    detect: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1075,6 +1078,7 @@ def _parse_gate_settings(
         uncompared=t.text("uncompared", "fail", choices=("fail", "warn")),
         between_boot=between_boot,
         accept_length=floors,
+        detect=t.number("detect", None, minimum=0.001, maximum=0.9),
     )
     t.reject_unknown()
     return gates

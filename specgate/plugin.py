@@ -529,6 +529,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 "the run was interrupted (a signal or Ctrl-C) before every test ran: no verdict: nothing after the "
                 "interruption was judged"
             )
+    _pool_into_history(gate, messages, interrupted)
     try:
         fingerprint, report = _write_report(gate, messages, interrupted)
     except Exception as exc:  # a report must exist and say the run failed, whatever broke it
@@ -552,6 +553,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             write_masked(Path(summary_file), render_markdown(report), append=True)
         except OSError as exc:
             messages.append(f"$GITHUB_STEP_SUMMARY ({summary_file}) NOT written: {exc}")
+
+
+def _pool_into_history(gate: GateSession, messages: list[str], interrupted: str | None) -> None:
+    """A run whose every gate passed adds its boots to the runner's history (verdicts.history),
+    before the report is written, so that its gates' notes say what was pooled or why not."""
+    if interrupted or gate.options.update_baselines or gate.failed_tests:
+        return
+    try:
+        messages.extend(gate.judge.pool_into_history())
+    except (SpecgateError, OSError) as exc:
+        messages.append(f"runner history NOT updated: {exc}")
 
 
 def _write_report(

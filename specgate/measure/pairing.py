@@ -10,6 +10,8 @@ where servers coexist they ran side by side in the same rounds. A side with fewe
 
 from __future__ import annotations
 
+import math
+
 # boot -> per-request figures in pinned-sequence order
 Series = dict[int, list[float]]
 
@@ -42,3 +44,15 @@ def pooled(series: Series) -> list[float]:
 
 def truncated(series: Series, per_boot: int) -> Series:
     return {b: v[:per_boot] for b, v in series.items()}
+
+
+def across_boots(series: Series) -> Series:
+    """A side of several boots as one level per request: the geometric mean over its boots of
+    request i (over the requests every boot has). A stored baseline recorded with several boots
+    is compared through it, so that each of its boots counts, where pairing boot k with boot k
+    would use only the stored boots this run also has (one boot now: the first stored alone)."""
+    parts = groups(series)
+    if len(parts) <= 1:
+        return {1: list(parts[0])} if parts else {}
+    n = min(len(p) for p in parts)
+    return {1: [math.exp(sum(math.log(p[i]) for p in parts) / len(parts)) for i in range(n)]}

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate import provenance as run_provenance
-from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment
+from specgate.deployment import MAX_BOOTS, AcceptFloorGate, BeatsGate, Deployment
 from specgate.equivalence.golden import GoldenAnswers
 from specgate.measure.answer_end import past_the_end
 from specgate.measure.drafters import drafters
 from specgate.measure.drift import ReferenceDrift
 from specgate.measure.fidelity import CONTRADICTED, UNCHECKED, FidelityCheck, check_fidelity, fidelity_of
-from specgate.measure.pairing import Series, pooled, ratio_series, truncated
+from specgate.measure.pairing import Series, across_boots, pooled, ratio_series, truncated
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import ConfigSpeed
 from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio, pooled_ratio, widened
@@ -49,7 +49,21 @@ from specgate.verdicts.gates import (
     planned_looks,
     within,
 )
+from specgate.verdicts.history import (
+    BootValue,
+    Entry,
+    RunnerHistory,
+    append,
+    boot_values,
+    calibration_entries,
+    history_path,
+    load_history,
+    own_boots,
+    pool,
+    pooled_spread,
+)
 from specgate.verdicts.noise import BootSpread, detection, ratio_interval
+from specgate.verdicts.sensitivity import Design, minutes, plan_sentence, sentence
 from specgate.verdicts.stored_reference import (
     NOT_BOOTED,
     StoredReference,
@@ -88,6 +102,10 @@ class Judge:
     _lookup: BaselineLookup | None = None
     _calibration: Calibration | None = None
     _calibration_read: bool = False
+    _history: RunnerHistory | None = None
+    _history_read: bool = False
+    # The between-boot spread each gate's interval was widened by, for its sensitivity (config, kind).
+    _spread_used: dict[tuple[str, str], BootSpread | None] = field(default_factory=dict)
     _drafters: dict[str, dict] | None = None
     _stand_in: StoredReference | StoredReferenceError | None = None
     _host_now: str | None = None
@@ -190,6 +208,10 @@ class Judge:
         """Between-boot spread of `config`'s decode tok/s or speedup on this machine, if known."""
         found = self.calibration()
         digest = self.deployment.configs[config].args_digest(self.deployment.launch)
+        pooled_now = self.pooled_spread(config, kind)
+        if pooled_now is not None and (pooled_now.runs or pooled_now.calibrations > 1):
+            where = history_path(self.baselines_root, self.deployment.name, self.fingerprint()).name
+            return BootSpread(pooled_now.log_sd_upper, pooled_now.describe(f"runner history {where}"))
         if found is not None and (s := found.spread_of(config, kind, digest)) is not None:
             return s
         declared = self.deployment.gates.between_boot
@@ -197,6 +219,76 @@ class Judge:
             sd = declared.decode_tps_log_sd if kind == "decode_tps" else declared.speedup_log_sd
             return BootSpread(sd, f"declared in the deployment ([gates.between_boot]: {declared.source})")
         return None
+
+    def history(self) -> RunnerHistory | None:
+        """This runner's history of unchanged boots (verdicts.history), read once."""
+        if not self._history_read:
+            self._history = load_history(history_path(self.baselines_root, self.deployment.name, self.fingerprint()))
+            self._history_read = True
+        return self._history
+
+    def pooled_spread(self, config: str, kind: str):  # noqa: ANN201 - a history.PooledSpread or None
+        """`config`'s `kind` pooled over the history and this machine's calibration record (its
+        rounds count once: where the history already holds them, from there)."""
+        digest = self.deployment.configs[config].args_digest(self.deployment.launch)
+        history, found = self.history(), self.calibration()
+        extra: list[Entry] = []
+        if found is not None:
+            frames = {e.frame for e in history.entries} if history else set()
+            extra = [e for e in calibration_entries(found.document, found.path.stem) if e.frame not in frames]
+        return pooled_spread(history, config, kind, digest, extra)
+
+    def _spread_or_own(self, config: str, kind: str, now: Series, stored: Series) -> BootSpread | None:
+        """The runner's spread, or where it has none, the one this comparison's own boots show:
+        this run's boots and the stored run's, each about its own level (boots − 1 degrees of
+        freedom a side), at its 80% upper bound; None where both sides have one boot."""
+        known = self.spread(config, kind)
+        found = pool([own_boots(now), own_boots(stored)]) if known is None else None
+        if found is not None:
+            known = BootSpread(
+                found.log_sd_upper,
+                f"80% upper bound from this comparison's own boots ({len(now)} now, {len(stored)} stored; "
+                f"{found.df} degrees of freedom)",
+            )
+        self._spread_used[(config, kind)] = known
+        return known
+
+    def pool_into_history(self) -> list[str]:
+        """Add this run's boots to the runner's history (verdicts.history), where every gate of the
+        run passed: each no-regression gate on a speed figure gives its boots in the frame of the
+        stored baseline it was paired with. A boot out of control is kept, not pooled, and its
+        gate's notes say so. Returns what was done, one line each (nothing where nothing may be).
+        Never for the SIMULATOR: its boots are no runner's, and every local `specgate run` would
+        rewrite a committed file."""
+        if self.deployment.simulator or self.recording or not self.verdicts:
+            return []
+        if any(v.status != PASS for v in self.verdicts):
+            return []
+        found = [v for v in self.verdicts if isinstance(v.figures.get("history"), dict) and v.figures["history"]["values"]]
+        fingerprint = self.fingerprint_if_known()
+        if not found or fingerprint is None:
+            return []
+        path = history_path(self.baselines_root, self.deployment.name, fingerprint)
+        said = run_provenance.provenance()
+        lines = []
+        for verdict in found:
+            figure = verdict.figures["history"]
+            entry = Entry(
+                source="run", config=verdict.config, kind=figure["kind"],
+                args_digest=self.deployment.configs[verdict.config].args_digest(self.deployment.launch),
+                frame=figure["frame"], date=said["date"], host_id=said["host_id"], commit=said["commit"],
+                sglang=self.server_version(verdict.config) or fingerprint.sglang, fingerprint=fingerprint.slug,
+                values=[BootValue.model_validate(v) for v in figure["values"]],
+            )  # fmt: skip
+            (written,) = append(path, self.deployment.name, fingerprint, [entry], figure["stored_boots"])
+            if written.pooled:
+                line = f"{verdict.config}'s {entry.kind}: {len(entry.values)} boot(s) pooled into the runner history {path}"
+            else:
+                line = f"{verdict.config}'s {entry.kind} NOT pooled into the runner history {path}: out of control: {written.why_not_pooled}"
+            verdict.notes.append(line)
+            lines.append(line)
+        self._history_read = False  # read again where asked: it holds this run now
+        return lines
 
     def stored_reference(self) -> StoredReference:
         """The stored baseline standing in for the unbooted reference, checked once; raises
@@ -441,12 +533,12 @@ class Judge:
         looks, which noise the interval holds, the record)."""
         conf = self.deployment.gates.confidence
         wl = self.deployment.workload
-        stored_series = figs.series()
+        stored_series = across_boots(figs.series())  # every stored boot counts, whatever this run boots
         stored_n = min(len(v) for v in stored_series.values())
         cap = min(wl.max_repeats, stored_n)  # beyond the stored requests there is nothing to pair with
         self._gather([config], concurrency, min(wl.repeats, cap))
         record = self._record_of(config, concurrency)
-        spread = self.spread(config, "decode_tps")
+        spread = self._spread_or_own(config, "decode_tps", record.decode_tps_by_boot(), figs.series())
         drift = self.host_drift(config, concurrency)
         # A host that moved during this run by more than the spread a calibration holds moves
         # between runs as much: a stored figure is judged with that move as noise, never against it.
@@ -467,8 +559,26 @@ class Judge:
         )
         return status, ratio, cap, stored_n, looks, noise[0], record
 
+    @staticmethod
+    def _history_figure(kind: str, now: Series, level: Series, figs: StoredFigures, stored: StoredBaseline) -> dict:
+        """What the runner's history would pool of this comparison (verdicts.history), kept on the
+        interval's verdict: each boot now in the frame of the stored level. Its requests' spread is
+        of a difference of two sides; the stored side's part (one level shared by every run of the
+        frame) is taken out, both sides assumed alike within a boot."""
+        values = boot_values(now, level)
+        share = math.sqrt(1 + 1 / max(1, figs.boot_count))
+        values = [v.model_copy(update={"within_log_sd": v.within_log_sd / share}) for v in values]
+        recorded = f"{stored.provenance.get('date', '?')}, commit {stored.provenance.get('commit', '?')}"
+        return {
+            "kind": kind,
+            # A baseline recorded anew is another zero: its frame names the recording, not only the file.
+            "frame": f"baseline {stored.path.name} recorded {recorded}",
+            "stored_boots": figs.boot_count,
+            "values": [v.model_dump() for v in values],
+        }
+
     def _paired_with_stored(self, record: ConfigSpeed, figs: StoredFigures, cap: int) -> int:
-        return len(pooled(ratio_series(truncated(record.decode_tps_by_boot(), cap), figs.series())))
+        return len(pooled(ratio_series(truncated(record.decode_tps_by_boot(), cap), across_boots(figs.series()))))
 
     def _beats_stored(self, gate: BeatsGate) -> Verdict:
         """`gate.config` now against `gate.over` as stored, request by request over the same pinned
@@ -769,6 +879,7 @@ class Judge:
         tol = self.deployment.gates.tolerance.decode_tps_for(config)
         mde, false_alarm = detection(ratio, tol)
         figures["detects"] = {"regression_80pct_power": mde, "unchanged_fails": false_alarm}
+        notes.append(self._sensitivity(config, figures, cap))
         if false_alarm > 0.5:
             sees = (
                 f"at this interval's width the gate cannot tell a regression from noise: an unchanged build fails "
@@ -790,6 +901,67 @@ class Judge:
             else "REGRESSED"
         )
         return Verdict(name, config, status, f"{head} — {suffix}", notes, figures, noise)
+
+    def _sensitivity(self, config: str, figures: dict, cap: int) -> str:
+        """The regression this gate's design detects (verdicts.sensitivity), kept in figures and
+        said; with `[gates] detect`, the boots and minutes that would reach it."""
+        history = figures.get("history") or {}
+        kind = history.get("kind", "decode_tps")
+        spread = self._spread_used.get((config, kind))
+        if spread is None:
+            figures["sensitivity"] = None
+            return (
+                "sensitivity not stated: no between-boot spread is known for this runner (specgate calibrate "
+                "measures one; unchanged runs then refine it)"
+            )
+        values = [BootValue.model_validate(v) for v in history.get("values", [])]
+        within = math.sqrt(sum(v.within_log_sd**2 for v in values) / len(values)) if values else None
+        design = Design(
+            between_log_sd=spread.log_sd,
+            within_log_sd=within,
+            boots_now=len(values) or self.deployment.launch.boots,
+            boots_stored=int(history.get("stored_boots", 1)),
+            requests=cap,
+            false_alarm=1 - self.deployment.gates.confidence,
+            two_sided=kind == "decode_tps" and config in self.deployment.references,
+        )
+        figures["sensitivity"] = {
+            "detects_80pct": design.detects(),
+            "false_alarm": design.false_alarm,
+            "boots_now": design.boots_now,
+            "boots_stored": design.boots_stored,
+            "requests": design.requests,
+            "between_log_sd": design.between_log_sd,
+            "within_log_sd": within,
+            "spread_source": spread.source,
+        }
+        said = sentence(design, spread.source)
+        target = self.deployment.gates.detect
+        if target is not None:
+            servers = [config, self.deployment.reference_of(config)] if kind == "speedup" else [config]
+            boot_s, request_s = self._measured_seconds(servers)
+            boots = design.boots_for(target, MAX_BOOTS)
+            figures["sensitivity"]["plan"] = {
+                "detect": target,
+                "boots_per_side": boots,
+                "gpu_minutes_per_side": minutes(boots, boot_s, request_s, cap) if boots else None,
+            }
+            said += "; " + plan_sentence(design, target, MAX_BOOTS, boot_s, request_s)
+        return said
+
+    def _measured_seconds(self, configs: list[str]) -> tuple[float | None, float | None]:
+        """Seconds one boot of each of `configs` took in this run, and one request of each (medians, summed)."""
+        import statistics
+
+        boots, requests = [], []
+        for config in configs:
+            took = [b.seconds for b in self.plan.pool.boots if b.config == config and b.ok]
+            spent = [s.e2e_s for r in self.meter.results.values() if r.config == config for s in r.samples]
+            if not took or not spent:
+                return None, None
+            boots.append(statistics.median(took))
+            requests.append(statistics.median(spent))
+        return sum(boots), sum(requests)
 
     def _absolute_regression(
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
@@ -815,6 +987,9 @@ class Judge:
             "now": now.as_dict(),
             "stored": figs.decode_tps_median,
             "baseline_file": stored.path.name,
+            "history": self._history_figure(
+                "decode_tps", truncated(record.decode_tps_by_boot(), cap), across_boots(figs.series()), figs, stored
+            ),
         }
         machine = self._machine_note(stored) if status != PASS else None
         if machine is not None:
@@ -851,13 +1026,19 @@ class Judge:
         allowed = tol.decode_tps_for(config)
         wl = self.deployment.workload
         ref = self.deployment.reference_of(config)
-        stored_speedups = ratio_series(figs.series(), ref_figs.series())
+        stored_by_boot = ratio_series(figs.series(), ref_figs.series())
+        stored_speedups = across_boots(stored_by_boot)  # every stored boot counts, whatever this run boots
         stored_n = min((len(v) for v in stored_speedups.values()), default=0)
         cap = min(wl.max_repeats, stored_n)  # beyond the stored pairs there is nothing to pair with
         pair = [config, ref]
         self._gather(pair, concurrency, min(wl.repeats, cap))
         record, ref_record = self._record_of(config, concurrency), self._record_of(ref, concurrency)
-        spread = self.spread(config, "speedup")
+        spread = self._spread_or_own(
+            config,
+            "speedup",
+            ratio_series(record.decode_tps_by_boot(), ref_record.decode_tps_by_boot()),
+            stored_by_boot,
+        )
         noise = [""]
 
         def speedups_now() -> Series:
@@ -884,10 +1065,10 @@ class Judge:
         speedup_now = median_interval(pooled(now_series), conf)
         speedup_then = median_interval(pooled(truncated(stored_speedups, per_boot)), conf)
         absolute, _ = ratio_interval(
-            ratio_series(truncated(record.decode_tps_by_boot(), cap), figs.series()), conf, None
+            ratio_series(truncated(record.decode_tps_by_boot(), cap), across_boots(figs.series())), conf, None
         )
         ref_change, _ = ratio_interval(
-            ratio_series(truncated(ref_record.decode_tps_by_boot(), cap), ref_figs.series()), conf, None
+            ratio_series(truncated(ref_record.decode_tps_by_boot(), cap), across_boots(ref_figs.series())), conf, None
         )
         head = (
             f"{config} speedup over {ref} {speedup_now.estimate:.3f}x now vs {speedup_then.estimate:.3f}x stored: "
@@ -905,6 +1086,7 @@ class Judge:
             "absolute_ratio_to_stored": absolute.as_dict(),
             "reference_ratio_to_stored": ref_change.as_dict(),
             "baseline_file": stored.path.name,
+            "history": self._history_figure("speedup", now_series, stored_speedups, figs, stored),
         }
         if status == PASS:
             moved = _plain_explains(absolute.estimate, ref_change.estimate, allowed)

@@ -1,0 +1,104 @@
+"""Before a run (`specgate check`): the sensitivity each no-regression speed gate will have, from
+what this project stores of the runner (its history and calibration records, one per machine
+fingerprint, under baselines/<deployment>/) or the deployment's declared spread.
+
+Nothing boots, so the machine is not known: every fingerprint stored for the deployment is said
+apart, named by its file. The run assumes the deployment's own plan: launch.boots now, a baseline
+recorded with as many, and the gate's cap of requests per boot (workload.max_repeats).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from specgate.deployment import MAX_BOOTS, Deployment
+from specgate.errors import BaselineError
+from specgate.verdicts.calibration import Calibration, load_calibration
+from specgate.verdicts.history import calibration_entries, load_history, pooled_spread
+from specgate.verdicts.sensitivity import Design, plan_sentence, sentence
+
+
+def _gates(dep: Deployment) -> list[tuple[str, str]]:
+    """(config, figure) of each no-regression speed gate, as the judge judges it."""
+    stored = dep.launch.reference_stored
+    out = []
+    for config in dep.configs:
+        if config in dep.references:
+            if not stored:
+                out.append((config, "decode_tps"))
+        else:
+            out.append((config, "decode_tps" if stored else "speedup"))
+    return out
+
+
+def _seconds(cal: Calibration | None, dep: Deployment, configs: list[str]) -> tuple[float | None, float | None]:
+    """A boot and a request of each of `configs` (summed), from a calibration's measured boots
+    and its decode speeds (max_new_tokens at the median tok/s); None where it has none."""
+    if cal is None:
+        return None, None
+    boots = [float(s) for s in cal.document.get("boot_seconds") or [] if isinstance(s, (int, float))]
+    speeds = []
+    for config in configs:
+        medians = ((cal.document.get("configs") or {}).get(config) or {}).get("decode_tps", {}).get("boot_medians")
+        if not medians:
+            return None, None
+        speeds.append(statistics.median(medians))
+    if not boots:
+        return None, None
+    return statistics.median(boots) * len(configs), sum(dep.workload.max_new_tokens / s for s in speeds)
+
+
+def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
+    """One line per stored fingerprint and gate (or one saying why none can be stated)."""
+    folder = baselines_root / dep.name
+    slugs = sorted({p.stem for sub in ("calibration", "history") for p in (folder / sub).glob("*.json")})
+    lines = []
+    for slug in slugs:
+        try:
+            cal_path = folder / "calibration" / f"{slug}.json"
+            cal = load_calibration(cal_path) if cal_path.is_file() else None
+            history = load_history(folder / "history" / f"{slug}.json")
+        except BaselineError as exc:
+            lines.append(f"  sensitivity on {slug}: not stated: {exc}")
+            continue
+        frames = {e.frame for e in history.entries} if history else set()
+        extra = [e for e in calibration_entries(cal.document, slug) if e.frame not in frames] if cal else []
+        for config, kind in _gates(dep):
+            digest = dep.configs[config].args_digest(dep.launch)
+            found = pooled_spread(history, config, kind, digest, extra)
+            if found is None:
+                continue
+            design = _design(dep, config, kind, found.log_sd_upper, found.within_log_sd)
+            said = sentence(design, found.describe(slug))
+            if dep.gates.detect is not None:
+                servers = [config, dep.reference_of(config)] if kind == "speedup" else [config]
+                said += "; " + plan_sentence(design, dep.gates.detect, MAX_BOOTS, *_seconds(cal, dep, servers))
+            lines.append(f"  regression:{config}:{kind} on {slug}: {said}")
+    if not lines and dep.gates.between_boot is not None:
+        declared = dep.gates.between_boot
+        for config, kind in _gates(dep):
+            sd = declared.decode_tps_log_sd if kind == "decode_tps" else declared.speedup_log_sd
+            design = _design(dep, config, kind, sd, None)
+            said = sentence(design, f"declared in [gates.between_boot]: {declared.source}")
+            if dep.gates.detect is not None:
+                said += "; " + plan_sentence(design, dep.gates.detect, MAX_BOOTS, None, None)
+            lines.append(f"  regression:{config}:{kind}: {said}")
+    if not lines:
+        lines.append(
+            f"  sensitivity not stated: no runner history or calibration under {folder} and no [gates.between_boot] "
+            f"(run `specgate calibrate {dep.path}` on the GPU runner)"
+        )
+    return lines
+
+
+def _design(dep: Deployment, config: str, kind: str, between: float, within: float | None) -> Design:
+    return Design(
+        between_log_sd=between,
+        within_log_sd=within,
+        boots_now=dep.launch.boots,
+        boots_stored=dep.launch.boots,
+        requests=dep.workload.max_repeats,
+        false_alarm=1 - dep.gates.confidence,
+        two_sided=kind == "decode_tps" and config in dep.references,
+    )
