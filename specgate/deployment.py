@@ -49,6 +49,18 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Upper bounds that catch typos: nothing SGLang serves generates more, or serves more at once.
 MAX_NEW_TOKENS = 1 << 20
 MAX_CONCURRENCY = 4096
+# Upper bounds on durations, in seconds: far above any real boot or request, far below what the
+# clocks and timers underneath take (a deadline of 1e30 s overflows them mid-run, not in `check`).
+MAX_WAIT_S = 86400.0  # a boot or one request: a day
+MAX_GRACE_S = 3600.0  # a shutdown, a GPU's memory release, a stagger between boots: an hour
+# A regression tolerance is a fraction of the stored figure the run may fall by: 1 (100%) would put
+# the bar at zero, whose log no interval has, so the largest is just under it (over 0.5 is VACUOUS).
+MAX_TOLERANCE = 0.999
+# Bounds on ratios and margins that catch a unit mistake (a percentage for a fraction, 1e308):
+# no speedup reaches 100x, no verify step accepts 100 tokens, no bf16 tie is 10 nats wide.
+MAX_RATIO = 100.0
+MAX_TOKENS_PER_STEP = 100.0
+MAX_TIE_MARGIN = 10.0
 HARDWARE_KEYS = ("gpu", "gpu_count", "driver", "cuda", "sglang")
 
 
@@ -638,7 +650,7 @@ def _parse_diagnosis(t: Table) -> DiagnosisSpec:
     spec = DiagnosisSpec(
         efficiency_floor=t.number("efficiency_floor", default.efficiency_floor, minimum=0.0, maximum=1.0),
         last_step_floor=t.number("last_step_floor", default.last_step_floor, minimum=0.0, maximum=1.0),
-        drafter_floor=t.number("drafter_floor", default.drafter_floor, minimum=1.0),
+        drafter_floor=t.number("drafter_floor", default.drafter_floor, minimum=1.0, maximum=MAX_TOKENS_PER_STEP),
     )
     t.reject_unknown()
     return spec
@@ -668,12 +680,12 @@ def _parse_launch(t: Table) -> LaunchSpec:
         command=command,
         args=args,
         env=t.str_map("env"),
-        boot_timeout_s=t.number("boot_timeout_s", 900.0, minimum=0.1),
+        boot_timeout_s=t.number("boot_timeout_s", 900.0, minimum=0.1, maximum=MAX_WAIT_S),
         # Servers attached by url are up together by definition: measure them interleaved.
         coexist=t.flag("coexist", False) or launcher == "url",
-        shutdown_timeout_s=t.number("shutdown_timeout_s", 30.0, minimum=0.1),
-        gpu_release_timeout_s=t.number("gpu_release_timeout_s", 120.0, minimum=0.0),
-        boot_stagger_s=t.number("boot_stagger_s", 0.0, minimum=0.0),
+        shutdown_timeout_s=t.number("shutdown_timeout_s", 30.0, minimum=0.1, maximum=MAX_GRACE_S),
+        gpu_release_timeout_s=t.number("gpu_release_timeout_s", 120.0, minimum=0.0, maximum=MAX_GRACE_S),
+        boot_stagger_s=t.number("boot_stagger_s", 0.0, minimum=0.0, maximum=MAX_GRACE_S),
         boots=t.integer("boots", 1, minimum=1),
         api_key_env=t.text("api_key_env", None),
         ssh=ssh,
@@ -896,7 +908,7 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
         repeats=repeats,
         max_repeats=_max_repeats(t, repeats),
         warmup=warmup,
-        request_timeout_s=t.number("request_timeout_s", 300.0, minimum=0.1),
+        request_timeout_s=t.number("request_timeout_s", 300.0, minimum=0.1, maximum=MAX_WAIT_S),
         prompt_files=tuple(paths),
         ignore_eos=t.flag("ignore_eos", True),
     )
@@ -919,7 +931,7 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
     spec = EquivalenceSpec(
         enabled=enabled,
         skip_reason=skip_reason,
-        tie_margin=t.number("tie_margin", 0.05, minimum=0.0),
+        tie_margin=t.number("tie_margin", 0.05, minimum=0.0, maximum=MAX_TIE_MARGIN),
         # More than the top-2 the rule needs: a three-way bf16 tie is seen on real models,
         # and only tokens within tie_margin of top-1 are ever excused, however many come back.
         top_logprobs=t.integer("top_logprobs", 5, minimum=2),
@@ -959,7 +971,7 @@ def _parse_beats(g: Table, configs: dict[str, ServerConfig], workload: Workload)
     gate = BeatsGate(
         config=g.text("config"),
         over=g.text("over", "baseline"),
-        ratio=g.number("ratio", 1.0, minimum=0.0),
+        ratio=g.number("ratio", 1.0, minimum=0.0, maximum=MAX_RATIO),
         concurrency=g.integer("concurrency", 1, minimum=1),
         against=g.text("against", "run", choices=("run", "stored")),
     )
@@ -984,7 +996,7 @@ def _parse_beats(g: Table, configs: dict[str, ServerConfig], workload: Workload)
 def _parse_floor(g: Table, configs: dict[str, ServerConfig], workload: Workload) -> AcceptFloorGate:
     gate = AcceptFloorGate(
         config=g.text("config"),
-        at_least=g.number("at_least", minimum=0.0),
+        at_least=g.number("at_least", minimum=0.0, maximum=MAX_TOKENS_PER_STEP),
         concurrency=g.integer("concurrency", 1, minimum=1),
     )
     if gate.config not in configs:
@@ -1017,12 +1029,12 @@ def _parse_gate_settings(
     for name in by_config_table.names():
         if name not in configs:
             raise by_config_table.error(name, f"is not a config under [configs]; have {sorted(configs)}")
-        by_config[name] = by_config_table.number(name, minimum=0.0, maximum=0.999)
+        by_config[name] = by_config_table.number(name, minimum=0.0, maximum=MAX_TOLERANCE)
     by_config_table.reject_unknown()
     tolerance = Tolerances(
-        decode_tps_fraction=tol.number("decode_tps", 0.10, minimum=0.0, maximum=1.0),
+        decode_tps_fraction=tol.number("decode_tps", 0.10, minimum=0.0, maximum=MAX_TOLERANCE),
         accept_length=tol.number("accept_length", 0.05, minimum=0.0, maximum=1.0),
-        faster_note=tol.number("faster_note", 0.15, minimum=0.0),
+        faster_note=tol.number("faster_note", 0.15, minimum=0.0, maximum=MAX_RATIO),
         decode_tps_by_config=by_config,
     )
     tol.reject_unknown()

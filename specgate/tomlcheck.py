@@ -190,10 +190,10 @@ class Table:
             # nan compares false with every bound, so it would pass them all (and turn a
             # confidence into a point interval, or a timeout into forever).
             raise self.error(key, f"expected a finite number, got {value}")
-        if minimum is not None and value < minimum:
-            raise self.error(key, f"expected a number >= {minimum}, got {value}")
-        if maximum is not None and value > maximum:
-            raise self.error(key, f"expected a number <= {maximum}, got {value}")
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            bounds = [f">= {minimum:g}"] if minimum is not None else []
+            bounds += [f"<= {maximum:g}"] if maximum is not None else []
+            raise self.error(key, f"expected a number {' and '.join(bounds)}, got {value:g}")
         return float(value)
 
     @overload

@@ -39,6 +39,14 @@ HOSTILE = [
     ({"workload": {"request_timeout_s": math.inf}}, "workload.request_timeout_s", "finite"),
     ({"gates": {"tolerance": {"decode_tps": math.nan}}}, "gates.tolerance.decode_tps", "finite"),
     ({"equivalence": {"tie_margin": math.inf}}, "equivalence.tie_margin", "finite"),
+    # Durations and fractions past their bounds: a deadline of 1e30 s overflowed the timers under every
+    # request, and a tolerance of 1 (100%) put the bar at log(0), both after `check` had passed them
+    ({"workload": {"request_timeout_s": 1e30}}, "workload.request_timeout_s", ">= 0.1 and <= 86400"),
+    ({"launch": {"boot_timeout_s": 1e308}}, "launch.boot_timeout_s", ">= 0.1 and <= 86400"),
+    ({"launch": {"shutdown_timeout_s": 1e9}}, "launch.shutdown_timeout_s", "<= 3600"),
+    ({"gates": {"tolerance": {"decode_tps": 1.0}}}, "gates.tolerance.decode_tps", ">= 0 and <= 0.999, got 1"),
+    ({"gates": {"beats": [{"config": "eagle3-decode", "ratio": 1e300}]}}, "gates.beats[0].ratio", "<= 100"),
+    ({"equivalence": {"tie_margin": 1e9}}, "equivalence.tie_margin", "<= 10"),
     # 2: absurd sizes
     ({"workload": {"max_new_tokens": 100_000_000}}, "workload.max_new_tokens", "<= 1048576"),
     ({"equivalence": {"max_new_tokens": 100_000_000}}, "equivalence.max_new_tokens", "<= 1048576"),
