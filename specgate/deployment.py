@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -20,7 +19,7 @@ from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompt_set
 from specgate.resources import builtin_deployments_dir
 from specgate.secrets import env_name_problem
-from specgate.tomlcheck import Table, safe_name_problem
+from specgate.tomlcheck import Table, read_toml, safe_name_problem
 
 DEFAULT_DEPLOYMENT = "sim"
 DEFAULT_COMMAND = ("{python}", "-m", "sglang.launch_server")
@@ -399,13 +398,14 @@ def resolve_deployment_path(name_or_path: str | None) -> Path:
     project = _project.current()
     target = name_or_path or project.deployment or DEFAULT_DEPLOYMENT
     candidate = Path(target)
-    if candidate.suffix == ".toml" or candidate.is_file() or "/" in target:
-        if not candidate.is_file():
+    # Anything there but a folder is taken as the file (read_toml names a FIFO or a device).
+    if candidate.suffix == ".toml" or (candidate.exists() and not candidate.is_dir()) or "/" in target:
+        if not candidate.exists():
             raise DeploymentError(candidate, None, "no such deployment file")
         return candidate
     folders = list(dict.fromkeys([project.deployments_dir, builtin_deployments_dir()]))
     for folder in folders:
-        if (folder / f"{target}.toml").is_file():
+        if (folder / f"{target}.toml").exists():
             return folder / f"{target}.toml"
     known = sorted({p.stem for folder in folders for p in folder.glob("*.toml")})
     raise DeploymentError(
@@ -416,17 +416,7 @@ def resolve_deployment_path(name_or_path: str | None) -> Path:
 
 def load_deployment(name_or_path: str | None = None) -> Deployment:
     path = resolve_deployment_path(name_or_path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise DeploymentError(path, None, f"not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise DeploymentError(
-            path, None, f"is not UTF-8 text (TOML files must be UTF-8; save it as UTF-8): {exc}"
-        ) from None
-    except OSError as exc:
-        raise DeploymentError(path, None, f"cannot be read: {exc}") from None
-    return parse_deployment(data, path)
+    return parse_deployment(read_toml(path), path)
 
 
 def parse_deployment(data: dict, path: Path) -> Deployment:
