@@ -599,6 +599,14 @@ def main(argv: list[str] | None = None) -> int:
         print(describe(dep))
         for warning in launch_warnings(dep):
             print(f"  WARNING: {warning}")
+        from specgate.verdicts.stored_files import check_stored_documents
+
+        try:  # what a run would refuse at its start (specgate.plugin), refused here too
+            stored = check_stored_documents(project.current().baselines_dir, dep.name)
+        except SpecgateError as exc:
+            print(f"specgate: error: {exc}", file=sys.stderr)
+            return 2
+        print(f"  stored documents under {project.current().baselines_dir / dep.name}: {stored} read, all usable")
         return 0
     if args.command == "sweep":
         return _sweep(args, dep)

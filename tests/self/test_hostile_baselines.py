@@ -8,6 +8,7 @@ import copy
 import json
 import math
 import os
+import re
 import stat
 
 import pytest
@@ -158,3 +159,77 @@ def test_identity_fields_read_as_before(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(BaselineError, match="field 'fingerprint'"):
         load_baseline(path)
+
+
+def _stored_copy(root):
+    """A copy of the simulator's stored documents (baseline, replay file) under `root`/sim, with the
+    committed calibration record of another deployment beside them."""
+    import shutil
+
+    shutil.copytree(REPO_ROOT / "baselines" / "sim", root / "sim")
+    record = next((REPO_ROOT / "baselines").glob("*/calibration/*.json"))
+    (root / "sim" / "calibration").mkdir()
+    shutil.copy(record, root / "sim" / "calibration" / record.name)
+    return root / "sim"
+
+
+def _edit(path, change):
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+BROKEN_STORED = [
+    ("baseline", lambda f: _edit(next(f.glob("*.json")), setter(("n",), 0)), f"field '{AT}.n'"),
+    (
+        "calibration",
+        lambda f: _edit(next((f / "calibration").glob("*.json")), lambda d: d.update(boots="three")),
+        "field 'boots'",
+    ),
+    (
+        "replay",
+        lambda f: _edit(f / "equivalence" / "replay.json", lambda d: d["cases"][0]["case"].update(stop=".")),
+        "field 'cases[0].case.stop'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("broken", "field"), [b[1:] for b in BROKEN_STORED], ids=[b[0] for b in BROKEN_STORED])
+def test_every_stored_document_is_read_before_anything_boots(tmp_path, broken, field):
+    from specgate.verdicts.stored_files import check_stored_documents
+
+    folder = _stored_copy(tmp_path)
+    assert check_stored_documents(tmp_path, "sim") == 3
+    broken(folder)
+    with pytest.raises(BaselineError, match=re.escape(field)) as err:
+        check_stored_documents(tmp_path, "sim")
+    assert str(folder) in str(err.value)
+
+
+def test_a_run_refuses_a_broken_stored_file_at_its_start_naming_file_and_field(sim_deployment, pytester):
+    """Before: the replay file's error came as a stack from the first equivalence test, the
+    baseline's and calibration's from the gates, after every server had booted and measured."""
+    d = sim_deployment()
+    folder = _stored_copy(d.baselines_dir)
+    BROKEN_STORED[2][1](folder)
+    result = d.run(pytester)
+    assert result.ret == 4, result.stdout.str()[-2000:]  # pytest's usage error: `specgate run` exits 2 on it
+    err = result.stderr.str()
+    assert f"specgate: {folder / 'equivalence' / 'replay.json'}: equivalence replay file malformed: field" in err, err
+    assert "Traceback" not in err + result.stdout.str()
+    assert not (d.report_dir / "logs").exists()  # no server was started
+
+
+def test_check_refuses_what_the_run_would_refuse_at_its_start(tmp_path, capsys):
+    import dataclasses
+
+    from specgate import cli, project
+
+    folder = _stored_copy(tmp_path / "baselines")
+    BROKEN_STORED[0][1](folder)
+    project.use(dataclasses.replace(project.current(), baselines_dir=tmp_path / "baselines"))
+    try:
+        code = cli.main(["check", "sim"])
+    finally:
+        project.use(None)
+    assert code == 2 and f"field '{AT}.n'" in capsys.readouterr().err
