@@ -882,7 +882,11 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         ],
     }
     root = Path(args.baselines_dir).resolve() if args.baselines_dir else project.current().baselines_dir
-    path = write_calibration(root, dep.name, fingerprint, document)
+    try:
+        path = write_calibration(root, dep.name, fingerprint, document)
+    except SpecgateError as exc:  # rounds whose spread came out 0 are no calibration
+        print(f"specgate: {exc}", file=sys.stderr)
+        return 1
     print(f"specgate: calibration recorded in {path}; later gate runs on this machine widen one-boot intervals by it")
     return 0
 

@@ -233,3 +233,48 @@ def test_check_refuses_what_the_run_would_refuse_at_its_start(tmp_path, capsys):
     finally:
         project.use(None)
     assert code == 2 and f"field '{AT}.n'" in capsys.readouterr().err
+
+
+CALIBRATION = next((REPO_ROOT / "baselines").glob("*/calibration/*.json"))
+SPREAD = "configs.baseline.decode_tps"
+
+
+def _figure(doc):
+    return doc["configs"]["baseline"]["decode_tps"]
+
+
+HOSTILE_CALIBRATIONS = [
+    ("zero-spread", lambda f: f.update(between_boot_log_sd=0.0, between_boot_log_sd_upper=0.0), "spread above 0"),
+    ("zero-upper-only", lambda f: f.update(between_boot_log_sd_upper=0.0), "spread above 0"),
+    ("no-per-boot-figures", lambda f: f.pop("boot_medians"), "not estimable from this record"),
+    ("one-boot", lambda f: f.update(boot_medians=f["boot_medians"][:1]), "at least 2 boots"),
+    ("understated", lambda f: f.update(between_boot_log_sd_upper=f["between_boot_log_sd_upper"] / 4), "states"),
+    ("medians-moved", lambda f: f.update(boot_medians=[f["boot_medians"][0]] * len(f["boot_medians"])), "states"),
+]
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"), [h[1:] for h in HOSTILE_CALIBRATIONS], ids=[h[0] for h in HOSTILE_CALIBRATIONS]
+)
+def test_a_calibration_whose_spread_is_zero_or_not_its_rounds_is_refused(tmp_path, edit, expected):
+    """A hand-written spread of 0 once passed and took the between-boot warning out of every gate."""
+    doc = json.loads(CALIBRATION.read_text())
+    edit(_figure(doc))
+    path = tmp_path / CALIBRATION.name
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineError, match=f"field '{re.escape(SPREAD)}.*{expected}") as err:
+        load_calibration(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_calibration_with_a_zero_spread_is_never_written(tmp_path):
+    from specgate.verdicts.calibration import write_calibration
+
+    doc = json.loads(CALIBRATION.read_text())
+    fingerprint = Fingerprint.from_dict(doc.pop("fingerprint"))
+    for key in ("format", "deployment"):
+        doc.pop(key)
+    _figure(doc).update(between_boot_log_sd=0.0, between_boot_log_sd_upper=0.0, boot_medians=[100.0, 100.0])
+    with pytest.raises(BaselineError, match="calibration NOT written: .*spread above 0"):
+        write_calibration(tmp_path, "sim", fingerprint, doc)
+    assert not list(tmp_path.rglob("*.json"))
