@@ -620,8 +620,15 @@ def main(argv: list[str] | None = None) -> int:
         for warning in launch_warnings(dep):
             print(f"  WARNING: {warning}")
         from specgate.verdicts.planned import sensitivity_lines
+        from specgate.verdicts.stored_files import check_stored_documents
 
+        try:  # what a run would refuse at its start (specgate.plugin), refused here too
+            stored = check_stored_documents(project.current().baselines_dir, dep.name)
+        except SpecgateError as exc:
+            print(f"specgate: error: {exc}", file=sys.stderr)
+            return 2
         print("\n".join(sensitivity_lines(dep, project.current().baselines_dir)))
+        print(f"  stored documents under {project.current().baselines_dir / dep.name}: {stored} read, all usable")
         return 0
     if args.command == "sweep":
         return _sweep(args, dep)
@@ -897,7 +904,11 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         ],
     }
     root = Path(args.baselines_dir).resolve() if args.baselines_dir else project.current().baselines_dir
-    path = write_calibration(root, dep.name, fingerprint, document)
+    try:
+        path = write_calibration(root, dep.name, fingerprint, document)
+    except SpecgateError as exc:  # rounds whose spread came out 0 are no calibration
+        print(f"specgate: {exc}", file=sys.stderr)
+        return 1
     print(f"specgate: calibration recorded in {path}; later gate runs on this machine widen one-boot intervals by it")
     from specgate.verdicts.history import record_calibration
 

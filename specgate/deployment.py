@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -27,7 +26,7 @@ from specgate.secrets import (
     secret_flag,
     url_password_env,
 )
-from specgate.tomlcheck import Table, safe_name_problem
+from specgate.tomlcheck import Table, read_toml, safe_name_problem
 
 DEFAULT_DEPLOYMENT = "sim"
 DEFAULT_COMMAND = ("{python}", "-m", "sglang.launch_server")
@@ -55,6 +54,18 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Upper bounds that catch typos: nothing SGLang serves generates more, or serves more at once.
 MAX_NEW_TOKENS = 1 << 20
 MAX_CONCURRENCY = 4096
+# Upper bounds on durations, in seconds: far above any real boot or request, far below what the
+# clocks and timers underneath take (a deadline of 1e30 s overflows them mid-run, not in `check`).
+MAX_WAIT_S = 86400.0  # a boot or one request: a day
+MAX_GRACE_S = 3600.0  # a shutdown, a GPU's memory release, a stagger between boots: an hour
+# A regression tolerance is a fraction of the stored figure the run may fall by: 1 (100%) would put
+# the bar at zero, whose log no interval has, so the largest is just under it (over 0.5 is VACUOUS).
+MAX_TOLERANCE = 0.999
+# Bounds on ratios and margins that catch a unit mistake (a percentage for a fraction, 1e308):
+# no speedup reaches 100x, no verify step accepts 100 tokens, no bf16 tie is 10 nats wide.
+MAX_RATIO = 100.0
+MAX_TOKENS_PER_STEP = 100.0
+MAX_TIE_MARGIN = 10.0
 HARDWARE_KEYS = ("gpu", "gpu_count", "driver", "cuda", "sglang")
 
 
@@ -399,13 +410,14 @@ def resolve_deployment_path(name_or_path: str | None) -> Path:
     project = _project.current()
     target = name_or_path or project.deployment or DEFAULT_DEPLOYMENT
     candidate = Path(target)
-    if candidate.suffix == ".toml" or candidate.is_file() or "/" in target:
-        if not candidate.is_file():
+    # Anything there but a folder is taken as the file (read_toml names a FIFO or a device).
+    if candidate.suffix == ".toml" or (candidate.exists() and not candidate.is_dir()) or "/" in target:
+        if not candidate.exists():
             raise DeploymentError(candidate, None, "no such deployment file")
         return candidate
     folders = list(dict.fromkeys([project.deployments_dir, builtin_deployments_dir()]))
     for folder in folders:
-        if (folder / f"{target}.toml").is_file():
+        if (folder / f"{target}.toml").exists():
             return folder / f"{target}.toml"
     known = sorted({p.stem for folder in folders for p in folder.glob("*.toml")})
     raise DeploymentError(
@@ -416,17 +428,7 @@ def resolve_deployment_path(name_or_path: str | None) -> Path:
 
 def load_deployment(name_or_path: str | None = None) -> Deployment:
     path = resolve_deployment_path(name_or_path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise DeploymentError(path, None, f"not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise DeploymentError(
-            path, None, f"is not UTF-8 text (TOML files must be UTF-8; save it as UTF-8): {exc}"
-        ) from None
-    except OSError as exc:
-        raise DeploymentError(path, None, f"cannot be read: {exc}") from None
-    return parse_deployment(data, path)
+    return parse_deployment(read_toml(path), path)
 
 
 def parse_deployment(data: dict, path: Path) -> Deployment:
@@ -650,7 +652,7 @@ def _parse_diagnosis(t: Table) -> DiagnosisSpec:
     spec = DiagnosisSpec(
         efficiency_floor=t.number("efficiency_floor", default.efficiency_floor, minimum=0.0, maximum=1.0),
         last_step_floor=t.number("last_step_floor", default.last_step_floor, minimum=0.0, maximum=1.0),
-        drafter_floor=t.number("drafter_floor", default.drafter_floor, minimum=1.0),
+        drafter_floor=t.number("drafter_floor", default.drafter_floor, minimum=1.0, maximum=MAX_TOKENS_PER_STEP),
     )
     t.reject_unknown()
     return spec
@@ -693,12 +695,12 @@ def _parse_launch(t: Table) -> LaunchSpec:
         command=command,
         args=args,
         env=t.str_map("env"),
-        boot_timeout_s=t.number("boot_timeout_s", 900.0, minimum=0.1),
+        boot_timeout_s=t.number("boot_timeout_s", 900.0, minimum=0.1, maximum=MAX_WAIT_S),
         # Servers attached by url are up together by definition: measure them interleaved.
         coexist=t.flag("coexist", False) or launcher == "url",
-        shutdown_timeout_s=t.number("shutdown_timeout_s", 30.0, minimum=0.1),
-        gpu_release_timeout_s=t.number("gpu_release_timeout_s", 120.0, minimum=0.0),
-        boot_stagger_s=t.number("boot_stagger_s", 0.0, minimum=0.0),
+        shutdown_timeout_s=t.number("shutdown_timeout_s", 30.0, minimum=0.1, maximum=MAX_GRACE_S),
+        gpu_release_timeout_s=t.number("gpu_release_timeout_s", 120.0, minimum=0.0, maximum=MAX_GRACE_S),
+        boot_stagger_s=t.number("boot_stagger_s", 0.0, minimum=0.0, maximum=MAX_GRACE_S),
         boots=t.integer("boots", 1, minimum=1),
         api_key_env=t.text("api_key_env", None),
         ssh=ssh,
@@ -929,7 +931,7 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
         repeats=repeats,
         max_repeats=_max_repeats(t, repeats),
         warmup=warmup,
-        request_timeout_s=t.number("request_timeout_s", 300.0, minimum=0.1),
+        request_timeout_s=t.number("request_timeout_s", 300.0, minimum=0.1, maximum=MAX_WAIT_S),
         prompt_files=tuple(paths),
         ignore_eos=t.flag("ignore_eos", True),
     )
@@ -952,7 +954,7 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
     spec = EquivalenceSpec(
         enabled=enabled,
         skip_reason=skip_reason,
-        tie_margin=t.number("tie_margin", 0.05, minimum=0.0),
+        tie_margin=t.number("tie_margin", 0.05, minimum=0.0, maximum=MAX_TIE_MARGIN),
         # More than the top-2 the rule needs: a three-way bf16 tie is seen on real models,
         # and only tokens within tie_margin of top-1 are ever excused, however many come back.
         top_logprobs=t.integer("top_logprobs", 5, minimum=2),
@@ -992,7 +994,7 @@ def _parse_beats(g: Table, configs: dict[str, ServerConfig], workload: Workload)
     gate = BeatsGate(
         config=g.text("config"),
         over=g.text("over", "baseline"),
-        ratio=g.number("ratio", 1.0, minimum=0.0),
+        ratio=g.number("ratio", 1.0, minimum=0.0, maximum=MAX_RATIO),
         concurrency=g.integer("concurrency", 1, minimum=1),
         against=g.text("against", "run", choices=("run", "stored")),
     )
@@ -1017,7 +1019,7 @@ def _parse_beats(g: Table, configs: dict[str, ServerConfig], workload: Workload)
 def _parse_floor(g: Table, configs: dict[str, ServerConfig], workload: Workload) -> AcceptFloorGate:
     gate = AcceptFloorGate(
         config=g.text("config"),
-        at_least=g.number("at_least", minimum=0.0),
+        at_least=g.number("at_least", minimum=0.0, maximum=MAX_TOKENS_PER_STEP),
         concurrency=g.integer("concurrency", 1, minimum=1),
     )
     if gate.config not in configs:
@@ -1050,12 +1052,12 @@ def _parse_gate_settings(
     for name in by_config_table.names():
         if name not in configs:
             raise by_config_table.error(name, f"is not a config under [configs]; have {sorted(configs)}")
-        by_config[name] = by_config_table.number(name, minimum=0.0, maximum=0.999)
+        by_config[name] = by_config_table.number(name, minimum=0.0, maximum=MAX_TOLERANCE)
     by_config_table.reject_unknown()
     tolerance = Tolerances(
-        decode_tps_fraction=tol.number("decode_tps", 0.10, minimum=0.0, maximum=1.0),
+        decode_tps_fraction=tol.number("decode_tps", 0.10, minimum=0.0, maximum=MAX_TOLERANCE),
         accept_length=tol.number("accept_length", 0.05, minimum=0.0, maximum=1.0),
-        faster_note=tol.number("faster_note", 0.15, minimum=0.0),
+        faster_note=tol.number("faster_note", 0.15, minimum=0.0, maximum=MAX_RATIO),
         decode_tps_by_config=by_config,
     )
     tol.reject_unknown()

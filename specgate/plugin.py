@@ -38,6 +38,7 @@ from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
 from specgate.verdicts.gates import BASELINE_NOT_RECORDED, BASELINE_RECORDED
 from specgate.verdicts.judge import Judge, baseline_document
+from specgate.verdicts.stored_files import check_stored_documents
 from specgate.verdicts.stored_reference import MeasuredView, StoredReference
 
 _DEPLOYMENT = pytest.StashKey[Deployment]()
@@ -152,6 +153,10 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(
                 f"specgate: {_named_by(config, 'baselines_dir')} ({baselines}): is a file, not a folder of stored baselines"
             )
+        try:  # a broken stored file fails now, naming it, not as a stack after the measuring
+            check_stored_documents(baselines, dep.name)
+        except SpecgateError as exc:
+            raise pytest.UsageError(f"specgate: {exc}") from None
 
 
 def _collects_gate(config: pytest.Config, found: project.Project) -> bool:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from specgate.errors import DeploymentError
 from specgate.resources import SOURCE_ROOT, builtin_deployments_dir
-from specgate.tomlcheck import Table
+from specgate.tomlcheck import Table, read_toml
 
 SETTINGS_FILE = "specgate.toml"
 DEFAULT_REPORT_DIR = "specgate-report"
@@ -49,8 +49,8 @@ class Project:
 def _settings_in(folder: Path) -> tuple[Path, dict] | None:
     """The settings table in `folder`, or None. A specgate.toml wins over pyproject.toml."""
     own = folder / SETTINGS_FILE
-    if own.is_file():
-        return own, _read(own)
+    if own.exists():  # a folder or FIFO of that name is named, not silently passed over
+        return own, read_toml(own)
     pyproject = folder / "pyproject.toml"
     if pyproject.is_file():
         try:
@@ -64,15 +64,6 @@ def _settings_in(folder: Path) -> tuple[Path, dict] | None:
                 raise DeploymentError(pyproject, "tool.specgate", "expected a table ([tool.specgate])")
             return pyproject, table
     return None
-
-
-def _read(path: Path) -> dict:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise DeploymentError(path, None, f"not valid TOML: {exc}") from None
-    except (UnicodeDecodeError, OSError) as exc:
-        raise DeploymentError(path, None, f"cannot be read: {exc}") from None
 
 
 def find_project(start: Path, *more: Path) -> Project:

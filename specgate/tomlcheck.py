@@ -12,9 +12,12 @@ of a second description kept in step with it by hand.
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import math
 import re
+import stat
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -54,6 +57,53 @@ def safe_name_problem(name: str) -> str | None:
             f"{name!r} is not a safe name: it becomes a file name, so use letters, digits, '-', '_' and '.' "
             "(starting with a letter or digit, no '..', at most 100 characters)"
         )
+    return None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file (a deployment, specgate.toml), every way it can fail to be one named: a folder or
+    a FIFO given for the file (a FIFO is never opened: reading it would wait for a writer), a UTF-8
+    byte-order mark (which TOML forbids and tomllib reports as "Invalid statement"), a NUL byte, text
+    that is not UTF-8, and TOML's own errors. DeploymentError names the file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise DeploymentError(path, None, f"cannot be read: {exc}") from None
+    if stat.S_ISDIR(mode):
+        raise DeploymentError(path, None, "is a directory, not a TOML file")
+    if not stat.S_ISREG(mode):
+        raise DeploymentError(
+            path, None, "is not a regular file (a FIFO, socket or device), so no TOML file: nothing was read from it"
+        )
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DeploymentError(path, None, f"cannot be read: {exc}") from None
+    if raw.startswith(codecs.BOM_UTF8):
+        raise DeploymentError(
+            path, None, "starts with a byte-order mark (UTF-8 BOM, bytes EF BB BF), which TOML does not allow: "
+            "save it as UTF-8 without BOM"
+        )  # fmt: skip
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DeploymentError(
+            path, None, f"is not UTF-8 text (TOML files must be UTF-8; save it as UTF-8): {exc}"
+        ) from None
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise DeploymentError(path, None, f"holds a NUL byte (line {line}): not TOML text; the file is damaged or binary")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise DeploymentError(path, None, f"not valid TOML: {exc}") from None
+
+
+def nul_problem(value: str) -> str | None:
+    """A NUL character (TOML's "\\u0000") ends a C string: no path, command argument or
+    environment value can hold one, and Python refuses it deep inside os calls."""
+    if "\x00" in value:
+        return f"{value!r} holds a NUL character (\\u0000), which no path, argument or environment value can hold"
     return None
 
 
@@ -118,6 +168,8 @@ class Table:
             return value
         if not isinstance(value, str):
             raise self.error(key, f"expected a string, got {type(value).__name__} {value!r}")
+        if problem := nul_problem(value):
+            raise self.error(key, problem)
         if choices is not None and value not in choices:
             raise self.error(key, f"expected one of {', '.join(choices)}; got {value!r}")
         return value
@@ -190,10 +242,10 @@ class Table:
             # nan compares false with every bound, so it would pass them all (and turn a
             # confidence into a point interval, or a timeout into forever).
             raise self.error(key, f"expected a finite number, got {value}")
-        if minimum is not None and value < minimum:
-            raise self.error(key, f"expected a number >= {minimum}, got {value}")
-        if maximum is not None and value > maximum:
-            raise self.error(key, f"expected a number <= {maximum}, got {value}")
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            bounds = [f">= {minimum:g}"] if minimum is not None else []
+            bounds += [f"<= {maximum:g}"] if maximum is not None else []
+            raise self.error(key, f"expected a number {' and '.join(bounds)}, got {value:g}")
         return float(value)
 
     @overload
@@ -212,6 +264,9 @@ class Table:
             return value
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.error(key, f"expected a list of strings, got {value!r}")
+        for i, item in enumerate(value):
+            if problem := nul_problem(item):
+                raise self.error(f"{key}[{i}]", problem)
         return list(value)
 
     @overload
@@ -245,6 +300,9 @@ class Table:
         value = self._get(key, {})
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise self.error(key, f"expected a table of string values, got {value!r}")
+        for name, item in value.items():
+            if problem := nul_problem(name) or nul_problem(item):
+                raise self.error(key, problem)
         return dict(value)
 
     def table(self, key: str, required: bool = False) -> Table:

@@ -22,23 +22,22 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import chi2, norm
+from scipy.stats import norm
 
 from specgate.deployment import Deployment
 from specgate.measure.pairing import Series, ratio_series
 from specgate.measure.speed import ConfigSpeed
 from specgate.verdicts.gates import PASS, at_least, per_look_confidence, planned_looks, within
-from specgate.verdicts.noise import BootSpread, ratio_interval
+from specgate.verdicts.noise import (
+    MEDIAN_EFFICIENCY,
+    UPPER_BOUND,
+    BootSpread,
+    between_boot_spread,
+    ratio_interval,
+)
 
 FALSE_ALARM_TARGET = 0.05
 POWER = 0.8
-MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # SD of a sample median ≈ 1.2533·σ/√n for normal data
-
-
-# A spread estimated from a handful of boots is itself uncertain (from 3 boots its SD can be
-# a third of the truth): gates use its one-sided 80% upper bound, so that an unlucky
-# calibration errs towards wider intervals, never towards false alarms.
-UPPER_BOUND = 0.8
 
 
 @dataclass(frozen=True)
@@ -72,12 +71,7 @@ def _noise(per_round: list[Series]) -> FigureNoise | None:
     boot_level = residual.mean(axis=1, keepdims=True)
     within = float(np.sqrt(((residual - boot_level) ** 2).sum() / max(1, (len(rows) - 1) * (n - 1))))
     medians = np.median(logs, axis=1)
-    spread = float(np.var(medians, ddof=1))
-    median_noise = (MEDIAN_EFFICIENCY * within) ** 2 / n
-    between = math.sqrt(max(0.0, spread - median_noise))
-    df = len(rows) - 1
-    upper_spread = df * spread / float(chi2.ppf(1 - UPPER_BOUND, df))
-    upper = math.sqrt(max(0.0, upper_spread - median_noise))
+    between, upper = between_boot_spread([float(m) for m in medians], within, n)
     return FigureNoise([float(np.exp(m)) for m in medians], within, between, upper, n)
 
 

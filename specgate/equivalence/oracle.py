@@ -19,10 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from specgate.atomic import write_json_atomic
 from specgate.client import GenerateRequest, GenerateResult
-from specgate.deployment import Deployment
-from specgate.documents import read_document
+from specgate.deployment import MAX_CONCURRENCY, MAX_NEW_TOKENS, Deployment
+from specgate.documents import problem, read_document
 from specgate.equivalence import second_opinion
 from specgate.equivalence.cases import (
     FIRST_TOKEN_STOP_EDGE,
@@ -59,21 +61,39 @@ def commit_seed(commit: str) -> int:
     return int(hashlib.sha256(commit.encode()).hexdigest()[:8], 16)
 
 
+class _ReplayCase(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    label: str
+    text: str
+    max_new_tokens: int = Field(ge=1, le=MAX_NEW_TOKENS)
+    stop: list[str]
+    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY)
+
+
+class _ReplayEntry(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)  # config, first_failed, why: kept as written
+    case: _ReplayCase
+
+
+class ReplayDocument(BaseModel):
+    """`baselines/<deployment>/equivalence/replay.json`: the cases that once failed, each as it was asked."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    cases: list[_ReplayEntry]
+
+
 def load_replay(path: Path) -> list[dict]:
     if not path.exists():  # not is_file(): a FIFO or a folder there is refused by name, not skipped
         return []
     try:
         data = json.loads(read_document(path, "the equivalence replay file (a JSON file)"))
-        entries = data["cases"]
-        for e in entries:
-            case = GenerationCase.from_dict(e["case"])
-            if not isinstance(case.text, str) or not all(isinstance(x, str) for x in case.stop):
-                raise ValueError("text and stop must be strings")
-            if not 1 <= case.max_new_tokens <= 1 << 20 or not 1 <= case.concurrency <= 4096:
-                raise ValueError(f"case {case.label!r}: max_new_tokens 1..1048576 and concurrency 1..4096 expected")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise BaselineError(path, f"equivalence replay file malformed ({type(exc).__name__}: {exc})") from None
-    return list(entries)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise BaselineError(path, f"equivalence replay file cannot be read as JSON: {str(exc)[:200]}") from None
+    try:
+        ReplayDocument.model_validate(data)
+    except ValidationError as exc:
+        raise BaselineError(path, f"equivalence replay file malformed: {problem(exc)}") from None
+    return list(data["cases"])
 
 
 class EquivalenceOracle:

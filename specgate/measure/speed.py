@@ -54,6 +54,10 @@ class SpeedSample:
     # (answer_end.answer_digest), where all of them came back: tells whether it is the very answer
     # training walked for its prompt. None without them.
     answer_digest: str | None = None
+    # The server's other spec counters, witnesses of verify_ct (measure.accept_counts): drafts it
+    # accepted, and its own completion_tokens / spec_verify_ct; None where it does not give them.
+    accepted_drafts: int | None = None
+    server_accept_length: float | None = None
 
     @property
     def accept_length(self) -> float | None:
@@ -98,6 +102,8 @@ class SpeedSample:
             answer_digest=answer_digest(result.output_ids[:answer_end] if answer_end else result.output_ids)
             if result.output_ids and len(result.output_ids) == result.completion_tokens
             else None,
+            accepted_drafts=result.spec.accepted_drafts if result.spec else None,
+            server_accept_length=result.spec.server_accept_length if result.spec else None,
         )
 
 

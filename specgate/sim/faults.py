@@ -23,6 +23,8 @@ in `SPECGATE_CONFIG`.
 | reserve=N        | keeps N more slots per request than SGLang's draft-token reservation| the context-length edge's    |
 |                  | (a release that changed it): the context edge's request is refused | refusal: NOT CHECKED         |
 | accept-collapse  | the draft is always wrong: accept length 1.0                       | accept length / beats        |
+| fake-verify-ct=T | spec_verify_ct reported as completion_tokens / T (an accept length | the accept gates' counter    |
+|                  | of T claimed); the other spec counters stay the true ones          | cross-check (accept_counts)  |
 | slowdown=F       | every step costs (1+F) times as much                               | no-regression (decode tok/s) |
 | crash-after=N    | the process exits when request N+1 arrives                         | every test of that config    |
 | never-ready      | /health_generate never answers 200; the process stays alive        | boot timeout                 |
@@ -58,6 +60,7 @@ KNOWN = (
     "diverge-past",
     "reserve",
     "accept-collapse",
+    "fake-verify-ct",
     "slowdown",
     "crash-after",
     "never-ready",
@@ -89,6 +92,7 @@ class Faults:
     diverge_past: int | None = None  # a sequence position (prompt tokens + answer tokens)
     reserve: int = 0  # slots kept per request beyond SGLang's draft-token reservation
     accept_collapse: bool = False
+    fake_verify_ct: float = 0.0  # the accept length a faked spec_verify_ct claims; 0: the true count
     slowdown: float = 0.0
     crash_after: int | None = None
     never_ready: bool = False
@@ -128,6 +132,14 @@ def parse_faults(specs: list[str]) -> Faults:
             if not value.startswith("/"):
                 raise ValueError(f"--sim-fault {spec!r}: expected trickle-get=/<endpoint>, e.g. trickle-get=/health_generate")
             values[key] = value
+        elif name == "fake-verify-ct":
+            try:
+                claimed = float(value)
+            except ValueError:
+                raise ValueError(f"--sim-fault {spec!r}: expected fake-verify-ct=<accept length>, e.g. 2.5") from None
+            if not 1 <= claimed <= 100:
+                raise ValueError(f"--sim-fault {spec!r}: expected an accept length from 1 to 100")
+            values[key] = claimed
         elif name in ("slowdown", "boot-offset", "drift"):
             try:
                 number = float(value)

@@ -311,6 +311,8 @@ class Handler(BaseHTTPRequestHandler):
             meta["decode_throughput"] = len(st.output_ids) / (now - first_token_at)
         if self.state.spec is not None:
             meta.update(spec_counters(st, self.state.meta_names))
+            if self.state.faults.fake_verify_ct:  # only the count: the other counters stay the true ones
+                meta["spec_verify_ct"] = max(1, round(len(st.output_ids) / self.state.faults.fake_verify_ct))
         return meta
 
     def _run(self, gen: Generation, stream: bool, logprobs: LogprobAsk) -> None:

@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -19,10 +19,13 @@ from specgate.atomic import write_json_atomic
 from specgate.documents import problem, read_document
 from specgate.errors import BaselineError
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.noise import BootSpread
+from specgate.verdicts.noise import BootSpread, between_boot_spread
 
 FORMAT = "specgate-calibration/1"
 KINDS = ("decode_tps", "speedup")
+# How far a stated spread may sit from the one its per-boot figures give (plus 2% of it): the
+# figures are stored rounded, a hand edit moves it further.
+SPREAD_AGREEMENT = 0.002
 
 
 @dataclass(frozen=True)
@@ -50,11 +53,15 @@ def calibration_path(root: Path, deployment: str, fingerprint: Fingerprint) -> P
 
 
 class _Spread(BaseModel):
-    """One figure's between-boot spread (SD of log(figure)); the analysis beside it is kept as written."""
+    """One figure's between-boot spread (SD of log(figure)) and the per-boot figures it was
+    estimated from (calibrate.analyse writes both); the rest of the analysis is kept as written."""
 
     model_config = ConfigDict(extra="allow", strict=True)
     between_boot_log_sd: float | None = None
     between_boot_log_sd_upper: float | None = None  # the 80% upper bound: what the judge uses where present
+    boot_medians: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
+    within_log_sd: Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)] | None = None
+    requests_per_boot: Annotated[int, Field(ge=1)] | None = None
 
     @field_validator("between_boot_log_sd", "between_boot_log_sd_upper")
     @classmethod
@@ -70,6 +77,37 @@ class _Spread(BaseModel):
             "between_boot_log_sd_upper" if "between_boot_log_sd_upper" in self.model_fields_set else "between_boot_log_sd"
         )
         return key, getattr(self, key)
+
+    def estimation_problem(self) -> str | None:
+        """Why the spread used cannot stand (None where it can): a spread of 0 says boots never
+        differ, which no A/A rounds can show, and it would take the between-boot noise (and the
+        warning that it is unknown) out of every one-boot interval; a spread must be estimable from
+        at least two boots' figures, and be what those figures give."""
+        key, value = self.used()
+        if value is not None and value <= 0:
+            return (
+                f"'{key}': expected a spread above 0, got {value}: no A/A rounds show that boots never differ "
+                "(a spread of 0 would remove the between-boot noise from every interval)"
+            )
+        if self.boot_medians is None or self.within_log_sd is None or self.requests_per_boot is None:
+            return (
+                f"'{key}': not estimable from this record: expected the per-boot figures it was estimated from "
+                "(boot_medians, within_log_sd, requests_per_boot), as specgate calibrate writes them; a spread "
+                "known from elsewhere goes into the deployment's [gates.between_boot], with its source"
+            )
+        if len(self.boot_medians) < 2:
+            return f"'boot_medians': expected the medians of at least 2 boots, got {len(self.boot_medians)}"
+        logs = [math.log(m) for m in self.boot_medians]
+        point, upper = between_boot_spread(logs, self.within_log_sd, self.requests_per_boot)
+        for field, computed in (("between_boot_log_sd", point), ("between_boot_log_sd_upper", upper)):
+            stated = getattr(self, field)
+            # The figures are stored rounded (medians to 4 decimals, SDs to 5): agreement within that.
+            if stated is not None and abs(stated - computed) > SPREAD_AGREEMENT + SPREAD_AGREEMENT * 10 * computed:
+                return (
+                    f"'{field}': states {stated}, but boot_medians, within_log_sd and requests_per_boot give "
+                    f"{computed:.5f}: the record was edited after specgate calibrate wrote it"
+                )
+        return None
 
 
 class _ConfigEntry(BaseModel):
@@ -118,6 +156,8 @@ def load_calibration(path: Path) -> Calibration:
             if value is None:
                 field = f"configs.{config}.{kind}.{key}"
                 raise BaselineError(path, f"calibration record malformed: field '{field}': expected a number, got None")
+            if (why := figure.estimation_problem()) is not None:
+                raise BaselineError(path, f"calibration record refused: field 'configs.{config}.{kind}.{why}")
             spread.setdefault(config, {})[kind] = float(value)
     return Calibration(path, fingerprint, record.provenance, record.boots, spread, data)
 
@@ -131,7 +171,18 @@ def find_calibration(root: Path, deployment: str, fingerprint: Fingerprint | Non
 
 
 def write_calibration(root: Path, deployment: str, fingerprint: Fingerprint, document: dict) -> Path:
+    """Stored only where the reader would take it (BaselineError "not written" otherwise: rounds
+    whose spread came out 0 are no calibration, whatever wrote them)."""
     path = calibration_path(root, deployment, fingerprint)
     document = {"format": FORMAT, "deployment": deployment, "fingerprint": fingerprint.as_dict(), **document}
+    try:
+        record = CalibrationRecord.model_validate(json.loads(json.dumps(document)))
+    except ValidationError as exc:
+        raise BaselineError(path, f"calibration NOT written: {problem(exc)}") from None
+    for config, entry in record.configs.items():
+        for kind in KINDS:
+            figure = getattr(entry, kind)
+            if figure is not None and (why := figure.estimation_problem()) is not None:
+                raise BaselineError(path, f"calibration NOT written: field 'configs.{config}.{kind}.{why}")
     write_json_atomic(path, document)
     return path

@@ -20,6 +20,7 @@ from pathlib import Path
 from specgate import provenance as run_provenance
 from specgate.deployment import MAX_BOOTS, AcceptFloorGate, BeatsGate, Deployment
 from specgate.equivalence.golden import GoldenAnswers
+from specgate.measure import accept_counts
 from specgate.measure.answer_end import past_the_end
 from specgate.measure.drafters import drafters
 from specgate.measure.drift import ReferenceDrift
@@ -441,6 +442,16 @@ class Judge:
                 verdict.notes.append(f"fidelity of {c.config}'s decode tok/s UNCHECKED ({c.why})")
         return verdict
 
+    def _counters_contradicted(self, name: str, config: str, concurrency: int) -> Verdict | None:
+        """A FAIL where the server's spec counters contradict each other (measure.accept_counts): an
+        accept length from a miscounted spec_verify_ct is no figure, and must never pass a gate."""
+        found = accept_counts.contradiction(
+            self._record_of(config, concurrency), self.deployment.configs[config].max_tokens_per_step
+        )
+        if found is None:
+            return None
+        return Verdict(name, config, FAIL, f"{found} — FAILS: the accept length cannot be told", [], {"counters": found})
+
     # --- the beats gate ---------------------------------------------------------------
     def _vacuous(self, name: str, config: str, found: vacuity.Vacuity | None) -> Verdict | None:
         """A threshold under which this gate cannot fail: VACUOUS, before any figure is looked at."""
@@ -670,6 +681,8 @@ class Judge:
                     "speculation is silently off, or this SGLang spells the counter differently",
                 )
             )
+        if (contradicted := self._counters_contradicted(name, gate.config, gate.concurrency)) is not None:
+            return self._record(contradicted)  # measuring more of a miscounting server decides nothing
         looks = planned_looks(self.plan.per_boot([gate.config], gate.concurrency), wl.max_repeats, self._batch())
         status, tau, taken = decide_sequentially(
             interval_at,
@@ -746,6 +759,8 @@ class Judge:
                         notes.append(walk_note(compared, gate.at_least))
                     elif unwalked:
                         notes.append(f"training's walk has no figure for {', '.join(unwalked)}: not compared with it")
+        if (contradicted := self._counters_contradicted(name, gate.config, gate.concurrency)) is not None:
+            return self._record(contradicted)  # a request measured since the first look miscounted
         if status == PASS:
             return self._record(Verdict(name, gate.config, PASS, head, notes, figures, noise))
         suffix = (
@@ -1133,6 +1148,8 @@ class Judge:
                 "speculation is silently off, or this SGLang spells the counter differently",
                 notes,
             )
+        if (contradicted := self._counters_contradicted(name, config, concurrency)) is not None:
+            return contradicted
         if figs.accept_length is None or any(v is None for v in figs.verify_ct):
             return Verdict(name, config, NOT_COMPARED, f"{stored.path.name} holds no accept length for {config}", notes)
         bar = figs.accept_length * (1 - tol)

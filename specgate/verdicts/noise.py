@@ -19,6 +19,26 @@ import numpy as np
 from specgate.measure.pairing import Series, groups, pooled
 from specgate.measure.stats import Interval, median_interval, two_level_median, widened
 
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # SD of a sample median ≈ 1.2533·σ/√n for normal data
+# A spread estimated from a handful of boots is itself uncertain (from 3 boots its SD can be
+# a third of the truth): gates use its one-sided 80% upper bound, so that an unlucky
+# calibration errs towards wider intervals, never towards false alarms.
+UPPER_BOUND = 0.8
+
+
+def between_boot_spread(log_medians: list[float], within_log_sd: float, requests: int) -> tuple[float, float]:
+    """The between-boot SD of log(figure) from A/A rounds (calibrate.analyse), and its one-sided
+    UPPER_BOUND upper bound: the variance of the boots' log medians less what the within-boot noise
+    alone gives a median of `requests` requests (never below 0). One definition for the record's
+    writer and for its reader, which recomputes what a record states."""
+    from scipy.stats import chi2
+
+    spread = float(np.var(log_medians, ddof=1))
+    median_noise = (MEDIAN_EFFICIENCY * within_log_sd) ** 2 / requests
+    df = len(log_medians) - 1
+    upper_spread = df * spread / float(chi2.ppf(1 - UPPER_BOUND, df))
+    return math.sqrt(max(0.0, spread - median_noise)), math.sqrt(max(0.0, upper_spread - median_noise))
+
 
 @dataclass(frozen=True)
 class BootSpread:

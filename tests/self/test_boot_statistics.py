@@ -315,7 +315,7 @@ def test_detect_is_read_and_bounded_with_its_field_named():
     data.setdefault("gates", {})["detect"] = 0.1
     assert parse_deployment(data, Path("x.toml")).gates.detect == 0.1
     data["gates"]["detect"] = 1.5
-    with pytest.raises(DeploymentError, match=r"gates\.detect.*expected a number <= 0\.9, got 1\.5"):
+    with pytest.raises(DeploymentError, match=r"gates\.detect.*expected a number >= 0\.001 and <= 0\.9, got 1\.5"):
         parse_deployment(data, Path("x.toml"))
 
 

@@ -8,6 +8,7 @@ import copy
 import json
 import math
 import os
+import re
 import stat
 
 import pytest
@@ -158,3 +159,122 @@ def test_identity_fields_read_as_before(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(BaselineError, match="field 'fingerprint'"):
         load_baseline(path)
+
+
+def _stored_copy(root):
+    """A copy of the simulator's stored documents (baseline, replay file) under `root`/sim, with the
+    committed calibration record of another deployment beside them."""
+    import shutil
+
+    shutil.copytree(REPO_ROOT / "baselines" / "sim", root / "sim")
+    record = next((REPO_ROOT / "baselines").glob("*/calibration/*.json"))
+    (root / "sim" / "calibration").mkdir()
+    shutil.copy(record, root / "sim" / "calibration" / record.name)
+    return root / "sim"
+
+
+def _edit(path, change):
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+BROKEN_STORED = [
+    ("baseline", lambda f: _edit(next(f.glob("*.json")), setter(("n",), 0)), f"field '{AT}.n'"),
+    (
+        "calibration",
+        lambda f: _edit(next((f / "calibration").glob("*.json")), lambda d: d.update(boots="three")),
+        "field 'boots'",
+    ),
+    (
+        "replay",
+        lambda f: _edit(f / "equivalence" / "replay.json", lambda d: d["cases"][0]["case"].update(stop=".")),
+        "field 'cases[0].case.stop'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("broken", "field"), [b[1:] for b in BROKEN_STORED], ids=[b[0] for b in BROKEN_STORED])
+def test_every_stored_document_is_read_before_anything_boots(tmp_path, broken, field):
+    from specgate.verdicts.stored_files import check_stored_documents
+
+    folder = _stored_copy(tmp_path)
+    assert check_stored_documents(tmp_path, "sim") == 3
+    broken(folder)
+    with pytest.raises(BaselineError, match=re.escape(field)) as err:
+        check_stored_documents(tmp_path, "sim")
+    assert str(folder) in str(err.value)
+
+
+def test_a_run_refuses_a_broken_stored_file_at_its_start_naming_file_and_field(sim_deployment, pytester):
+    """Before: the replay file's error came as a stack from the first equivalence test, the
+    baseline's and calibration's from the gates, after every server had booted and measured."""
+    d = sim_deployment()
+    folder = _stored_copy(d.baselines_dir)
+    BROKEN_STORED[2][1](folder)
+    result = d.run(pytester)
+    assert result.ret == 4, result.stdout.str()[-2000:]  # pytest's usage error: `specgate run` exits 2 on it
+    err = result.stderr.str()
+    assert f"specgate: {folder / 'equivalence' / 'replay.json'}: equivalence replay file malformed: field" in err, err
+    assert "Traceback" not in err + result.stdout.str()
+    assert not (d.report_dir / "logs").exists()  # no server was started
+
+
+def test_check_refuses_what_the_run_would_refuse_at_its_start(tmp_path, capsys):
+    import dataclasses
+
+    from specgate import cli, project
+
+    folder = _stored_copy(tmp_path / "baselines")
+    BROKEN_STORED[0][1](folder)
+    project.use(dataclasses.replace(project.current(), baselines_dir=tmp_path / "baselines"))
+    try:
+        code = cli.main(["check", "sim"])
+    finally:
+        project.use(None)
+    assert code == 2 and f"field '{AT}.n'" in capsys.readouterr().err
+
+
+CALIBRATION = next((REPO_ROOT / "baselines").glob("*/calibration/*.json"))
+SPREAD = "configs.baseline.decode_tps"
+
+
+def _figure(doc):
+    return doc["configs"]["baseline"]["decode_tps"]
+
+
+HOSTILE_CALIBRATIONS = [
+    ("zero-spread", lambda f: f.update(between_boot_log_sd=0.0, between_boot_log_sd_upper=0.0), "spread above 0"),
+    ("zero-upper-only", lambda f: f.update(between_boot_log_sd_upper=0.0), "spread above 0"),
+    ("no-per-boot-figures", lambda f: f.pop("boot_medians"), "not estimable from this record"),
+    ("one-boot", lambda f: f.update(boot_medians=f["boot_medians"][:1]), "at least 2 boots"),
+    ("understated", lambda f: f.update(between_boot_log_sd_upper=f["between_boot_log_sd_upper"] / 4), "states"),
+    ("medians-moved", lambda f: f.update(boot_medians=[f["boot_medians"][0]] * len(f["boot_medians"])), "states"),
+]
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"), [h[1:] for h in HOSTILE_CALIBRATIONS], ids=[h[0] for h in HOSTILE_CALIBRATIONS]
+)
+def test_a_calibration_whose_spread_is_zero_or_not_its_rounds_is_refused(tmp_path, edit, expected):
+    """A hand-written spread of 0 once passed and took the between-boot warning out of every gate."""
+    doc = json.loads(CALIBRATION.read_text())
+    edit(_figure(doc))
+    path = tmp_path / CALIBRATION.name
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineError, match=f"field '{re.escape(SPREAD)}.*{expected}") as err:
+        load_calibration(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_calibration_with_a_zero_spread_is_never_written(tmp_path):
+    from specgate.verdicts.calibration import write_calibration
+
+    doc = json.loads(CALIBRATION.read_text())
+    fingerprint = Fingerprint.from_dict(doc.pop("fingerprint"))
+    for key in ("format", "deployment"):
+        doc.pop(key)
+    _figure(doc).update(between_boot_log_sd=0.0, between_boot_log_sd_upper=0.0, boot_medians=[100.0, 100.0])
+    with pytest.raises(BaselineError, match="calibration NOT written: .*spread above 0"):
+        write_calibration(tmp_path, "sim", fingerprint, doc)
+    assert not list(tmp_path.rglob("*.json"))

@@ -4,6 +4,7 @@ with the file, the field and what was expected, never a traceback later in the r
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import tomli_w
@@ -11,6 +12,7 @@ from helpers import merge, sim_deployment_dict
 
 from specgate.deployment import load_deployment, parse_deployment
 from specgate.errors import DeploymentError
+from specgate.project import find_project
 from specgate.server.local import LocalLauncher
 
 
@@ -39,6 +41,14 @@ HOSTILE = [
     ({"workload": {"request_timeout_s": math.inf}}, "workload.request_timeout_s", "finite"),
     ({"gates": {"tolerance": {"decode_tps": math.nan}}}, "gates.tolerance.decode_tps", "finite"),
     ({"equivalence": {"tie_margin": math.inf}}, "equivalence.tie_margin", "finite"),
+    # Durations and fractions past their bounds: a deadline of 1e30 s overflowed the timers under every
+    # request, and a tolerance of 1 (100%) put the bar at log(0), both after `check` had passed them
+    ({"workload": {"request_timeout_s": 1e30}}, "workload.request_timeout_s", ">= 0.1 and <= 86400"),
+    ({"launch": {"boot_timeout_s": 1e308}}, "launch.boot_timeout_s", ">= 0.1 and <= 86400"),
+    ({"launch": {"shutdown_timeout_s": 1e9}}, "launch.shutdown_timeout_s", "<= 3600"),
+    ({"gates": {"tolerance": {"decode_tps": 1.0}}}, "gates.tolerance.decode_tps", ">= 0 and <= 0.999, got 1"),
+    ({"gates": {"beats": [{"config": "eagle3-decode", "ratio": 1e300}]}}, "gates.beats[0].ratio", "<= 100"),
+    ({"equivalence": {"tie_margin": 1e9}}, "equivalence.tie_margin", "<= 10"),
     # 2: absurd sizes
     ({"workload": {"max_new_tokens": 100_000_000}}, "workload.max_new_tokens", "<= 1048576"),
     ({"equivalence": {"max_new_tokens": 100_000_000}}, "equivalence.max_new_tokens", "<= 1048576"),
@@ -90,3 +100,42 @@ def test_json_valued_flags_need_no_escaping(tmp_path):
 def test_gpu_count_given_as_a_number_string_is_accepted(tmp_path):
     dep = parse_deployment(merge(sim_deployment_dict(), {"hardware": {"gpu_count": "2"}}), tmp_path / "d.toml")
     assert dep.hardware["gpu_count"] == "2"
+
+
+def test_a_utf8_byte_order_mark_is_named_not_invalid_statement(tmp_path):
+    path = tmp_path / "dep.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + tomli_w.dumps(sim_deployment_dict()).encode())
+    with pytest.raises(DeploymentError, match="starts with a byte-order mark") as err:
+        load_deployment(str(path))
+    assert err.value.path == path
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_deployment_that_is_no_regular_file_is_named_for_what_it_is(tmp_path, kind):
+    """A FIFO is never opened (that would wait for a writer forever); neither is "no such file"."""
+    path = tmp_path / "dep.toml"
+    path.mkdir() if kind == "directory" else os.mkfifo(path)
+    expected = "is a directory" if kind == "directory" else "is not a regular file"
+    for given in (str(path), str(tmp_path)) if kind == "directory" else (str(path),):
+        with pytest.raises(DeploymentError, match=expected):
+            load_deployment(given)
+
+
+def test_nul_in_specgate_toml_is_named_not_a_traceback(tmp_path):
+    (tmp_path / ".git").mkdir()  # the project's root: its settings are never a parent folder's
+    settings = tmp_path / "specgate.toml"
+    settings.write_bytes(b'deployment = "sim"\x00\n')
+    with pytest.raises(DeploymentError, match=r"holds a NUL byte \(line 1\)"):
+        find_project(tmp_path)
+    for key in ("deployment", "deployments", "baselines", "report_dir"):
+        settings.write_text(f'{key} = "a\\u0000b.toml"\n')  # TOML's escape: a NUL inside a string
+        with pytest.raises(DeploymentError, match="holds a NUL character") as err:
+            find_project(tmp_path)
+        assert err.value.field == key and err.value.path == settings
+
+
+def test_nul_in_a_deployment_string_is_refused_at_load(tmp_path):
+    data = merge(sim_deployment_dict(), {"configs": {"baseline": {"args": ["--x", "a\x00b"]}}})
+    with pytest.raises(DeploymentError, match="holds a NUL character") as err:
+        load_deployment(str(write(tmp_path, data)))
+    assert err.value.field == "configs.baseline.args[1]"
