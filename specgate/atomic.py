@@ -7,6 +7,7 @@ a write killed half-way must leave the old file intact and no temp file that
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -42,3 +43,15 @@ def write_json_atomic(path: Path, document: object) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def ensure_writable(folder: Path) -> None:
+    """Raise OSError unless a file can be written into `folder` (made later where it is missing),
+    leaving nothing behind: checked before a run whose end writes there, not after it."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder, is in the way", str(existing))
+    with tempfile.TemporaryFile(dir=existing):
+        pass

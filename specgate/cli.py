@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specgate import project
+from specgate import interrupts, project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import ReportError, SpecgateError
 from specgate.secrets import api_key, mask_standard_streams, write_masked
@@ -231,7 +231,7 @@ def _rejudge(args: argparse.Namespace, extra: list[str]) -> int:
             raise SpecgateError(f"rejudge takes no pytest arguments, got {' '.join(extra)}")
         report = read_report(Path(args.report))
         if isinstance(report, ErrorReport):
-            raise SpecgateError(f"{args.report}: an ERROR report ({report.error}) holds no judged answers")
+            raise SpecgateError(f"{args.report}: an {report.overall} report ({report.error}) holds no judged answers")
         if report.schema_version < 5:
             raise SpecgateError(
                 f"{args.report}: schema_version {report.schema_version} keeps no answers (5 and later do): "
@@ -607,39 +607,110 @@ def main(argv: list[str] | None = None) -> int:
         return _init(args)
     if args.command == "schema":
         return _schema(args)
+    if args.command == "check":
+        return _check(args)
+    # First: a stop signal from here on ends the command cleanly (specgate.interrupts), never as
+    # a raw traceback or a silent 143 that leaves the previous run's report standing.
+    with interrupts.installed():
+        if args.command in ("run", "baseline"):
+            return _run(args, extra)
+        try:
+            dep = load_deployment(args.deployment)
+        except SpecgateError as exc:
+            print(f"specgate: error: {exc}", file=sys.stderr)
+            return 2
+        if args.command == "sweep":
+            return _sweep(args, dep)
+        return _calibrate(args, dep)
+
+
+def _check(args: argparse.Namespace) -> int:
     try:
-        if hasattr(args, "report_dir"):
-            args.report_dir_given = args.report_dir is not None
-            args.report_dir = args.report_dir or str(project.current().report_dir)
         dep = load_deployment(args.deployment)
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
-    if args.command == "check":
-        print(describe(dep))
-        for warning in launch_warnings(dep):
-            print(f"  WARNING: {warning}")
-        from specgate.verdicts.planned import sensitivity_lines
-        from specgate.verdicts.stored_files import check_stored_documents
+    print(describe(dep))
+    for warning in launch_warnings(dep):
+        print(f"  WARNING: {warning}")
+    from specgate.verdicts.planned import sensitivity_lines
+    from specgate.verdicts.stored_files import check_stored_documents
 
-        try:  # what a run would refuse at its start (specgate.plugin), refused here too
-            stored = check_stored_documents(project.current().baselines_dir, dep.name)
+    try:  # what a run would refuse at its start (specgate.plugin), refused here too
+        stored = check_stored_documents(project.current().baselines_dir, dep.name)
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(sensitivity_lines(dep, project.current().baselines_dir)))
+    print(f"  stored documents under {project.current().baselines_dir / dep.name}: {stored} read, all usable")
+    return 0
+
+
+def _run(args: argparse.Namespace, extra: list[str]) -> int:
+    """`specgate run` and `specgate baseline update`: the report folder is taken first (refused
+    where another run holds it or it holds files specgate did not write; the previous run's
+    report removed), before anything else can fail or be interrupted."""
+    from specgate.report.folder import ReportFolder, claim
+
+    folder: ReportFolder | None = None
+    try:
+        try:
+            args.report_dir_given = args.report_dir is not None
+            args.report_dir = args.report_dir or str(project.current().report_dir)
+            folder = claim(Path(args.report_dir), _report_dir_source(args))
         except SpecgateError as exc:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
-        print("\n".join(sensitivity_lines(dep, project.current().baselines_dir)))
-        print(f"  stored documents under {project.current().baselines_dir / dep.name}: {stored} read, all usable")
-        return 0
-    if args.command == "sweep":
-        return _sweep(args, dep)
-    if args.command == "calibrate":
-        return _calibrate(args, dep)
+        for note in folder.notes:
+            print(f"specgate: {note}", file=sys.stderr)
+        return _gate(args, extra, folder.path)
+    except KeyboardInterrupt:
+        return _interrupted_before_gate(folder.path if folder else None)
+    finally:
+        if folder is not None:
+            folder.release()
+
+
+def _interrupted_before_gate(report_dir: Path | None) -> int:
+    """A signal before pytest's session began (loading the deployment, pytest's imports): the
+    report says INTERRUPTED, as the exit code does."""
+    interrupts.seal()
+    if report_dir is not None and (report_dir / "report.json").exists():
+        return _closing(report_dir, int(EXIT_INTERRUPTED), 0.0, False)  # pytest had written one: it is marked
+    return _short_interrupted(report_dir)
+
+
+def _short_interrupted(report_dir: Path | None) -> int:
+    from specgate.report.files import interrupted_before_gate, write_short_report
+
+    signum = interrupts.received()
+    how = interrupts.name(signum) if signum is not None else "Ctrl-C"
+    why = f"the run was interrupted ({how}) before the gate started: no server was booted, nothing was judged"
+    if report_dir is not None:
+        try:
+            write_short_report(report_dir, interrupted_before_gate(why))
+        except OSError as exc:
+            print(f"specgate: INTERRUPTED report NOT written to {report_dir}: {exc}", file=sys.stderr)
+    where = f" — report in {report_dir / 'report.md'}" if report_dir is not None else ""
+    print(f"specgate: INTERRUPTED ({why}){where}", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
     update = args.command == "baseline"
+    try:
+        dep = load_deployment(args.deployment)
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
     if update and (refused := _dirty_tree_refusal("specgate baseline update")) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
     if args.examples is not None and args.examples < 1:
         print("specgate: error: --examples: expected a positive integer", file=sys.stderr)
+        return 2
+    if update and (refused := _unwritable_baselines(args, dep)) is not None:
+        print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
     print(describe(dep), flush=True)
     import pytest
@@ -652,20 +723,24 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from specgate.plugin import clear_previous_report
-
-    report_dir = Path(args.report_dir).resolve()
     started = time.time()
-    try:
-        # Before pytest starts (seconds of imports): an interrupt then must not leave the
-        # previous run's report standing as if it were this run's.
-        clear_previous_report(report_dir, dep, _report_dir_source(args))
-        code = int(pytest.main(pytest_args))  # a usage error comes back as pytest's exit 4 (bad input)
-    except KeyboardInterrupt:
-        print("specgate: INTERRUPTED before the gate started: no verdict, no report", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    code = int(pytest.main(pytest_args))  # a usage error comes back as pytest's exit 4 (bad input)
+    interrupts.seal()  # the run is over: a signal now is recorded, and the report marked by it
     _drop_empty_benchmark_file(report_dir)
-    return _closing(Path(args.report_dir).resolve(), code, started, args.allow_uncompared or update)
+    return _closing(report_dir, code, started, args.allow_uncompared or update)
+
+
+def _unwritable_baselines(args: argparse.Namespace, dep: Deployment) -> str | None:
+    """Checked before anything boots: an update whose figures cannot be stored is not worth its run."""
+    from specgate.atomic import ensure_writable
+
+    root = Path(args.baselines_dir).resolve() if args.baselines_dir else project.current().baselines_dir
+    source = "--baselines-dir" if args.baselines_dir else "the project's baselines folder"
+    try:
+        ensure_writable(root / dep.name)
+    except OSError as exc:
+        return f"{source} ({root}): the baseline update could not store its figures there: {exc}"
+    return None
 
 
 def _drop_empty_benchmark_file(report_dir: Path) -> None:
@@ -743,6 +818,11 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         else:
             overall = report.overall
             reasons = [] if isinstance(report, ErrorReport) else report.overall_reasons
+    if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
+        report = _mark_late(report_dir, report)
+        overall, reasons = report.overall, [] if isinstance(report, ErrorReport) else report.overall_reasons
+    if overall is None and interrupts.received() is not None:
+        return _short_interrupted(report_dir)
     if overall is None:
         if pytest_code in (3, 4):  # pytest's internal and usage errors: the input or the setup
             print(f"specgate: ERROR — no report (pytest exit code {pytest_code})")
@@ -751,6 +831,10 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         return EXIT_PARTIAL if pytest_code in (0, 5) and not partial_allowed else (EXIT_ERROR if pytest_code else 0)
     why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
     print(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}")
+    if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
+        report = _mark_late(report_dir, report)  # came while the line above was said
+        overall = report.overall
+        print(f"specgate: {overall} (a signal after the line above) — report in {report_dir / 'report.md'}")
     if os.environ.get("GITHUB_ACTIONS") == "true" and report is not None:
         for line in github_annotations(report):
             print(line)
@@ -765,6 +849,22 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     if overall == RunVerdict.PARTIAL:
         return EXIT_PASS if partial_allowed and pytest_code == 0 else EXIT_PARTIAL
     return EXIT_ERROR
+
+
+def _mark_late(report_dir: Path, report: AnyReport) -> AnyReport:
+    """The report on disk marked INTERRUPTED: a signal came after pytest wrote it."""
+    from specgate.report.files import late_interruption, mark_interrupted, write_marked
+
+    signum = interrupts.received()
+    marked = mark_interrupted(report, late_interruption(interrupts.name(signum) if signum is not None else "a signal"))
+    messages: list[str] = []
+    try:
+        write_marked(report_dir, marked, messages)
+    except OSError as exc:
+        messages.append(f"report NOT marked INTERRUPTED: {exc}")
+    for message in messages:
+        print(f"specgate: {message}", file=sys.stderr)
+    return marked
 
 
 def _report_dir_source(args: argparse.Namespace) -> str:
@@ -937,6 +1037,10 @@ def _sweep(args: argparse.Namespace, dep: Deployment) -> int:
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return _sweep_interrupted(dep, state, report_dir)
+    if interrupts.received() is not None:  # came after the last point, while the state was saved
+        return _sweep_interrupted(dep, state, report_dir)
     table = render_sweep(outcome.plan, outcome.state, outcome.complete)
     try:
         report_dir.mkdir(parents=True, exist_ok=True)
@@ -950,6 +1054,32 @@ def _sweep(args: argparse.Namespace, dep: Deployment) -> int:
         return 3
     print(f"specgate: sweep complete — table in {report_dir / 'sweep.md'}, state in {state}")
     return 0
+
+
+def _sweep_interrupted(dep: Deployment, state_path: Path, report_dir: Path) -> int:
+    """A stopped sweep keeps every point measured so far (the state is saved after each), and
+    says how to go on from them."""
+    from specgate.sweep.plan import plan_sweep
+    from specgate.sweep.state import SweepState
+    from specgate.sweep.table import render_sweep
+
+    interrupts.seal()
+    signum = interrupts.received()
+    how = interrupts.name(signum) if signum is not None else "Ctrl-C"
+    try:
+        plan = plan_sweep(dep)
+        table = render_sweep(plan, SweepState.open(state_path, dep.name, plan.digest), False)
+        report_dir.mkdir(parents=True, exist_ok=True)
+        (report_dir / "sweep.md").write_text(table)
+        print(table, end="")
+    except (SpecgateError, OSError) as exc:
+        print(f"specgate: sweep.md NOT written: {exc}", file=sys.stderr)
+    print(
+        f"specgate: sweep INTERRUPTED ({how}): every server was stopped; the points measured so far are kept in "
+        f"{state_path}; run the same command again to resume from it",
+        file=sys.stderr,
+    )
+    return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

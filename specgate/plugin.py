@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from specgate import project
-from specgate.atomic import write_json_atomic
+from specgate import interrupts, project
+from specgate.atomic import ensure_writable
 from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
@@ -27,16 +27,26 @@ from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import Measurements, SpeedMeter
 from specgate.provenance import commit_info_from_environment, git_commit, provenance
 from specgate.report.build import build_report
-from specgate.report.chart import render_chart
+from specgate.report.files import (
+    interrupted_before_gate,
+    late_interruption,
+    mark_interrupted,
+    short_markdown,
+    write_marked,
+    write_report,
+    write_short_report,
+)
+from specgate.report.folder import ReportFolder, ReportFolderError
+from specgate.report.folder import claim as claim_folder
 from specgate.report.markdown import render_markdown
-from specgate.report.model import SCHEMA_VERSION, ErrorReport, Report
+from specgate.report.model import SCHEMA_VERSION, AnyReport, ErrorReport, Report
 from specgate.report.progress import BootDisplay
 from specgate.resources import gate_tests_dir
 from specgate.secrets import mask_standard_streams, masked, write_masked
 from specgate.server.pool import LiveServer
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
-from specgate.verdicts.gates import BASELINE_NOT_RECORDED, BASELINE_RECORDED
+from specgate.verdicts.gates import BASELINE_NOT_RECORDED, BASELINE_RECORDED, RunVerdict
 from specgate.verdicts.judge import Judge, baseline_document
 from specgate.verdicts.stored_files import check_stored_documents
 from specgate.verdicts.stored_reference import MeasuredView, StoredReference
@@ -44,10 +54,12 @@ from specgate.verdicts.stored_reference import MeasuredView, StoredReference
 _DEPLOYMENT = pytest.StashKey[Deployment]()
 _SESSION = pytest.StashKey[GateSession]()
 _PHASES = pytest.StashKey[dict[str, tuple[str, str]]]()
-_REPORT = pytest.StashKey[Report]()
+_REPORT = pytest.StashKey[AnyReport]()
 _MESSAGES = pytest.StashKey[list[str]]()
 _PREVIOUS_PROJECT = pytest.StashKey[project.Project | None]()
 _CANNOT_BOOT = pytest.StashKey[str]()  # why a gate a plain pytest collected cannot run on this host
+_FOLDER = pytest.StashKey[ReportFolder]()  # the report folder this run holds (specgate.report.folder)
+_OWN_SIGNALS = pytest.StashKey[bool]()  # this pytest installed the stop-signal handler (no CLI around it)
 
 PHASE_ORDER = {"golden": 0, "equivalence": 1, "speed": 2, "gates": 3}
 # The fixtures that set up the session (and so boot servers): a user's test asking for one is
@@ -144,10 +156,19 @@ def pytest_configure(config: pytest.Config) -> None:
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
         mask_standard_streams()  # a usage error below is printed past pytest's terminal writer
+        if config.option.collectonly:
+            return  # nothing runs: the report folder, its lock and the last report stay as they are
+        # First, before the deployment is read: a signal from here on ends the run with an
+        # INTERRUPTED report, and the previous run's report never stands beside this one.
+        config.stash[_OWN_SIGNALS] = interrupts.install()
+        try:
+            config.stash[_FOLDER] = claim_folder(report_dir(config), _named_by(config, "report_dir"))
+        except ReportFolderError as exc:
+            raise pytest.UsageError(f"specgate: {exc}") from None
+        config.stash[_MESSAGES].extend(config.stash[_FOLDER].notes)
         dep = deployment(config)  # a bad file named on the command line fails before collection
         if gate_too and not dep.simulator:
             _note_cannot_boot(config, dep, found)
-        clear_previous_report(report_dir(config), dep, _named_by(config, "report_dir"))
         baselines = baselines_dir(config)
         if baselines.exists() and not baselines.is_dir():
             raise pytest.UsageError(
@@ -157,6 +178,14 @@ def pytest_configure(config: pytest.Config) -> None:
             check_stored_documents(baselines, dep.name)
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
+        if config.getoption("specgate_update_baselines"):
+            try:
+                ensure_writable(baselines / dep.name)
+            except OSError as exc:
+                raise pytest.UsageError(
+                    f"specgate: {_named_by(config, 'baselines_dir')} ({baselines}): the baseline update could not "
+                    f"store its figures there: {exc}"
+                ) from None
 
 
 def _collects_gate(config: pytest.Config, found: project.Project) -> bool:
@@ -208,20 +237,6 @@ def report_dir(config: pytest.Config) -> Path:
 def baselines_dir(config: pytest.Config) -> Path:
     chosen = config.getoption("specgate_baselines_dir")
     return Path(chosen).resolve() if chosen else project.current().baselines_dir
-
-
-def clear_previous_report(out: Path, dep: Deployment, source: str = "--report-dir") -> None:
-    """A report left from the previous run must never stand beside this run's logs: if this
-    run dies before writing its own, no old PASS may be read as its verdict. Only specgate's
-    own files go; the folder may hold anything else."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        stale = [out / n for n in ("report.md", "report.json", "report.png", f"{dep.name}-golden.json")]
-        stale += list((out / "logs").glob("*.log")) if (out / "logs").is_dir() else []
-        for path in stale:
-            path.unlink(missing_ok=True)
-    except OSError as exc:
-        raise pytest.UsageError(f"specgate: {source} ({out}): cannot be used as the report folder: {exc}") from None
 
 
 def deployment(config: pytest.Config) -> Deployment:
@@ -513,49 +528,77 @@ def _cause(report: pytest.TestReport) -> str:
     return (lines[0] if lines else "failed")[:400]
 
 
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """pytest is handling the first interrupt: a second one raised from here on would escape
+    pytest.main and leave no report, so later signals are only recorded (specgate.interrupts)."""
+    interrupts.seal()
+
+
+def _interruption(session: pytest.Session, gate: GateSession, exitstatus: int) -> str | None:
+    """Why the run has no verdict, where a signal or Ctrl-C came before the report was written."""
+    signum = interrupts.received()
+    if not (exitstatus == pytest.ExitCode.INTERRUPTED or gate.pool.cancelled or signum is not None):
+        return None
+    how = interrupts.name(signum) if signum is not None else "a signal or Ctrl-C"
+    t = gate.tally()
+    if t.passed + t.failed + t.skipped >= len(session.items):
+        # Every verdict was reached; the stop came while the servers were being stopped.
+        return (
+            f"the run was interrupted ({how}) after every test had run, while it stopped its "
+            "servers: no verdict, though every gate above was judged"
+        )
+    return (
+        f"the run was interrupted ({how}) before every test ran: no verdict: nothing after the "
+        "interruption was judged"
+    )
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    interrupts.seal()  # the run's end: a signal from here on is recorded, and the report says it
     config = session.config
     if _SESSION not in config.stash:
+        if _FOLDER in config.stash and (exitstatus == pytest.ExitCode.INTERRUPTED or interrupts.received()):
+            signum = interrupts.received()
+            how = interrupts.name(signum) if signum is not None else "a signal or Ctrl-C"
+            why = f"the run was interrupted ({how}) before any gate test started: no server was booted"
+            short = interrupted_before_gate(why)
+            config.stash[_REPORT] = short
+            _write_short(config.stash[_FOLDER].path, short, config.stash[_MESSAGES])
         return
     gate = config.stash[_SESSION]
     gate.close()  # normally done already by the fixture; after Ctrl-C this is the cleanup
     messages = config.stash[_MESSAGES]
-    interrupted = None
-    if exitstatus == pytest.ExitCode.INTERRUPTED or gate.pool.cancelled:
-        t = gate.tally()
-        if t.passed + t.failed + t.skipped >= len(session.items):
-            # Every verdict was reached; the stop came while the servers were being stopped.
-            interrupted = (
-                "the run was interrupted (a signal or Ctrl-C) after every test had run, while it stopped its "
-                "servers: no verdict, though every gate above was judged"
-            )
-        else:
-            interrupted = (
-                "the run was interrupted (a signal or Ctrl-C) before every test ran: no verdict: nothing after the "
-                "interruption was judged"
-            )
+    interrupted = _interruption(session, gate, exitstatus)
     _pool_into_history(gate, messages, interrupted)
+    report: AnyReport
     try:
         fingerprint, report = _write_report(gate, messages, interrupted)
     except Exception as exc:  # a report must exist and say the run failed, whatever broke it
-        _write_error_report(gate.options.report_dir, exc, messages)
+        report = _write_error_report(gate.options.report_dir, exc, messages)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if gate.options.update_baselines:
             messages.append("baseline NOT written: the run's report could not be built")
+        config.stash[_REPORT] = report
+        _settle(config)
         return
     if gate.options.update_baselines:
-        lead = _update_baselines(session, gate, fingerprint, interrupted)
+        first = report.overall
+        lead, not_written = _update_baselines(session, gate, fingerprint, interrupted)
         try:
             # Written again with what was stored (or why nothing was) as its first line; the
-            # messages of the first build (chart, diagnosis) are not said twice.
-            _, report = _write_report(gate, [], interrupted, lead=lead, chart=False)
+            # messages of the first build (chart, diagnosis) are not said twice. An update that
+            # stored nothing failed (unless interrupted, which its report says instead).
+            built = _build(gate, [], interrupted, lead=lead, not_recorded=not_written)
+            write_report(gate.options.report_dir, built, chart=built.overall != first, messages=messages)
+            report = built
         except Exception as exc:
             messages.append(f"report NOT rewritten with what the baseline update stored: {type(exc).__name__}: {exc}")
     config.stash[_REPORT] = report
+    _settle(config)
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:
         try:
-            write_masked(Path(summary_file), render_markdown(report), append=True)
+            write_masked(Path(summary_file), _markdown(config.stash[_REPORT]), append=True)
         except OSError as exc:
             messages.append(f"$GITHUB_STEP_SUMMARY ({summary_file}) NOT written: {exc}")
 
@@ -571,20 +614,49 @@ def _pool_into_history(gate: GateSession, messages: list[str], interrupted: str 
         messages.append(f"runner history NOT updated: {exc}")
 
 
-def _write_report(
-    gate: GateSession, messages: list[str], interrupted: str | None, lead: str | None = None, chart: bool = True
-) -> tuple[Any, Report]:
-    """Build and write report.json/md (and the chart); `lead` is its first line (model.LEADS):
-    by default the next step where no stored baseline was there to compare with."""
-    fingerprint = gate.judge.fingerprint_if_known()  # the run is over: never boot for it
-    stand_in = _stand_in(gate)
-    report = build_report(
+def _markdown(report: AnyReport) -> str:
+    return short_markdown(report) if isinstance(report, ErrorReport) else render_markdown(report)
+
+
+def _settle(config: pytest.Config) -> None:
+    """A signal that came after the report was written (while it was written, while the session
+    ended): the report on disk is written again as INTERRUPTED, so it says what the exit says."""
+    report = config.stash.get(_REPORT, None)
+    signum = interrupts.received()
+    if report is None or signum is None or report.overall == RunVerdict.INTERRUPTED or _FOLDER not in config.stash:
+        return
+    marked = mark_interrupted(report, late_interruption(interrupts.name(signum)))
+    config.stash[_REPORT] = marked
+    messages = config.stash[_MESSAGES]
+    try:
+        write_marked(config.stash[_FOLDER].path, marked, messages)
+    except OSError as exc:
+        messages.append(f"report NOT marked INTERRUPTED after the late {interrupts.name(signum)}: {exc}")
+
+
+def _write_short(out: Path, report: ErrorReport, messages: list[str], detail: str = "") -> None:
+    try:
+        write_short_report(out, report, detail)
+    except OSError as exc:
+        messages.append(f"{report.overall} report NOT written to {out}: {exc}")
+
+
+def _build(
+    gate: GateSession,
+    messages: list[str],
+    interrupted: str | None,
+    lead: str | None = None,
+    not_recorded: str | None = None,
+) -> Report:
+    """The report of the run as it stands; `lead` is its first line (model.LEADS): by default the
+    next step where no stored baseline was there to compare with."""
+    return build_report(
         gate.deployment,
         _measured(gate),
         gate.judge.verdicts,
         gate.oracle.stats,
         gate.pool.boots,
-        fingerprint,
+        gate.judge.fingerprint_if_known(),  # the run is over: never boot for it
         provenance(),
         gate.tally(),
         gate.phase_seconds,
@@ -593,47 +665,35 @@ def _write_report(
         gate.oracle.margin_summary().as_dict() if gate.oracle.baseline_margins else None,
         _fidelity(gate),
         _diagnoses(gate, messages),
-        completeness=_completeness(gate, interrupted),
+        completeness={**_completeness(gate, interrupted), "baseline_not_written": not_recorded},
         failed_servers={**gate.pool.failed, **gate.plan.errors},
         plan=gate.plan.log.as_dict(),
         calibration=_calibration_name(gate),
         failed_tests=gate.failed_tests,
-        stand_in=stand_in,
+        stand_in=_stand_in(gate),
         interrupted=interrupted,
         drafters=gate.judge.drafters(),
         lead=lead if lead is not None else gate.judge.next_step(),
     )
-    out = gate.options.report_dir
-    out.mkdir(parents=True, exist_ok=True)
-    markdown = render_markdown(report)
-    write_json_atomic(out / "report.json", report.document())  # whole or not at all: CI reads it
-    write_masked(out / "report.md", markdown)
-    try:
-        if chart:
-            render_chart(report, out / "report.png")
-    except Exception as exc:  # a chart must never hide a verdict
-        messages.append(f"chart not drawn: {type(exc).__name__}: {exc}")
-    return fingerprint, report
 
 
-def _write_error_report(out: Path, exc: Exception, messages: list[str]) -> None:
+def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, Report]:
+    """Build and write report.json/md and the chart; returns the fingerprint the report names."""
+    report = _build(gate, messages, interrupted)
+    write_report(gate.options.report_dir, report, chart=True, messages=messages)
+    return gate.judge.fingerprint_if_known(), report
+
+
+def _write_error_report(out: Path, exc: Exception, messages: list[str]) -> ErrorReport:
     """The verdict when the report itself could not be built: ERROR, with the cause."""
     import traceback
 
     cause = f"{type(exc).__name__}: {exc}"
     where = "".join(traceback.format_exception(exc)[-3:])
     messages.append(f"report NOT built, run counted as failed: {cause}")
-    text = (
-        "# specgate: ERROR\n\nThe run's report could not be built, so no gate is known to pass.\n\n"
-        f"Cause: `{cause}`\n\n```\n{where}```\n\nServer logs: `logs/`.\n"
-    )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        write_masked(out / "report.md", text)
-        error = ErrorReport(schema_version=SCHEMA_VERSION, overall="ERROR", error=cause)
-        write_json_atomic(out / "report.json", error.document())
-    except OSError as write_exc:
-        messages.append(f"error report NOT written to {out}: {write_exc}")
+    error = ErrorReport(schema_version=SCHEMA_VERSION, overall="ERROR", error=cause)
+    _write_short(out, error, messages, detail=f"```\n{where}```\n\n")
+    return error
 
 
 def _completeness(gate: GateSession, interrupted: str | None) -> dict:
@@ -757,9 +817,12 @@ def _fidelity(gate: GateSession) -> list[dict]:
     return out
 
 
-def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: Any, interrupted: str | None) -> str:
-    """Store this run's figures where they may be stored; returns the report's first line: what
-    was stored (file, configs, samples), or why nothing was."""
+def _update_baselines(
+    session: pytest.Session, gate: GateSession, fingerprint: Any, interrupted: str | None
+) -> tuple[str, str | None]:
+    """Store this run's figures where they may be stored; returns the report's first line (what
+    was stored: file, configs, samples; or why nothing was) and, where nothing was stored and the
+    run was not interrupted, why (the run then fails: an update that stored nothing failed)."""
     messages = session.config.stash[_MESSAGES]
     # Figures of an interrupted run are partial: writing them would replace a good baseline.
     reason = interrupted or gate.why_no_baseline()
@@ -769,8 +832,10 @@ def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: A
         excluded = gate.excluded_from_baseline()
         golden = gate.oracle.golden_answers() if gate.deployment.launch.reference_stored else None
         document = baseline_document(gate.judge, provenance(), excluded, golden)
-        if gate.pool.cancelled:  # a signal that came while the document was being built
-            reason = "the run was interrupted"
+        signum = interrupts.received()
+        if gate.pool.cancelled or signum is not None:  # a signal while the report was written
+            how = interrupts.name(signum) if signum is not None else "a signal"
+            reason = interrupted = f"the run was interrupted ({how}) before the baseline was written"
     if reason is None:
         try:
             path = write_baseline(gate.deployment.name, fingerprint, document, gate.options.baselines_dir)
@@ -782,11 +847,11 @@ def _update_baselines(session: pytest.Session, gate: GateSession, fingerprint: A
             messages.append(f"baseline written: {path}")
             for name, why in excluded.items():
                 messages.append(f"baseline holds no figures for {name}: {why}")
-            return _recorded(path, document, excluded)
+            return _recorded(path, document, excluded), None
     messages.append(f"baseline NOT written: {reason}")
     if not interrupted:  # an interrupted run keeps pytest's exit status for an interrupt
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    return f"{BASELINE_NOT_RECORDED}{reason}; nothing stored changed"
+    return f"{BASELINE_NOT_RECORDED}{reason}; nothing stored changed", None if interrupted else reason
 
 
 def _recorded(path: Path, document: dict, excluded: dict[str, str]) -> str:
@@ -813,7 +878,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     report = config.stash.get(_REPORT, None)
     if report is not None:
         terminalreporter.write_sep("=", "specgate report")
-        terminalreporter.write(render_markdown(report))
+        _settle(config)  # a signal while the session ended: the report it prints says so too
+        report = config.stash[_REPORT]
+        terminalreporter.write(_markdown(report))
         out = report_dir(config)
         terminalreporter.write_line(f"report: {out / 'report.md'} (also report.json, report.png, logs/)")
     for message in config.stash.get(_MESSAGES, []):
@@ -823,6 +890,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _SESSION in config.stash:
         config.stash[_SESSION].close()
+    _settle(config)
+    if _FOLDER in config.stash:
+        config.stash[_FOLDER].release()  # the manifest of what this run wrote; the lock let go
+        del config.stash[_FOLDER]
+    if config.stash.get(_OWN_SIGNALS, False):
+        interrupts.uninstall()
     if _PREVIOUS_PROJECT in config.stash:
         project.use(config.stash[_PREVIOUS_PROJECT])
 

@@ -82,6 +82,11 @@ class GateSession:
     def why_no_baseline(self) -> str | None:
         """A baseline states that what it holds is correct and measured in full."""
         dep = self.deployment
+        if self.failed_tests:
+            # A failed update writes nothing: its figures replace the stored ones whole, and a run
+            # that failed (a divergence, a dead server, a regression) is no record to compare with.
+            more = f" (and {len(self.failed_tests) - 1} more)" if len(self.failed_tests) > 1 else ""
+            return f"a gate test failed in the recording run: {self.failed_tests[0]}{more}"
         if self.count("golden", "failed") + self.count("golden", "error"):
             return "the baseline's golden answers could not be recorded"
         if dep.launch.reference_stored and dep.equivalence.enabled and self.oracle.golden_answers() is None:

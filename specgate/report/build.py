@@ -159,6 +159,10 @@ def overall_verdict(
         reasons.append(f"equivalence: {config} NOT CHECKED on {len(refused)} edge(s) it refused: {refused[0][:240]}")
     if c.get("interrupted"):
         return RunVerdict.INTERRUPTED, reasons
+    if c.get("baseline_not_written"):
+        # A baseline update that stored nothing did not do what it was run for, whatever passed.
+        reasons.insert(0, "the baseline update stored nothing (the first line says why)")
+        return RunVerdict.FAIL, reasons
     # An uncompared gate fails its test (unless allowed) without being a failed comparison, and
     # an undecided one fails its test without being a regression: neither makes the run FAIL.
     excused = (0 if c.get("uncompared_allowed", True) else len(unjudged)) + len(undecided)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from specgate import interrupts
 from specgate.client import ClientError, GenerateRequest, GenerateResult, SglangClient
 from specgate.deployment import Deployment, ServerConfig
 from specgate.errors import RequestTimeout, ServerBootError, ServerDiedError, SpecgateError
@@ -123,34 +124,19 @@ class ServerPool:
         self._install_signal_handlers()
 
     def _install_signal_handlers(self) -> None:
-        """SIGTERM/SIGHUP (a CI runner cancelling the job) must not orphan GPU servers."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous = signal.getsignal(sig)
+        """SIGTERM/SIGHUP (a CI runner cancelling the job) must not orphan GPU servers: they are
+        killed at the signal. Ctrl-C keeps pytest's own handling (teardown stops the servers)
+        unless it comes again. The handler itself is specgate.interrupts' (it raises
+        KeyboardInterrupt, so pytest ends the session instead of booting more servers)."""
+        self._own_signals = interrupts.install()
 
-            def handler(signum: int, frame: Any, previous: Any = previous) -> None:
-                self._closed = self.cancelled = True
-                self.launcher.stop_all()
-                if callable(previous):
-                    previous(signum, frame)
-                # pytest ends the session on KeyboardInterrupt (a SystemExit would
-                # count as one failed test and the run would go on booting servers).
-                raise KeyboardInterrupt(f"specgate: stopped by signal {signum}")
-
-            signal.signal(sig, handler)
-        previous_int = signal.getsignal(signal.SIGINT)
-        if previous_int is signal.SIG_IGN:
-            return
-
-        def on_interrupt(signum: int, frame: Any, previous: Any = previous_int) -> None:
-            # Ctrl-C keeps pytest's own handling (teardown stops the servers); only remember it.
+        def on_signal(signum: int) -> None:
             self.cancelled = True
-            if callable(previous):
-                previous(signum, frame)
-            raise KeyboardInterrupt
+            if signum != signal.SIGINT or interrupts.count() > 1:
+                self._closed = True
+                self.launcher.stop_all()
 
-        signal.signal(signal.SIGINT, on_interrupt)
+        self._forget_signals = interrupts.on_signal(on_signal)
 
     def never_boot(self, config: str, why: str) -> None:
         self.never[config] = why
@@ -344,6 +330,10 @@ class ServerPool:
             self.launcher.stop(server.handle)
 
     def close(self) -> None:
+        self._forget_signals()
+        if self._own_signals:
+            interrupts.uninstall()
+            self._own_signals = False
         if self._closed:
             return
         self._closed = True

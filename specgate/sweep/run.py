@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 
+from specgate import interrupts
 from specgate.deployment import Deployment, ServerConfig
 from specgate.diagnosis.cycle import cycle_model
 from specgate.errors import SpecgateError
@@ -90,11 +91,13 @@ def run_sweep(
             if n and max_seconds is not None and time.monotonic() - started + longest > max_seconds:
                 echo(f"sweep: stopping before wave {n + 1}: the next wave (~{longest:.0f} s) would pass --max-seconds")
                 break
+            _stop_if_cancelled(pool)
             t0 = time.monotonic()
             pool.boot([*baseline_of.values(), *wave] if n == 0 else wave)  # baselines boot with wave 1
             base = _measure_baselines(pool, meter, baseline_of, spec.repeats, session, n, echo)
             state.save()
             for name in wave:
+                _stop_if_cancelled(pool)
                 attempted.add(name)
                 gpu = gpu_of[name]
                 try:
@@ -114,10 +117,20 @@ def run_sweep(
                 echo("  " + _line(result))
             longest = max(longest, time.monotonic() - t0)
     finally:
+        # Stopped or done, the servers stop and the state is saved whole: a second Ctrl-C here
+        # would cut that short, so from here on a signal is only recorded (the CLI says it).
+        interrupts.seal()
         pool.close()
         session.complete = len(attempted) == len(points)
         state.save()
     return SweepOutcome(plan, state, session.id, complete=session.complete)
+
+
+def _stop_if_cancelled(pool: ServerPool) -> None:
+    """The signal handler's KeyboardInterrupt can be lost (raised inside a gc or logging callback,
+    Python prints and drops it): the sweep stops at its next point all the same."""
+    if pool.cancelled:
+        raise KeyboardInterrupt("specgate: a signal stopped the sweep")
 
 
 def _interleaved(points: list[SweepPoint]) -> list[SweepPoint]:

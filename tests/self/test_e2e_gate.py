@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -545,21 +546,36 @@ def test_baseline_is_refused_when_equivalence_did_not_run(sim_deployment, pytest
     assert not d.baselines_dir.exists() or not list(d.baselines_dir.glob("*/*.json"))
 
 
-def test_a_config_failing_equivalence_is_left_out_of_the_baseline(sim_deployment, pytester):
-    """A broken config's figures are no baseline; the configs that passed are still stored."""
+def test_a_failed_baseline_update_writes_nothing(sim_deployment, pytester):
+    """A config diverging in the recording run fails the update, and nothing stored changes: the
+    file would replace the stored one whole, dropping that config's figures with it."""
     d = sim_deployment()
-    recorded = d.run(pytester, "--specgate-update-baselines", faults="eagle3-decode:diverge-at=2")
+    shutil.copytree(REPO_ROOT / "baselines", d.baselines_dir)
+    # The stored baselines (a failing case still joins the replay file, as in any run).
+    before = {p: p.read_bytes() for p in d.baselines_dir.glob("*/*.json")}
+    recorded = d.run(pytester, "--specgate-update-baselines", faults="eagle3-decode:diverge-at=5")
     assert recorded.ret == 1
+    recorded.stdout.fnmatch_lines(["*baseline NOT written: a gate test failed in the recording run: *eagle3-decode*"])
+    assert {p: p.read_bytes() for p in d.baselines_dir.glob("*/*.json")} == before
+    report = d.report()
+    assert report["overall"] == "FAIL" and report["overall_reasons"][0].startswith("BASELINE NOT RECORDED: ")
+
+
+def test_a_config_not_verified_is_left_out_of_the_baseline(sim_deployment, pytester):
+    """A config whose equivalence did not run has figures of an unverified build: the configs
+    that were verified are stored, and its gates later fail closed instead of vanishing."""
+    d = sim_deployment()
+    recorded = d.run(pytester, "--specgate-update-baselines", "-k", "not (greedy_baseline and eagle3-decode)")
+    assert recorded.ret == 0, recorded.stdout.str()[-3000:]
     recorded.stdout.fnmatch_lines(["*baseline written:*", "*baseline holds no figures for eagle3-decode: greedy*"])
     (stored,) = d.baselines_dir.glob("*/*.json")
     document = json.loads(stored.read_text())
     assert set(document["configs"]) == {"baseline", "eagle3-prefill"}
-    assert document["excluded"] == {"eagle3-decode": "greedy equivalence failed in the recording run"}
+    assert document["excluded"] == {"eagle3-decode": "greedy equivalence was not verified in the recording run"}
     later = d.run(pytester, "-k", "regression", "-rs")
-    # An excluded config's gates cannot compare: they fail closed instead of vanishing.
     assert later.ret == 1 and outcomes(later)["failed"] == 2
     later.stdout.fnmatch_lines(
-        ["*NOT COMPARED*has no figures for eagle3-decode at concurrency 1 (greedy equivalence failed*"]
+        ["*NOT COMPARED*has no figures for eagle3-decode at concurrency 1 (greedy equivalence was not verified*"]
     )
 
 
@@ -582,8 +598,9 @@ def test_much_faster_than_stored_is_reported(sim_deployment, pytester):
     # 2x, not 1.5x: the note needs the interval's low above 1 + faster_note (1.2), and under load
     # 1.5x measured [1.28, 1.53]. The other configs are not what this is about: LOAD_TOLERANT.
     d = sim_deployment(LOAD_TOLERANT)
-    recorded = d.run(pytester, "--specgate-update-baselines", faults="eagle3-decode:slowdown=1.0")
-    # slowed down, eagle3-decode misses its beats gate; the figures are still stored
+    # slowed down, eagle3-decode misses its beats gate, which would fail the update (and store
+    # nothing): recording slower figures deliberately leaves that gate out
+    recorded = d.run(pytester, "--specgate-update-baselines", "-k", "not beats", faults="eagle3-decode:slowdown=1.0")
     assert "specgate: baseline written:" in recorded.stdout.str(), recorded.stdout.str()[-2000:]
     result = d.run(pytester, "-k", "regression")
     assert result.ret == 0

@@ -17,6 +17,7 @@ import time
 import pytest
 from helpers import default_sigint
 
+from specgate.report.folder import MARKER
 from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
 
@@ -98,6 +99,7 @@ def test_session_end_survives_odd_server_info_and_an_unwritable_step_summary(sim
     d.report_dir.mkdir(parents=True)
     (d.report_dir / "report.md").write_text("# specgate — sim: **PASS**\n")
     (d.report_dir / "report.json").write_text(json.dumps({"overall": "PASS"}))
+    (d.report_dir / MARKER).write_text(json.dumps({"format": "specgate-report-folder/1", "written": ["report.md", "report.json"]}))
     summary = tmp_path / "summary-is-a-folder"
     summary.mkdir()
     result = d.run(

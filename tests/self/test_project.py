@@ -282,6 +282,9 @@ def test_specgate_run_removes_the_previous_report_before_pytest_starts(project):
     (project / "specgate-report").mkdir()
     stale = project / "specgate-report" / "report.json"
     stale.write_text('{"overall": "PASS"}')
+    # as a previous run left it: the folder marked as specgate's, its manifest naming the report
+    marker = project / "specgate-report" / ".specgate-report.json"
+    marker.write_text('{"format": "specgate-report-folder/1", "written": ["report.json"]}')
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
     broken = _run([sys.executable, "-m", "specgate.cli", "run", "--", "--no-such-pytest-option"], project, env)
     assert broken.returncode != 0 and not stale.exists(), broken.stdout + broken.stderr

@@ -1,0 +1,264 @@
+"""Hostile runs of the run's lifecycle: the report folder, signals, exit codes and the lock.
+
+Under each: only files specgate wrote are removed, the report on disk says what the exit code
+says (an interrupted run's report says INTERRUPTED, whenever the signal came), and no signal is
+lost. Each signal is sent at the moment named, found by watching a file or a log line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import default_sigint
+
+from specgate.report.folder import LOCK, MARKER, ReportFolderError, claim
+
+SPEED_OF_BASELINE = ["--", "-k", "speed and baseline"]  # one config, one test: the smallest run
+
+
+def wait_for(predicate, what, proc=None, timeout_s=120.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process ended (exit {proc.returncode}) before {what}")
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def cli(d, command, *extra):
+    """`specgate COMMAND` (run, or baseline for `baseline update`) on `d`, started as a CI job would."""
+    words = ["baseline", "update"] if command == "baseline" else [command]
+    argv = [sys.executable, "-m", "specgate.cli", *words, str(d.path), "--report-dir", str(d.report_dir)]
+    argv += ["--baselines-dir", str(d.baselines_dir), *extra]
+    env = {**os.environ, "SPECGATE_TEST_TAG": d.tag, "SPECGATE_SIM_FAULTS": "", "SPECGATE_ALLOW_DIRTY": "1"}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    return subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_sigint
+    )
+
+
+def finish(proc, timeout_s=120):
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return out
+
+
+def reports(folder: Path) -> tuple[dict, str]:
+    return json.loads((folder / "report.json").read_text()), (folder / "report.md").read_text()
+
+
+def previous_pass_report(folder: Path) -> None:
+    """What an earlier run left: a PASS report in a folder specgate marked as its own."""
+    folder.mkdir(parents=True)
+    (folder / "report.md").write_text("# specgate — sim: **PASS**\n")
+    (folder / "report.json").write_text(json.dumps({"overall": "PASS"}))
+    (folder / MARKER).write_text(json.dumps({"format": "specgate-report-folder/1", "written": ["report.md", "report.json"]}))
+
+
+# --- the report folder --------------------------------------------------------------------------
+def test_a_report_dir_holding_the_projects_files_is_refused_untouched(tmp_path):
+    """report_dir = "." in specgate.toml: the project's own logs and report are no run's to remove."""
+    (tmp_path / "specgate.toml").write_text('report_dir = "."\n')
+    (tmp_path / "logs").mkdir()
+    own = {"logs/app.log": "the app's log\n", "report.md": "# our own report\n", "report.json": "{}\n"}
+    for name, text in own.items():
+        (tmp_path / name).write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "run"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"report_dir in {tmp_path / 'specgate.toml'} ({tmp_path})" in proc.stderr
+    assert "files specgate did not write" in proc.stderr and "Traceback" not in proc.stderr
+    assert {name: (tmp_path / name).read_text() for name in own} == own
+    assert not (tmp_path / MARKER).exists() and not (tmp_path / LOCK).exists()
+
+
+def test_a_marked_folder_loses_only_what_specgate_wrote(tmp_path):
+    folder = tmp_path / "r"
+    first = claim(folder, "--report-dir")
+    (folder / "logs").mkdir()
+    (folder / "logs" / "baseline.log").write_text("server log")
+    (folder / "report.json").write_text("{}")
+    first.release()
+    (folder / "logs" / "app.log").write_text("the user's")  # put there between runs: not specgate's
+    (folder / "notes.txt").write_text("the user's")
+    second = claim(folder, "--report-dir")
+    try:
+        assert not (folder / "logs" / "baseline.log").exists() and not (folder / "report.json").exists()
+        assert (folder / "logs" / "app.log").read_text() == "the user's" == (folder / "notes.txt").read_text()
+    finally:
+        second.release()
+
+
+# --- one run at a time --------------------------------------------------------------------------
+HOLD = (
+    "import sys, time; from pathlib import Path; from specgate.report.folder import claim; "
+    "claim(Path(sys.argv[1]), '--report-dir'); print('held', flush=True); time.sleep(120)"
+)
+
+
+def test_a_second_run_on_a_folder_in_use_is_refused_naming_the_holder(sim_deployment):
+    d = sim_deployment()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(d.report_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        (d.report_dir / "report.json").write_text('{"overall": "PASS"}')  # the holder's, mid-run
+        second = cli(d, "run")
+        out = finish(second)
+        assert second.returncode == 2, out
+        assert f"in use by pid {holder.pid}" in out and "--report-dir" in out
+        assert (d.report_dir / "report.json").read_text() == '{"overall": "PASS"}'
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_lock_of_a_killed_run_is_taken_over_and_said(tmp_path):
+    folder = tmp_path / "r"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()
+    holder.wait()
+    taken = claim(folder, "--report-dir")
+    try:
+        assert any(f"took over the report folder's lock of pid {holder.pid}" in note for note in taken.notes)
+    finally:
+        taken.release()
+    with pytest.raises(ReportFolderError, match="is a file, not a folder"):
+        claim(folder / MARKER, "--report-dir")
+
+
+# --- signals ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_before_pytest_starts_ends_cleanly_and_no_old_report_stands(sim_deployment, sig):
+    d = sim_deployment()
+    previous_pass_report(d.report_dir)
+    proc = cli(d, "run")
+    assert proc.stdout.readline().startswith("deployment ")  # described: pytest is being imported
+    proc.send_signal(sig)
+    out = finish(proc)
+    assert proc.returncode == 5, out
+    assert "Traceback" not in out and "INTERRUPTED" in out
+    report, markdown = reports(d.report_dir)
+    assert report["overall"] == "INTERRUPTED" and sig.name in report["error"]
+    assert markdown.startswith("# specgate: INTERRUPTED")
+
+
+def test_a_signal_right_after_the_report_is_written_marks_it_interrupted(sim_deployment):
+    d = sim_deployment()
+    proc = cli(d, "run", *SPEED_OF_BASELINE)
+    wait_for(lambda: (d.report_dir / "report.json").exists(), "report.json", proc)
+    proc.send_signal(signal.SIGHUP)
+    out = finish(proc)
+    assert proc.returncode == 5, out[-3000:]
+    report, markdown = reports(d.report_dir)
+    assert report["overall"] == "INTERRUPTED" and "SIGHUP" in report["interrupted"]
+    assert "**INTERRUPTED**" in markdown.splitlines()[0]
+    assert "specgate: INTERRUPTED" in out and "Traceback" not in out
+
+
+def test_sigint_while_a_baseline_update_writes_its_report(sim_deployment):
+    """Whether the baseline was written before the signal or not, the report and the exit say
+    INTERRUPTED, and the report's first line says which."""
+    d = sim_deployment()
+    proc = cli(d, "baseline")
+    wait_for(lambda: (d.report_dir / "report.json").exists(), "report.json", proc, timeout_s=180)
+    proc.send_signal(signal.SIGINT)
+    out = finish(proc, timeout_s=180)
+    assert proc.returncode == 5, out[-3000:]
+    report, markdown = reports(d.report_dir)
+    assert report["overall"] == "INTERRUPTED" and "**INTERRUPTED**" in markdown.splitlines()[0]
+    stored = list(d.baselines_dir.glob("*/*.json"))
+    lead = report["overall_reasons"][0]
+    assert lead.startswith("BASELINE RECORDED: " if stored else "BASELINE NOT RECORDED: "), lead
+    assert "PASS" not in out.splitlines()[-1]
+
+
+def test_three_sigints_mid_run_end_in_one_interrupted_report(sim_deployment):
+    d = sim_deployment()
+    previous_pass_report(d.report_dir)
+    proc = cli(d, "run")
+    log = d.report_dir / "logs" / "eagle3-decode.log"
+    wait_for(lambda: log.exists() and "Decode batch" in log.read_text(errors="replace"), "a decode step", proc)
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGINT)  # while the first one unwinds
+    wait_for(lambda: (d.report_dir / "report.json").exists(), "report.json", proc)
+    proc.send_signal(signal.SIGINT)  # while the report is written
+    out = finish(proc)
+    assert proc.returncode == 5, out[-3000:]
+    assert "Traceback" not in out and "before the gate started" not in out
+    report, _ = reports(d.report_dir)
+    assert report["overall"] == "INTERRUPTED" and "before every test ran" in report["interrupted"]
+
+
+# --- baseline destinations and the update's verdict ----------------------------------------------
+def test_a_baseline_update_to_an_unwritable_folder_is_refused_before_anything_boots(sim_deployment, tmp_path):
+    d = sim_deployment()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    d.baselines_dir = blocker / "baselines"
+    proc = cli(d, "baseline")
+    out = finish(proc)
+    assert proc.returncode == 2, out
+    assert f"--baselines-dir ({blocker / 'baselines'})" in out and "a file, not a folder" in out
+    assert not (d.report_dir / "logs").exists() or not list((d.report_dir / "logs").iterdir())
+
+
+def test_an_update_that_stored_nothing_fails():
+    from specgate.report.build import TestTally, overall_verdict
+    from specgate.verdicts.gates import RunVerdict
+
+    verdict, reasons = overall_verdict(TestTally(3, 0, 0, 0), [], {"baseline_not_written": "read-only file system"})
+    assert verdict == RunVerdict.FAIL and "stored nothing" in reasons[0]
+
+
+# --- collect-only and the sweep -----------------------------------------------------------------
+def test_collect_only_leaves_the_report_folder_alone(sim_deployment, pytester):
+    d = sim_deployment()
+    previous_pass_report(d.report_dir)
+    result = d.run(pytester, "--co")
+    assert result.ret == 0
+    assert (d.report_dir / "report.md").read_text() == "# specgate — sim: **PASS**\n"
+    assert not (d.report_dir / LOCK).exists()
+
+
+def test_ctrl_c_in_a_sweep_keeps_its_state_and_says_how_to_resume(sim_deployment):
+    d = sim_deployment(
+        {"sweep": {"num_steps": [1, 2], "parallel": 2, "repeats": 4, "env": {"SGLANG_SIMULATE_ACC_LEN": ["1.5", "3.0"]}}}
+    )
+    env = {**os.environ, "SPECGATE_TEST_TAG": d.tag, "SPECGATE_SIM_FAULTS": ""}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specgate.cli", "sweep", str(d.path), "--report-dir", str(d.report_dir)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    state = d.report_dir / "sweep.json"
+
+    def one_point_saved():
+        try:
+            return bool(json.loads(state.read_text())["points"])
+        except (OSError, ValueError, KeyError):
+            return False
+
+    wait_for(one_point_saved, "the first measured point in sweep.json", proc)
+    proc.send_signal(signal.SIGINT)
+    out = finish(proc)
+    assert proc.returncode == 5, out[-3000:]
+    assert "Traceback" not in out and "run the same command again to resume" in out and str(state) in out
+    assert json.loads(state.read_text())["points"]
