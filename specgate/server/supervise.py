@@ -119,8 +119,15 @@ def main(argv: list[str]) -> int:
         status.write(f"error {exc.errno} {exc.strerror}\n")
         status.close()
         return 127
-    status.write(f"ok {child.pid}\n")
-    status.close()
+    try:
+        status.write(f"ok {child.pid}\n")
+        status.close()
+    except OSError:
+        # Nobody reads the status any more: specgate gave up on this boot (stopped, interrupted,
+        # gone). The server it would never track goes at once, not with the lifeline later.
+        _kill_everything(child.pid)
+        child.wait()
+        return 1
     threading.Thread(target=_watch_parent, args=(parent, child.pid), daemon=True).start()
 
     def stopped(signum: int, _frame: object) -> None:
