@@ -16,6 +16,7 @@ from specgate.measure.speed import SpeedMeter
 from specgate.report.build import TestTally
 from specgate.server.launcher import BootProgress
 from specgate.server.pool import ServerPool
+from specgate.verdicts.gates import verdicts_of_failure
 from specgate.verdicts.judge import Judge
 
 
@@ -82,12 +83,9 @@ class GateSession:
     def _speed_verdict(self, failed: str) -> bool:
         """`failed` (a failed test, "name: why") is a beats or no-regression gate on speed that
         judged and did not pass, not one that raised before judging."""
-        if not failed.startswith(("test_speculation_beats_reference[", "test_no_regression_against_stored_baseline[")):
-            return False
         return any(
-            v.summary[:80] in failed
-            for v in self.judge.verdicts
-            if v.failed and (v.gate.startswith("beats:") or v.gate.endswith(":decode_tps"))
+            v.failed and (v.gate.startswith("beats:") or v.gate.endswith(":decode_tps"))
+            for v in verdicts_of_failure(failed, self.judge.verdicts)
         )
 
     def why_no_baseline(self) -> str | None:

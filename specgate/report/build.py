@@ -19,7 +19,7 @@ from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import RunVerdict, Status, Verdict
+from specgate.verdicts.gates import RunVerdict, Status, Verdict, verdicts_of_failure
 
 
 @dataclass
@@ -93,9 +93,6 @@ def _unmeasured_rows(deployment: Deployment, meter: Measurements, failed_servers
     return rows
 
 
-# The gate tests whose failure is a gate verdict: the report names the verdict, not the test again.
-_GATE_TESTS = ("test_speculation_beats_reference[", "test_accept_length_floor[", "test_no_regression_against_stored_baseline[")
-
 
 def _grouped(verdicts: list[Verdict]) -> list[str]:
     """One line per distinct cause: "STATUS ×N (gate, gate, …): cause", in the order first seen."""
@@ -128,10 +125,7 @@ def overall_verdict(
     unjudged = [v for v in verdicts if v.unjudged and v not in first_record]
     # A gate test's failure is told by its verdict; one that raised before judging (a server that
     # died or hung) has none, and is told as a failure of its own.
-    told = [v.summary[:80] for v in verdicts if v.status != Status.PASS]
-    other_failures = [
-        f for f in (failed_tests or []) if not (f.startswith(_GATE_TESTS) and any(t and t in f for t in told))
-    ]
+    other_failures = [f for f in (failed_tests or []) if not verdicts_of_failure(f, verdicts)]
     if tally.failed or tally.errors or decided or undecided:
         reasons.append(
             f"{tally.failed} test(s) failed, {tally.errors} errored; gates: {len(decided)} failed, "

@@ -82,6 +82,18 @@ class Verdict:
         return self.status in UNJUDGED
 
 
+# The gate tests whose failure is a gate verdict (tests/gate/test_gates.py).
+GATE_TESTS = ("test_speculation_beats_reference[", "test_accept_length_floor[", "test_no_regression_against_stored_baseline[")
+
+
+def verdicts_of_failure(failed: str, verdicts: list[Verdict]) -> list[Verdict]:
+    """The gate verdicts a failed test ("name: why") reports, or [] where it failed otherwise
+    (a gate test that raised before judging: a server that died or hung)."""
+    if not failed.startswith(GATE_TESTS):
+        return []
+    return [v for v in verdicts if v.status != PASS and v.summary[:80] and v.summary[:80] in failed]
+
+
 def at_least(interval: Interval, bar: float) -> Status:
     """Is the true value >= bar? Judged on the whole interval."""
     if interval.low >= bar:
