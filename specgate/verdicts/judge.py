@@ -327,19 +327,22 @@ class Judge:
             "on this machine or declare [gates.between_boot] with its source"
         )
 
-    def _first_record_mark(self) -> dict:
-        """figures of a gate left uncompared because this baseline update is the deployment's first
-        record on the machine: expected there, so the run's verdict does not count it as missing."""
+    def _first_record(self) -> bool:
+        """This baseline update is the deployment's first record on the machine: nothing before it."""
         lookup = self.lookup()
-        first = self.recording and lookup.exact is None and not lookup.others
-        return {"first_record": True} if first else {}
+        return self.recording and lookup.exact is None and not lookup.others
+
+    def _first_record_mark(self) -> dict:
+        """figures of a gate left uncompared because this is the first record: expected there, so
+        the run's verdict does not count it as missing."""
+        return {"first_record": True} if self._first_record() else {}
 
     def stored_for_comparison(self) -> tuple[StoredBaseline | None, str]:
         """The baseline to compare with, or None and the reason it is not compared."""
         lookup = self.lookup()
         if lookup.exact is not None:
             return lookup.exact, ""
-        if not lookup.others and self.recording:
+        if self._first_record():
             return None, (
                 f"nothing stored for deployment {self.deployment.name!r} on this machine before this run to compare "
                 "with: this baseline update stores its figures as the baseline (the report's first line says where)"
