@@ -215,29 +215,24 @@ class Handler(BaseHTTPRequestHandler):
     def _trickle(self, after: int, seen: int) -> None:
         """Headers, then keep-alive comments forever: no read ever times out, nothing finishes."""
         log(f"SIMULATOR fault trickle-after={after}: request {seen} gets keep-alives only")
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        try:
-            while True:
-                self.wfile.write(b": keep-alive\n\n")
-                self.wfile.flush()
-                time.sleep(0.2)
-        except OSError:
-            return  # the client gave up
+        self._send_forever("text/event-stream", b": keep-alive\n\n", 0.2)
 
     def _trickle_body(self, path: str) -> None:
         """Headers promising a body, then one byte of it at a time: every read gets a byte in time."""
         log(f"SIMULATOR fault trickle-get={path}: the body trickles and never finishes")
+        self._send_forever("application/json", b" ", 0.1, length=10**9)
+
+    def _send_forever(self, content_type: str, chunk: bytes, pause_s: float, length: int | None = None) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(10**9))
+        self.send_header("Content-Type", content_type)
+        if length is not None:
+            self.send_header("Content-Length", str(length))
         self.end_headers()
         try:
             while True:
-                self.wfile.write(b" ")
+                self.wfile.write(chunk)
                 self.wfile.flush()
-                time.sleep(0.1)
+                time.sleep(pause_s)
         except OSError:
             return  # the client gave up
 
