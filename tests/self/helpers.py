@@ -7,9 +7,13 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +168,19 @@ def recorded_baselines(folder: Path, overrides: dict) -> Path:
 def with_baselines(d: SimDeployment, source: Path) -> SimDeployment:
     shutil.copytree(source, d.baselines_dir)
     return d
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threaded stub HTTP server on a free port, its url yielded; `server.stop` (an Event) tells
+    handlers that loop forever to end, then the server is shut down."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    server.stop = threading.Event()  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.stop.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()

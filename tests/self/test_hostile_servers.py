@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from helpers import merge, processes_with, sim_deployment_dict
+from helpers import merge, processes_with, serving, sim_deployment_dict
 
 from specgate.client import GenerateRequest, SglangClient
 from specgate.deployment import parse_deployment
@@ -45,15 +45,8 @@ class _Trickle(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def trickling_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
-    server.daemon_threads = True
-    server.stop = threading.Event()  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.stop.set()  # type: ignore[attr-defined]
-    server.shutdown()
-    server.server_close()
+    with serving(_Trickle) as url:
+        yield url
 
 
 @pytest.mark.parametrize("request_", [STREAM, PLAIN], ids=["stream", "plain"])

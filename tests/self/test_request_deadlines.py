@@ -9,11 +9,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
-from helpers import merge, processes_with, sim_deployment_dict
+from helpers import merge, processes_with, serving, sim_deployment_dict
 
 import specgate.client as client_module
 from specgate.client import GenerateRequest, SglangClient
@@ -47,14 +47,8 @@ class _TrickleBody(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def trickling_body():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _TrickleBody)
-    server.daemon_threads = True
-    server.stop = threading.Event()  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.stop.set()  # type: ignore[attr-defined]
-    server.shutdown()
-    server.server_close()
+    with serving(_TrickleBody) as url:
+        yield url
 
 
 @pytest.fixture
