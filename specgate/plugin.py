@@ -47,7 +47,7 @@ _MESSAGES = pytest.StashKey[list[str]]()
 _PREVIOUS_PROJECT = pytest.StashKey[project.Project | None]()
 _CANNOT_BOOT = pytest.StashKey[str]()  # why a gate a plain pytest collected cannot run on this host
 
-PHASE_ORDER = {"golden": 0, "equivalence": 1, "speed": 2, "gates": 3}
+PHASE_ORDER = {"golden": 0, "equivalence": 1, "sampling": 2, "speed": 3, "gates": 4}
 # The fixtures that set up the session (and so boot servers): a user's test asking for one is
 # skipped with the gate where the gate cannot run here. specgate_deployment boots nothing.
 _SESSION_FIXTURES = frozenset(
@@ -101,7 +101,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, speed, gates)")
+    config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, sampling, speed, gates)")
     config.stash[_PHASES] = {}
     config.stash[_MESSAGES] = []
     config.stash[_PREVIOUS_PROJECT] = project._current  # restored at unconfigure (pytester runs nest)
@@ -573,6 +573,7 @@ def _write_report(
         interrupted=interrupted,
         drafters=gate.judge.drafters(),
         lead=lead if lead is not None else gate.judge.next_step(),
+        sampling=gate.sampling.report_rows() if gate.sampling else [],
     )
     out = gate.options.report_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -614,6 +615,8 @@ def _completeness(gate: GateSession, interrupted: str | None) -> dict:
     measured = [c for c in dep.configs if not (gate.reference_stored and c == dep.reference)]
     expected = {
         "equivalence": len(dep.speculative_configs) if dep.equivalence.enabled else 0,
+        # Where samples cannot be compared here the report's sampling section says why instead.
+        "sampling": 0 if gate.sampling_not_checkable else len(dep.speculative_configs),
         "speed": len(measured) * len(dep.workload.concurrency),
         "gates": len(dep.gates.beats)
         + len(dep.gates.accept_length)
