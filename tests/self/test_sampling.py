@@ -163,8 +163,7 @@ def test_the_gate_fails_on_greedy_acceptance_while_greedy_equivalence_and_speed_
     assert result.ret == 1, out[-3000:]
     rows = {r["config"]: r for r in d.report()["sampling"]}
     assert rows["eagle3-decode"]["status"] == "FAIL" and rows["eagle3-prefill"]["status"] == "PASS"
-    assert "test_speculative_sampling_matches_reference[eagle3-decode] FAILED" in out or "1 failed" in out
-    assert "test_speculative_output_is_greedy_baseline[eagle3-decode] PASSED" not in out  # -q: no per-test lines
+    # The one failure: greedy equivalence, speed and the gates of eagle3-decode stay green.
     failed = [line for line in result.outlines if line.startswith("FAILED")]
     assert len(failed) == 1 and "test_sampling.py::test_speculative_sampling_matches_reference[eagle3-decode]" in failed[0]
     replay = json.loads((d.baselines_dir / "sim" / "equivalence" / "sampling-replay.json").read_text())
