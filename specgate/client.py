@@ -301,6 +301,34 @@ class SglangClient:
             request, parsed.get("text", ""), parsed.get("output_ids"), parsed["meta_info"], started, ended
         )
 
+    def generate_raw(self, payload: dict[str, Any]) -> Any:
+        """POST /generate with a body built elsewhere (the sampling test's batches and scoring
+        requests), under the same whole-request deadline; the parsed JSON answer."""
+        url = self.base_url + "/generate"
+        deadline = time.perf_counter() + self.timeout_s
+        at = time.monotonic() + self.timeout_s
+        try:
+            with deadline_at(at), self._http.stream("POST", url, json=payload) as resp:
+                body = self._read_until(resp, deadline, url)
+                if resp.status_code != 200:
+                    text = body.decode("utf-8", errors="replace")
+                    raise HTTPStatusError(
+                        f"POST {url} answered HTTP {resp.status_code}: {text[:500]}", url=url, status=resp.status_code
+                    )
+        except httpx.TimeoutException as exc:
+            how = (
+                "the deadline passed before the answer was complete"
+                if passed(at)
+                else f"{type(exc).__name__}: no byte came for that long"
+            )
+            raise self._timeout(url, how) from None
+        except httpx.HTTPError as exc:
+            raise TransportError(f"POST {url} failed: {type(exc).__name__}: {exc}", url=url) from None
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise MalformedAnswer(f"POST {url} answered non-JSON: {body[:200]!r}", url=url) from None
+
     def _timeout(self, url: str, how: str) -> RequestTimeout:
         return RequestTimeout(
             f"POST {url}: no complete answer within workload.request_timeout_s = {self.timeout_s:g} s "

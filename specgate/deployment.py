@@ -18,6 +18,7 @@ from specgate import project as _project
 from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompt_set
 from specgate.resources import builtin_deployments_dir
+from specgate.sampling_spec import SamplingSpec, parse_sampling
 from specgate.secrets import (
     env_name_problem,
     key_to_mask,
@@ -381,6 +382,7 @@ class Deployment:
     hardware: dict[str, str] = field(default_factory=dict)
     diagnosis: DiagnosisSpec = field(default_factory=DiagnosisSpec)
     sweep: SweepSpec | None = None
+    sampling: SamplingSpec = field(default_factory=SamplingSpec)  # the sampling equivalence test's settings
 
     def reference_of(self, config: str) -> str:
         """The plain config `config` is compared with: its own `reference`, else the deployment's."""
@@ -456,6 +458,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     equivalence = attempt(lambda: _parse_equivalence(top.table("equivalence")))
     hardware = attempt(_parse_hardware, top)
     diagnosis = attempt(lambda: _parse_diagnosis(top.table("diagnosis")))
+    sampling = attempt(lambda: parse_sampling(top.table("sampling")))
     reference = gates = sweep = None
     if launch and configs:
         reference = attempt(_parse_reference, top, launch, configs)
@@ -487,6 +490,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         hardware=hardware,
         diagnosis=diagnosis,
         sweep=sweep,
+        sampling=sampling,
     )
 
 

@@ -61,7 +61,7 @@ _CANNOT_BOOT = pytest.StashKey[str]()  # why a gate a plain pytest collected can
 _FOLDER = pytest.StashKey[ReportFolder]()  # the report folder this run holds (specgate.report.folder)
 _OWN_SIGNALS = pytest.StashKey[bool]()  # this pytest installed the stop-signal handler (no CLI around it)
 
-PHASE_ORDER = {"golden": 0, "equivalence": 1, "speed": 2, "gates": 3}
+PHASE_ORDER = {"golden": 0, "equivalence": 1, "sampling": 2, "speed": 3, "gates": 4}
 # The fixtures that set up the session (and so boot servers): a user's test asking for one is
 # skipped with the gate where the gate cannot run here. specgate_deployment boots nothing.
 _SESSION_FIXTURES = frozenset(
@@ -126,7 +126,7 @@ def _mask_terminal(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, speed, gates)")
+    config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, sampling, speed, gates)")
     config.stash[_PHASES] = {}
     config.stash[_MESSAGES] = []
     config.stash[_PREVIOUS_PROJECT] = project._current  # restored at unconfigure (pytester runs nest)
@@ -674,6 +674,7 @@ def _build(
         interrupted=interrupted,
         drafters=gate.judge.drafters(),
         lead=lead if lead is not None else gate.judge.next_step(),
+        sampling=gate.sampling.report_rows() if gate.sampling else [],
     )
 
 
@@ -703,6 +704,8 @@ def _completeness(gate: GateSession, interrupted: str | None) -> dict:
     measured = [c for c in dep.configs if not (gate.reference_stored and c == dep.reference)]
     expected = {
         "equivalence": len(dep.speculative_configs) if dep.equivalence.enabled else 0,
+        # Where samples cannot be compared here the report's sampling section says why instead.
+        "sampling": 0 if gate.sampling_not_checkable else len(dep.speculative_configs),
         "speed": len(measured) * len(dep.workload.concurrency),
         "gates": len(dep.gates.beats)
         + len(dep.gates.accept_length)

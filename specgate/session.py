@@ -14,6 +14,9 @@ from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import SpeedMeter
 from specgate.report.build import TestTally
+from specgate.sampling.check import SamplingChecker, prompts_for
+from specgate.sampling.live import why_not_checkable
+from specgate.sampling.replay import SAMPLING_REPLAY_FILE, SamplingReplay
 from specgate.server.launcher import BootProgress
 from specgate.server.pool import ServerPool
 from specgate.verdicts.gates import verdicts_of_failure
@@ -54,6 +57,7 @@ class GateSession:
     # (phase, config) -> outcome ("passed", "failed", "error", "skipped") -> count of gate tests
     config_outcomes: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     failed_tests: list[str] = field(default_factory=list)  # "test id: cause", for the report
+    sampling: SamplingChecker | None = None  # the sampling equivalence test's draws and verdicts
 
     def count(self, phase: str | None, outcome: str) -> int:
         """Gate tests of `phase` (every phase if None) that ended in `outcome`, over all configs."""
@@ -147,6 +151,11 @@ class GateSession:
         return reference_stored(self.deployment, self.options.update_baselines)
 
     @property
+    def sampling_not_checkable(self) -> str | None:
+        """Why this run cannot compare samples, or None."""
+        return why_not_checkable(self.deployment, self.reference_stored)
+
+    @property
     def uncompared_allowed(self) -> bool:
         # A baseline update records, it does not compare: its regression gates have nothing to
         # compare with by design (the report still says NOT COMPARED, and PARTIAL).
@@ -191,7 +200,13 @@ class GateSession:
             replay_path=options.baselines_dir / deployment.name / REPLAY_FILE,
             stored_answers=(lambda: judge.stored_reference().answers(deployment, options.examples)) if stored else None,
         )
-        return cls(deployment, options, pool, meter, plan, oracle, judge)
+        sampling = SamplingChecker(
+            deployment.sampling,
+            prompts_for(deployment.sampling, deployment.workload.speed_sequence(), deployment.workload.prompt_format),
+            oracle.seed,  # like the greedy cases: new draws on every commit, the same on a rerun
+            SamplingReplay(options.baselines_dir / deployment.name / SAMPLING_REPLAY_FILE, deployment.name),
+        )
+        return cls(deployment, options, pool, meter, plan, oracle, judge, sampling=sampling)
 
     def close(self) -> None:
         self.pool.close()

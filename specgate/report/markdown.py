@@ -9,6 +9,7 @@ from collections import Counter
 from specgate.equivalence.known import known_defects_for
 from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
+from specgate.report.sampling_md import sampling_section, sampling_times
 from specgate.verdicts.gates import LEADS, RunVerdict, Status
 
 
@@ -305,6 +306,7 @@ def render_markdown(report: Report) -> str:
     if report.baseline_problems:
         out.append("\n**The plain baseline itself broke an invariant:**\n")
         out.extend(f"- {p}" for p in report.baseline_problems[:10])
+    out.extend(sampling_section(report))
 
     settings = report.server_settings
     if settings:
@@ -340,6 +342,7 @@ def render_markdown(report: Report) -> str:
         )
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
     out.append(f"Phases: {phases or 'none'}.")
+    out.extend(sampling_times(report))
     p = report.provenance
     out.append(f"\n<sub>{p['date']} · commit {p['commit']} · host {p['host']} · `{p['command']}`</sub>")
     return "\n".join(out) + "\n"

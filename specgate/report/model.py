@@ -12,7 +12,8 @@ plan's `drift` (how far each reference moved during the run) and `reboots`, the 
 INCONCLUSIVE (a gate that cannot tell, told apart from FAIL), and a fidelity row's `state`, `witness`
 and `check_note` (whether the server's own figure bore out the suite's, against measure.fidelity's
 bound; older rows read as unchecked); 7 a drift's `after_round` (how many rounds its re-send
-followed: a later look's rounds are not covered by it). Reports written
+followed: a later look's rounds are not covered by it); 8 the run's `sampling` (the sampling
+equivalence test: per config and setting what was compared, the statistics and the verdict). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -36,7 +37,7 @@ from specgate.documents import problem, read_document
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[7] = 7
+SCHEMA_VERSION: Literal[8] = 8
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -45,7 +46,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -420,6 +421,65 @@ class Diagnosis(_Part):
 # build puts it first, report.md shows it under the title and the CLI's closing line names it.
 
 
+class SamplingLikelihood(_Part):
+    """Mean log-likelihood per token under the reference of each side's samples, the shift
+    (speculative minus reference, nats) with its interval, and the rank test's z and p."""
+
+    reference: float
+    speculative: float
+    shift: float
+    low: float
+    high: float
+    z: float
+    p: float
+
+
+class SamplingSettingRow(_Part):
+    """One sampling setting of one config: what was compared, the statistics, the verdict, and
+    for a failure the prompt, the seed, the evidence and a curl reproducer."""
+
+    setting: str
+    described: str
+    params: dict[str, float]
+    status: str  # PASS or FAIL
+    prompts: int
+    samples: int  # continuations per prompt per side
+    tokens: int  # per continuation
+    likelihood: SamplingLikelihood
+    top1_reference: float  # share of sampled tokens that are the reference's top-1 there
+    top1_speculative: float
+    violations: dict[str, int]  # filter -> speculative tokens that break it
+    violations_reference: dict[str, int]
+    checked_tokens: int
+    positions_tested: int
+    positions_rejected: int
+    aa_shift: float  # the reference against itself under other seeds
+    aa_p: float
+    aa_passed: bool
+    detectable_shift: float  # nats per token, 80% power, from the A/A's spread
+    detectable_violation_rate: float  # seen with 95% probability in checked_tokens
+    seconds: float  # the config's own draws
+    reference_seconds: float  # the reference's draws for this setting (shared by every config)
+    evidence: list[str]
+    prompt: str | None
+    seed: int | None
+    reproducer: str | None
+
+
+class SamplingRow(_Part):
+    """The sampling equivalence test of one speculative config."""
+
+    config: str
+    reference: str
+    status: str  # PASS, FAIL or NOT CHECKED
+    alpha: float  # the false-alarm rate of the whole test
+    tests: int  # statistics tested under it (likelihood per setting, dense positions)
+    likelihood_threshold: float
+    position_threshold: float
+    not_checked: str | None
+    settings: list[SamplingSettingRow]
+
+
 class Report(_Part):
     """report.json: one run's measurements and verdicts; report.md and report.png are rendered
     from it, so what a person reads and what a machine reads cannot disagree."""
@@ -461,7 +521,8 @@ class Report(_Part):
     # workload.ignore_eos: speed requests ran to max_new_tokens past the end of sequence (true),
     # or stopped where each answer ended (false: τ and tok/s over answers alone)
     ignore_eos: bool = True
-    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3}
+    sampling: list[SamplingRow] = []
+    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3, "sampling": 8}
 
 
 class ErrorReport(_Part):

@@ -44,6 +44,12 @@ in `SPECGATE_CONFIG`.
 | echo-headers     | /generate answers 500 with the request's headers in its body       | no credential in any output  |
 |                  | (Authorization included), as a debugging proxy or framework does   | (secrets.py masking)         |
 | node-crash=R     | with --nnodes > 1, the node of rank R dies at boot                  | multi-node teardown (ssh)    |
+| greedy-accept    | at temperature > 0, verify accepts a draft only where it is the    | sampling equivalence: the    |
+|                  | target's argmax and replaces a rejected one (and the bonus) by the | samples' likelihood, sharper |
+|                  | argmax (SGLang's ROCm verify, PR #31214)                           | than the reference's         |
+| drafts-unfiltered| the acceptance test leaves top_k, top_p, min_p off (or those named:| sampling equivalence: tokens |
+| [=F,F]           | drafts-unfiltered=min_p): accepted drafts break them (vLLM #42744) | outside the setting          |
+| temperature-twice| verify divides the logits by the temperature twice                 | sampling equivalence at T!=1 |
 """
 
 from __future__ import annotations
@@ -73,7 +79,11 @@ KNOWN = (
     "server-info-list",
     "echo-headers",
     "node-crash",
+    "greedy-accept",
+    "drafts-unfiltered",
+    "temperature-twice",
 )
+FILTERS = ("top_k", "top_p", "min_p")
 
 
 @dataclass(frozen=True)
@@ -107,10 +117,14 @@ class Faults:
     server_info_list: bool = False
     echo_headers: bool = False  # a 500 whose body echoes the request's headers, Authorization too
     node_crash: int | None = None  # the rank of the node that dies at boot
+    # Sampling faults (sim/sampled.py): each breaks rejection sampling's exactness in verify only.
+    greedy_accept: bool = False
+    drafts_unfiltered: frozenset[str] = frozenset()  # the filters the acceptance test leaves off
+    temperature_twice: bool = False
 
     @property
     def active(self) -> list[str]:
-        return [k for k, v in self.__dict__.items() if v not in (None, False, 0.0)]
+        return [k for k, v in self.__dict__.items() if v not in (None, False, 0.0, frozenset())]
 
 
 def parse_faults(specs: list[str]) -> Faults:
@@ -140,6 +154,12 @@ def parse_faults(specs: list[str]) -> Faults:
             if not 1 <= claimed <= 100:
                 raise ValueError(f"--sim-fault {spec!r}: expected an accept length from 1 to 100")
             values[key] = claimed
+        elif name == "drafts-unfiltered":
+            named = [f.strip() for f in value.split(",") if f.strip()] if value else list(FILTERS)
+            wrong = [f for f in named if f not in FILTERS]
+            if wrong:
+                raise ValueError(f"--sim-fault {spec!r}: expected drafts-unfiltered[=F,...] with F among {', '.join(FILTERS)}")
+            values[key] = frozenset(named)
         elif name in ("slowdown", "boot-offset", "drift"):
             try:
                 number = float(value)

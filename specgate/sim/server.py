@@ -23,6 +23,7 @@ from specgate.sim import SIM_LABEL, SIM_VERSION
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import Generation, GenParams, GenState, SpecSettings
 from specgate.sim.faults import Faults
+from specgate.sim.sampled_api import SampledServer, answer, wants_sampled_path
 from specgate.sim.tokenizer import decode, encode
 
 
@@ -195,10 +196,20 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             body = json.loads(raw)
+            if isinstance(body, dict) and wants_sampled_path(body):
+                if not self._count_request():
+                    self._answer_sampled(body)
+                return
             generation, logprobs = self._parse_generate(body)
         except (ValueError, TypeError, KeyError) as exc:
             self._send_json(400, {"error": {"message": f"bad /generate request: {exc}"}})
             return
+        if self._count_request():
+            return
+        self._run(generation, bool(body.get("stream")), logprobs)
+
+    def _count_request(self) -> bool:
+        """Counts the request for the crash and trickle faults; True where a fault answered it."""
         with self.state.lock:
             self.state.requests_seen += 1
             seen = self.state.requests_seen
@@ -209,8 +220,27 @@ class Handler(BaseHTTPRequestHandler):
         trickle_after = self.state.faults.trickle_after
         if trickle_after is not None and seen > trickle_after:
             self._trickle(trickle_after, seen)
-            return
-        self._run(generation, bool(body.get("stream")), logprobs)
+            return True
+        return False
+
+    def _answer_sampled(self, body: dict) -> None:
+        """Sampled, batched or prompt-logprob requests (sampled_api.py), answered whole."""
+        with self.state.lock:
+            cost = self.state.cost.for_batch(self.state.running + 1)
+        server = SampledServer(
+            self.state.spec,
+            self.state.faults,
+            cost,
+            self.state.weights,
+            self._check_length,
+            lambda st: spec_counters(st, self.state.meta_names),
+        )
+        started = time.perf_counter()
+        response, cost_s = answer(server, body)
+        delay = started + cost_s - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        self._send_json(200, response)
 
     def _trickle(self, after: int, seen: int) -> None:
         """Headers, then keep-alive comments forever: no read ever times out, nothing finishes."""
@@ -247,9 +277,6 @@ class Handler(BaseHTTPRequestHandler):
         else:
             raise ValueError("expected 'text' (a string) or 'input_ids' (a list of integers)")
         sp = body.get("sampling_params") or {}
-        if float(sp.get("temperature", 1.0)) != 0.0:
-            # The toy model only knows greedy decoding; sampling would need a real model.
-            raise ValueError("the simulator serves greedy requests only (sampling_params.temperature = 0)")
         stop = sp.get("stop") or ()
         max_new = self._check_length(len(prompt_ids), int(sp.get("max_new_tokens", 128)))
         params = GenParams(

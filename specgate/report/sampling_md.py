@@ -1,0 +1,78 @@
+"""report.md's sampling equivalence section and its lines in the time to verdict."""
+
+from __future__ import annotations
+
+from specgate.report.model import Report, SamplingRow, SamplingSettingRow
+
+
+def _rate(s: SamplingSettingRow) -> str:
+    spec, ref = sum(s.violations.values()), sum(s.violations_reference.values())
+    return f"{spec} / {ref}" if s.params.get("top_k", -1) > 0 or s.params.get("top_p", 1) < 1 or s.params.get("min_p", 0) > 0 else "—"
+
+
+def sampling_section(report: Report) -> list[str]:
+    if not report.sampling:
+        return []
+    out = ["\n## Sampling equivalence (temperature > 0: the same distribution as the reference)\n"]
+    out.append(
+        "Per setting, each side's continuations (prompts × samples × tokens, seeds drawn per request) are scored "
+        "on the reference: their log-likelihood per token (rank test; the shift, speculative minus reference, "
+        "with its interval), per-position token frequencies (G-test where dense), and tokens that break the "
+        "setting outright (must be 0). The false-alarm rate is alpha over the whole test (half to the likelihood "
+        "tests over settings, half to the position tests, Bonferroni); the A/A compares the reference with itself "
+        "under other seeds at the same thresholds, and its spread gives the smallest shift detected with 80% power."
+    )
+    for row in report.sampling:
+        out.extend(_row(row))
+    return out
+
+
+def _row(row: SamplingRow) -> list[str]:
+    if row.not_checked:
+        return [f"\n### {row.config}: **NOT CHECKED**\n", f"{row.not_checked}."]
+    out = [
+        f"\n### {row.config} against {row.reference}: **{row.status}**\n",
+        f"alpha {row.alpha:g} over {row.tests} tests: likelihood p < {row.likelihood_threshold:.2g}, "
+        f"a position p < {row.position_threshold:.2g}.\n",
+        "| setting | verdict | compared | log-lik./token ref → spec | shift [interval] | z (p) | top-1 share ref / spec "
+        "| violations spec / ref | positions rejected | A/A | detectable shift | time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in row.settings:
+        ll = s.likelihood
+        aa = f"{'pass' if s.aa_passed else '**flagged**'} ({ll_fmt(s.aa_shift)}, p {s.aa_p:.2g})"
+        out.append(
+            f"| {s.setting} ({s.described}) | {s.status} | {s.prompts} × {s.samples} × {s.tokens} | "
+            f"{ll.reference:.3f} → {ll.speculative:.3f} | {ll_fmt(ll.shift)} [{ll_fmt(ll.low)}, {ll_fmt(ll.high)}] | "
+            f"{ll.z:.2f} ({ll.p:.2g}) | {100 * s.top1_reference:.0f}% / {100 * s.top1_speculative:.0f}% | "
+            f"{_rate(s)} of {s.checked_tokens} | {s.positions_rejected} of {s.positions_tested} | {aa} | "
+            f"{s.detectable_shift:.3f} nats; violations ≥ {100 * s.detectable_violation_rate:.2f}% | "
+            f"{s.seconds:.1f} s (+ reference {s.reference_seconds:.1f} s) |"
+        )
+    for s in row.settings:
+        if s.status != "FAIL":
+            continue
+        out.append(f"\n**{s.setting} ({s.described}) FAILED** on prompt `{s.prompt}`, seed {s.seed}:\n")
+        out.extend(f"- {e}" for e in s.evidence)
+        if s.reproducer:
+            out.append(f"\n```\n{s.reproducer}\n```")
+    if any(not s.aa_passed for s in row.settings):
+        out.append(
+            "\nAn A/A flagged: the reference disagreed with itself under other seeds at these thresholds (by chance "
+            "at most alpha of runs): read this config's verdicts at that setting with that in mind."
+        )
+    return out
+
+
+def ll_fmt(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def sampling_times(report: Report) -> list[str]:
+    """The time each setting cost, per config and the reference's shared draws."""
+    lines = []
+    for row in report.sampling:
+        if row.settings:
+            each = ", ".join(f"{s.setting} {s.seconds + s.reference_seconds:.1f} s" for s in row.settings)
+            lines.append(f"Sampling equivalence, {row.config} (its draws + the reference's): {each}.")
+    return lines

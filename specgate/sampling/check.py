@@ -1,0 +1,367 @@
+"""The sampling equivalence check: per speculative config, per sampling setting, many sampled
+continuations per prompt from the config and from its reference (seeds drawn per request,
+batched), each scored on the reference (its prompt logprobs), then:
+
+1. the likelihood test (stats.likelihood_test): the samples' log-likelihood per token under the
+   target, speculative against reference;
+2. per-position token frequencies (stats.position_tests) where dense enough;
+3. violations (violations.py): tokens outside the setting as the reference ranks them: must be 0.
+
+Calibration: the reference is also sampled under other seeds (the A/A), compared with itself
+by the same statistics; its spread gives the smallest likelihood shift the test detects (80%
+power), stated per setting with the A/A's own outcome. The false-alarm rate is `alpha` over the
+whole test: half to the likelihood tests (Bonferroni over settings), half to the position tests
+(Bonferroni over every tested position of every setting); benchmarks/sampling_false_alarms.py
+measures it over 200 simulated A/A runs.
+
+A failing setting names the prompt, the evidence and a curl reproducer with the seed, and the
+case joins the replay file (replay.py), asked first on every later run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from specgate.prompts import Prompt, render
+from specgate.sampling import wire
+from specgate.sampling.replay import SamplingReplay
+from specgate.sampling.stats import (
+    detectable_rate,
+    detectable_shift,
+    likelihood_test,
+    position_tests,
+)
+from specgate.sampling.violations import violation
+from specgate.sampling_spec import SamplingSetting, SamplingSpec
+
+Post = Callable[[dict[str, Any]], Any]  # POST /generate with this body: the parsed JSON answer
+SAMPLE_BATCH = 64
+SCORE_BATCH = 32
+
+
+@dataclass(frozen=True)
+class SamplingPrompt:
+    label: str
+    text: str
+
+
+@dataclass
+class Side:
+    """One server's continuations of one prompt under one setting, scored on the reference."""
+
+    seeds: list[int]
+    ids: list[list[int]]
+    logprobs: list[list[float]]
+    tops: list[list[wire.Tops]]
+
+    @property
+    def loglik(self) -> list[float]:
+        return [sum(lp) / max(len(lp), 1) for lp in self.logprobs]
+
+
+@dataclass
+class _ReferenceDraw:
+    prompt_ids: dict[str, list[int]] = field(default_factory=dict)
+    main: dict[str, Side] = field(default_factory=dict)
+    aa: dict[str, Side] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def prompts_for(spec: SamplingSpec, sequence: tuple[Prompt, ...], prompt_format: str) -> list[SamplingPrompt]:
+    """The workload's prompts in its pinned order (one of each set in turn), the first `spec.prompts`."""
+    return [SamplingPrompt(p.label, render(p.messages, prompt_format)) for p in sequence[: spec.prompts]]
+
+
+def _seed_stream(*parts: object) -> random.Random:
+    return random.Random(int(hashlib.sha256(repr(parts).encode()).hexdigest()[:16], 16))
+
+
+class SamplingChecker:
+    def __init__(
+        self,
+        spec: SamplingSpec,
+        prompts: list[SamplingPrompt],
+        seed: int,
+        replay: SamplingReplay | None = None,
+    ) -> None:
+        self.spec = spec
+        self.prompts = prompts
+        self.seed = seed
+        self.replay = replay
+        self._reference: dict[tuple[str, str], _ReferenceDraw] = {}
+        self.rows: dict[str, dict[str, Any]] = {}  # config -> the report's row
+        self.not_checked: dict[str, str] = {}  # config -> why its samples were not compared
+
+    def report_rows(self) -> list[dict[str, Any]]:
+        """The report's section: each config's row, or why it was not checked."""
+        rows = list(self.rows.values())
+        for config, why in self.not_checked.items():
+            if config not in self.rows:
+                rows.append(
+                    {
+                        "config": config,
+                        "reference": "",
+                        "status": "NOT CHECKED",
+                        "alpha": self.spec.alpha,
+                        "tests": 0,
+                        "likelihood_threshold": 0.0,
+                        "position_threshold": 0.0,
+                        "not_checked": why,
+                        "settings": [],
+                    }
+                )
+        return rows
+
+    # --- drawing ---------------------------------------------------------------------------
+    def _prompts(self, setting: SamplingSetting) -> list[SamplingPrompt]:
+        replayed = self.replay.prompts(setting.name) if self.replay else []
+        seen = {p.label for p in replayed}
+        return [*replayed, *(p for p in self.prompts if p.label not in seen)]
+
+    def _draw(self, post: Post, score: Post, ids: list[int], setting: SamplingSetting, seeds: list[int], where: str) -> Side:
+        n = self.spec.max_new_tokens
+        outs: list[list[int]] = []
+        for at in range(0, len(seeds), SAMPLE_BATCH):
+            chunk = seeds[at : at + SAMPLE_BATCH]
+            answer = post(wire.sample_payload(ids, setting, chunk, n, self.spec.seed_param))
+            outs += [wire.output_ids(item, where) for item in wire.items(answer, len(chunk), where)]
+        short = [len(o) for o in outs if len(o) != n]
+        if short:
+            raise wire.MalformedAnswer(
+                f"{where}: asked for {n} tokens with ignore_eos, {len(short)} answer(s) hold another count "
+                f"(first: {short[0]})",
+                url=where,
+            )
+        logprobs: list[list[float]] = []
+        tops: list[list[wire.Tops]] = []
+        for at in range(0, len(outs), SCORE_BATCH):
+            chunk_ids = outs[at : at + SCORE_BATCH]
+            answer = score(wire.score_payload([ids + o for o in chunk_ids], len(ids), self.spec.top_logprobs))
+            for item, cont in zip(wire.items(answer, len(chunk_ids), "the reference's scoring"), chunk_ids):
+                lp, tp = wire.scores(item, cont, "the reference's scoring")
+                logprobs.append(lp)
+                tops.append(tp)
+        return Side(seeds, outs, logprobs, tops)
+
+    def _reference_draw(self, reference: str, post_ref: Post, setting: SamplingSetting) -> _ReferenceDraw:
+        key = (reference, setting.name)
+        if key in self._reference:
+            return self._reference[key]
+        started = time.perf_counter()
+        draw = _ReferenceDraw()
+        rng = _seed_stream(self.seed, reference, setting.name, "reference")
+        for prompt in self._prompts(setting):
+            if prompt.label not in draw.prompt_ids:
+                tok = wire.items(post_ref(wire.tokenise_payload(prompt.text)), 1, f"{reference} (tokenise)")[0]
+                draw.prompt_ids[prompt.label] = wire.prompt_ids(tok, f"{reference} (tokenise)")
+            ids = draw.prompt_ids[prompt.label]
+            for target in (draw.main, draw.aa):
+                seeds = [rng.getrandbits(63) for _ in range(self.spec.samples)]
+                target[prompt.label] = self._draw(post_ref, post_ref, ids, setting, seeds, reference)
+        draw.seconds = time.perf_counter() - started
+        self._reference[key] = draw
+        return draw
+
+    # --- judging ----------------------------------------------------------------------------
+    def check(
+        self,
+        config: str,
+        reference: str,
+        post_spec: Post,
+        post_ref: Post,
+        spec_url: str = "http://SPEC",
+        api_key_env: str | None = None,
+    ) -> dict[str, Any]:
+        """Draws and judges every setting; returns the report's row (status PASS or FAIL)."""
+        results = []
+        for setting in self.spec.settings:
+            ref = self._reference_draw(reference, post_ref, setting)
+            started = time.perf_counter()
+            rng = _seed_stream(self.seed, config, setting.name, "speculative")
+            spec_sides = {}
+            for prompt in self._prompts(setting):
+                seeds = [rng.getrandbits(63) for _ in range(self.spec.samples)]
+                spec_sides[prompt.label] = self._draw(
+                    post_spec, post_ref, ref.prompt_ids[prompt.label], setting, seeds, config
+                )
+            results.append((setting, ref, spec_sides, time.perf_counter() - started))
+        row = self._judge(config, reference, results, spec_url, api_key_env)
+        self.rows[config] = row
+        return row
+
+    def _judge(self, config: str, reference: str, results: list, spec_url: str, api_key_env: str | None) -> dict[str, Any]:
+        alpha = self.spec.alpha
+        confidence = 1 - alpha / 2 / max(len(results), 1)
+        computed = []
+        for setting, ref, sides, seconds in results:
+            labels = list(sides)
+            a = [ref.main[p] for p in labels]
+            aa = [ref.aa[p] for p in labels]
+            b = [sides[p] for p in labels]
+            seed = int(_seed_stream(self.seed, config, setting.name, "bootstrap").getrandbits(31))
+            ll = likelihood_test([s.loglik for s in a], [s.loglik for s in b], confidence, seed)
+            ll_aa = likelihood_test([s.loglik for s in a], [s.loglik for s in aa], confidence, seed)
+            pos = position_tests([s.ids for s in a], [s.ids for s in b])
+            pos_aa = position_tests([s.ids for s in a], [s.ids for s in aa])
+            computed.append((setting, ref, sides, seconds, labels, a, b, ll, ll_aa, pos, pos_aa))
+        ll_bar = alpha / 2 / max(len(computed), 1)
+        positions = sum(len(c[9]) for c in computed)
+        pos_bar = alpha / 2 / max(positions, 1)
+        rows = [self._setting_row(config, c, ll_bar, pos_bar, spec_url, api_key_env) for c in computed]
+        failed = [r for r in rows if r["status"] == "FAIL"]
+        return {
+            "config": config,
+            "reference": reference,
+            "status": "FAIL" if failed else "PASS",
+            "alpha": alpha,
+            "tests": len(computed) + positions,
+            "likelihood_threshold": ll_bar,
+            "position_threshold": pos_bar,
+            "not_checked": None,
+            "settings": rows,
+        }
+
+    def _setting_row(
+        self, config: str, c: tuple, ll_bar: float, pos_bar: float, spec_url: str, api_key_env: str | None
+    ) -> dict[str, Any]:
+        setting, ref, sides, seconds, labels, a, b, ll, ll_aa, pos, pos_aa = c
+        margin = self.spec.boundary_margin
+        v_spec, where_spec = _violations(setting, margin, b, labels)
+        v_ref, _ = _violations(setting, margin, a, labels)
+        checked = sum(len(s.ids) * self.spec.max_new_tokens for s in b)
+        top1_a, top1_b = _top1_share(a), _top1_share(b)
+        rejected = sorted((t for t in pos if t.p < pos_bar), key=lambda t: t.p)
+        evidence: list[str] = []
+        culprit: tuple[str, int] | None = None  # (prompt label, seed) of the failure's reproducer
+        if sum(v_spec.values()):
+            kind, count = max(v_spec.items(), key=lambda kv: kv[1])
+            evidence.append(
+                f"{100 * sum(v_spec.values()) / checked:.1f}% of sampled tokens ({sum(v_spec.values())} of {checked}) "
+                f"break the setting: {_kinds(v_spec, setting)}; the reference's own samples: {sum(v_ref.values())}"
+            )
+            culprit = where_spec[kind]
+        elif sum(v_ref.values()):
+            evidence.append(
+                f"the reference's own samples break the setting ({_kinds(v_ref, setting)}): the sampler of the "
+                "reference itself, not speculation's alone, or boundary_margin too small for its numerics"
+            )
+        if ll.p < ll_bar:
+            how = (
+                "more likely under the target than its own samples: sharper than the setting (verify taking the "
+                "argmax, or the temperature applied twice?)"
+                if ll.shift > 0
+                else "less likely under the target than its own samples: flatter than the setting (a filter or the "
+                "temperature ignored?)"
+            )
+            evidence.append(
+                f"log-likelihood per token {ll.b_mean:.4f} against the reference's {ll.a_mean:.4f} (shift "
+                f"{ll.shift:+.4f} [{ll.low:+.4f}, {ll.high:+.4f}] nats; rank test z = {ll.z:.2f}, p = {ll.p:.2g} "
+                f"< {ll_bar:.2g}): the speculative samples are {how}; the reference's top-1 token: "
+                f"{100 * top1_b:.1f}% of speculative tokens, {100 * top1_a:.1f}% of the reference's"
+            )
+            if culprit is None:
+                side = b[ll.strongest]
+                pick = max(range(len(side.seeds)), key=lambda i: side.loglik[i] * (1 if ll.shift > 0 else -1))
+                culprit = (labels[ll.strongest], side.seeds[pick])
+        if rejected:
+            first = rejected[0]
+            evidence.append(
+                f"token frequencies differ at {len(rejected)} of {len(pos)} dense position(s); first: "
+                f"{labels[first.prompt]} output token {first.position} (G = {first.g:.1f}, df {first.df}, "
+                f"p = {first.p:.2g} < {pos_bar:.2g})"
+            )
+            if culprit is None:
+                culprit = (labels[first.prompt], b[first.prompt].seeds[0])
+        failed = bool(evidence) and (bool(sum(v_spec.values()) + sum(v_ref.values())) or ll.p < ll_bar or bool(rejected))
+        # The A/A, judged at the same thresholds: a reference that disagrees with itself under other
+        # seeds would make every verdict here doubtful (the report says so beside it).
+        aa_passed = ll_aa.p >= ll_bar and all(t.p >= pos_bar for t in pos_aa)
+        row: dict[str, Any] = {
+            "setting": setting.name,
+            "described": setting.describe(),
+            "params": {k: float(v) for k, v in setting.sampling_params().items()},
+            "status": "FAIL" if failed else "PASS",
+            "prompts": len(labels),
+            "samples": self.spec.samples,
+            "tokens": self.spec.max_new_tokens,
+            "likelihood": {
+                "reference": ll.a_mean,
+                "speculative": ll.b_mean,
+                "shift": ll.shift,
+                "low": ll.low,
+                "high": ll.high,
+                "z": ll.z,
+                "p": ll.p,
+            },
+            "top1_reference": top1_a,
+            "top1_speculative": top1_b,
+            "violations": dict(v_spec),
+            "violations_reference": dict(v_ref),
+            "checked_tokens": checked,
+            "positions_tested": len(pos),
+            "positions_rejected": len(rejected),
+            "aa_shift": ll_aa.shift,
+            "aa_p": ll_aa.p,
+            "aa_passed": aa_passed,
+            "detectable_shift": detectable_shift(ll_aa.se, ll_bar),
+            "detectable_violation_rate": detectable_rate(checked),
+            "seconds": round(seconds, 3),
+            "reference_seconds": round(ref.seconds, 3),
+            "evidence": evidence,
+            "prompt": None,
+            "seed": None,
+            "reproducer": None,
+        }
+        if failed and culprit is not None:
+            label, seed = culprit
+            payload = {
+                "input_ids": ref.prompt_ids[label],
+                "sampling_params": wire.sample_params(setting, self.spec.max_new_tokens, seed, self.spec.seed_param),
+            }
+            row.update(prompt=label, seed=seed, reproducer=wire.curl(spec_url, payload, api_key_env))
+            if self.replay is not None:
+                text = next(p.text for p in self._prompts(setting) if p.label == label)
+                self.replay.remember(config, setting, SamplingPrompt(label, text), seed, evidence[0])
+        return row
+
+
+def _violations(
+    setting: SamplingSetting, margin: float, sides: list[Side], labels: list[str]
+) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
+    """Tokens breaking the setting, by filter, and the first (prompt label, seed) of each."""
+    counts: dict[str, int] = {}
+    first: dict[str, tuple[str, int]] = {}
+    if not setting.filters:
+        return counts, first
+    for side_index, side in enumerate(sides):
+        for sample, (lps, tops) in enumerate(zip(side.logprobs, side.tops)):
+            for lp, top in zip(lps, tops):
+                kind = violation(setting, margin, lp, top)
+                if kind is not None:
+                    counts[kind] = counts.get(kind, 0) + 1
+                    first.setdefault(kind, (labels[side_index], side.seeds[sample]))
+    return counts, first
+
+
+def _kinds(counts: dict[str, int], setting: SamplingSetting) -> str:
+    words = {
+        "top_k": f"outside top_k {setting.top_k}",
+        "top_p": f"outside the top_p {setting.top_p:g} nucleus",
+        "min_p": f"below min_p {setting.min_p:g}",
+    }
+    return ", ".join(f"{n} {words[k]}" for k, n in sorted(counts.items()))
+
+
+def _top1_share(sides: list[Side]) -> float:
+    hits = total = 0
+    for side in sides:
+        for ids, tops in zip(side.ids, side.tops):
+            for token, top in zip(ids, tops):
+                total += 1
+                hits += bool(top) and top[0][0] == token
+    return hits / total if total else 0.0

@@ -1,0 +1,97 @@
+"""Sampling cases that once failed, kept beside the greedy replay file
+(`baselines/<deployment>/equivalence/sampling-replay.json`; commit it) and asked first, under
+their setting, on every later run. A file of its own: the greedy oracle rewrites replay.json
+with its own cases only.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from specgate.atomic import write_json_atomic
+from specgate.documents import read_document
+from specgate.errors import BaselineError
+from specgate.sampling_spec import SamplingSetting
+
+if TYPE_CHECKING:
+    from specgate.sampling.check import SamplingPrompt
+
+SAMPLING_REPLAY_FILE = "equivalence/sampling-replay.json"
+
+
+class ReplayCase(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    config: str
+    setting: str
+    params: dict[str, float]
+    prompt: str  # the prompt's label
+    text: str
+    seed: int
+    first_failed: str
+    why: str
+
+
+class ReplayDocument(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    deployment: str
+    cases: list[ReplayCase]
+
+
+class SamplingReplay:
+    def __init__(self, path: Path, deployment: str) -> None:
+        self.path = path
+        self.deployment = deployment
+        self._cases: list[ReplayCase] | None = None
+
+    @property
+    def cases(self) -> list[ReplayCase]:
+        if self._cases is None:
+            self._cases = self._load()
+        return self._cases
+
+    def _load(self) -> list[ReplayCase]:
+        if not self.path.exists():  # not is_file(): a FIFO or a folder there is refused by name
+            return []
+        try:
+            raw = json.loads(read_document(self.path, "the sampling replay file (a JSON file)"))
+            return ReplayDocument.model_validate(raw).cases
+        except (OSError, ValueError, ValidationError) as exc:
+            raise BaselineError(self.path, f"sampling replay file malformed ({type(exc).__name__}: {exc})") from None
+
+    def prompts(self, setting: str) -> list[SamplingPrompt]:
+        from specgate.sampling.check import SamplingPrompt
+
+        seen: dict[str, SamplingPrompt] = {}
+        for case in self.cases:
+            if case.setting == setting:
+                seen.setdefault(case.prompt, SamplingPrompt(case.prompt, case.text))
+        return list(seen.values())
+
+    def remember(self, config: str, setting: SamplingSetting, prompt: SamplingPrompt, seed: int, why: str) -> None:
+        """Keep a failing case (atomic write; never fatal: the failure is reported either way)."""
+        if any(c.config == config and c.setting == setting.name and c.prompt == prompt.label for c in self.cases):
+            return
+        case = ReplayCase(
+            config=config,
+            setting=setting.name,
+            params={k: float(v) for k, v in setting.sampling_params().items()},
+            prompt=prompt.label,
+            text=prompt.text,
+            seed=seed,
+            first_failed=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            why=why[:300],
+        )
+        self.cases.append(case)
+        document = ReplayDocument(deployment=self.deployment, cases=self.cases)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.path, document.model_dump())
+        except OSError:
+            pass

@@ -1,0 +1,121 @@
+"""Two-sample statistics of sampled continuations: the reference's samples (A) against another
+side's (B: a speculative config's, or the reference's own under other seeds for the A/A).
+
+- The likelihood test: each continuation's mean log-likelihood per token under the reference,
+  compared per prompt by a Mann-Whitney rank test, the prompts' signed z combined (Stouffer); the
+  shift (B minus A, nats per token, averaged over prompts) with a stratified bootstrap interval.
+  A sampler that takes the argmax or applies the temperature twice makes samples more likely
+  (a positive shift); one that ignores a filter or the temperature, less likely.
+- Per-position token frequencies: at each (prompt, position) a G-test of the two sides' token
+  counts, tokens seen fewer than `POOL_BELOW` times over both sides pooled into one category;
+  positions left with a single category are not dense enough and are not tested.
+Exact under the null of equal distributions (rank test) or close to it (G-test at pooled
+counts); the false-alarm rate is measured over simulated A/A runs by
+benchmarks/sampling_false_alarms.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _st
+
+POOL_BELOW = 10  # a token category needs this many over both sides (5 expected per side)
+POWER_Z = 0.8416  # z of 80% power
+
+
+@dataclass(frozen=True)
+class LikelihoodTest:
+    a_mean: float  # mean log-likelihood per token, side A, averaged over prompts
+    b_mean: float
+    shift: float  # b_mean - a_mean
+    low: float
+    high: float
+    z: float  # Stouffer z over prompts: > 0 where B's samples are the more likely
+    p: float  # two-sided
+    se: float  # the shift's standard error (bootstrap)
+    strongest: int  # the prompt whose rank test was furthest from the null
+
+
+@dataclass(frozen=True)
+class PositionTest:
+    prompt: int
+    position: int
+    g: float
+    df: int
+    p: float
+
+
+def _u_z(a: np.ndarray, b: np.ndarray) -> float:
+    """Signed z of the Mann-Whitney U of B over A, tie-corrected (0 where every value ties)."""
+    n1, n2 = len(a), len(b)
+    ranks = _st.rankdata(np.concatenate([a, b]))
+    u = ranks[n1:].sum() - n2 * (n2 + 1) / 2
+    n = n1 + n2
+    _, counts = np.unique(np.concatenate([a, b]), return_counts=True)
+    ties = float((counts**3 - counts).sum())
+    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if var <= 0:
+        return 0.0
+    return float((u - n1 * n2 / 2) / math.sqrt(var))
+
+
+def likelihood_test(
+    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float, seed: int, resamples: int = 400
+) -> LikelihoodTest:
+    """`a[i]`, `b[i]`: per-token mean log-likelihoods of prompt i's continuations on each side."""
+    arrays = [(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) for x, y in zip(a, b)]
+    zs = [_u_z(x, y) for x, y in arrays]
+    z = float(sum(zs) / math.sqrt(len(zs))) if zs else 0.0
+    p = float(2 * _st.norm.sf(abs(z)))
+    a_mean = float(np.mean([x.mean() for x, _ in arrays]))
+    b_mean = float(np.mean([y.mean() for _, y in arrays]))
+    rng = np.random.default_rng(seed)
+    boots = np.zeros(resamples)
+    for x, y in arrays:
+        # Resample within each prompt: prompts are strata, not draws.
+        bx = x[rng.integers(0, len(x), (resamples, len(x)))].mean(axis=1)
+        by = y[rng.integers(0, len(y), (resamples, len(y)))].mean(axis=1)
+        boots += by - bx
+    boots /= max(len(arrays), 1)
+    tail = (1 - confidence) / 2
+    low, high = (float(v) for v in np.quantile(boots, [tail, 1 - tail]))
+    strongest = int(np.argmax(np.abs(zs))) if zs else 0
+    return LikelihoodTest(a_mean, b_mean, b_mean - a_mean, low, high, z, p, float(boots.std(ddof=1)), strongest)
+
+
+def position_tests(a: Sequence[Sequence[Sequence[int]]], b: Sequence[Sequence[Sequence[int]]]) -> list[PositionTest]:
+    """`a[i][s]`: the token ids of side A's s-th continuation of prompt i. One G-test per dense
+    (prompt, position)."""
+    out = []
+    for i, (xs, ys) in enumerate(zip(a, b)):
+        length = min([len(s) for s in [*xs, *ys]] or [0])
+        for pos in range(length):
+            ca = Counter(s[pos] for s in xs)
+            cb = Counter(s[pos] for s in ys)
+            total = ca + cb
+            dense = [t for t, n in total.items() if n >= POOL_BELOW]
+            rest = [t for t in total if t not in dense]
+            rows = [[ca[t] for t in dense], [cb[t] for t in dense]]
+            if rest and sum(total[t] for t in rest) > 0:
+                rows[0].append(sum(ca[t] for t in rest))
+                rows[1].append(sum(cb[t] for t in rest))
+            if len(rows[0]) < 2 or min(sum(col) for col in zip(*rows)) == 0:
+                continue
+            g, p, df, _ = _st.chi2_contingency(rows, correction=False, lambda_="log-likelihood")
+            out.append(PositionTest(i, pos, float(g), int(df), float(p)))
+    return out
+
+
+def detectable_shift(se: float, alpha: float) -> float:
+    """The likelihood shift (nats per token) found with 80% power at two-sided level alpha."""
+    return (float(_st.norm.isf(alpha / 2)) + POWER_Z) * se
+
+
+def detectable_rate(checked: int) -> float:
+    """The violation rate seen at least once with 95% probability in `checked` tokens."""
+    return 1.0 if checked <= 0 else 1.0 - 0.05 ** (1.0 / checked)

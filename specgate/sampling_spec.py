@@ -1,0 +1,140 @@
+"""The deployment's `[sampling]` section: which sampling settings the distributional equivalence
+test compares a speculative config with its reference under, and how many samples it draws.
+
+Speculative sampling is exact in theory (rejection sampling of the drafts), so at every setting
+the speculative server's samples must follow the reference's distribution. Greedy equivalence
+cannot see a verify that takes the argmax at temperature > 0 or drops a filter on accepted
+drafts; this test can (specgate.sampling).
+
+```toml
+[sampling]
+enabled = true            # false: the test is NOT CHECKED (and says so)
+prompts = 8               # prompts per setting (the workload's, one of each set in turn)
+samples = 64              # continuations per prompt per side
+max_new_tokens = 32       # each continuation's length (run past the end of sequence)
+alpha = 0.05              # the false-alarm rate of the whole test, over settings and statistics
+boundary_margin = 0.1     # nats: a token is outside a setting only this far past its boundary
+seed_param = "sampling_seed"   # SGLang's per-request seed; "" where a release has none
+top_logprobs = 20         # top logprobs per scored position (at least each top_k + 5)
+skip = ["top_k20"]        # settings turned off by name
+
+[[sampling.settings]]     # replaces the default set (temperature 0.7 and 1.0, top_p 0.9,
+name = "t0.8-p0.95"       # top_k 20, min_p 0.1)
+temperature = 0.8
+top_p = 0.95
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specgate.tomlcheck import Table
+
+
+@dataclass(frozen=True)
+class SamplingSetting:
+    name: str
+    temperature: float
+    top_p: float = 1.0
+    top_k: int = -1  # -1: off
+    min_p: float = 0.0
+
+    @property
+    def filters(self) -> tuple[str, ...]:
+        """The filters this setting turns on, in SGLang's order."""
+        return tuple(
+            name
+            for name, on in (("top_k", self.top_k > 0), ("top_p", self.top_p < 1.0), ("min_p", self.min_p > 0.0))
+            if on
+        )
+
+    def describe(self) -> str:
+        parts = [f"temperature {self.temperature:g}"]
+        if self.top_k > 0:
+            parts.append(f"top_k {self.top_k}")
+        if self.top_p < 1.0:
+            parts.append(f"top_p {self.top_p:g}")
+        if self.min_p > 0.0:
+            parts.append(f"min_p {self.min_p:g}")
+        return ", ".join(parts)
+
+    def sampling_params(self) -> dict[str, float | int]:
+        """SGLang's sampling_params for it (off filters at SGLang's defaults)."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "min_p": self.min_p}
+
+
+DEFAULT_SETTINGS = (
+    SamplingSetting("t0.7", 0.7),
+    SamplingSetting("t1.0", 1.0),
+    SamplingSetting("top_p0.9", 1.0, top_p=0.9),
+    SamplingSetting("top_k20", 1.0, top_k=20),
+    SamplingSetting("min_p0.1", 1.0, min_p=0.1),
+)
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    enabled: bool = True
+    settings: tuple[SamplingSetting, ...] = DEFAULT_SETTINGS
+    prompts: int = 8
+    samples: int = 64
+    max_new_tokens: int = 32
+    alpha: float = 0.05
+    boundary_margin: float = 0.1
+    seed_param: str = "sampling_seed"
+    top_logprobs_floor: int = 20
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and bool(self.settings)
+
+    @property
+    def top_logprobs(self) -> int:
+        """How many top logprobs a scored position needs: enough to see past every top_k."""
+        return max([self.top_logprobs_floor, *(s.top_k + 5 for s in self.settings if s.top_k > 0)])
+
+
+def parse_sampling(t: Table) -> SamplingSpec:
+    enabled = t.flag("enabled", True)
+    settings = [_parse_setting(s, i) for i, s in enumerate(t.table_list("settings"))] or list(DEFAULT_SETTINGS)
+    names = [s.name for s in settings]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise t.error("settings", f"setting names must differ; {', '.join(dupes)} appears more than once")
+    skip = t.str_list("skip", [])
+    unknown = [n for n in skip if n not in names]
+    if unknown:
+        raise t.error("skip", f"names no setting: {', '.join(unknown)}; the settings are {', '.join(names)}")
+    spec = SamplingSpec(
+        enabled=enabled,
+        settings=tuple(s for s in settings if s.name not in skip),
+        prompts=t.integer("prompts", 8, minimum=1, maximum=256),
+        # Two samples per side are the least a rank test can order; fewer than ~20 detect little.
+        samples=t.integer("samples", 64, minimum=2, maximum=4096),
+        max_new_tokens=t.integer("max_new_tokens", 32, minimum=1, maximum=1024),
+        alpha=t.number("alpha", 0.05, minimum=1e-6, maximum=0.5),
+        boundary_margin=t.number("boundary_margin", 0.1, minimum=0.0, maximum=5.0),
+        seed_param=t.text("seed_param", "sampling_seed"),
+        # The top logprobs asked per scored position (at least top_k + 5 of every setting): the
+        # more, the tighter the top_p nucleus bound; 20 is plenty for a real vocabulary's tail.
+        top_logprobs_floor=t.integer("top_logprobs", 20, minimum=2, maximum=1000),
+    )
+    t.reject_unknown()
+    return spec
+
+
+def _parse_setting(t: Table, index: int) -> SamplingSetting:
+    temperature = t.number("temperature", minimum=1e-3, maximum=10.0)
+    setting = SamplingSetting(
+        name="",
+        temperature=temperature,
+        top_p=t.number("top_p", 1.0, minimum=1e-3, maximum=1.0),
+        top_k=t.integer("top_k", -1, minimum=-1, maximum=100_000),
+        min_p=t.number("min_p", 0.0, minimum=0.0, maximum=0.999),
+    )
+    if setting.top_k == 0:
+        raise t.error("top_k", "expected -1 (off) or an integer >= 1, got 0")
+    name = t.name("name", f"setting{index}")
+    t.reject_unknown()
+    return SamplingSetting(name, setting.temperature, setting.top_p, setting.top_k, setting.min_p)

@@ -1,0 +1,172 @@
+"""Sampling equivalence: a healthy simulator passes, each sampling fault fails for its own reason,
+and the report section, the replay entry and the deployment's settings do what they say.
+
+In-process: the simulator's /generate (sim.sampled_api.in_process, JSON both ways) and the
+gate's check; the reference's draws are made once per module and shared, as in a run. One
+end-to-end run (a real `pytest tests/gate` on simulator servers) shows the phase, the report
+and the replay file together.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+from helpers import SimDeployment, merge, sim_deployment_dict
+
+from specgate.errors import DeploymentErrors, MalformedAnswer
+from specgate.report.model import SamplingRow
+from specgate.report.sampling_md import sampling_section
+from specgate.sampling import wire
+from specgate.sampling.check import SamplingChecker, SamplingPrompt
+from specgate.sampling.live import why_not_checkable
+from specgate.sampling.replay import SamplingReplay
+from specgate.sampling.violations import violation
+from specgate.sampling_spec import SamplingSetting, SamplingSpec
+from specgate.sim.engine import SpecSettings
+from specgate.sim.faults import parse_faults
+from specgate.sim.sampled_api import in_process
+
+EAGLE = SpecSettings("EAGLE3", steps=2, topk=1, draft_tokens=3, attention_mode="decode", draft_agreement=0.7)
+SETTINGS = (
+    SamplingSetting("t0.7", 0.7),
+    SamplingSetting("t1.0", 1.0),
+    SamplingSetting("top_p0.9", 1.0, top_p=0.9),
+    SamplingSetting("top_k3", 1.0, top_k=3),
+    SamplingSetting("min_p0.1", 1.0, min_p=0.1),
+)
+SPEC = SamplingSpec(settings=SETTINGS, prompts=3, samples=40, max_new_tokens=10, top_logprobs_floor=8)
+PROMPTS = [SamplingPrompt(f"toy/{i}", f"kalo mine suta number {i} rika") for i in range(3)]
+REFERENCE = in_process(None)
+
+
+@pytest.fixture(scope="module")
+def checker():
+    return SamplingChecker(SPEC, PROMPTS, seed=7)
+
+
+def _judged(checker, faults):
+    row = checker.check("eagle3" + "".join(f"+{f}" for f in faults), "baseline", in_process(EAGLE, parse_faults(faults)), REFERENCE)
+    return row, {s["setting"]: s for s in row["settings"]}
+
+
+def test_a_healthy_simulator_samples_as_its_reference_at_every_setting(checker):
+    row, by = _judged(checker, [])
+    assert row["status"] == "PASS", [s["evidence"] for s in row["settings"]]
+    assert all(s["aa_passed"] and not s["violations"] for s in row["settings"])
+    assert row["tests"] > len(SETTINGS)  # positions were dense enough to be tested too
+
+
+def test_greedy_acceptance_at_temperature_is_caught_by_sharper_samples(checker):
+    row, by = _judged(checker, ["greedy-accept"])
+    assert row["status"] == "FAIL"
+    for s in by.values():  # every setting, temperature 1.0 included, where the temperature is right
+        assert s["status"] == "FAIL" and not s["violations"]
+        assert s["likelihood"]["shift"] > 0 and "sharper" in s["evidence"][0]
+        assert s["top1_speculative"] > s["top1_reference"] + 0.1
+    assert by["t1.0"]["reproducer"] and '"sampling_seed"' in by["t1.0"]["reproducer"]
+
+
+def test_filters_left_off_accepted_drafts_are_caught_as_tokens_outside_the_setting(checker):
+    _, by = _judged(checker, ["drafts-unfiltered"])
+    assert by["t0.7"]["status"] == by["t1.0"]["status"] == "PASS"  # no filter to leave off
+    for name, kind, words in (
+        ("top_k3", "top_k", "outside top_k 3"),
+        ("top_p0.9", "top_p", "outside the top_p 0.9 nucleus"),
+        ("min_p0.1", "min_p", "below min_p 0.1"),
+    ):
+        s = by[name]
+        assert s["status"] == "FAIL" and s["violations"].get(kind, 0) > 0, s
+        assert not s["violations_reference"] and words in s["evidence"][0]
+
+
+def test_min_p_alone_left_off_fails_the_min_p_setting_alone(checker):
+    _, by = _judged(checker, ["drafts-unfiltered=min_p"])
+    assert [n for n, s in by.items() if s["status"] == "FAIL"] == ["min_p0.1"]
+
+
+def test_temperature_applied_twice_is_caught_below_temperature_one_only(checker):
+    _, by = _judged(checker, ["temperature-twice"])
+    assert by["t0.7"]["status"] == "FAIL" and "sharper" in by["t0.7"]["evidence"][0]
+    assert by["t1.0"]["status"] == "PASS"  # 1.0 squared is 1.0: nothing to see, truthfully
+
+
+def test_the_report_section_says_what_was_compared_and_the_failure(checker):
+    row, _ = _judged(checker, ["temperature-twice"])
+    typed = SamplingRow.model_validate(json.loads(json.dumps(row)))  # the report's model reads it back
+    text = "\n".join(sampling_section(types.SimpleNamespace(sampling=[typed])))  # type: ignore[arg-type]
+    assert "t0.7 (temperature 0.7) | FAIL | 3 × 40 × 10" in text
+    assert "**t0.7 (temperature 0.7) FAILED** on prompt" in text and "curl -s" in text
+    assert "detectable shift" in text and "A/A" in text
+
+
+def test_a_failing_case_joins_the_replay_file_and_is_asked_first(tmp_path):
+    path = tmp_path / "sampling-replay.json"
+    one = SamplingSpec(settings=(SETTINGS[3],), prompts=2, samples=30, max_new_tokens=8, top_logprobs_floor=8)
+    checker = SamplingChecker(one, PROMPTS[:2], seed=3, replay=SamplingReplay(path, "toy"))
+    row = checker.check("eagle3", "baseline", in_process(EAGLE, parse_faults(["drafts-unfiltered"])), REFERENCE)
+    assert row["status"] == "FAIL"
+    stored = json.loads(path.read_text())
+    (case,) = stored["cases"]
+    assert case["config"] == "eagle3" and case["setting"] == "top_k3" and isinstance(case["seed"], int)
+    assert "outside top_k 3" in case["why"]
+    later = SamplingChecker(one, [PROMPTS[2]], seed=4, replay=SamplingReplay(path, "toy"))
+    assert [p.label for p in later._prompts(SETTINGS[3])] == [case["prompt"], PROMPTS[2].label]
+
+
+def _deployment(tmp_path, sampling):
+    from specgate.deployment import parse_deployment
+
+    return parse_deployment(merge(sim_deployment_dict(), {"sampling": sampling}), tmp_path / "d.toml")
+
+
+def test_a_deployment_turns_settings_off(tmp_path):
+    dep = _deployment(tmp_path, {"skip": ["top_k3"]})
+    assert [s.name for s in dep.sampling.settings] == ["t0.7", "min_p0.1"]
+    off = _deployment(tmp_path, {"enabled": False})
+    assert why_not_checkable(off, reference_stored=False) == "turned off by the deployment ([sampling] enabled = false)"
+    none = _deployment(tmp_path, {"skip": ["t0.7", "top_k3", "min_p0.1"]})
+    assert "every setting is turned off" in (why_not_checkable(none, reference_stored=False) or "")
+    with pytest.raises(DeploymentErrors, match=r"sampling\.skip.*names no setting: top_k20"):
+        _deployment(tmp_path, {"skip": ["top_k20"]})
+
+
+def test_prompt_logprobs_are_read_under_either_spelling():
+    triples = {"meta_info": {"input_token_logprobs": [[-0.5, 7, "a"], [-1.0, 8, None]], "input_top_logprobs": [[[-0.5, 7]], [[-0.2, 9], [-1.0, 8]]]}}
+    parallel = {"meta_info": {"input_token_logprobs_val": [-0.5, -1.0], "input_token_logprobs_idx": [7, 8],
+                              "input_top_logprobs": [[[-0.5, 7]], [[-0.2, 9], [-1.0, 8]]]}}
+    for item in (triples, parallel):
+        assert wire.scores(item, [8], "x") == ([-1.0], [((9, -0.2), (8, -1.0))])
+    with pytest.raises(MalformedAnswer, match="input_token_logprobs: its last 1 token ids are not the continuation"):
+        wire.scores(triples, [5], "x")
+
+
+def test_a_nucleus_is_judged_only_where_its_bound_is_certain():
+    tops = [(1, -0.1), (2, -2.5), (3, -4.0)]
+    assert violation(SamplingSetting("p", 1.0, top_p=0.5), 0.1, -4.0, tops) == "top_p"
+    assert violation(SamplingSetting("p", 1.0, top_p=0.95), 0.1, -2.5, tops) is None  # inside
+    assert violation(SamplingSetting("p", 1.5, top_p=0.5), 0.1, -4.0, tops) is None  # tail unbounded above T 1
+    assert violation(SamplingSetting("k", 1.0, top_k=2), 0.1, -4.0, tops) == "top_k"
+    assert violation(SamplingSetting("k", 1.0, top_k=2), 0.1, -2.45, tops) is None  # within the margin
+
+
+def test_an_unknown_filter_for_drafts_unfiltered_is_refused():
+    with pytest.raises(ValueError, match="drafts-unfiltered"):
+        parse_faults(["drafts-unfiltered=top_q"])
+
+
+def test_the_gate_fails_on_greedy_acceptance_while_greedy_equivalence_and_speed_pass(tmp_path):
+    d = SimDeployment(tmp_path, {})
+    result = d.run(None, faults="eagle3-decode:greedy-accept")
+    out = "\n".join(result.outlines)
+    assert result.ret == 1, out[-3000:]
+    rows = {r["config"]: r for r in d.report()["sampling"]}
+    assert rows["eagle3-decode"]["status"] == "FAIL" and rows["eagle3-prefill"]["status"] == "PASS"
+    # The one failure: greedy equivalence, speed and the gates of eagle3-decode stay green.
+    failed = [line for line in result.outlines if line.startswith("FAILED")]
+    assert len(failed) == 1 and "test_sampling.py::test_speculative_sampling_matches_reference[eagle3-decode]" in failed[0]
+    replay = json.loads((d.baselines_dir / "sim" / "equivalence" / "sampling-replay.json").read_text())
+    assert {c["config"] for c in replay["cases"]} == {"eagle3-decode"}
+    assert "## Sampling equivalence" in (d.report_dir / "report.md").read_text()
+    assert not d.leftovers()
