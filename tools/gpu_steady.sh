@@ -34,7 +34,8 @@ if [[ ${PIN:-0} == 1 ]]; then
       -e 's/^coexist = true/coexist = true\ncpu_affinity = "split"/' "$dep" > "$work/pinned.toml"
   dep=$work/pinned.toml
 fi
-if [[ $phase == calibrate ]]; then
+# Unpacked once per machine: a judge call on a fresh machine unpacks too.
+if [[ $phase == calibrate || ! -f /tmp/gpu-env.sh ]]; then
   bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -2 || exit 3
 fi
 source /tmp/gpu-env.sh || exit 3
@@ -62,8 +63,10 @@ step() {  # step NAME SECONDS_NEEDED COMMAND...: one specgate command, unless it
   local rc=$?
   echo "$name: exit $rc in $((SECONDS - t0)) s: $(grep -m1 '^specgate: ' "$work/$name.out" || tail -1 "$work/$name.out")" | tee -a "$OUT/summary.txt"
 }
-if [[ $phase == calibrate ]]; then
+if [[ $phase == calibrate || ! -d /tmp/assets/llama-3.1-8b-eagle3-dummy ]]; then
   python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf > "$work/assets.log" 2>&1 || { tail -5 "$work/assets.log"; exit 3; }
+fi
+if [[ $phase == calibrate ]]; then
   left=$((deadline - SECONDS - 20))
   step calibrate 200 python3 -m specgate.cli calibrate "$dep" --boots "${CAL_BOOTS:-4}" --max-seconds "$left" \
     --baselines-dir "$work/baselines" --numerics 0
@@ -76,10 +79,11 @@ else
     echo "baselines from $BASELINES_IN (another lease's machine)" | tee -a "$OUT/summary.txt"
   fi
   slow=${SLOWDOWN:-0.10}
-  step update 150 python3 -m specgate.cli baseline update "$dep" --baselines-dir "$work/baselines"
+  # UPDATE=0: judge against the baseline this machine stored in an earlier call.
+  [[ ${UPDATE:-1} == 1 ]] && step update 150 python3 -m specgate.cli baseline update "$dep" --baselines-dir "$work/baselines"
   for i in $(seq 1 "${RUNS:-5}"); do
     step "unchanged-$i" 130 python3 -m specgate.cli run "$dep" --baselines-dir "$work/baselines"
-    SPECGATE_INJECT_SLOWDOWN=$slow SPECGATE_INJECT_ONLY=eagle3-decode step "slowed-$i" 130 python3 -m specgate.cli run "$dep" --baselines-dir "$work/baselines"
+    [[ ${SLOWED:-1} == 1 ]] && SPECGATE_INJECT_SLOWDOWN=$slow SPECGATE_INJECT_ONLY=eagle3-decode step "slowed-$i" 130 python3 -m specgate.cli run "$dep" --baselines-dir "$work/baselines"
   done
   for r in "$work"/unchanged-* "$work"/slowed-*; do
     [[ -f $r/report.md ]] && { echo "== $(basename "$r")"; sed -n 1,30p "$r/report.md"; } >> "$OUT/summary.txt"
