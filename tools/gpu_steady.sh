@@ -81,7 +81,9 @@ else
   slow=${SLOWDOWN:-0.10}
   # UPDATE=0: judge against the baseline this machine stored in an earlier call.
   [[ ${UPDATE:-1} == 1 ]] && step update 150 python3 -m specgate.cli baseline update "$dep" --baselines-dir "$work/baselines"
-  for i in $(seq 1 "${RUNS:-5}"); do
+  # FIRST: the number of the first run here, so that a later call's runs do not overwrite this one's.
+  first=${FIRST:-1}
+  for i in $(seq "$first" $((first + ${RUNS:-5} - 1))); do
     step "unchanged-$i" 130 python3 -m specgate.cli run "$dep" --baselines-dir "$work/baselines"
     [[ ${SLOWED:-1} == 1 ]] && SPECGATE_INJECT_SLOWDOWN=$slow SPECGATE_INJECT_ONLY=eagle3-decode step "slowed-$i" 130 python3 -m specgate.cli run "$dep" --baselines-dir "$work/baselines"
   done
