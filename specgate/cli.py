@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     assets.add_argument(
         "--train-seconds", type=float, default=240.0, help="smollm2-eagle3: training stops after this long"
     )
-    # 3 epochs stopped at 0.34 top-1 accuracy on the H200 (results/2026-11-30-h200-eagle3); 24 reached 0.75.
+    # Too few passes leave the drafter far from converged: held-out accuracy kept rising up to 24 (results/2026-11-30-h200-eagle3).
     assets.add_argument("--epochs", type=_positive_int, default=12, help="smollm2-eagle3: passes over the data")
     assets.add_argument(
         "--self-prompts",
@@ -142,8 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--train-until", type=float, default=None, help="smollm2-eagle3: a Unix time by which the work stops (training ends by it; a distillation stops "
         "sending prompts 75 s before it, or before it less the training's seconds, and keeps what was answered)"
     )
-    # 8192 padded tokens per step ran 7.2 steps/s on the H200 (results/2026-11-30-h200-drafter-retry),
-    # a small model's step being mostly fixed cost: wider steps buy more passes in a device call.
+    # A small model's training step is mostly fixed cost, so wider steps buy more passes in one device
+    # call (results/2026-11-30-h200-drafter-retry).
     assets.add_argument(
         "--batch-tokens", type=_positive_int, default=16384, help="smollm2-eagle3: padded tokens per training step"
     )

@@ -73,17 +73,17 @@ HARDWARE_KEYS = ("gpu", "gpu_count", "driver", "cuda", "sglang")
 # The differences a config may declare known (`tolerate`): each is the name of a failure shape
 # the equivalence check recognises (specgate.equivalence.known), described for `specgate check`.
 TOLERABLE = {
-    # Seen on the H200 with SGLang 0.5.11's STANDALONE speculation (results/2026-11-29-h200-smollm2):
-    # the server generated on past the stop string that ended the baseline's answer; the text was cut
-    # at the same place, but output_ids and completion_tokens held 1 to 17 extra tokens.
+    # SGLang 0.5.11's STANDALONE speculation generates on past the stop string that ended the
+    # baseline's answer: the text is cut at the same place, but output_ids and completion_tokens
+    # hold extra tokens (results/2026-11-29-h200-smollm2).
     "stop-overshoot": "the speculative answer has the baseline's text and tokens, then more token ids past the "
     "stop string that ended the baseline (its text cut at the same place)",
-    # Seen on the H200 with SGLang 0.5.14 and a trained EAGLE-3 drafter
-    # (results/2026-11-30-h200-drafter-retry): SGLang's max_new_tokens check runs before its stop checks.
+    # SGLang up to 0.5.17 checks max_new_tokens before its stop checks, so one verify step can
+    # accept the stop and reach the limit (results/2026-11-30-h200-drafter-retry).
     "past-stop-at-length": "the speculative answer has the baseline's tokens up to the stop string or stop token "
     "(EOS) that ended the baseline, then ran on to max_new_tokens within the same verify step",
-    # Seen on the H200 with SGLang 0.5.14 and a trained EAGLE-3 drafter (results/2026-12-02-h200-round3):
-    # SGLang tries the stop strings in list order, not in the order they occur.
+    # SGLang tries the stop strings in list order, not in the order they occur, so a verify step
+    # that completes two stops ends on the one listed first (results/2026-12-02-h200-round3).
     "stop-list-order": "the speculative answer has the baseline's tokens up to the stop string that ended the "
     "baseline, then ran on within the same verify step to another stop string listed before it in the request",
 }

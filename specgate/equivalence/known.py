@@ -64,8 +64,8 @@ class KnownDefect:
 
 KNOWN_DEFECTS = (
     # One verify step can accept many tokens, but the stop-string check decoded only the last
-    # stop_str_max_len + 1 of them: a stop string early in an accepted batch was missed. Seen by
-    # this suite on 0.5.11 (STANDALONE ran past "\n\n" in 17 answers of 89, results/2026-11-29-h200-smollm2).
+    # stop_str_max_len + 1 of them: a stop string early in an accepted batch was missed. Evidence:
+    # 0.5.11 (STANDALONE ran past "\n\n" in 17 answers of 89, results/2026-11-29-h200-smollm2).
     KnownDefect(
         "SGLang PR #23802",
         "https://github.com/sgl-project/sglang/pull/23802",
@@ -77,7 +77,7 @@ KNOWN_DEFECTS = (
     # max_new_tokens, before it looks for stop tokens or stop strings among the tokens accepted in
     # that step. Plain decoding adds one token per step, so a stop string is always seen first;
     # a verify step that accepts the stop string *and* reaches the limit finishes on length with
-    # the stop string and what follows it in the text. Seen by this suite on 0.5.14 with a
+    # the stop string and what follows it in the text. Evidence: 0.5.14 with a
     # trained drafter (results/2026-11-30-h200-drafter-retry: '.' in the last accepted tokens of
     # a 32-token answer, all three EAGLE-3 configs), and for the EOS token too
     # (results/2026-12-01-h200-drafter-heldout: "<|im_end|>" then "\n" up to max_new_tokens 12 and
@@ -97,7 +97,7 @@ KNOWN_DEFECTS = (
     # step, so the first stop completed ends the answer (a single token completing two ends on the
     # one listed first there too, the baseline with it); a verify step that completes two in
     # different tokens (stop ['.', '\n\n'], accepted '\n\n', '1', '.') ends on the one listed
-    # first, with the earlier one left in the text. Seen by this suite on 0.5.14 with a trained
+    # first, with the earlier one left in the text. Evidence: 0.5.14 with a trained
     # drafter (results/2026-12-02-h200-round3: long_context-01, eagle3-decode and eagle3-tree, two
     # boots); read from the released wheels, every release from 0.5.14 to 0.5.23 loops in list
     # order, and their own finish check ends such a step on the stop listed first when driven on

@@ -547,7 +547,7 @@ class _SpeedFigures(_Part):
 
 
 class ReportFigures(_Part):
-    """The part of a report every version has held, from the first GPU runs (2026-11-29) on:
+    """The part of a report every version has held, schema_version 0 included:
     what reads reports across versions (`specgate spread`) reads, so that reports older than the
     rest of this model (another verdict vocabulary) still compare."""
 
@@ -579,7 +579,7 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-# The verdict words of the first reports (2026-11-29), before the gate statuses were split:
+# The verdict words of reports without schema_version, before the gate statuses were split:
 # a gate that could not compare said "skip" (now "not compared": nothing to compare with), and a
 # speed row's verdict was written in lower case.
 _OLD_GATE_STATUS = {"skip": "not compared"}

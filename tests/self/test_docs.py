@@ -1,0 +1,64 @@
+"""The README and docs/ say what the code does: the commands CI runs, the CLI's exit codes, the
+generated reference pages, and links that lead somewhere. In-process, no server."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+def _section(text: str, title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert match, f"README.md: expected a section '## {title}'"
+    return match.group(1)
+
+
+def test_the_readme_is_short_and_gives_the_two_commands_ci_runs():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250, "README.md: expected at most 250 lines; move the depth to docs/"
+    fresh = _section(text, "On a fresh machine")
+    ci = (ROOT / ".ci" / "run").read_text()
+    for command in ("specgate run", "python3 -m pytest -n 2"):
+        assert re.search(rf"^{re.escape(command)}\s", fresh, re.M), f"README.md: expected the command {command!r}"
+        assert re.search(rf"^{re.escape(command)}$", ci, re.M), f".ci/run: expected the README's command {command!r}"
+
+
+def test_the_exit_codes_section_the_cli_points_to_lists_the_cli_s_codes():
+    from specgate import cli
+
+    table = _section(README.read_text(), "Exit codes")
+    rows = dict(re.findall(r"^\| (\d) \| ([A-Za-z ]+?) \|", table, re.M))
+    expected = {
+        cli.EXIT_PASS: "PASS",
+        cli.EXIT_FAIL: "FAIL",
+        cli.EXIT_BAD_INPUT: "bad input",
+        cli.EXIT_INCONCLUSIVE: "INCONCLUSIVE",
+        cli.EXIT_PARTIAL: "PARTIAL",
+        cli.EXIT_INTERRUPTED: "INTERRUPTED",
+        cli.EXIT_ERROR: "ERROR",
+    }
+    assert {int(code): word for code, word in rows.items()} == expected
+
+
+def test_the_generated_reference_pages_are_current():
+    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "tools" / "docs_reference.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    for path, text in tool.expected().items():
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} is stale: run python3 tools/docs_reference.py"
+
+
+def test_every_relative_link_in_the_readme_and_docs_leads_to_a_file():
+    broken = []
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target:
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert broken == []
