@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from specgate import interrupts, project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import ReportError, SpecgateError
+from specgate.report.folder import require_writable
 from specgate.secrets import api_key, mask_standard_streams, write_masked
 
 if TYPE_CHECKING:
@@ -429,6 +430,16 @@ def describe(dep: Deployment) -> str:
             lines.append(
                 f"  WARNING: {name}'s accept-length gate is VACUOUS: {SIMULATED_TAU_ENV} fixes its accept length"
             )
+    if dep.launch.launcher == "url":
+        for name in dep.speculative_configs:
+            if not dep.configs[name].speculative:
+                # Its args are only a declaration of what runs there: none means plain decoding.
+                lines.append(
+                    f"  WARNING: {dep.path}: configs.{name}.args declare no --speculative-algorithm, so {name} has "
+                    "NO accept-length gate (nothing declares that it speculates) and its server's speculative settings "
+                    "are not checked: write the flags its server runs with (`specgate init --url` reads them from "
+                    "its /get_server_info)"
+                )
     if not dep.equivalence.enabled:
         lines.append(f"  greedy equivalence NOT CHECKED: {dep.equivalence.skip_reason}")
     if dep.sweep is not None:
@@ -793,8 +804,8 @@ def github_annotations(report: AnyReport) -> list[str]:
             out.append(f"::error title={_workflow_title(f'specgate test failed: {test}')}::{_workflow_text(cause or test)}")
     for gate in gates:
         status = gate.status
-        if status in (Status.FAIL, Status.INCONCLUSIVE, Status.NOT_COMPARED, Status.VACUOUS):
-            kind = "error" if status == Status.FAIL else "warning"
+        if status in (Status.FAIL, Status.INCONCLUSIVE, Status.NOT_COMPARED, Status.VACUOUS, Status.NOT_RUN):
+            kind = "error" if status in (Status.FAIL, Status.NOT_RUN) else "warning"
             title = _workflow_title(f"specgate {status.upper()}: {gate.gate}")
             out.append(f"::{kind} title={title}::{_workflow_text(gate.summary)}")
     return out
@@ -848,7 +859,7 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         return EXIT_INTERRUPTED
     if overall == RunVerdict.PARTIAL:
         return EXIT_PASS if partial_allowed and pytest_code == 0 else EXIT_PARTIAL
-    return EXIT_ERROR
+    return EXIT_ERROR  # RunVerdict.ERROR (a server the run needed was unavailable) or an ErrorReport
 
 
 def _mark_late(report_dir: Path, report: AnyReport) -> AnyReport:
@@ -940,7 +951,11 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
     if args.numerics < 0:
         print("specgate: error: --numerics: expected a number of prompts >= 0", file=sys.stderr)
         return 2
-    report_dir = Path(args.report_dir).resolve()
+    try:
+        report_dir = require_writable(Path(args.report_dir), "--report-dir", "calibration.md and the servers' logs")
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
     print(describe(dep), flush=True)
     try:
         rounds = run_rounds(
@@ -990,7 +1005,7 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         )
         return 1
     document = {
-        "provenance": provenance(),
+        "provenance": provenance(launcher=dep.launch.launcher),
         "boots": len(complete),
         "requests_per_boot": requests,
         "tolerance": {c: dep.gates.tolerance.decode_tps_for(c) for c in dep.configs},
@@ -1030,7 +1045,13 @@ def _sweep(args: argparse.Namespace, dep: Deployment) -> int:
             print("specgate: error: --gpus: expected e.g. 0,1", file=sys.stderr)
             return 2
         dep = dataclasses.replace(dep, sweep=dataclasses.replace(dep.sweep, gpus=gpus))
-    report_dir = Path(args.report_dir).resolve()
+    try:
+        report_dir = require_writable(Path(args.report_dir), "--report-dir", "sweep.md and the servers' logs")
+        if args.state:
+            require_writable(Path(args.state).resolve().parent, "--state", "the sweep's state file")
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
     state = Path(args.state).resolve() if args.state else report_dir / "sweep.json"
     try:
         outcome = run_sweep(dep, state, report_dir / "logs", args.max_seconds)

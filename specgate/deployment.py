@@ -32,6 +32,13 @@ from specgate.tomlcheck import Table, read_toml, safe_name_problem
 DEFAULT_DEPLOYMENT = "sim"
 DEFAULT_COMMAND = ("{python}", "-m", "sglang.launch_server")
 LAUNCHERS = ("local", "url", "ssh")
+# What a run against servers attached by url can do where more boots would help: specgate cannot
+# restart a server it did not start, so `launch.boots` is never the advice there.
+URL_ONE_BOOT = (
+    'a server attached by url (launcher = "url") is one boot: specgate cannot restart it. Restart the '
+    "servers by hand between runs (each passing run is then one more boot of the runner's history), or let "
+    'specgate launch them (launcher = "local" or "ssh", which can boot each config several times a run)'
+)
 # Replicate boots per config: beyond a few dozen the between-boot spread is known well enough,
 # and every one is a server held at once.
 MAX_BOOTS = 32
@@ -161,6 +168,17 @@ class LaunchSpec:
     @property
     def owned_flags(self) -> tuple[str, ...]:
         return LAUNCHER_OWNED_FLAGS + (MULTI_NODE_FLAGS if self.launcher == "ssh" else ())
+
+    @property
+    def more_boots(self) -> str:
+        """How this deployment gets more boots per side, for advice that needs them."""
+        if self.launcher == "url":
+            return (
+                "more boots, which servers attached by url get only by hand: restart them between runs (each "
+                'passing run is one more boot of the runner\'s history), or let specgate launch them (launcher = "local" '
+                'or "ssh", which can boot each config several times a run)'
+            )
+        return "more boots on both sides (launch.boots, and a baseline recorded with them)"
 
 
 @dataclass(frozen=True)
@@ -723,6 +741,10 @@ def _parse_launch(t: Table) -> LaunchSpec:
     key_to_mask(spec.api_key_env)  # remembered for masking where it is set; reported where it is used
     if spec.boots > MAX_BOOTS:
         raise t.error("boots", f"expected at most {MAX_BOOTS} servers per config, got {spec.boots}")
+    if spec.boots > 1 and launcher == "url":
+        # Every "boot" would be the same running server, counted as independent: the between-boot
+        # interval would narrow on nothing.
+        raise t.error("boots", f"is {spec.boots}, but {URL_ONE_BOOT}")
     t.reject_unknown()
     return spec
 

@@ -63,6 +63,11 @@ class ServerBootError(SpecgateError):
         self.died = died
 
 
+class ServerUnavailable(ServerBootError):
+    """A server someone else runs (attached by url) never answered: the run could not reach it,
+    which says nothing of the change (the run itself broke, not a gate)."""
+
+
 class ServerDiedError(SpecgateError):
     """A server that was ready stopped answering or exited mid-run."""
 

@@ -657,7 +657,7 @@ def _build(
         gate.oracle.stats,
         gate.pool.boots,
         gate.judge.fingerprint_if_known(),  # the run is over: never boot for it
-        provenance(),
+        provenance(launcher=gate.deployment.launch.launcher),
         gate.tally(),
         gate.phase_seconds,
         gate.pool.server_infos,
@@ -675,6 +675,7 @@ def _build(
         drafters=gate.judge.drafters(),
         lead=lead if lead is not None else gate.judge.next_step(),
         sampling=gate.sampling.report_rows() if gate.sampling else [],
+        unavailable=gate.pool.unavailable,
     )
 
 
@@ -834,7 +835,7 @@ def _update_baselines(
     if reason is None:
         excluded = gate.excluded_from_baseline()
         golden = gate.oracle.golden_answers() if gate.deployment.launch.reference_stored else None
-        document = baseline_document(gate.judge, provenance(), excluded, golden)
+        document = baseline_document(gate.judge, provenance(launcher=gate.deployment.launch.launcher), excluded, golden)
         signum = interrupts.received()
         if gate.pool.cancelled or signum is not None:  # a signal while the report was written
             how = interrupts.name(signum) if signum is not None else "a signal"

@@ -85,8 +85,16 @@ def host_id() -> str:
         return "unknown"
 
 
-def provenance(command: list[str] | None = None) -> dict:
-    return {
+# Where the servers were attached by url, this host only sent the requests: its name and GPUs are
+# the client's, and the servers' machine is known only by what the servers say of themselves.
+URL_SERVERS = (
+    "attached by url: the servers ran on their own machine, whose hardware this client does not know "
+    "(host and host_id are the client's; the fingerprint holds what the servers' /get_server_info tells)"
+)
+
+
+def provenance(command: list[str] | None = None, launcher: str = "local") -> dict:
+    said = {
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "commit": git_commit(),
         "host": platform.node(),
@@ -95,3 +103,6 @@ def provenance(command: list[str] | None = None) -> dict:
         "specgate": __version__,
         "command": " ".join(command if command is not None else sys.argv),
     }
+    if launcher == "url":
+        said["servers"] = URL_SERVERS
+    return said

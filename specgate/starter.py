@@ -26,7 +26,7 @@ from specgate.deployment import LAUNCHER_OWNED_FLAGS, parse_deployment
 from specgate.errors import SpecgateError
 from specgate.project import SETTINGS_FILE
 from specgate.resources import builtin_baselines_dir, builtin_deployments_dir
-from specgate.secrets import remember_url, secret_flag
+from specgate.secrets import redact, remember_url, secret_flag
 from specgate.tomlcheck import safe_name_problem
 
 SETTINGS_TEXT = """\
@@ -228,6 +228,66 @@ def password_to_env(option: str, url: str) -> tuple[str, str | None]:
     )
 
 
+# The speculative settings a running server reports (/get_server_info, old and new names), as the
+# flags that start it: a url config without them declares plain decoding, so it would have no
+# accept-length gate and nothing to check its server against (specgate/server/served.py).
+SERVED_FLAGS = (
+    ("--speculative-algorithm", ("speculative_algorithm",)),
+    ("--speculative-draft-model-path", ("speculative_draft_model_path",)),
+    ("--speculative-num-steps", ("speculative_num_steps",)),
+    ("--speculative-eagle-topk", ("speculative_eagle_topk", "speculative_topk")),
+    ("--speculative-num-draft-tokens", ("speculative_num_draft_tokens",)),
+    ("--speculative-attention-mode", ("speculative_attention_mode",)),
+)
+SERVED_EXAMPLE = [
+    "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+]  # fmt: skip
+
+
+def served_speculative_args(url: str, timeout_s: float = 10.0) -> tuple[list[str] | None, str]:
+    """(the flags the server at `url` reports it runs with, or None; why not), read from its
+    /get_server_info when init writes the file."""
+    from specgate.client import SglangClient
+    from specgate.server_info import lookup
+
+    client = SglangClient(url, timeout_s=timeout_s)
+    try:
+        info = client.server_info()
+    except SpecgateError as exc:
+        # Masked: the url may hold a password, and this text goes into a committed file.
+        return None, f"its /get_server_info did not answer when this file was written ({redact(str(exc))[:200]})"
+    finally:
+        client.close()
+    if lookup(info, "speculative_algorithm") is None:
+        return None, "its /get_server_info reports no speculative_algorithm (a plain server, or a release that does not say)"
+    args: list[str] = []
+    for flag, names in SERVED_FLAGS:
+        value = lookup(info, *names)
+        if value is not None and not isinstance(value, (dict, list)):
+            args += [flag, str(value)]
+    return args, ""
+
+
+def _speculative_args_lines(url: str) -> tuple[str, str | None]:
+    """The `args` line of the speculative url config, and a note for init's closing words where
+    they could not be read."""
+    args, why = served_speculative_args(url)
+    if args is not None:
+        return f"args = {_toml_list(args)}   # as its /get_server_info reported them when init wrote this file", None
+    lines = (
+        f"# PLACEHOLDER: {why}.\n"
+        "# With no speculative flags this config has NO accept-length gate and its server is not checked\n"
+        "# against them: write the flags it was started with, e.g.\n"
+        f"# args = {_toml_list(SERVED_EXAMPLE)}\n"
+        "args = []"
+    )
+    return lines, (
+        f"the speculative server's flags were not read ({why}): configs.speculative.args is a placeholder; "
+        "write the flags it runs with, or it has no accept-length gate"
+    )
+
+
 def url_deployment(name: str, url: str, reference_url: str, model: str, notes: list[str] | None = None) -> str:
     remember_url(url)  # masked in init's own messages too
     remember_url(reference_url)
@@ -238,10 +298,11 @@ def url_deployment(name: str, url: str, reference_url: str, model: str, notes: l
         raise InitError(
             "--url and --reference-url name the same server; the speculative one is compared with another, plain one"
         )
+    args_lines, args_note = _speculative_args_lines(url)
     url, url_note = password_to_env("--url", url)
     reference_url, reference_note = password_to_env("--reference-url", reference_url)
     if notes is not None:
-        notes.extend(n for n in (url_note, reference_note) if n)
+        notes.extend(n for n in (url_note, reference_note, args_note) if n)
     return f"""\
 # Written by `specgate init --url`: two servers someone else runs, a plain one and a
 # speculative one, on the same model. Check it with `specgate check {name}`.
@@ -262,6 +323,7 @@ url = {json.dumps(reference_url)}
 [configs.speculative]
 description = "the speculative server"
 url = {json.dumps(url)}
+{args_lines}
 
 {_gates_tail("speculative")}"""
 

@@ -10,10 +10,12 @@ reference, paired by request within each round):
 
 A no-regression gate compares one run (one boot) with one stored run (one boot): its
 estimate varies with both boots and the requests of each. From that the model gives the
-chance an unchanged build fails the gate at the deployment's tolerance, the regression it
-catches with 80% power, and the smallest tolerance that keeps false alarms at 5%; the
-A/A pairs themselves (each round judged against each other round by the real gate code)
-give the empirical count beside the model.
+chance an unchanged build FAILS the gate at the deployment's tolerance (a false alarm) and the
+chance it cannot tell (INCONCLUSIVE: no regression shown, no pass either), the regression it
+FAILS with 80% power ("cannot tell" where an unchanged build mostly cannot pass, so no
+detection figure means anything), and the smallest tolerance at which an unchanged build passes
+95% of the time; the A/A pairs themselves (each round judged against each other round by the
+real gate code) give the empirical FAIL / INCONCLUSIVE / PASS counts beside the model.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from scipy.stats import norm
 from specgate.deployment import Deployment
 from specgate.measure.pairing import Series, ratio_series
 from specgate.measure.speed import ConfigSpeed
-from specgate.verdicts.gates import PASS, at_least, per_look_confidence, planned_looks, within
+from specgate.verdicts.gates import FAIL, INCONCLUSIVE, PASS, at_least, per_look_confidence, planned_looks, within
 from specgate.verdicts.noise import (
     MEDIAN_EFFICIENCY,
     UPPER_BOUND,
@@ -53,11 +55,15 @@ class FigureNoise:
 class GateCalibration:
     tolerance: float
     two_sided: bool
-    false_alarm: float  # model: an unchanged build fails the gate
-    detects_80pct: float  # model: the regression it fails with 80% probability
-    suggested_tolerance: float  # model: the least tolerance with false alarms <= 5%
+    false_alarm: float  # model: an unchanged build FAILS the gate
+    inconclusive: float  # model: an unchanged build is INCONCLUSIVE (cannot tell; no false alarm)
+    detects_80pct: float | None  # model: the regression it FAILS with 80% probability; None: cannot tell
+    cannot_tell: str  # why no detection figure is given ("" where one is)
+    suggested_tolerance: float  # model: the least tolerance at which an unchanged build passes 95%
     aa_pairs: int  # empirical: ordered pairs of rounds judged by the gate code
-    aa_failures: int
+    aa_failures: int  # of them FAIL (false alarms)
+    aa_inconclusive: int  # INCONCLUSIVE: the gate could not tell
+    aa_passes: int
 
 
 def _noise(per_round: list[Series]) -> FigureNoise | None:
@@ -75,11 +81,19 @@ def _noise(per_round: list[Series]) -> FigureNoise | None:
     return FigureNoise([float(np.exp(m)) for m in medians], within, between, upper, n)
 
 
-def _gate_model(
-    noise: FigureNoise, tolerance: float, two_sided: bool, deployment: Deployment
-) -> tuple[float, float, float]:
-    """(false alarm at `tolerance`, regression detected with 80% power, least tolerance with
-    false alarms <= 5%) for a gate comparing one boot now with one stored boot."""
+@dataclass(frozen=True)
+class GateModel:
+    false_alarm: float  # P(FAIL) for an unchanged build
+    inconclusive: float  # P(INCONCLUSIVE) for an unchanged build
+    detects: float | None  # the regression FAILED with 80% power; None where the gate cannot tell
+    cannot_tell: str
+    suggested: float  # least tolerance at which an unchanged build passes with 95%
+
+
+def _gate_model(noise: FigureNoise, tolerance: float, two_sided: bool, deployment: Deployment) -> GateModel:
+    """For a gate comparing one boot now with one stored boot: how an unchanged build fares (FAIL,
+    INCONCLUSIVE), the regression it FAILS with 80% power, and the least tolerance at which an
+    unchanged build passes 95% of the time."""
     wl = deployment.workload
     looks = planned_looks(wl.repeats, wl.max_repeats, deployment.gates.sample_batch)
     z = float(norm.ppf(1 - (1 - per_look_confidence(deployment.gates.confidence, looks)) / 2))
@@ -87,29 +101,50 @@ def _gate_model(
     sd = math.sqrt(2 * (MEDIAN_EFFICIENCY * noise.within_log_sd) ** 2 / n + 2 * noise.between_boot_log_sd_upper**2)
     half = z * sd
 
-    def false_alarm(tol: float) -> float:
-        # the estimate (log scale, centred on 0 for an unchanged build) must land where the whole
+    def not_passed(tol: float) -> float:
+        # the estimate (log scale, centred on 0 for an unchanged build) passes where the whole
         # interval clears the bar: above log(1 - tol) + half, and for the two-sided reference
         # also below log(1 + tol) - half (not the mirror image: ratios are not symmetric)
         low = float(norm.cdf((math.log(1 - tol) + half) / sd))
         high = float(norm.sf((math.log(1 + tol) - half) / sd)) if two_sided else 0.0
         return min(1.0, low + high)
 
+    def failed(tol: float) -> float:
+        # FAIL: the whole interval misses the bar (below log(1 - tol) - half, or above log(1 + tol) + half)
+        low = float(norm.cdf((math.log(1 - tol) - half) / sd))
+        high = float(norm.sf((math.log(1 + tol) + half) / sd)) if two_sided else 0.0
+        return min(1.0, low + high)
+
     lo, hi = 0.0, 0.999
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if false_alarm(mid) <= FALSE_ALARM_TARGET else (mid, hi)
-    detects = 1 - math.exp(math.log(1 - tolerance) + half - float(norm.ppf(POWER)) * sd)
-    return false_alarm(tolerance), max(0.0, detects), hi
+        lo, hi = (lo, mid) if not_passed(mid) <= FALSE_ALARM_TARGET else (mid, hi)
+    false_alarm = failed(tolerance)
+    inconclusive = max(0.0, not_passed(tolerance) - false_alarm)
+    passes = 1 - false_alarm - inconclusive
+    detects: float | None = 1 - math.exp(math.log(1 - tolerance) - half - float(norm.ppf(POWER)) * sd)
+    why = ""
+    if passes < 0.5:
+        # An unchanged build mostly cannot pass: a regression then "detected" says nothing.
+        detects, why = None, (
+            f"an unchanged build passes only {passes:.0%} (INCONCLUSIVE {inconclusive:.0%}): the interval "
+            f"(±{math.exp(half) - 1:.1%}) is wider than the tolerance {tolerance:.0%} allows"
+        )
+    elif detects is not None and detects >= 0.99:
+        detects, why = None, "only a regression of 99% or more would fail it: the noise is too wide for this tolerance"
+    return GateModel(false_alarm, inconclusive, detects, why, hi)
 
 
-def _aa_pairs(per_round: list[Series], noise: FigureNoise, tolerance: float, two_sided: bool, deployment: Deployment) -> tuple[int, int]:
-    """Every round judged against every other as stored, by the gate's own interval and rule."""
+def _aa_pairs(
+    per_round: list[Series], noise: FigureNoise, tolerance: float, two_sided: bool, deployment: Deployment
+) -> dict[str, int]:
+    """Every round judged against every other as stored, by the gate's own interval and rule:
+    how many pairs FAIL, are INCONCLUSIVE and PASS (only FAIL is a false alarm)."""
     wl = deployment.workload
     looks = planned_looks(wl.repeats, wl.max_repeats, deployment.gates.sample_batch)
     level = per_look_confidence(deployment.gates.confidence, looks)
     spread = BootSpread(noise.between_boot_log_sd_upper, "this calibration")
-    pairs = failures = 0
+    counts = {FAIL: 0, INCONCLUSIVE: 0, PASS: 0}
     for i, stored in enumerate(per_round):
         for j, now in enumerate(per_round):
             if i == j or not stored or not now:
@@ -118,9 +153,8 @@ def _aa_pairs(per_round: list[Series], noise: FigureNoise, tolerance: float, two
             status = (
                 within(interval, 1 - tolerance, 1 + tolerance) if two_sided else at_least(interval, 1 - tolerance)
             )
-            pairs += 1
-            failures += status != PASS
-    return pairs, failures
+            counts[status] += 1
+    return {"pairs": sum(counts.values()), "fail": counts[FAIL], "inconclusive": counts[INCONCLUSIVE], "pass": counts[PASS]}
 
 
 def analyse(deployment: Deployment, rounds: list[dict[str, ConfigSpeed]]) -> dict[str, dict]:
@@ -162,9 +196,15 @@ def _figure_entry(noise: FigureNoise) -> dict:
 
 
 def _gate_entry(noise: FigureNoise, per_round: list[Series], tol: float, two_sided: bool, deployment: Deployment) -> dict:
-    fa, detects, suggested = _gate_model(noise, tol, two_sided, deployment)
-    pairs, fails = _aa_pairs(per_round, noise, tol, two_sided, deployment)
-    return asdict(GateCalibration(tol, two_sided, round(fa, 4), round(detects, 4), round(suggested, 4), pairs, fails))
+    model = _gate_model(noise, tol, two_sided, deployment)
+    aa = _aa_pairs(per_round, noise, tol, two_sided, deployment)
+    return asdict(
+        GateCalibration(
+            tol, two_sided, round(model.false_alarm, 4), round(model.inconclusive, 4),
+            None if model.detects is None else round(model.detects, 4), model.cannot_tell,
+            round(model.suggested, 4), aa["pairs"], aa["fail"], aa["inconclusive"], aa["pass"],
+        )
+    )  # fmt: skip
 
 
 def runner_setup(deployment: Deployment) -> str:
@@ -214,15 +254,17 @@ def render(deployment: Deployment, configs: dict[str, dict], boots: int, notes: 
         "No-regression gates, one boot now against one stored boot (the reference on decode tok/s, two-sided; "
         "speculative configs on their speedup):",
         "",
-        "| config | tolerance now | unchanged build fails (model) | A/A pairs failed (gate code) | detects with 80% power | suggested tolerance (≤5% false alarms) |",
+        "| config | tolerance now | unchanged build FAILS / cannot tell (model) | A/A pairs FAIL / INCONCLUSIVE / PASS (gate code) | FAILS with 80% power a regression of | suggested tolerance (unchanged build passes ≥95%) |",
         "|---|---|---|---|---|---|",
     ]
     for config, entry in configs.items():
         g = entry.get("gate")
         if g:
+            detects = "cannot tell: " + g["cannot_tell"] if g["detects_80pct"] is None else f"{g['detects_80pct']:.1%}"
             lines.append(
-                f"| {config} | {g['tolerance']:.0%}{' ±' if g['two_sided'] else ''} | {g['false_alarm']:.1%} "
-                f"| {g['aa_failures']} of {g['aa_pairs']} | {g['detects_80pct']:.1%} | {g['suggested_tolerance']:.1%} |"
+                f"| {config} | {g['tolerance']:.0%}{' ±' if g['two_sided'] else ''} | {g['false_alarm']:.1%} / "
+                f"{g['inconclusive']:.1%} | {g['aa_failures']} / {g['aa_inconclusive']} / {g['aa_passes']} of "
+                f"{g['aa_pairs']} | {detects} | {g['suggested_tolerance']:.1%} |"
             )
     if notes:
         lines += ["", *[f"- {n}" for n in notes]]

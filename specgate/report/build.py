@@ -19,7 +19,8 @@ from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import RunVerdict, Status, Verdict, verdicts_of_failure
+from specgate.verdicts.gates import UNAVAILABLE, RunVerdict, Status, Verdict, verdicts_of_failure
+from specgate.verdicts.not_run import with_not_run
 
 
 @dataclass
@@ -76,20 +77,24 @@ def _speed_rows(
     return rows
 
 
-def _unmeasured_rows(deployment: Deployment, meter: Measurements, failed_servers: dict[str, str]) -> list[dict]:
-    """A config whose server never booted (or died before a figure) keeps its row, with the cause."""
+def _unmeasured_rows(
+    deployment: Deployment, meter: Measurements, failed_servers: dict[str, str], unavailable: dict[str, str]
+) -> list[dict]:
+    """A config whose server never booted (or died before a figure) keeps its row, with the cause;
+    one attached by url that never answered says so first (UNAVAILABLE: it did not run)."""
     rows = []
     for concurrency in deployment.workload.concurrency:
         for config in deployment.configs:
             record = meter.results.get((config, concurrency))
             if record is not None and record.samples:
                 continue
-            cause = next(
-                (why for name, why in failed_servers.items() if name == config or name.startswith(config + "@")),
-                None,
+            name, cause = next(
+                ((name, why) for name, why in failed_servers.items() if name == config or name.startswith(config + "@")),
+                ("", None),
             )
             if cause is not None:
-                rows.append({"config": config, "concurrency": concurrency, "error": cause.splitlines()[0][:300]})
+                said = (UNAVAILABLE if name in unavailable else "") + cause.splitlines()[0][:300]
+                rows.append({"config": config, "concurrency": concurrency, "error": said})
     return rows
 
 
@@ -120,20 +125,27 @@ def overall_verdict(
     c = completeness or {}
     decided = [v for v in verdicts if v.status == Status.FAIL]
     undecided = [v for v in verdicts if v.undecided]
+    not_run = [v for v in verdicts if v.status == Status.NOT_RUN]
     # A baseline update's first record has nothing before it to compare with: not a gap in the run.
     first_record = [v for v in verdicts if v.figures.get("first_record")]
     unjudged = [v for v in verdicts if v.unjudged and v not in first_record]
     # A gate test's failure is told by its verdict; one that raised before judging (a server that
     # died or hung) has none, and is told as a failure of its own.
     other_failures = [f for f in (failed_tests or []) if not verdicts_of_failure(f, verdicts)]
-    if tally.failed or tally.errors or decided or undecided:
+    unavailable: dict[str, str] = c.get("unavailable") or {}
+    if unavailable and not c.get("interrupted"):
+        # The run could not reach a server: said first, since nothing below judged the change.
+        reasons += [f"{UNAVAILABLE}config {name!r}: {why.splitlines()[0][:400]}" for name, why in unavailable.items()]
+    if tally.failed or tally.errors or decided or undecided or not_run:
         reasons.append(
             f"{tally.failed} test(s) failed, {tally.errors} errored; gates: {len(decided)} failed, "
             f"{len(undecided)} cannot tell, {len(unjudged)} not judged"
+            + (f", {len(not_run)} not run" if not_run else "")
         )
     if c.get("interrupted"):
         reasons.append(str(c["interrupted"]))
     reasons += _grouped(decided)
+    reasons += _grouped(not_run)
     reasons += [f"failed: {f}" for f in other_failures[:10]]
     reasons += _grouped(undecided)
     reasons += _grouped(unjudged)
@@ -153,6 +165,8 @@ def overall_verdict(
         reasons.append(f"equivalence: {config} NOT CHECKED on {len(refused)} edge(s) it refused: {refused[0][:240]}")
     if c.get("interrupted"):
         return RunVerdict.INTERRUPTED, reasons
+    if unavailable:
+        return RunVerdict.ERROR, reasons
     if c.get("baseline_not_written"):
         # A baseline update that stored nothing did not do what it was run for, whatever passed.
         reasons.insert(0, "the baseline update stored nothing (the first line says why)")
@@ -291,14 +305,20 @@ def build_report(
     drafters: dict[str, dict] | None = None,
     lead: str | None = None,
     sampling: list[dict] | None = None,
+    unavailable: dict[str, str] | None = None,
 ) -> Report:
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
     # dead server) are named in the report too, not only in pytest's traceback.
+    # A gate whose server never served keeps its row, NOT RUN, with why (it raised before judging).
+    unbooted = {deployment.reference} if stand_in else set()
+    verdicts = with_not_run(deployment, verdicts, failed_servers or {}, unbooted)
+    completeness = {**(completeness or {}), "unavailable": unavailable or {}}
     overall, reasons = overall_verdict(tally, verdicts, completeness, failed_tests)
     if lead is not None:
         # What to do next, or what a baseline update stored (model.LEADS): first, so report.md's
-        # head and the CLI's closing line say it; the verdict above was reached without it.
-        reasons.insert(0, lead)
+        # head and the CLI's closing line say it; the verdict above was reached without it. A run
+        # that could not reach a server says that first: a baseline is no next step before it.
+        reasons.insert(len(unavailable or {}) if overall == RunVerdict.ERROR else 0, lead)
     document = {
         "schema_version": SCHEMA_VERSION,
         "deployment": deployment.name,
@@ -318,7 +338,7 @@ def build_report(
         "provenance": provenance,
         "tie_margin": deployment.equivalence.tie_margin,
         "speed": _speed_rows(deployment, meter, verdicts, (stand_in or {}).get("baseline_file")),
-        "unmeasured": _unmeasured_rows(deployment, meter, failed_servers or {}),
+        "unmeasured": _unmeasured_rows(deployment, meter, failed_servers or {}, unavailable or {}),
         "gates": [
             {
                 "gate": v.gate,

@@ -95,6 +95,26 @@ def _ours(rel: str) -> bool:
     return any(rel.count("/") == name.count("/") and fnmatchcase(rel, name) for name in WRITTEN_NAMES)
 
 
+def require_writable(folder: Path, source: str, holds: str) -> Path:
+    """`folder` made where it is missing and shown writable by writing into it, before any server
+    boots: a read-only one (a tmpfs mounted ro, a chmod 555 folder) would otherwise fail at the
+    first log a boot opens, as a traceback. Raises ReportFolderError naming it and what it is for."""
+    import tempfile
+
+    folder = folder.resolve()
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise _refuse(folder, source, "it is a file, not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise _refuse(
+            folder, source, f"expected a folder this user can write ({holds} go there), got: {exc.strerror or exc}"
+        ) from None
+    return folder
+
+
 def _refuse(folder: Path, source: str, what: str) -> ReportFolderError:
     return ReportFolderError(f"{source} ({folder}): cannot be used as the report folder: {what}")
 

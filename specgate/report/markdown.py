@@ -10,7 +10,7 @@ from specgate.equivalence.known import known_defects_for
 from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
 from specgate.report.sampling_md import sampling_section, sampling_times
-from specgate.verdicts.gates import LEADS, RunVerdict, Status
+from specgate.verdicts.gates import LEADS, UNAVAILABLE, RunVerdict, Status
 
 
 def _expected_by_set(report: Report, config: str, key: str = "expected_tau_by_set") -> dict[str, float]:
@@ -80,6 +80,13 @@ def render_markdown(report: Report) -> str:
         lead, _, said = reasons[0].partition(": ")
         out.append(f"\n**{lead}:** {said}")
         reasons = reasons[1:]
+    # The verdict, then why, then what to change: advice read before the reason it answers misleads
+    # (an INTERRUPTED run's levers are no answer to the interruption).
+    if report.overall != RunVerdict.PASS and reasons:
+        out.append(f"\n**Why {report.overall}:**\n")
+        out.extend(f"- {r}" for r in reasons[:15])
+        if len(reasons) > 15:
+            out.append(f"- … and {len(reasons) - 15} more in report.json")
     steps = _next_steps(report)
     if steps:
         out.append("")
@@ -88,11 +95,6 @@ def render_markdown(report: Report) -> str:
     if levers:
         out.append("\n**What to change** (the diagnosis below has the evidence):\n")
         out.extend(levers)
-    if report.overall != RunVerdict.PASS and reasons:
-        out.append(f"\n**Why {report.overall}:**\n")
-        out.extend(f"- {r}" for r in reasons[:15])
-        if len(reasons) > 15:
-            out.append(f"- … and {len(reasons) - 15} more in report.json")
     out.extend(_stand_in_banner(report))
     if report.simulator:
         out.append(
@@ -104,9 +106,11 @@ def render_markdown(report: Report) -> str:
         f"\nTests: {tally.passed} passed, {tally.failed} failed, {tally.errors} errors, {tally.skipped} skipped."
     )
     fp = report.fingerprint
+    by_url = _by_url(report)
     if fp:
         out.append(
-            f"Machine: {fp.gpu} ×{fp.gpu_count}, driver {fp.driver}, CUDA {fp.cuda}; "
+            ("Servers' machine (attached by url: this client's hardware is not theirs): " if by_url else "Machine: ")
+            + f"{fp.gpu} ×{fp.gpu_count}, driver {fp.driver}, CUDA {fp.cuda}; "
             f"SGLang {fp.sglang}; model `{fp.model}`."
         )
 
@@ -145,7 +149,13 @@ def render_markdown(report: Report) -> str:
         out.append(
             f"**{len(blind)} timing gate(s) judged on intervals that do not hold the noise between boots** "
             "(no calibration for this machine): a PASS there can still be a difference of boots, not of the "
-            "change. `specgate calibrate` measures it; `launch.boots` shows it in the run."
+            "change. `specgate calibrate` measures it; "
+            + (
+                "restarting the servers by hand between runs (they were attached by url: one boot each a run) "
+                "shows it over runs."
+                if by_url
+                else "`launch.boots` shows it in the run."
+            )
         )
     if report.speed or report.unmeasured:
         out.append("\n## Decode speed (median per request, bootstrap interval)\n")
@@ -159,7 +169,9 @@ def render_markdown(report: Report) -> str:
                 f"| {_iv(r.accept_length, '{:.2f}')} | {_iv(r.ttft_ms, '{:.1f}')} | {r.n} | {warm} | {r.verdict} |"
             )
         for u in report.unmeasured:
-            out.append(f"| {u.config} | {u.concurrency} | NOT MEASURED | — | — | — | 0 | — | FAIL: {u.error} |")
+            # A server attached by url that never answered did not run: no FAIL of the config's.
+            verdict = "NOT RUN" if u.error.startswith(UNAVAILABLE) else "FAIL"
+            out.append(f"| {u.config} | {u.concurrency} | NOT MEASURED | — | — | — | 0 | — | {verdict}: {u.error} |")
         by_set = [(r, r.accept_length_by_set) for r in report.speed if r.accept_length_by_set]
         if by_set:
             expected = {r.config: _expected_by_set(report, r.config) for r, _ in by_set}
@@ -344,8 +356,15 @@ def render_markdown(report: Report) -> str:
     out.append(f"Phases: {phases or 'none'}.")
     out.extend(sampling_times(report))
     p = report.provenance
-    out.append(f"\n<sub>{p['date']} · commit {p['commit']} · host {p['host']} · `{p['command']}`</sub>")
+    host = f"client host {p['host']} (the servers were attached by url)" if by_url else f"host {p['host']}"
+    out.append(f"\n<sub>{p['date']} · commit {p['commit']} · {host} · `{p['command']}`</sub>")
     return "\n".join(out) + "\n"
+
+
+def _by_url(report: Report) -> bool:
+    """The servers were attached by url (provenance says so): they are one boot each and ran on a
+    machine whose hardware this client does not know."""
+    return "servers" in report.provenance
 
 
 def _stand_in_banner(report: Report) -> list[str]:

@@ -609,7 +609,8 @@ def read_report(path: Path) -> AnyReport:
     version = data.get("schema_version", 0)
     if version == 0:
         data = migrate_v0(data)
-    short = data.get("overall") == "ERROR" or ("error" in data and "speed" not in data)
+    # A full report says ERROR too (a server it needed was unavailable): the short form has no speed table.
+    short = "speed" not in data and (data.get("overall") == "ERROR" or "error" in data)
     kind: type[Report] | type[ErrorReport] = ErrorReport if short else Report
     try:
         return kind.model_validate(data, context={"complete": version >= 1, "version": version})

@@ -20,9 +20,10 @@ from typing import Any
 from specgate import interrupts
 from specgate.client import ClientError, GenerateRequest, GenerateResult, SglangClient
 from specgate.deployment import Deployment, ServerConfig
-from specgate.errors import RequestTimeout, ServerBootError, ServerDiedError, SpecgateError
-from specgate.secrets import api_key
+from specgate.errors import RequestTimeout, ServerBootError, ServerDiedError, ServerUnavailable, SpecgateError
+from specgate.secrets import api_key, redact
 from specgate.server.launcher import BootProgress, ServerHandle, make_launcher
+from specgate.server.served import check_served
 
 # A port picked free can be taken before the server binds it (SGLang binds only after loading
 # the weights, minutes later): SGLang, uvicorn and the simulator all say so in these words.
@@ -111,6 +112,9 @@ class ServerPool:
         self.launcher = make_launcher(deployment, log_dir)
         self.live: dict[str, LiveServer] = {}
         self.failed: dict[str, str] = {}
+        # Of those, servers attached by url that never answered: the run could not reach them, which
+        # is the run broken (exit 6), not a verdict on the change.
+        self.unavailable: dict[str, str] = {}
         self.boots: list[BootRecord] = []
         self.server_infos: dict[str, dict[str, Any]] = {}  # kept after a server stops: the report needs them
         self.model_infos: dict[str, dict[str, Any]] = {}
@@ -244,15 +248,34 @@ class ServerPool:
                     retry.append((handle, "overlap"))
                 else:
                     self.failed[handle.config] = str(exc)
+                    if isinstance(exc, ServerUnavailable):
+                        self.unavailable[handle.config] = str(exc)
                 if self.progress is not None:
                     self.progress.finished(handle.config, handle.boot_s, ok=False)
                 self.launcher.stop(handle)
                 continue
-            self.boots.append(BootRecord(handle.config, handle.boot_s, ok=True, note=note))
+            server = self._describe(handle)
+            problem, said = self._not_as_declared(server)
+            self.boots.append(BootRecord(handle.config, handle.boot_s, ok=problem is None, note="; ".join(n for n in (note, said) if n)))
             if self.progress is not None:
-                self.progress.finished(handle.config, handle.boot_s, ok=True)
-            self.live[handle.config] = self._describe(handle)
+                self.progress.finished(handle.config, handle.boot_s, ok=problem is None)
+            if problem is not None:
+                # Not the server its config declares: every test of the config fails with this, up front.
+                self.failed[handle.config] = problem
+                server.client.close()
+                self.launcher.stop(handle)
+                continue
+            self.live[handle.config] = server
         return retry
+
+    def _not_as_declared(self, server: LiveServer) -> tuple[str | None, str]:
+        """(why a server attached by url is not the one its config declares, or None; the
+        declared settings it does not report, said once). Servers specgate started itself were
+        started with the declared arguments."""
+        if self.deployment.launch.launcher != "url":
+            return None, ""
+        check = check_served(self.deployment, self.server_config(server.name), server.server_info)
+        return check.failure(server.config, redact(server.handle.base_url), self.deployment.path), check.note()
 
     def _api_key(self) -> str | None:
         try:

@@ -6,7 +6,7 @@ import socket
 from urllib.parse import urlsplit
 
 from specgate.deployment import Deployment, ServerConfig
-from specgate.errors import ServerBootError, SpecgateError
+from specgate.errors import ServerBootError, ServerUnavailable, SpecgateError
 from specgate.secrets import expand_url, redact
 from specgate.server.launcher import BootProgress, ServerHandle, last_probe, poll_until_ready
 
@@ -28,7 +28,7 @@ class UrlLauncher:
         self._resolvable(handle)
         shown = redact(handle.base_url)
         if not poll_until_ready(handle, timeout, progress, lambda: f"waiting for {shown}"):
-            raise ServerBootError(
+            raise ServerUnavailable(
                 f"config {handle.config!r}: {shown}/health_generate did not answer 200 within "
                 f"launch.boot_timeout_s = {timeout:g} s (configs.{handle.config}.url in {self.deployment.path})"
                 f"{redact(last_probe(handle))}"
@@ -46,7 +46,7 @@ class UrlLauncher:
         try:
             socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
         except (socket.gaierror, UnicodeError) as exc:
-            raise ServerBootError(
+            raise ServerUnavailable(
                 f"config {handle.config!r}: the host of {redact(handle.base_url)} does not resolve ({exc}); "
                 f"check configs.{handle.config}.url in {self.deployment.path}"
             ) from None

@@ -58,11 +58,21 @@ class Fingerprint:
         ]
 
 
+# A server attached by url runs on a machine this client knows nothing of: its GPUs are not this
+# host's, and SGLang's /get_server_info names no GPU, driver or CUDA. Said so, never guessed, and
+# the same on every run, so baselines of url servers match on what is known (SGLang, model, GPUs
+# used) and on what [hardware] declares.
+URL_UNKNOWN = "unknown (server attached by url; declare it in [hardware])"
+
+
 def collect_fingerprint(deployment: Deployment, server_info: dict, model_info: dict) -> Fingerprint:
-    """From the deployment's [hardware] overrides, the GPUs (NVML), and the reference server."""
+    """From the deployment's [hardware] overrides, the GPUs (NVML), and the reference server; for
+    servers attached by url, only what the server tells and [hardware] declares."""
     hw = deployment.hardware
     if deployment.simulator:  # the host's GPUs are not what ran: never asked
         gpu_name, count, driver, cuda = "none (simulator)", 0, "none", "none"
+    elif deployment.launch.launcher == "url":  # this host's GPUs are the client's, not the server's
+        gpu_name, count, driver, cuda = URL_UNKNOWN, 0, URL_UNKNOWN, URL_UNKNOWN
     else:
         gpu = gpu_info()
         gpu_name = gpu.name if gpu else "no GPU visible"

@@ -30,6 +30,7 @@ class Status(StrEnum):
     INCONCLUSIVE = "inconclusive"  # cannot tell: the interval straddles the bar at the cap (never a pass)
     NOT_COMPARED = "not compared"
     VACUOUS = "vacuous"
+    NOT_RUN = "not run"  # its server (or its reference's) never served: nothing was measured for it
 
 
 class RunVerdict(StrEnum):
@@ -41,6 +42,7 @@ class RunVerdict(StrEnum):
     INCONCLUSIVE = "INCONCLUSIVE"  # no gate failed, but one cannot tell (its interval straddles its bar)
     PARTIAL = "PARTIAL"  # not every gate ran or compared
     INTERRUPTED = "INTERRUPTED"
+    ERROR = "ERROR"  # the run itself broke: a server it needed was unavailable (nothing said of the change)
 
 
 # The words a report's first reason may start with, said right under its title (report.model):
@@ -48,10 +50,13 @@ NEXT_STEP = "NEXT STEP: "  # no stored baseline to compare with: the command tha
 BASELINE_RECORDED = "BASELINE RECORDED: "  # a baseline update stored one: where, which configs, how many samples
 BASELINE_NOT_RECORDED = "BASELINE NOT RECORDED: "  # a baseline update that stored nothing, and why
 LEADS = (NEXT_STEP, BASELINE_RECORDED, BASELINE_NOT_RECORDED)
+# How a run that could not reach a server attached by url says so (its first reason, an
+# unmeasured row's cause): the run broke (RunVerdict.ERROR, exit 6), nothing was said of the change.
+UNAVAILABLE = "SERVER UNAVAILABLE: "
 
 
 PASS, FAIL, INCONCLUSIVE = Status.PASS, Status.FAIL, Status.INCONCLUSIVE
-NOT_COMPARED, VACUOUS = Status.NOT_COMPARED, Status.VACUOUS
+NOT_COMPARED, VACUOUS, NOT_RUN = Status.NOT_COMPARED, Status.VACUOUS, Status.NOT_RUN
 # Outcomes that mean "this gate did not judge the change": never a pass, never silent.
 UNJUDGED = (NOT_COMPARED, VACUOUS)
 

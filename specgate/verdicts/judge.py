@@ -914,7 +914,7 @@ class Judge:
         if status == PASS:
             return Verdict(name, config, PASS, head, notes, figures, noise)
         suffix = (
-            _inconclusive_at(cap, stored_n, self.deployment.workload.max_repeats)
+            _inconclusive_at(cap, stored_n, self.deployment.workload.max_repeats, self.deployment.launch.more_boots)
             if status == INCONCLUSIVE
             else "REGRESSED"
         )
@@ -964,7 +964,9 @@ class Judge:
                 "boots_per_side": boots,
                 "gpu_minutes_per_side": minutes(boots, boot_s, request_s, cap) if boots else None,
             }
-            said += "; " + plan_sentence(design, target, MAX_BOOTS, boot_s, request_s)
+            said += "; " + plan_sentence(
+                design, target, MAX_BOOTS, boot_s, request_s, url=self.deployment.launch.launcher == "url"
+            )
         return said
 
     def _measured_seconds(self, configs: list[str]) -> tuple[float | None, float | None]:
@@ -1234,7 +1236,7 @@ def _plain_explains(absolute: float, reference: float, tolerance: float) -> str 
     )
 
 
-def _inconclusive_at(cap: int, stored_n: int, max_repeats: int) -> str:
+def _inconclusive_at(cap: int, stored_n: int, max_repeats: int, more_boots: str) -> str:
     if cap >= stored_n and stored_n < max_repeats:
         return (
             f"INCONCLUSIVE with every stored request paired ({stored_n}); a baseline update stores "
@@ -1242,8 +1244,7 @@ def _inconclusive_at(cap: int, stored_n: int, max_repeats: int) -> str:
         )
     return (
         f"INCONCLUSIVE at {cap} paired requests per boot: more requests cannot narrow what varies between boots; "
-        "more boots on both sides (launch.boots, and a baseline recorded with them) can, or the tolerance "
-        "`specgate calibrate` suggests for this machine"
+        f"{more_boots} can, or the tolerance `specgate calibrate` suggests for this machine"
     )
 
 

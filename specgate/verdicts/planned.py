@@ -73,7 +73,9 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
             said = sentence(design, found.describe(slug))
             if dep.gates.detect is not None:
                 servers = [config, dep.reference_of(config)] if kind == "speedup" else [config]
-                said += "; " + plan_sentence(design, dep.gates.detect, MAX_BOOTS, *_seconds(cal, dep, servers))
+                said += "; " + plan_sentence(
+                    design, dep.gates.detect, MAX_BOOTS, *_seconds(cal, dep, servers), url=dep.launch.launcher == "url"
+                )
             lines.append(f"  regression:{config}:{kind} on {slug}: {said}")
     if not lines and dep.gates.between_boot is not None:
         declared = dep.gates.between_boot
@@ -82,7 +84,7 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
             design = _design(dep, config, kind, sd, None)
             said = sentence(design, f"declared in [gates.between_boot]: {declared.source}")
             if dep.gates.detect is not None:
-                said += "; " + plan_sentence(design, dep.gates.detect, MAX_BOOTS, None, None)
+                said += "; " + plan_sentence(design, dep.gates.detect, MAX_BOOTS, None, None, url=dep.launch.launcher == "url")
             lines.append(f"  regression:{config}:{kind}: {said}")
     if not lines:
         lines.append(

@@ -71,8 +71,16 @@ def sentence(design: Design, source: str) -> str:
     )
 
 
-def plan_sentence(design: Design, target: float, most: int, seconds_per_boot: float | None, request_seconds: float | None) -> str:
-    """What `[gates] detect = target` would take: boots per side and their minutes."""
+def plan_sentence(
+    design: Design,
+    target: float,
+    most: int,
+    seconds_per_boot: float | None,
+    request_seconds: float | None,
+    url: bool = False,
+) -> str:
+    """What `[gates] detect = target` would take: boots per side and their minutes. Servers attached
+    by url (`url`) are one boot a run whatever launch.boots says: their boots come by hand."""
     if design.detects() <= target:
         return f"detect = {target:.0%}: reached with this design"
     boots = design.boots_for(target, most)
@@ -87,7 +95,10 @@ def plan_sentence(design: Design, target: float, most: int, seconds_per_boot: fl
         if cost is not None
         else "minutes unknown (no measured boot and request times: specgate calibrate records them)"
     )
-    return (
-        f"detect = {target:.0%}: needs {boots} boots per side (launch.boots = {boots}, and a baseline recorded with "
-        f"as many; more requests alone cannot get there), {spent}"
+    how = (
+        f"servers attached by url are one boot a run: restart them by hand between {boots} runs, or let specgate "
+        f'launch them (launcher = "local" or "ssh", which boot each config {boots} times a run)'
+        if url
+        else f"launch.boots = {boots}, and a baseline recorded with as many"
     )
+    return f"detect = {target:.0%}: needs {boots} boots per side ({how}; more requests alone cannot get there), {spent}"

@@ -76,8 +76,8 @@ def speed_tolerance(deployment: Deployment, config: str) -> Vacuity | None:
         f"a config's decode tok/s (the reference) or its speedup over the reference (a speculative config) may "
         f"fall to {1 - allowed:.0%} of the stored figure and pass: over {SPEED_TOLERANCE_VACUOUS:.0%} a config "
         "taking twice as long per token (speculation silently off, a verify pass or a cycle twice as dear) "
-        "clears the bar, so no plausible regression is caught. Use at most 50%; more launch.boots narrow the "
-        "noise that calls for a wide one",
+        "clears the bar, so no plausible regression is caught. Use at most 50%; "
+        f"{deployment.launch.more_boots} narrow the noise that calls for a wide one",
     )
 
 

@@ -170,7 +170,7 @@ def test_readers_of_report_json_name_the_file_and_the_field(sim_report, tmp_path
 
 def test_a_wrong_verdict_is_named_in_the_projects_words(sim_report, tmp_path):
     path = _written(sim_report, tmp_path, lambda d: d["speed"][0].update(verdict="maybe"))
-    with pytest.raises(ReportError, match=r"field 'speed\[0\]\.verdict': expected 'PASS', 'FAIL', 'INCONCLUSIVE', 'PARTIAL' or 'INTERRUPTED', got 'maybe'$"):
+    with pytest.raises(ReportError, match=r"field 'speed\[0\]\.verdict': expected 'PASS', 'FAIL', 'INCONCLUSIVE', 'PARTIAL', 'INTERRUPTED' or 'ERROR', got 'maybe'$"):
         read_report(path)
 
 

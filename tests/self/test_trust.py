@@ -75,8 +75,9 @@ def test_calibration_splits_within_and_between_boot_noise():
     assert 0.025 < noise.between_boot_log_sd < 0.08
     assert noise.between_boot_log_sd_upper > noise.between_boot_log_sd  # the gates get the cautious figure
     dep = parse_deployment(sim_deployment_dict(), __import__("pathlib").Path("sim.toml"))
-    false_alarm, _, suggested = _gate_model(noise, 0.15, False, dep)
-    assert false_alarm > 0.05 and suggested > 0.15  # 15% is too tight for 5% per-boot offsets
+    model = _gate_model(noise, 0.15, False, dep)
+    # 15% is too tight for 5% per-boot offsets: an unchanged build fails or cannot tell too often
+    assert model.false_alarm + model.inconclusive > 0.05 and model.suggested > 0.15
 
 
 # --- fail closed: a config beating itself is refused (thresholds that cannot fail: test_vacuity) ---

@@ -1,0 +1,68 @@
+"""Gates whose servers never served: NOT RUN, with the reason, in the report's table.
+
+A gate test whose config's server never booted (or was unreachable, or was not the server its
+config declares) raises before it judges, so no verdict of it exists and it would drop out of
+the gate table. Every gate the deployment asks for is named here, so each such gate keeps its
+row, saying which server it needed and why that server was not there.
+"""
+
+from __future__ import annotations
+
+from specgate.deployment import Deployment
+from specgate.verdicts.gates import NOT_RUN, UNJUDGED, Verdict
+
+
+def gate_servers(deployment: Deployment, unbooted: set[str]) -> list[tuple[str, str, list[str]]]:
+    """(gate name, its config, the configs whose servers it needs) for every gate of the run, named
+    as the judge names them; `unbooted` configs (a reference taken from the stored baseline) have
+    no regression gate and are needed by none."""
+    out: list[tuple[str, str, list[str]]] = []
+    for beats in deployment.gates.beats:
+        needs = [beats.config] + ([beats.over] if beats.against == "run" else [])
+        out.append((f"beats:{beats.name}", beats.config, needs))
+    for floor in deployment.gates.accept_length:
+        out.append((f"accept:{floor.name}", floor.config, [floor.config]))
+    for n in deployment.workload.concurrency:
+        for config, spec in deployment.configs.items():
+            if config in unbooted:
+                continue
+            reference = deployment.reference_of(config)
+            for metric in ("decode_tps", "accept_length") if spec.speculative else ("decode_tps",):
+                # A speculative config's speed gate is its speedup over its reference: both must serve.
+                live_reference = reference != config and reference not in unbooted
+                needs = [config] + ([reference] if metric == "decode_tps" and live_reference else [])
+                out.append((f"regression:{config}:c{n}:{metric}", config, needs))
+    return out
+
+
+def with_not_run(
+    deployment: Deployment, verdicts: list[Verdict], failed_servers: dict[str, str], unbooted: set[str]
+) -> list[Verdict]:
+    """`verdicts`, and a NOT RUN verdict for every gate that needed a failed server and has no
+    verdict (or only a NOT COMPARED / VACUOUS one, reached before the server was asked for): a
+    gate whose server never served did not run, whatever else it could not do."""
+    if not failed_servers:
+        return verdicts
+    by_gate = {v.gate: v for v in verdicts}
+    out = list(verdicts)
+    for gate, config, needs in gate_servers(deployment, unbooted):
+        cause = next((_cause_of(s, failed_servers) for s in needs if _cause_of(s, failed_servers)), None)
+        had = by_gate.get(gate)
+        if cause is None or (had is not None and had.status not in UNJUDGED):
+            continue
+        server, why = cause
+        verdict = Verdict(gate, config, NOT_RUN, f"the server of {server!r} never served: {why}")
+        if had is not None:
+            out[out.index(had)] = verdict
+        else:
+            out.append(verdict)
+    return out
+
+
+def _cause_of(config: str, failed_servers: dict[str, str]) -> tuple[str, str] | None:
+    """The first failed server of `config` (itself or a replicate boot CONFIG@K), with the first
+    line of why."""
+    for name, why in failed_servers.items():
+        if name == config or name.startswith(config + "@"):
+            return name, why.splitlines()[0][:400]
+    return None
