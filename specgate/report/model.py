@@ -27,13 +27,12 @@ written: `build_report` validates what it assembles.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
 
-from specgate.documents import problem, read_document
+from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
@@ -563,7 +562,7 @@ _ANY = TypeAdapter[AnyReport](AnyReport)
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(read_document(path, "a specgate report.json"))
+        data = read_json(path, "a specgate report.json")
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ReportError(path, f"not a specgate report.json ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import psutil
 
+from specgate.documents import parse_json
+
 RUN_ID_ENV = "SPECGATE_RUN_ID"
 STATE_DIR_ENV = "SPECGATE_STATE_DIR"
 MACHINE_DIR_ENV = "SPECGATE_MACHINE_STATE_DIR"  # the self-tests keep their registry apart too
@@ -116,7 +118,7 @@ def _dead_runs() -> dict[str, tuple[dict, list[Path]]]:
             continue
         for path in folder.glob("*.json"):
             try:
-                record = json.loads(path.read_text()) if path.is_file() else None
+                record = parse_json(path.read_text()) if path.is_file() else None
             except (OSError, ValueError):
                 record = None
             if not isinstance(record, dict):

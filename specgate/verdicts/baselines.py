@@ -24,7 +24,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import meaning, problem, read_document
+from specgate.documents import meaning, problem, read_json
 from specgate.equivalence.golden import GoldenAnswers, parse_golden
 from specgate.errors import BaselineError, GoldenFileError
 from specgate.verdicts.fingerprint import Fingerprint
@@ -176,7 +176,7 @@ _BLAME = "the file is wrong, not the machine: fix it or record it anew"
 
 def load_baseline(path: Path) -> StoredBaseline:
     try:
-        data = json.loads(read_document(path, "a stored baseline (a JSON file)"))
+        data = read_json(path, "a stored baseline (a JSON file)")
     except (json.JSONDecodeError, RecursionError) as exc:
         raise BaselineError(
             path, f"corrupt: not valid JSON ({str(exc)[:200]}); fix it or move it aside, it is never overwritten"
