@@ -43,6 +43,7 @@ from specgate.report.model import SCHEMA_VERSION, AnyReport, ErrorReport, Report
 from specgate.report.progress import BootDisplay
 from specgate.resources import gate_tests_dir
 from specgate.secrets import mask_standard_streams, masked, write_masked
+from specgate.server.orphans import REAPED
 from specgate.server.pool import LiveServer
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
@@ -376,6 +377,9 @@ def specgate(request: pytest.FixtureRequest) -> Any:
     configs = _configs_in_run(request.session, dep)
     gate = GateSession.create(dep, options, display, configs)
     config.stash[_SESSION] = gate
+    for killed in gate.pool.reaped:  # said now, and again in the summary and the report
+        display.notice(f"specgate: {REAPED} {killed}")
+        config.stash[_MESSAGES].append(f"{REAPED} {killed}")
     if dep.launch.coexist:
         # Boot every server this run will use at once (replicate boots too): boots overlap instead of queueing.
         gate.pool.boot(gate.plan.all_servers(configs))
@@ -675,6 +679,7 @@ def _build(
         drafters=gate.judge.drafters(),
         lead=lead if lead is not None else gate.judge.next_step(),
         sampling=gate.sampling.report_rows() if gate.sampling else [],
+        reaped=gate.pool.reaped,
     )
 
 

@@ -332,6 +332,9 @@ def render_markdown(report: Report) -> str:
         for b in report.boots
     )
     out.append(f"Boots: {boots or 'none'}.")
+    if report.reaped:
+        out.append("Stopped at the start, left by killed earlier runs:")
+        out.extend(f"- {killed}" for killed in report.reaped)
     stand_in = report.reference_from_stored
     if stand_in:
         then = stand_in.stored_boot_seconds

@@ -36,6 +36,10 @@ class BootDisplay:
             else:
                 print(text, file=sys.__stderr__, flush=True)
 
+    def notice(self, text: str) -> None:
+        """A line the user must see now (not after the run), e.g. a leftover server that was stopped."""
+        self._print(text, "bold yellow")
+
     def update(self, config: str, elapsed: float, last_log_line: str) -> None:
         now = time.monotonic()
         if config not in self._last:
