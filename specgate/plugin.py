@@ -487,6 +487,14 @@ def _profile_examples() -> int:
     return settings().max_examples
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
+    """A test that fails after a stop signal came was interrupted (interrupts.interruption_wins):
+    pytest then ends the session INTERRUPTED instead of recording a failure."""
+    with interrupts.interruption_wins():
+        return (yield)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A signal that stopped the run stops the session before the next test, also where its
     KeyboardInterrupt was lost (raised inside a gc callback, Python prints and drops it)."""
