@@ -619,6 +619,10 @@ def main(argv: list[str] | None = None) -> int:
         except SpecgateError as exc:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
+        problems = dep.sim_fault_problems(dict(os.environ))
+        if problems:
+            print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
+            return 2
         if args.command == "sweep":
             return _sweep(args, dep)
         return _calibrate(args, dep)
@@ -629,6 +633,10 @@ def _check(args: argparse.Namespace) -> int:
         dep = load_deployment(args.deployment)
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    problems = dep.sim_fault_problems(dict(os.environ))  # what the run would refuse at its start
+    if problems:
+        print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
         return 2
     print(describe(dep))
     for warning in launch_warnings(dep):

@@ -397,6 +397,26 @@ class Deployment:
         return list(dict.fromkeys([self.reference, *named]))
 
     @property
+    def simulated(self) -> dict[str, bool]:
+        """Config -> whether its server is specgate's simulator (`-m specgate.sim`, started here or
+        over ssh): the only servers SPECGATE_SIM_FAULTS and `--sim-fault` reach."""
+        if self.launch.launcher == "url":
+            return dict.fromkeys(self.configs, False)
+        return {n: any("specgate.sim" in p for p in c.launch_command(self.launch)) for n, c in self.configs.items()}
+
+    def sim_fault_problems(self, environ: dict[str, str]) -> list[str]:
+        """SPECGATE_SIM_FAULTS (from `environ`) and the configs' `--sim-fault` arguments, checked
+        before any server boots (the simulator would refuse them only at its boot, or never see them)."""
+        from specgate.sim.faults import fault_arg_problems, fault_env_problems
+
+        out = fault_env_problems(environ, self.simulated) if environ.get("SPECGATE_SIM_FAULTS", "").strip() else []
+        for name, simulated in self.simulated.items():
+            config = self.configs[name]
+            args = [*config.launch_command(self.launch), *self.launch.args, *config.args]
+            out += [f"config {name!r}: {p}" for p in (fault_arg_problems(args) if simulated else [])]
+        return out
+
+    @property
     def speculative_configs(self) -> list[str]:
         """Every config that is compared with a reference (plain configs that are no one's reference too)."""
         refs = set(self.references)

@@ -249,15 +249,9 @@ def deployment(config: pytest.Config) -> Deployment:
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
         dep = config.stash[_DEPLOYMENT]
-        if dep.simulator:
-            from specgate.sim.faults import unknown_fault_targets
-
-            stray = unknown_fault_targets(dict(os.environ), list(dep.configs))
-            if stray:
-                raise pytest.UsageError(
-                    f"specgate: SPECGATE_SIM_FAULTS names no config of {dep.path}: {'; '.join(stray)} "
-                    f"(expected CONFIG:FAULT or *:FAULT, CONFIG one of {', '.join(dep.configs)})"
-                )
+        problems = dep.sim_fault_problems(dict(os.environ))
+        if problems:
+            raise pytest.UsageError(f"specgate: {dep.path}: " + "\nspecgate: ".join(problems))
     return config.stash[_DEPLOYMENT]
 
 
