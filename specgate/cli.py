@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specgate import interrupts, project
-from specgate.deployment import Deployment, SshSpec, load_deployment
+from specgate.deployment import MAX_EXAMPLES, Deployment, SshSpec, load_deployment
 from specgate.errors import ReportError, SpecgateError
 from specgate.secrets import api_key, mask_standard_streams, write_masked
 
@@ -619,12 +619,12 @@ def main(argv: list[str] | None = None) -> int:
         except SpecgateError as exc:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
+        if args.command == "sweep":
+            return _sweep(args, dep)  # its servers are the grid's points, named by it: not dep's configs
         problems = dep.sim_fault_problems(dict(os.environ))
         if problems:
             print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
             return 2
-        if args.command == "sweep":
-            return _sweep(args, dep)
         return _calibrate(args, dep)
 
 
@@ -714,8 +714,11 @@ def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
     if update and (refused := _dirty_tree_refusal("specgate baseline update")) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
-    if args.examples is not None and args.examples < 1:
-        print("specgate: error: --examples: expected a positive integer", file=sys.stderr)
+    if args.examples is not None and not 1 <= args.examples <= MAX_EXAMPLES:  # the deployment's own bound
+        print(
+            f"specgate: error: --examples: expected an integer from 1 to {MAX_EXAMPLES}, got {args.examples}",
+            file=sys.stderr,
+        )
         return 2
     if update and (refused := _unwritable_baselines(args, dep)) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
