@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from specgate import interrupts, project
 from specgate.deployment import MAX_EXAMPLES, Deployment, SshSpec, load_deployment
 from specgate.errors import ReportError, SpecgateError
+from specgate.report.visible import visible
 from specgate.secrets import api_key, mask_standard_streams, write_masked
 
 if TYPE_CHECKING:
@@ -841,7 +842,7 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
         return EXIT_PARTIAL if pytest_code in (0, 5) and not partial_allowed else (EXIT_ERROR if pytest_code else 0)
     why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
-    print(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}")
+    print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}"))  # reasons quote servers
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
         report = _mark_late(report_dir, report)  # came while the line above was said
         overall = report.overall

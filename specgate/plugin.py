@@ -41,6 +41,7 @@ from specgate.report.folder import claim as claim_folder
 from specgate.report.markdown import render_markdown
 from specgate.report.model import SCHEMA_VERSION, AnyReport, ErrorReport, Report
 from specgate.report.progress import BootDisplay
+from specgate.report.visible import visible
 from specgate.resources import gate_tests_dir
 from specgate.secrets import mask_standard_streams, masked, write_masked
 from specgate.server.orphans import REAPED
@@ -894,7 +895,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         out = report_dir(config)
         terminalreporter.write_line(f"report: {out / 'report.md'} (also report.json, report.png, logs/)")
     for message in config.stash.get(_MESSAGES, []):
-        terminalreporter.write_line(f"specgate: {message}", bold=True, red="NOT" in message)
+        terminalreporter.write_line(visible(f"specgate: {message}"), bold=True, red="NOT" in message)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -10,6 +10,7 @@ from specgate.equivalence.known import known_defects_for
 from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
 from specgate.report.sampling_md import sampling_section, sampling_times
+from specgate.report.visible import visible
 from specgate.verdicts.gates import LEADS, RunVerdict, Status
 
 
@@ -348,7 +349,7 @@ def render_markdown(report: Report) -> str:
     out.extend(sampling_times(report))
     p = report.provenance
     out.append(f"\n<sub>{p['date']} · commit {p['commit']} · host {p['host']} · `{p['command']}`</sub>")
-    return "\n".join(out) + "\n"
+    return visible("\n".join(out) + "\n")  # server text (answers, errors, settings) shown as what it is
 
 
 def _stand_in_banner(report: Report) -> list[str]:

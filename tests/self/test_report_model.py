@@ -306,3 +306,19 @@ def test_a_fidelity_row_before_version_6_reads_as_unchecked_and_one_of_6_must_sa
     assert old.state == "unchecked" and old.witness is None  # no bound was applied to it: never "agrees"
     with pytest.raises(ValidationError, match="lacks 'state', 'witness', 'check_note'"):
         FidelityRow.model_validate(row, context={"complete": True, "version": 6})
+
+
+def test_server_text_is_escaped_visibly_in_report_md_and_kept_raw_in_report_json(sim_report, tmp_path):
+    """A NUL, a right-to-left override, other control characters and ANSI escapes in what a server
+    said reached report.md (and the terminal, which prints it) as they came (issue 33, item 12)."""
+    from specgate.report.files import write_report
+
+    hostile = "answer\x00 with \u202eevil\u202c, \x1b[2J cleared, \x85 and \x07"
+    report = read_report(sim_report)
+    report = report.model_copy(update={"baseline_problems": [hostile], "interrupted": None})
+    report.server_settings["baseline"]["speculative_algorithm"] = hostile
+    write_report(tmp_path, report, chart=False, messages=[])
+    md = (tmp_path / "report.md").read_text()
+    assert "answer\\x00 with \\u202eevil\\u202c, \\x1b[2J cleared, \\x85 and \\x07" in md
+    assert not any(c in md for c in "\x00\u202e\u202c\x1b\x85\x07")
+    assert json.loads((tmp_path / "report.json").read_text())["baseline_problems"] == [hostile]
