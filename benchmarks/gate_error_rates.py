@@ -250,8 +250,8 @@ def main() -> int:
         tps_noise, sp_noise = calibrate(cal_rng, prompts, args.boot_sd, dep, args.calibration_rounds)
         sp = BootSpread(sp_noise.between_boot_log_sd_upper, "benchmark calibration")
         tp = BootSpread(tps_noise.between_boot_log_sd_upper, "benchmark calibration")
-        _, _, t_ref = _gate_model(tps_noise, tol_now, True, dep)
-        _, _, t_spec = _gate_model(sp_noise, tol_now, False, dep)
+        t_ref = _gate_model(tps_noise, tol_now, True, dep).suggested
+        t_spec = _gate_model(sp_noise, tol_now, False, dep).suggested
         tolerances.append((t_ref, t_spec))
         spreads.append((tp.log_sd, sp.log_sd))
         counts["beats_raw"] += gate_run(rng, prompts, args.boot_sd, np.log(bar), None, 0, beats_rule, dep)

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specgate import interrupts, project
-from specgate.deployment import Deployment, SshSpec, load_deployment
+from specgate.deployment import MAX_EXAMPLES, Deployment, SshSpec, load_deployment
 from specgate.errors import ReportError, SpecgateError
 from specgate.report.folder import require_writable
+from specgate.report.visible import visible
 from specgate.secrets import api_key, mask_standard_streams, write_masked
 
 if TYPE_CHECKING:
@@ -631,7 +632,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
         if args.command == "sweep":
-            return _sweep(args, dep)
+            return _sweep(args, dep)  # its servers are the grid's points, named by it: not dep's configs
+        problems = dep.sim_fault_problems(dict(os.environ))
+        if problems:
+            print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
+            return 2
         return _calibrate(args, dep)
 
 
@@ -640,6 +645,10 @@ def _check(args: argparse.Namespace) -> int:
         dep = load_deployment(args.deployment)
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    problems = dep.sim_fault_problems(dict(os.environ))  # what the run would refuse at its start
+    if problems:
+        print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
         return 2
     print(describe(dep))
     for warning in launch_warnings(dep):
@@ -717,8 +726,11 @@ def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
     if update and (refused := _dirty_tree_refusal("specgate baseline update")) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
-    if args.examples is not None and args.examples < 1:
-        print("specgate: error: --examples: expected a positive integer", file=sys.stderr)
+    if args.examples is not None and not 1 <= args.examples <= MAX_EXAMPLES:  # the deployment's own bound
+        print(
+            f"specgate: error: --examples: expected an integer from 1 to {MAX_EXAMPLES}, got {args.examples}",
+            file=sys.stderr,
+        )
         return 2
     if update and (refused := _unwritable_baselines(args, dep)) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
@@ -841,7 +853,7 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
         return EXIT_PARTIAL if pytest_code in (0, 5) and not partial_allowed else (EXIT_ERROR if pytest_code else 0)
     why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
-    print(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}")
+    print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}"))  # reasons quote servers
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
         report = _mark_late(report_dir, report)  # came while the line above was said
         overall = report.overall

@@ -62,6 +62,16 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Upper bounds that catch typos: nothing SGLang serves generates more, or serves more at once.
 MAX_NEW_TOKENS = 1 << 20
 MAX_CONCURRENCY = 4096
+# Counts, each with its own bound and so its own message (a repeats of 10**9 was blamed on
+# max_repeats, the first field compared with it): far above what a run of days sends, far below
+# what would only ever end by the request deadline of every one of them.
+MAX_REPEATS = 10_000  # measured requests per config and concurrency (repeats, max_repeats, a sweep's)
+MAX_EXAMPLES = 100_000  # equivalence cases per config
+MAX_WARMUP_REQUESTS = 10_000
+MAX_TOP_LOGPROBS = 1000  # what SGLang returns per position; the rule reads the top-2
+MAX_PARALLEL = 256  # a sweep's servers held at once per GPU
+MAX_NODES = 256  # ssh nodes of one multi-node server
+MAX_SWEEP_SETTING = 256  # a sweep's --speculative-num-steps, topk or draft-token count
 # Upper bounds on durations, in seconds: far above any real boot or request, far below what the
 # clocks and timers underneath take (a deadline of 1e30 s overflows them mid-run, not in `check`).
 MAX_WAIT_S = 86400.0  # a boot or one request: a day
@@ -415,6 +425,26 @@ class Deployment:
         return list(dict.fromkeys([self.reference, *named]))
 
     @property
+    def simulated(self) -> dict[str, bool]:
+        """Config -> whether its server is specgate's simulator (`-m specgate.sim`, started here or
+        over ssh): the only servers SPECGATE_SIM_FAULTS and `--sim-fault` reach."""
+        if self.launch.launcher == "url":
+            return dict.fromkeys(self.configs, False)
+        return {n: any("specgate.sim" in p for p in c.launch_command(self.launch)) for n, c in self.configs.items()}
+
+    def sim_fault_problems(self, environ: dict[str, str]) -> list[str]:
+        """SPECGATE_SIM_FAULTS (from `environ`) and the configs' `--sim-fault` arguments, checked
+        before any server boots (the simulator would refuse them only at its boot, or never see them)."""
+        from specgate.sim.faults import fault_arg_problems, fault_env_problems
+
+        out = fault_env_problems(environ, self.simulated) if environ.get("SPECGATE_SIM_FAULTS", "").strip() else []
+        for name, simulated in self.simulated.items():
+            config = self.configs[name]
+            args = [*config.launch_command(self.launch), *self.launch.args, *config.args]
+            out += [f"config {name!r}: {p}" for p in (fault_arg_problems(args) if simulated else [])]
+        return out
+
+    @property
     def speculative_configs(self) -> list[str]:
         """Every config that is compared with a reference (plain configs that are no one's reference too)."""
         refs = set(self.references)
@@ -646,17 +676,22 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
     spec = SweepSpec(
         base=base,
         attention_mode=modes,
-        num_steps=tuple(t.int_list("num_steps", [1, 2, 3])),
-        topk=tuple(t.int_list("topk", [1])),
+        num_steps=tuple(t.int_list("num_steps", [1, 2, 3], maximum=MAX_SWEEP_SETTING)),
+        topk=tuple(t.int_list("topk", [1], maximum=MAX_SWEEP_SETTING)),
         draft_tokens=tuple(
-            t.int_list("draft_tokens", [2], derived="steps + 1 at topk 1 (required where topk > 1)")
+            t.int_list(
+                "draft_tokens",
+                [2],
+                maximum=MAX_SWEEP_SETTING,
+                derived="steps + 1 at topk 1 (required where topk > 1)",
+            )
             if "draft_tokens" in t.keys()
             else ()
         ),
         env=env,
-        parallel=t.integer("parallel", 4, minimum=1),
+        parallel=t.integer("parallel", 4, minimum=1, maximum=MAX_PARALLEL),
         gpus=tuple(t.str_list("gpus", [])),
-        repeats=t.integer("repeats", workload.repeats, minimum=3, derived="workload.repeats"),
+        repeats=t.integer("repeats", workload.repeats, minimum=3, maximum=MAX_REPEATS, derived="workload.repeats"),
         max_new_tokens=t.integer(
             "max_new_tokens", workload.max_new_tokens, minimum=2, maximum=MAX_NEW_TOKENS, derived="workload.max_new_tokens"
         ),
@@ -796,7 +831,7 @@ def _parse_ssh(t: Table) -> SshSpec:
             "hosts",
             f"names a host twice ({list(hosts)}); give another name for the same machine (e.g. 127.0.0.1 and localhost)",
         )
-    nodes = t.integer("nodes", len(hosts), minimum=1, derived="the number of hosts")
+    nodes = t.integer("nodes", len(hosts), minimum=1, maximum=MAX_NODES, derived="the number of hosts")
     if nodes != len(hosts):
         raise t.error(
             "nodes", f"is {nodes}, but launch.ssh.hosts names {len(hosts)} host(s): expected one host per node"
@@ -905,7 +940,9 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
 
 
 def _max_repeats(t: Table, repeats: int) -> int:
-    value = t.integer("max_repeats", max(repeats, 45), minimum=3, derived="the larger of repeats and 45")
+    value = t.integer(
+        "max_repeats", max(repeats, 45), minimum=3, maximum=MAX_REPEATS, derived="the larger of repeats and 45"
+    )
     if value < repeats:
         raise t.error("max_repeats", f"expected an integer >= {repeats} (workload.repeats), got {value}")
     return value
@@ -940,15 +977,15 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
     fmt = t.text("prompt_format", "raw", choices=KNOWN_FORMATS)
     w = t.table("warmup")
     warmup = WarmupSpec(
-        min_requests=w.integer("min_requests", 2, minimum=0),
-        max_requests=w.integer("max_requests", 30, minimum=1),
-        settle_window=w.integer("settle_window", 3, minimum=2),
+        min_requests=w.integer("min_requests", 2, minimum=0, maximum=MAX_WARMUP_REQUESTS),
+        max_requests=w.integer("max_requests", 30, minimum=1, maximum=MAX_WARMUP_REQUESTS),
+        settle_window=w.integer("settle_window", 3, minimum=2, maximum=MAX_WARMUP_REQUESTS),
         settle_tolerance=w.number("settle_tolerance", 0.05, minimum=0.0, maximum=1.0),
     )
     if warmup.max_requests < warmup.min_requests:
         raise w.error("max_requests", f"expected >= min_requests ({warmup.min_requests})")
     w.reject_unknown()
-    repeats = t.integer("repeats", 9, minimum=3)
+    repeats = t.integer("repeats", 9, minimum=3, maximum=MAX_REPEATS)
     workload = Workload(
         prompt_sets=sets,
         prompt_format=fmt,
@@ -983,12 +1020,12 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
         tie_margin=t.number("tie_margin", 0.05, minimum=0.0, maximum=MAX_TIE_MARGIN),
         # More than the top-2 the rule needs: a three-way bf16 tie is seen on real models,
         # and only tokens within tie_margin of top-1 are ever excused, however many come back.
-        top_logprobs=t.integer("top_logprobs", 5, minimum=2),
+        top_logprobs=t.integer("top_logprobs", 5, minimum=2, maximum=MAX_TOP_LOGPROBS),
         max_new_tokens=t.integer("max_new_tokens", 64, minimum=1, maximum=MAX_NEW_TOKENS),
         stop_strings=tuple(t.str_list("stop_strings", ["\n\n", "."])),
         concurrency=tuple(t.int_list("concurrency", [1, 4], maximum=MAX_CONCURRENCY)),
         hypothesis_profile=t.text("hypothesis_profile", "gpu", choices=("ci", "gpu", "dev")),
-        examples=t.integer("examples", None, minimum=1),
+        examples=t.integer("examples", None, minimum=1, maximum=MAX_EXAMPLES),
         # Spec v2 EAGLE servers crashed on logprob requests in some releases (SGLang #17349):
         # 0 turns the second requests off.
         second_opinions=t.integer("second_opinions", 5, minimum=0, maximum=100),
@@ -1021,7 +1058,7 @@ def _parse_beats(g: Table, configs: dict[str, ServerConfig], workload: Workload)
         config=g.text("config"),
         over=g.text("over", "baseline"),
         ratio=g.number("ratio", 1.0, minimum=0.0, maximum=MAX_RATIO),
-        concurrency=g.integer("concurrency", 1, minimum=1),
+        concurrency=g.integer("concurrency", 1, minimum=1, maximum=MAX_CONCURRENCY),
         against=g.text("against", "run", choices=("run", "stored")),
     )
     for key in ("config", "over"):
@@ -1046,7 +1083,7 @@ def _parse_floor(g: Table, configs: dict[str, ServerConfig], workload: Workload)
     gate = AcceptFloorGate(
         config=g.text("config"),
         at_least=g.number("at_least", minimum=0.0, maximum=MAX_TOKENS_PER_STEP),
-        concurrency=g.integer("concurrency", 1, minimum=1),
+        concurrency=g.integer("concurrency", 1, minimum=1, maximum=MAX_CONCURRENCY),
     )
     if gate.config not in configs:
         raise g.error("config", f"names config {gate.config!r}, which is not under [configs]; have {sorted(configs)}")
@@ -1102,7 +1139,7 @@ def _parse_gate_settings(
         beats=beats,
         tolerance=tolerance,
         confidence=t.number("confidence", 0.95, minimum=0.5, maximum=0.999),
-        sample_batch=t.integer("sample_batch", 6, minimum=1),
+        sample_batch=t.integer("sample_batch", 6, minimum=1, maximum=MAX_REPEATS),
         uncompared=t.text("uncompared", "fail", choices=("fail", "warn")),
         between_boot=between_boot,
         accept_length=floors,

@@ -11,6 +11,7 @@ sweep state, the stored baseline, golden answers and report.json (specgate.repor
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import stat
@@ -59,6 +60,31 @@ def read_document(path: Path, expected: str) -> str:
     os.set_blocking(fd, True)
     with os.fdopen(fd, "rb") as f:
         return f.read().decode("utf-8")
+
+
+class NestedTooDeeply(json.JSONDecodeError):
+    """JSON nested deeper than Python's stack allows: json.loads recurses once per level and a few
+    thousand `[` end in a RecursionError traceback. A JSONDecodeError, so that every reader's
+    "not valid JSON" handling names it with its own file, as NotARegularFile does for OSError."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("nested too deeply (arrays or objects inside each other thousands of levels deep)", text, 0)
+
+    def __str__(self) -> str:
+        return str(self.msg)
+
+
+def parse_json(text: str) -> Any:
+    """json.loads, with a document nested too deeply raised as NestedTooDeeply (a JSONDecodeError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise NestedTooDeeply(text) from None
+
+
+def read_json(path: Path, expected: str) -> Any:
+    """The JSON document in the regular file `path` (read_document, then parse_json)."""
+    return parse_json(read_document(path, expected))
 
 
 # pydantic's error types, in the words this project's other errors use.

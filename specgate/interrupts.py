@@ -109,6 +109,28 @@ def received() -> int | None:
     return _received[0] if _received else None
 
 
+def stopping() -> int | None:
+    """The stop signal that is stopping the run now (handled here, received, the run's end not yet
+    reached), or None; a signal recorded by an earlier run in this process is not one."""
+    return received() if _installed and not _sealed else None
+
+
+@contextmanager
+def interruption_wins() -> Iterator[None]:
+    """Whatever the block raises once a stop signal came is raised as the interruption it is.
+    Hypothesis collects the KeyboardInterrupt of one explicit example into "found 2 distinct
+    failures", and a KeyboardInterrupt that lands inside a lock's release surfaces as a RuntimeError
+    it reports (shrinks, then calls Flaky): the test would end FAILED, the run blamed on the server."""
+    try:
+        yield
+    except BaseException:
+        signum = stopping()
+        if signum is None:
+            raise
+        # Raised afresh even over a KeyboardInterrupt: Hypothesis adds "Falsifying example" notes to it.
+        raise KeyboardInterrupt(f"{_STOPPED}{name(signum)}") from None  # what followed the signal is no finding
+
+
 def count() -> int:
     return len(_received)
 

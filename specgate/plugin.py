@@ -41,8 +41,10 @@ from specgate.report.folder import claim as claim_folder
 from specgate.report.markdown import render_markdown
 from specgate.report.model import SCHEMA_VERSION, AnyReport, ErrorReport, Report
 from specgate.report.progress import BootDisplay
+from specgate.report.visible import visible
 from specgate.resources import gate_tests_dir
 from specgate.secrets import mask_standard_streams, masked, write_masked
+from specgate.server.orphans import REAPED
 from specgate.server.pool import LiveServer
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
@@ -248,15 +250,9 @@ def deployment(config: pytest.Config) -> Deployment:
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
         dep = config.stash[_DEPLOYMENT]
-        if dep.simulator:
-            from specgate.sim.faults import unknown_fault_targets
-
-            stray = unknown_fault_targets(dict(os.environ), list(dep.configs))
-            if stray:
-                raise pytest.UsageError(
-                    f"specgate: SPECGATE_SIM_FAULTS names no config of {dep.path}: {'; '.join(stray)} "
-                    f"(expected CONFIG:FAULT or *:FAULT, CONFIG one of {', '.join(dep.configs)})"
-                )
+        problems = dep.sim_fault_problems(dict(os.environ))
+        if problems:
+            raise pytest.UsageError(f"specgate: {dep.path}: " + "\nspecgate: ".join(problems))
     return config.stash[_DEPLOYMENT]
 
 
@@ -376,6 +372,9 @@ def specgate(request: pytest.FixtureRequest) -> Any:
     configs = _configs_in_run(request.session, dep)
     gate = GateSession.create(dep, options, display, configs)
     config.stash[_SESSION] = gate
+    for killed in gate.pool.reaped:  # said now, and again in the summary and the report
+        display.notice(f"specgate: {REAPED} {killed}")
+        config.stash[_MESSAGES].append(f"{REAPED} {killed}")
     if dep.launch.coexist:
         # Boot every server this run will use at once (replicate boots too): boots overlap instead of queueing.
         gate.pool.boot(gate.plan.all_servers(configs))
@@ -481,6 +480,14 @@ def _profile_examples() -> int:
     from hypothesis import settings
 
     return settings().max_examples
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
+    """A test that fails after a stop signal came was interrupted (interrupts.interruption_wins):
+    pytest then ends the session INTERRUPTED instead of recording a failure."""
+    with interrupts.interruption_wins():
+        return (yield)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -676,6 +683,7 @@ def _build(
         lead=lead if lead is not None else gate.judge.next_step(),
         sampling=gate.sampling.report_rows() if gate.sampling else [],
         unavailable=gate.pool.unavailable,
+        reaped=gate.pool.reaped,
     )
 
 
@@ -888,7 +896,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         out = report_dir(config)
         terminalreporter.write_line(f"report: {out / 'report.md'} (also report.json, report.png, logs/)")
     for message in config.stash.get(_MESSAGES, []):
-        terminalreporter.write_line(f"specgate: {message}", bold=True, red="NOT" in message)
+        terminalreporter.write_line(visible(f"specgate: {message}"), bold=True, red="NOT" in message)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

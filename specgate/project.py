@@ -55,7 +55,7 @@ def _settings_in(folder: Path) -> tuple[Path, dict] | None:
     if pyproject.is_file():
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError, RecursionError):
             return None  # not ours to judge: pip and pytest report a broken pyproject.toml themselves
         tool = data.get("tool")
         if isinstance(tool, dict) and "specgate" in tool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from specgate.documents import read_document
+from specgate.documents import parse_json, read_document
 
 KNOWN_SETS = ("chat", "code", "math", "summarisation", "translation", "long_context")
 KNOWN_FORMATS = ("raw", "chatml", "llama3")
@@ -62,7 +62,7 @@ def load_prompt_file(path: Path, set_name: str) -> tuple[Prompt, ...]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = parse_json(line)
             messages = tuple(Message(m["role"], m["content"]) for m in row["messages"])
             if not messages or not all(isinstance(m.role, str) and isinstance(m.content, str) for m in messages):
                 raise TypeError("messages must be a non-empty list of {role, content} strings")

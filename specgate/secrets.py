@@ -27,9 +27,13 @@ MASK = "***"
 # A password in a URL: everything between "user:" and the last "@" of the authority.
 _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]+):[^/\s]*@")
 # Whatever a log or a command gives as a key, however it is quoted or escaped (SGLang's
-# server_args print api_key, admin_api_key and ssl_keyfile_password).
+# server_args print api_key, admin_api_key and ssl_keyfile_password). A quoted value is a value
+# whatever its length, and so is one right after "=" (api_key=x); else only one that looks like a
+# credential (8 characters or more, one of them no letter): prose names the flag too ("must not
+# hold --api-key: a key in a deployment file"), and its next word is no secret.
 _KEY_FIELD = re.compile(
-    r"""((?:api[_-]key|keyfile[_-]password)['"]?\s*[=:]\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,)]+)""",
+    r"""((?:api[_-]key|keyfile[_-]password)['"]?\s*[=:]\s*)"""
+    r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|(?<==)[^\s,)]+|(?=[^\s,)]*[^A-Za-z\s,)])[^\s,)]{8,})""",
     re.IGNORECASE,
 )
 # An Authorization header's value, as a server that echoes request headers writes it; "$VAR"

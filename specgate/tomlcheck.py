@@ -97,6 +97,13 @@ def read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise DeploymentError(path, None, f"not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib parses arrays and inline tables recursively: a few thousand nested levels
+        # exhaust Python's stack long before any syntax error could be reported.
+        raise DeploymentError(
+            path, None, "is nested too deeply (arrays or inline tables inside each other thousands of levels "
+            "deep): no deployment or settings file nests more than a few levels"
+        ) from None  # fmt: skip
 
 
 def nul_problem(value: str) -> str | None:

@@ -7,10 +7,10 @@ it is simply not named: the diagnosis never fills a gap with a guess.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from specgate.documents import parse_json
 from specgate.measure.fidelity import parse_decode_lines
 from specgate.measure.speed import ConfigSpeed
 
@@ -63,7 +63,7 @@ def draft_config(draft_model_path: str | None) -> DraftConfig | None:
         return None
     path = Path(draft_model_path) / "config.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     positions = data.get("max_position_embeddings")

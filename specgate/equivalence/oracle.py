@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from specgate.atomic import write_json_atomic
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import MAX_CONCURRENCY, MAX_NEW_TOKENS, Deployment
-from specgate.documents import problem, read_document
+from specgate.documents import problem, read_json
 from specgate.equivalence import second_opinion
 from specgate.equivalence.cases import (
     FIRST_TOKEN_STOP_EDGE,
@@ -86,7 +86,7 @@ def load_replay(path: Path) -> list[dict]:
     if not path.exists():  # not is_file(): a FIFO or a folder there is refused by name, not skipped
         return []
     try:
-        data = json.loads(read_document(path, "the equivalence replay file (a JSON file)"))
+        data = read_json(path, "the equivalence replay file (a JSON file)")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise BaselineError(path, f"equivalence replay file cannot be read as JSON: {str(exc)[:200]}") from None
     try:

@@ -306,6 +306,7 @@ def build_report(
     lead: str | None = None,
     sampling: list[dict] | None = None,
     unavailable: dict[str, str] | None = None,
+    reaped: list[str] | None = None,
 ) -> Report:
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
     # dead server) are named in the report too, not only in pytest's traceback.
@@ -367,6 +368,7 @@ def build_report(
         "ignore_eos": deployment.workload.ignore_eos,
         "drafters": drafters,
         "sampling": sampling or [],
+        "reaped": reaped or [],
     }
     # Checked as a reader checks it (every field present): a report no reader accepts is never written.
     return Report.model_validate(document, context={"complete": True, "version": SCHEMA_VERSION})

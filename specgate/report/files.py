@@ -9,6 +9,7 @@ from pathlib import Path
 
 from specgate.atomic import write_json_atomic
 from specgate.report.model import SCHEMA_VERSION, AnyReport, ErrorReport, Report
+from specgate.report.visible import visible
 from specgate.secrets import write_masked
 from specgate.verdicts.gates import LEADS, RunVerdict
 
@@ -34,7 +35,7 @@ def short_markdown(report: ErrorReport, detail: str = "") -> str:
         head = "The run's report could not be built, so no gate is known to pass."
     else:  # before its gate session began, or while an ERROR report was written
         head = "The run was interrupted: no gate is known to pass."
-    return f"# specgate: {report.overall}\n\n{head}\n\nCause: `{report.error}`\n\n{detail}Server logs: `logs/`.\n"
+    return visible(f"# specgate: {report.overall}\n\n{head}\n\nCause: `{report.error}`\n\n{detail}Server logs: `logs/`.\n")
 
 
 def write_short_report(out: Path, report: ErrorReport, detail: str = "") -> None:

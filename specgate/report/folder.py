@@ -28,6 +28,7 @@ from itertools import islice
 from pathlib import Path
 
 from specgate.atomic import write_json_atomic
+from specgate.documents import parse_json
 from specgate.errors import SpecgateError
 
 MARKER = ".specgate-report.json"
@@ -192,7 +193,7 @@ def _lock(fd: int, folder: Path, source: str) -> list[str]:
 def _holder(fd: int) -> dict:
     try:
         text = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
-        found = json.loads(text) if text else {}
+        found = parse_json(text) if text else {}
     except (OSError, ValueError):
         return {"pid": "?"}
     return found if isinstance(found, dict) else {"pid": "?"}
@@ -202,7 +203,7 @@ def _manifest(folder: Path, source: str) -> list[str]:
     """What the marker says specgate wrote there; only names specgate writes, inside the folder."""
     marker = folder / MARKER
     try:
-        document = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {"written": []}
+        document = parse_json(marker.read_text(encoding="utf-8")) if marker.is_file() else {"written": []}
     except (OSError, ValueError) as exc:
         raise _refuse(folder, source, f"{marker} cannot be read ({exc}); delete it if the folder is specgate's") from None
     written = document.get("written") if isinstance(document, dict) else None

@@ -10,6 +10,7 @@ from specgate.equivalence.known import known_defects_for
 from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
 from specgate.report.sampling_md import sampling_section, sampling_times
+from specgate.report.visible import visible
 from specgate.verdicts.gates import LEADS, UNAVAILABLE, RunVerdict, Status
 
 
@@ -344,6 +345,9 @@ def render_markdown(report: Report) -> str:
         for b in report.boots
     )
     out.append(f"Boots: {boots or 'none'}.")
+    if report.reaped:
+        out.append("Stopped at the start, left by killed earlier runs:")
+        out.extend(f"- {killed}" for killed in report.reaped)
     stand_in = report.reference_from_stored
     if stand_in:
         then = stand_in.stored_boot_seconds
@@ -358,7 +362,7 @@ def render_markdown(report: Report) -> str:
     p = report.provenance
     host = f"client host {p['host']} (the servers were attached by url)" if by_url else f"host {p['host']}"
     out.append(f"\n<sub>{p['date']} · commit {p['commit']} · {host} · `{p['command']}`</sub>")
-    return "\n".join(out) + "\n"
+    return visible("\n".join(out) + "\n")  # server text (answers, errors, settings) shown as what it is
 
 
 def _by_url(report: Report) -> bool:

@@ -13,7 +13,8 @@ INCONCLUSIVE (a gate that cannot tell, told apart from FAIL), and a fidelity row
 and `check_note` (whether the server's own figure bore out the suite's, against measure.fidelity's
 bound; older rows read as unchecked); 7 a drift's `after_round` (how many rounds its re-send
 followed: a later look's rounds are not covered by it); 8 the run's `sampling` (the sampling
-equivalence test: per config and setting what was compared, the statistics and the verdict). Reports written
+equivalence test: per config and setting what was compared, the statistics and the verdict); 9 the run's `reaped`
+(servers of killed earlier runs it stopped at its start). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -27,17 +28,16 @@ written: `build_report` validates what it assembles.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
 
-from specgate.documents import problem, read_document
+from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[8] = 8
+SCHEMA_VERSION: Literal[9] = 9
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -46,7 +46,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -522,7 +522,10 @@ class Report(_Part):
     # or stopped where each answer ended (false: τ and tok/s over answers alone)
     ignore_eos: bool = True
     sampling: list[SamplingRow] = []
-    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3, "sampling": 8}
+    # The servers of killed earlier runs that this run stopped at its start (server.orphans), each
+    # with its pid, config and run: they held a port and GPU memory that this run's figures share.
+    reaped: list[str] = []
+    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3, "sampling": 8, "reaped": 9}
 
 
 class ErrorReport(_Part):
@@ -563,7 +566,7 @@ _ANY = TypeAdapter[AnyReport](AnyReport)
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(read_document(path, "a specgate report.json"))
+        data = read_json(path, "a specgate report.json")
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ReportError(path, f"not a specgate report.json ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):

@@ -12,6 +12,7 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
+from specgate.report.visible import visible
 from specgate.secrets import redact
 
 try:
@@ -28,13 +29,17 @@ class BootDisplay:
         self._console = Console(file=sys.__stderr__, highlight=False) if Console is not None else None
 
     def _print(self, text: str, style: str = "") -> None:
-        text = redact(text)  # a log's last line or an address may hold a credential
+        text = visible(redact(text))  # a log's last line may hold a credential, or control characters
         ctx = self._capman.global_and_fixture_disabled() if self._capman else nullcontext()
         with ctx:
             if self._console is not None:
                 self._console.print(text, style=style or None, markup=False)
             else:
                 print(text, file=sys.__stderr__, flush=True)
+
+    def notice(self, text: str) -> None:
+        """A line the user must see now (not after the run), e.g. a leftover server that was stopped."""
+        self._print(text, "bold yellow")
 
     def update(self, config: str, elapsed: float, last_log_line: str) -> None:
         now = time.monotonic()

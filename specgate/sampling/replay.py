@@ -7,14 +7,13 @@ with its own cases only.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import read_document
+from specgate.documents import read_json
 from specgate.errors import BaselineError
 from specgate.sampling_spec import SamplingSetting
 
@@ -60,7 +59,7 @@ class SamplingReplay:
         if not self.path.exists():  # not is_file(): a FIFO or a folder there is refused by name
             return []
         try:
-            raw = json.loads(read_document(self.path, "the sampling replay file (a JSON file)"))
+            raw = read_json(self.path, "the sampling replay file (a JSON file)")
             return ReplayDocument.model_validate(raw).cases
         except (OSError, ValueError, ValidationError) as exc:
             raise BaselineError(self.path, f"sampling replay file malformed ({type(exc).__name__}: {exc})") from None

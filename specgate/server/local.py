@@ -31,7 +31,7 @@ from specgate.hardware import memory_used_mib, wait_gpu_released
 from specgate.secrets import api_key, copy_masked, key_to_mask, redact, redact_file
 from specgate.server import affinity
 from specgate.server.launcher import BootProgress, ServerHandle, ready_or_stopped
-from specgate.server.orphans import RunRecord, reap_orphans
+from specgate.server.orphans import REAPED, RunRecord, reap_orphans
 
 _PR_SET_PDEATHSIG = 1
 _handed_out: set[int] = set()
@@ -111,8 +111,10 @@ class LocalLauncher:
         self._lock = threading.RLock()  # stop_all may run from a signal handler on this thread
         self.unreleased: str | None = None  # set when a stopped server's GPU memory stayed taken
         self._logged: set[str] = set()  # configs whose log this session already started
-        for killed in reap_orphans():
-            print(f"specgate: stopped a server left by a killed earlier run: {killed}", file=sys.stderr)
+        # Kept for the run's report and terminal summary: under pytest this stderr is captured.
+        self.reaped = reap_orphans()
+        for killed in self.reaped:
+            print(f"specgate: {REAPED} {killed}", file=sys.stderr)
         self._record = RunRecord()
         # GPU memory in use before any server of ours
         self._idle_used_mib = None if shares_the_gpu else memory_used_mib()

@@ -17,14 +17,21 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 import uuid
 from pathlib import Path
 
 import psutil
 
+from specgate.documents import parse_json
+from specgate.secrets import redact
+
 RUN_ID_ENV = "SPECGATE_RUN_ID"
 STATE_DIR_ENV = "SPECGATE_STATE_DIR"
 MACHINE_DIR_ENV = "SPECGATE_MACHINE_STATE_DIR"  # the self-tests keep their registry apart too
+CONFIG_ENV = "SPECGATE_CONFIG"  # the config a server was started for (server/local.py sets it)
+REAPED = "stopped a server left by a killed earlier run:"  # how each reaped server is announced
 
 
 def _cache_dir() -> Path:
@@ -73,6 +80,9 @@ class RunRecord:
                     "owner_pid": me.pid,
                     "owner_created": me.create_time(),
                     "copies": [str(p) for p in self.paths],
+                    # What the run was, for the notice of the run that reaps its servers.
+                    "command": redact(" ".join(sys.argv))[:300],
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 }
             )
             for path in self.paths:
@@ -116,7 +126,7 @@ def _dead_runs() -> dict[str, tuple[dict, list[Path]]]:
             continue
         for path in folder.glob("*.json"):
             try:
-                record = json.loads(path.read_text()) if path.is_file() else None
+                record = parse_json(path.read_text()) if path.is_file() else None
             except (OSError, ValueError):
                 record = None
             if not isinstance(record, dict):
@@ -140,11 +150,16 @@ def reap_orphans(wait_s: float = 10.0) -> list[str]:
     killed = []
     for proc in victims:
         try:
-            run_id = proc.environ().get(RUN_ID_ENV, "")
+            env = proc.environ()
+            run_id = env.get(RUN_ID_ENV, "")
             record, paths = dead[run_id]
+            config = env.get(CONFIG_ENV)
+            what = f"config {config!r}: " if config else ""
+            started = f", started {record['started']}" if isinstance(record.get("started"), str) else ""
+            command = f" `{record['command']}`" if isinstance(record.get("command"), str) else ""
             killed.append(
-                f"pid {proc.pid} ({' '.join(proc.cmdline())[:120]}) of run {run_id}, whose specgate "
-                f"(pid {record.get('owner_pid')}) is gone (recorded in {paths[0]})"
+                f"pid {proc.pid} ({what}{redact(' '.join(proc.cmdline()))[:120]}) of run {run_id}{command}{started}, "
+                f"whose specgate (pid {record.get('owner_pid')}) is gone (recorded in {paths[0]})"
             )
             proc.kill()
         except (psutil.Error, KeyError):

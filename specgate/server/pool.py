@@ -110,6 +110,9 @@ class ServerPool:
         self.log_dir = log_dir
         self.progress = progress
         self.launcher = make_launcher(deployment, log_dir)
+        # Servers of killed earlier runs the launcher stopped at its start (only a local one reaps):
+        # the report and the terminal name each.
+        self.reaped: list[str] = list(getattr(self.launcher, "reaped", []))
         self.live: dict[str, LiveServer] = {}
         self.failed: dict[str, str] = {}
         # Of those, servers attached by url that never answered: the run could not reach them, which

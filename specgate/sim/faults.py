@@ -193,6 +193,50 @@ def unknown_fault_targets(environ: dict[str, str], configs: list[str]) -> list[s
     return out
 
 
+def fault_env_problems(environ: dict[str, str], simulated: dict[str, bool]) -> list[str]:
+    """What is wrong with SPECGATE_SIM_FAULTS for a deployment whose configs are `simulated`
+    (config -> whether its server is this simulator), found before any server boots: an entry
+    aimed at no config, a fault the simulator does not know or a value it refuses (the server would
+    die at boot, after the others booted), a fault aimed at a server that is no simulator (it would
+    be ignored: the run would prove nothing the fault was meant to prove)."""
+    stray = unknown_fault_targets(environ, list(simulated))
+    out = [
+        f"SPECGATE_SIM_FAULTS names no config: {'; '.join(stray)} (expected CONFIG:FAULT or *:FAULT, "
+        f"CONFIG one of {', '.join(simulated)})"
+    ] if stray else []  # fmt: skip
+    for entry in filter(None, (e.strip() for e in environ.get("SPECGATE_SIM_FAULTS", "").split(";"))):
+        if entry in stray:
+            continue
+        target, _, fault = entry.partition(":")
+        try:
+            parse_faults([fault])
+        except ValueError as exc:
+            out.append(f"SPECGATE_SIM_FAULTS entry {entry!r}: {str(exc).removeprefix('--sim-fault ')}")
+        config = target.rpartition("@")[0] or target
+        aimed = list(simulated) if target == "*" else [config]
+        unreachable = [c for c in aimed if not simulated.get(c, False)]
+        if unreachable:
+            out.append(
+                f"SPECGATE_SIM_FAULTS entry {entry!r} cannot reach config(s) {', '.join(unreachable)}: their servers "
+                "are not specgate's simulator (a url, or a command other than `-m specgate.sim`), which ignores it"
+                + (" (aim it at the simulated configs by name)" if len(unreachable) < len(aimed) else "")
+            )
+    return out
+
+
+def fault_arg_problems(args: list[str]) -> list[str]:
+    """What the simulator would refuse among the `--sim-fault` values of a server's arguments."""
+    values = [b for a, b in zip(args, args[1:]) if a == "--sim-fault"]
+    values += [a.partition("=")[2] for a in args if a.startswith("--sim-fault=")]
+    out = []
+    for value in values:
+        try:
+            parse_faults([value])
+        except ValueError as exc:
+            out.append(str(exc))
+    return out
+
+
 def faults_from_env(environ: dict[str, str]) -> list[str]:
     """The SPECGATE_SIM_FAULTS entries aimed at this server's config (or at every one)."""
     # A replicate boot (CONFIG@K) is the same config: a fault aimed at the config hits it too.

@@ -8,7 +8,6 @@ is taken against the baseline measured in its own wave of its own session, on it
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
@@ -18,7 +17,7 @@ from pydantic import ValidationError
 from pydantic.dataclasses import dataclass as document  # validated on construction: a resumed file is checked
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import problem, read_document
+from specgate.documents import problem, read_json
 from specgate.errors import SweepStateError
 
 T = TypeVar("T")
@@ -84,7 +83,7 @@ class SweepState:
         if not path.exists():
             return cls(path, deployment, plan_digest)
         try:
-            doc = json.loads(read_document(path, "a sweep state (a JSON file)"))
+            doc = read_json(path, "a sweep state (a JSON file)")
         except (OSError, ValueError) as exc:
             raise SweepStateError(
                 path, f"cannot be read as a sweep state ({exc}); move it away to start over"

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import meaning, problem, read_document
+from specgate.documents import meaning, problem, read_json
 from specgate.equivalence.golden import GoldenAnswers, parse_golden
 from specgate.errors import BaselineError, GoldenFileError
 from specgate.verdicts.fingerprint import Fingerprint
@@ -174,9 +174,12 @@ def _require(cond: bool, path: Path, problem: str) -> None:
 _BLAME = "the file is wrong, not the machine: fix it or record it anew"
 
 
-def load_baseline(path: Path) -> StoredBaseline:
+def load_baseline(path: Path, deployment: str | None = None) -> StoredBaseline:
+    """The stored baseline at `path`; `deployment`: the deployment whose folder it was found in,
+    which the file must name (a file copied from another deployment's folder, or edited, would be
+    compared with figures of another workload in silence)."""
     try:
-        data = json.loads(read_document(path, "a stored baseline (a JSON file)"))
+        data = read_json(path, "a stored baseline (a JSON file)")
     except (json.JSONDecodeError, RecursionError) as exc:
         raise BaselineError(
             path, f"corrupt: not valid JSON ({str(exc)[:200]}); fix it or move it aside, it is never overwritten"
@@ -197,6 +200,13 @@ def load_baseline(path: Path) -> StoredBaseline:
         doc = BaselineDocument.model_validate(data)
     except ValidationError as exc:
         raise BaselineError(path, f"{problem(exc)}; {_BLAME}") from None
+    # A file without the field predates it (the folder alone said whose it was).
+    _require(
+        deployment is None or "deployment" not in data or doc.deployment == deployment,
+        path,
+        f"field 'deployment': expected {deployment!r} (the deployment whose folder holds it), got "
+        f"{doc.deployment!r}: a baseline of another deployment, moved or edited; move it back or record one anew",
+    )
     _require(
         doc.golden is None or doc.format != READABLE_FORMATS[0],
         path,
@@ -267,7 +277,7 @@ def find_baselines(deployment: str, fingerprint: Fingerprint, root: Path) -> Bas
     folder = root / deployment
     exact, others = None, []
     for path in sorted(folder.glob("*.json")):
-        stored = load_baseline(path)  # a corrupt file anywhere is an error, not a skip
+        stored = load_baseline(path, deployment)  # a corrupt file anywhere is an error, not a skip
         if stored.fingerprint == fingerprint:
             exact = stored
         else:
@@ -281,7 +291,7 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{fingerprint.slug}.json"
     if path.exists():
-        load_baseline(path)  # refuse to replace a file we cannot read: a human must look first
+        load_baseline(path, deployment)  # refuse to replace a file we cannot read: a human must look first
     document = {"format": FORMAT, "deployment": deployment, "fingerprint": fingerprint.as_dict(), **document}
     try:  # what the reader would refuse is never stored: a writer's bug fails here, not at the next run
         as_stored = json.loads(json.dumps(document))  # checked as the file will hold it (JSON has no tuples)

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import problem, read_document
+from specgate.documents import problem, read_json
 from specgate.errors import BaselineError
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.noise import BootSpread, between_boot_spread
@@ -131,7 +131,7 @@ class CalibrationRecord(BaseModel):
 def load_calibration(path: Path) -> Calibration:
     """Checked for meaning like a baseline: a record that widens every interval must be sound."""
     try:
-        data = json.loads(read_document(path, "a calibration record (a JSON file)"))
+        data = read_json(path, "a calibration record (a JSON file)")
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BaselineError(path, f"calibration record cannot be read: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:

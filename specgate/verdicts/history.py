@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import problem
+from specgate.documents import parse_json, problem
 from specgate.errors import BaselineError
 from specgate.measure.pairing import Series, across_boots, groups
 from specgate.verdicts.fingerprint import Fingerprint
@@ -127,7 +127,7 @@ def load_history(path: Path) -> RunnerHistory | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BaselineError(path, f"runner history cannot be read: {exc}; fix it or move it aside") from None
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:

@@ -26,7 +26,7 @@ def check_stored_documents(baselines_root: Path, deployment: str) -> int:
         return 0  # nothing stored yet: the run says so (NEXT STEP), it is no error
     baselines = sorted(folder.glob("*.json"))
     for path in baselines:
-        load_baseline(path)
+        load_baseline(path, deployment)
     records = sorted((folder / "calibration").glob("*.json"))
     for path in records:
         load_calibration(path)

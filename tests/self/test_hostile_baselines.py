@@ -191,6 +191,17 @@ BROKEN_STORED = [
         lambda f: _edit(f / "equivalence" / "replay.json", lambda d: d["cases"][0]["case"].update(stop=".")),
         "field 'cases[0].case.stop'",
     ),
+    # A baseline of another deployment under this one's folder (moved, or edited) was compared in silence.
+    (
+        "baseline-of-another-deployment",
+        lambda f: _edit(next(f.glob("*.json")), lambda d: d.update(deployment="other")),
+        "field 'deployment': expected 'sim' (the deployment whose folder holds it), got 'other'",
+    ),
+    (
+        "baseline-deployment-with-a-nul",
+        lambda f: _edit(next(f.glob("*.json")), lambda d: d.update(deployment="sim\x00")),
+        "field 'deployment': expected 'sim' (the deployment whose folder holds it), got 'sim\\x00'",
+    ),
 ]
 
 
@@ -220,19 +231,21 @@ def test_a_run_refuses_a_broken_stored_file_at_its_start_naming_file_and_field(s
     assert not (d.report_dir / "logs").exists()  # no server was started
 
 
-def test_check_refuses_what_the_run_would_refuse_at_its_start(tmp_path, capsys):
+@pytest.mark.parametrize("broken", [0, 3], ids=["figure", "deployment"])
+def test_check_refuses_what_the_run_would_refuse_at_its_start(tmp_path, capsys, broken):
     import dataclasses
 
     from specgate import cli, project
 
     folder = _stored_copy(tmp_path / "baselines")
-    BROKEN_STORED[0][1](folder)
+    BROKEN_STORED[broken][1](folder)
     project.use(dataclasses.replace(project.current(), baselines_dir=tmp_path / "baselines"))
     try:
         code = cli.main(["check", "sim"])
     finally:
         project.use(None)
-    assert code == 2 and f"field '{AT}.n'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 2 and BROKEN_STORED[broken][2] in err and str(folder) in err, err
 
 
 CALIBRATION = next((REPO_ROOT / "baselines").glob("*/calibration/*.json"))

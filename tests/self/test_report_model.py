@@ -34,7 +34,7 @@ FIELDS_BEFORE_THE_MODEL = [
     "gates", "equivalence", "equivalence_not_checked", "baseline_problems", "baseline_margins", "boots",
     "phase_seconds", "fidelity", "diagnosis", "server_settings", "interrupted", "drafters",
 ]  # fmt: skip
-FIELDS_SINCE = ["ignore_eos", "sampling"]  # schema_version 3, 8
+FIELDS_SINCE = ["ignore_eos", "sampling", "reaped"]  # schema_version 3, 8, 9
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +43,38 @@ def sim_report(tmp_path_factory) -> Path:
     fidelity, diagnosis, drafters (no stored baseline: the regression gates say NOT COMPARED)."""
     from helpers import SimDeployment
 
-    d = SimDeployment(tmp_path_factory.mktemp("report-model"), {})
-    result = d.run(None)
+    folder = tmp_path_factory.mktemp("report-model")
+    d = SimDeployment(folder, {})
+    orphan = _left_by_a_killed_run(d.tag)  # so that the report's `reaped` is filled too
+    try:
+        result = d.run(None)
+        orphan.wait(timeout=10)  # reaped at the run's start
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+    (folder / "output.txt").write_text("\n".join(result.outlines + result.errlines))
     assert not d.leftovers()
     path = d.report_dir / "report.json"
     assert path.is_file(), "\n".join(result.outlines[-40:])
     return path
+
+
+def _left_by_a_killed_run(tag: str):  # noqa: ANN202 - a Popen
+    """A server of a run whose specgate is gone, as the run's registry records it (pid 1 was
+    created long after the epoch: the record's owner is not alive)."""
+    import os
+    import subprocess
+
+    from specgate.server.orphans import RUN_ID_ENV, record_dirs
+
+    record = {"run_id": ORPHAN_RUN, "owner_pid": 1, "owner_created": 1.0, "command": "specgate run killed.toml"}
+    record_dirs()[0].mkdir(parents=True, exist_ok=True)
+    (record_dirs()[0] / f"{ORPHAN_RUN}.json").write_text(json.dumps(record))
+    env = {**os.environ, RUN_ID_ENV: ORPHAN_RUN, "SPECGATE_CONFIG": "eagle3-decode", "SPECGATE_TEST_TAG": tag}
+    return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+
+
+ORPHAN_RUN = "0rphan0f4k1lledrun"
 
 
 def test_a_run_writes_the_fields_it_wrote_before_plus_schema_version(sim_report):
@@ -117,6 +143,17 @@ def _written(sim_report: Path, tmp_path: Path, change) -> Path:  # noqa: ANN001
     return path
 
 
+def test_a_server_left_by_a_killed_run_is_named_in_the_output_and_the_report(sim_report):
+    """Reaping happens inside pytest's capture: the notice must reach the terminal and the report."""
+    said = f"of run {ORPHAN_RUN} `specgate run killed.toml`"
+    output = (sim_report.parent.parent / "output.txt").read_text()
+    assert "stopped a server left by a killed earlier run: pid" in output and said in output, output[-3000:]
+    assert "config 'eagle3-decode': sleep 300" in output
+    (reaped,) = read_report(sim_report).reaped
+    assert said in reaped and "config 'eagle3-decode'" in reaped
+    assert said in (sim_report.parent / "report.md").read_text()
+
+
 def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
     def drop_boots(d):  # noqa: ANN001
         del d["speed"][0]["boots"]
@@ -127,8 +164,8 @@ def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
         read_report(_written(sim_report, tmp_path, lambda d: d["gates"][1].update(status="skip")))
     with pytest.raises(ReportError, match=r"field 'tests\.passed': expected a whole number, got '3'"):
         read_report(_written(sim_report, tmp_path, lambda d: d["tests"].update(passed="3")))
-    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 8, got 9"):
-        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=9)))
+    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 9, got 10"):
+        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=10)))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(ReportError, match=r"broken\.json: not a specgate report\.json \(JSONDecodeError"):
@@ -269,3 +306,19 @@ def test_a_fidelity_row_before_version_6_reads_as_unchecked_and_one_of_6_must_sa
     assert old.state == "unchecked" and old.witness is None  # no bound was applied to it: never "agrees"
     with pytest.raises(ValidationError, match="lacks 'state', 'witness', 'check_note'"):
         FidelityRow.model_validate(row, context={"complete": True, "version": 6})
+
+
+def test_server_text_is_escaped_visibly_in_report_md_and_kept_raw_in_report_json(sim_report, tmp_path):
+    """A NUL, a right-to-left override, other control characters and ANSI escapes in what a server
+    said reached report.md (and the terminal, which prints it) as they came (issue 33, item 12)."""
+    from specgate.report.files import write_report
+
+    hostile = "answer\x00 with \u202eevil\u202c, \x1b[2J cleared, \x85 and \x07"
+    report = read_report(sim_report)
+    report = report.model_copy(update={"baseline_problems": [hostile], "interrupted": None})
+    report.server_settings["baseline"]["speculative_algorithm"] = hostile
+    write_report(tmp_path, report, chart=False, messages=[])
+    md = (tmp_path / "report.md").read_text()
+    assert "answer\\x00 with \\u202eevil\\u202c, \\x1b[2J cleared, \\x85 and \\x07" in md
+    assert not any(c in md for c in "\x00\u202e\u202c\x1b\x85\x07")
+    assert json.loads((tmp_path / "report.json").read_text())["baseline_problems"] == [hostile]

@@ -231,3 +231,28 @@ def test_every_writer_masks_what_the_deployment_made_known(tmp_path):
         assert key not in text and password not in text and basic not in text, text
     # A stored document keeps what merely looks like a header (a model's answer may quote one).
     assert "'Authorization: Bearer ' + token" in (tmp_path / "doc.json").read_text()
+
+
+def test_the_masker_leaves_the_words_after_a_flag_name_in_prose(tmp_path):
+    """The deployment error for a literal key read "must not hold --api-key: *** key in a deployment
+    file" (issue 33, item 13): the key-field shape took the word "a" after "--api-key:" for a value."""
+    from specgate.deployment import load_deployment
+    from specgate.secrets import remember
+
+    remember(KEY)  # a run that knows a key masks key fields by their shape
+    message = "field 'configs.baseline.args': must not hold --api-key: a key in a deployment file is committed"
+    assert redact(message) == message
+    assert redact("api_key: None, port=1") == "api_key: None, port=1"
+    # Values in a key field's position stay masked: quoted of any length, unquoted where they look like one.
+    assert redact("ServerArgs(api_key='ab', admin_api_key=\"x\")") == "ServerArgs(api_key=***, admin_api_key=***)"
+    assert redact("api_key: s3cr3t-t0ken, port=1") == "api_key: ***, port=1"
+    assert redact("ssl_keyfile_password=hunter2") == "ssl_keyfile_password=***"
+    import tomli_w
+    from helpers import sim_deployment_dict
+
+    data = sim_deployment_dict()
+    data["configs"]["baseline"]["args"] = ["--api-key", KEY]
+    (tmp_path / "dep.toml").write_text(tomli_w.dumps(data))
+    with pytest.raises(DeploymentError) as err:
+        load_deployment(str(tmp_path / "dep.toml"))
+    assert "must not hold --api-key: a key in a deployment file" in redact(str(err.value))
