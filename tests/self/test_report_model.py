@@ -6,6 +6,7 @@ bad field is named with its file, by the model and by the readers of report.json
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import jsonschema
@@ -74,7 +75,9 @@ def _left_by_a_killed_run(tag: str):  # noqa: ANN202 - a Popen
     return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
 
 
-ORPHAN_RUN = "0rphan0f4k1lledrun"
+# A run id of its own per process: under xdist each worker plants its orphan, and a run reaps every
+# process marked with a dead run's id, the other worker's too, were the ids the same.
+ORPHAN_RUN = uuid.uuid4().hex
 
 
 def test_a_run_writes_the_fields_it_wrote_before_plus_schema_version(sim_report):
