@@ -1,20 +1,23 @@
 """How often does the sampling equivalence test fail a sampler that is right? (a benchmark, not a test)
 
-    python3 benchmarks/sampling_false_alarms.py [--runs 200] [--deployment sim] [--seed 1]
+    python3 benchmarks/sampling_false_alarms.py [--runs 200] [--fault-runs 10] [--deployment sim] [--seed 1]
+        [--alpha A] [--confirm-alpha C]   # another design than the deployment's (C 0: no confirmation)
 
 Each run is the whole test of one config, in-process on the SIMULATOR's sampler
 (specgate.sim.sampled_api.in_process: the same code the simulator's /generate serves), with the
 deployment's `[sampling]` settings, prompts and sample sizes, and a fresh seed:
 - A/A: the "speculative" side is the plain reference itself, sampled under other seeds;
 - healthy: an EAGLE-3 config (2 steps, topk 1) verifying by rejection sampling, exact in theory.
-It prints how often each run FAILED (the false-alarm rate; the test's alpha is its bound) and
-which settings and statistics the false alarms came from, then, for a few runs each, how often
-each sampling fault is caught (its power on this deployment).
+It prints how often each run FAILED (the false-alarm rate; alpha x confirm_alpha is its bound),
+how often stage 1 rejected (and so a confirmation was drawn), which settings and statistics the
+false alarms came from, then, for a few runs each, how often each sampling fault is caught (its
+power on this deployment).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections import Counter
@@ -32,10 +35,10 @@ EAGLE = SpecSettings("EAGLE3", steps=2, topk=1, draft_tokens=3, attention_mode="
 FAULTS = ("greedy-accept", "drafts-unfiltered", "temperature-twice")
 
 
-def run(dep_name: str, spec: SpecSettings | None, faults: list[str], seed: int) -> dict:
+def run(dep_name: str, spec: SpecSettings | None, faults: list[str], seed: int, design: dict) -> dict:
     dep = load_deployment(dep_name)
     prompts = prompts_for(dep.sampling, dep.workload.speed_sequence(), dep.workload.prompt_format)
-    checker = SamplingChecker(dep.sampling, prompts, seed)
+    checker = SamplingChecker(dataclasses.replace(dep.sampling, **design), prompts, seed)
     return checker.check("candidate", dep.reference, in_process(spec, parse_faults(faults)), in_process(None))
 
 
@@ -50,8 +53,14 @@ def why(row: dict) -> list[str]:
                 kinds.append("likelihood")
             if s["positions_rejected"]:
                 kinds.append("positions")
+            if s.get("confirmation"):
+                kinds.append("confirmed")
             out.append(f"{s['setting']}:{'+'.join(kinds)}")
     return out
+
+
+def confirmations(row: dict) -> int:
+    return sum(bool(s.get("confirmation")) for s in row["settings"])
 
 
 def main() -> int:
@@ -60,32 +69,38 @@ def main() -> int:
     ap.add_argument("--fault-runs", type=int, default=10)
     ap.add_argument("--deployment", default="sim")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--alpha", type=float, help="stage 1's alpha instead of the deployment's")
+    ap.add_argument("--confirm-alpha", type=float, help="the confirmation's level instead (0: none)")
     args = ap.parse_args()
+    design = {k: v for k, v in (("alpha", args.alpha), ("confirm_alpha", args.confirm_alpha)) if v is not None}
     dep = load_deployment(args.deployment)
-    sp = dep.sampling
+    sp = dataclasses.replace(dep.sampling, **design)
     print(
         f"deployment {dep.name}: {len(sp.settings)} settings ({', '.join(s.name for s in sp.settings)}), "
-        f"{sp.prompts} prompts x {sp.samples} samples x {sp.max_new_tokens} tokens per side, alpha {sp.alpha}"
+        f"{sp.prompts} prompts x {sp.samples} samples x {sp.max_new_tokens} tokens per side, alpha {sp.alpha}, "
+        f"confirm_alpha {sp.confirm_alpha}: false-alarm bound {100 * sp.false_alarm_rate:.3g}%"
     )
     for label, spec in (("A/A (reference against itself, other seeds)", None), ("healthy EAGLE-3 (rejection sampling)", EAGLE)):
         started = time.perf_counter()
-        failed, aa_failed = 0, 0
+        failed, aa_failed, confirmed = 0, 0, 0
         causes: Counter[str] = Counter()
         for i in range(args.runs):
-            row = run(args.deployment, spec, [], args.seed * 100_003 + i)
+            row = run(args.deployment, spec, [], args.seed * 100_003 + i, design)
             failed += row["status"] == "FAIL"
             causes.update(why(row))
             aa_failed += not all(s["aa_passed"] for s in row["settings"])
+            confirmed += confirmations(row) > 0
         rate = failed / args.runs
         print(
-            f"{label}: {failed} of {args.runs} runs FAILED = {100 * rate:.1f}% (bound: alpha {100 * sp.alpha:g}%); "
-            f"in-run A/A flagged in {aa_failed}; causes {dict(causes) or 'none'}; {time.perf_counter() - started:.0f} s"
+            f"{label}: {failed} of {args.runs} runs FAILED = {100 * rate:.1f}% (bound {100 * sp.false_alarm_rate:.3g}%); "
+            f"stage 1 rejected (a confirmation drawn) in {confirmed}; in-run A/A flagged in {aa_failed}; "
+            f"causes {dict(causes) or 'none'}; {time.perf_counter() - started:.0f} s"
         )
     for fault in FAULTS:
         caught = 0
         causes = Counter[str]()
         for i in range(args.fault_runs):
-            row = run(args.deployment, EAGLE, [fault], args.seed * 7919 + i)
+            row = run(args.deployment, EAGLE, [fault], args.seed * 7919 + i, design)
             caught += row["status"] == "FAIL"
             causes.update(why(row))
         print(f"fault {fault}: caught in {caught} of {args.fault_runs} runs; failing settings {dict(causes)}")

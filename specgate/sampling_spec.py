@@ -12,7 +12,8 @@ enabled = true            # false: the test is NOT CHECKED (and says so)
 prompts = 8               # prompts per setting (the workload's, one of each set in turn)
 samples = 64              # continuations per prompt per side
 max_new_tokens = 32       # each continuation's length (run past the end of sequence)
-alpha = 0.05              # the false-alarm rate of the whole test, over settings and statistics
+alpha = 0.05              # stage 1's false-alarm rate, over every setting and statistic
+confirm_alpha = 0.2       # the confirmation's, per setting stage 1 rejected (0: no confirmation)
 boundary_margin = 0.1     # nats: a token is outside a setting only this far past its boundary
 seed_param = "sampling_seed"   # SGLang's per-request seed; "" where a release has none
 top_logprobs = 20         # top logprobs per scored position (at least each top_k + 5)
@@ -81,6 +82,10 @@ class SamplingSpec:
     samples: int = 64
     max_new_tokens: int = 32
     alpha: float = 0.05
+    # A setting stage 1 rejects on its statistics is redrawn under fresh seeds, both sides, and
+    # fails only if that draw rejects too at this level: a healthy build then fails at most
+    # alpha x confirm_alpha of runs (1%), while a real shift, seen twice, costs little power.
+    confirm_alpha: float = 0.2
     boundary_margin: float = 0.1
     seed_param: str = "sampling_seed"
     top_logprobs_floor: int = 20
@@ -88,6 +93,11 @@ class SamplingSpec:
     @property
     def active(self) -> bool:
         return self.enabled and bool(self.settings)
+
+    @property
+    def false_alarm_rate(self) -> float:
+        """The bound on how often a healthy config fails the whole test (independent stages)."""
+        return self.alpha * self.confirm_alpha if self.confirm_alpha > 0 else self.alpha
 
     @property
     def top_logprobs(self) -> int:
@@ -114,6 +124,7 @@ def parse_sampling(t: Table) -> SamplingSpec:
         samples=t.integer("samples", 64, minimum=2, maximum=4096),
         max_new_tokens=t.integer("max_new_tokens", 32, minimum=1, maximum=1024),
         alpha=t.number("alpha", 0.05, minimum=1e-6, maximum=0.5),
+        confirm_alpha=t.number("confirm_alpha", 0.2, minimum=0.0, maximum=0.5),
         boundary_margin=t.number("boundary_margin", 0.1, minimum=0.0, maximum=5.0),
         seed_param=t.text("seed_param", "sampling_seed"),
         # The top logprobs asked per scored position (at least top_k + 5 of every setting): the

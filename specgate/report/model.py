@@ -14,7 +14,8 @@ and `check_note` (whether the server's own figure bore out the suite's, against 
 bound; older rows read as unchecked); 7 a drift's `after_round` (how many rounds its re-send
 followed: a later look's rounds are not covered by it); 8 the run's `sampling` (the sampling
 equivalence test: per config and setting what was compared, the statistics and the verdict); 9 the run's `reaped`
-(servers of killed earlier runs it stopped at its start). Reports written
+(servers of killed earlier runs it stopped at its start); 10 the sampling test's
+two stages: a row's `confirm_alpha` and `false_alarm_rate`, a setting's `confirmation`. Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -37,7 +38,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[9] = 9
+SCHEMA_VERSION: Literal[10] = 10
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -434,9 +435,27 @@ class SamplingLikelihood(_Part):
     p: float
 
 
+class SamplingConfirmation(_Part):
+    """Stage 2 of one setting that stage 1 rejected on its statistics: both sides redrawn under
+    fresh seeds and tested at the row's confirm_alpha; the setting fails only if this rejects too."""
+
+    likelihood: SamplingLikelihood  # p: one-sided, in the direction of stage 1's shift
+    likelihood_threshold: float
+    position_threshold: float
+    positions_tested: int
+    positions_rejected: int
+    violations: dict[str, int]
+    violations_reference: dict[str, int]
+    rejected: bool  # it confirmed what stage 1 rejected (or saw tokens outside the setting)
+    seconds: float
+    evidence: str
+
+
 class SamplingSettingRow(_Part):
     """One sampling setting of one config: what was compared, the statistics, the verdict, and
     for a failure the prompt, the seed, the evidence and a curl reproducer."""
+
+    _since: ClassVar[dict[str, int]] = {"confirmation": 10}
 
     setting: str
     described: str
@@ -464,15 +483,20 @@ class SamplingSettingRow(_Part):
     prompt: str | None
     seed: int | None
     reproducer: str | None
+    confirmation: SamplingConfirmation | None = None  # stage 2, where stage 1 rejected on statistics
 
 
 class SamplingRow(_Part):
     """The sampling equivalence test of one speculative config."""
 
+    _since: ClassVar[dict[str, int]] = {"confirm_alpha": 10, "false_alarm_rate": 10}
+
     config: str
     reference: str
     status: str  # PASS, FAIL or NOT CHECKED
-    alpha: float  # the false-alarm rate of the whole test
+    alpha: float  # stage 1's false-alarm rate over the whole test
+    confirm_alpha: float = 0.0  # stage 2's level per setting stage 1 rejected (0: no stage 2, as before 9)
+    false_alarm_rate: float | None = None  # the bound the whole test runs at: alpha x confirm_alpha
     tests: int  # statistics tested under it (likelihood per setting, dense positions)
     likelihood_threshold: float
     position_threshold: float

@@ -18,9 +18,12 @@ def sampling_section(report: Report) -> list[str]:
         "Per setting, each side's continuations (prompts × samples × tokens, seeds drawn per request) are scored "
         "on the reference: their log-likelihood per token (rank test; the shift, speculative minus reference, "
         "with its interval), per-position token frequencies (G-test where dense), and tokens that break the "
-        "setting outright (must be 0). The false-alarm rate is alpha over the whole test (half to the likelihood "
-        "tests over settings, half to the position tests, Bonferroni); the A/A compares the reference with itself "
-        "under other seeds at the same thresholds, and its spread gives the smallest shift detected with 80% power."
+        "setting outright (must be 0, failing the setting at once). Stage 1 tests at alpha over the whole test (half "
+        "to the likelihood tests over settings, half to the position tests, Bonferroni); a setting it rejects on "
+        "those statistics is redrawn on both sides under fresh seeds and fails only if that confirmation rejects "
+        "too, at confirm_alpha: a healthy config fails at most alpha × confirm_alpha of runs. The A/A compares the "
+        "reference with itself under other seeds at stage 1's thresholds, and its spread gives the smallest shift "
+        "stage 1 detects with 80% power."
     )
     for row in report.sampling:
         out.extend(_row(row))
@@ -32,8 +35,8 @@ def _row(row: SamplingRow) -> list[str]:
         return [f"\n### {row.config}: **NOT CHECKED**\n", f"{row.not_checked}."]
     out = [
         f"\n### {row.config} against {row.reference}: **{row.status}**\n",
-        f"alpha {row.alpha:g} over {row.tests} tests: likelihood p < {row.likelihood_threshold:.2g}, "
-        f"a position p < {row.position_threshold:.2g}.\n",
+        f"{_false_alarm_rate(row)}. Stage 1: alpha {row.alpha:g} over {row.tests} tests: likelihood "
+        f"p < {row.likelihood_threshold:.2g}, a position p < {row.position_threshold:.2g}.\n",
         "| setting | verdict | compared | log-lik./token ref → spec | shift [interval] | z (p) | top-1 share ref / spec "
         "| violations spec / ref | positions rejected | A/A | detectable shift | time |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -50,6 +53,16 @@ def _row(row: SamplingRow) -> list[str]:
             f"{s.seconds:.1f} s (+ reference {s.reference_seconds:.1f} s) |"
         )
     for s in row.settings:
+        if s.confirmation is not None:
+            c = s.confirmation
+            out.append(
+                f"\n{s.setting}: stage 1 rejected (log-likelihood p {s.likelihood.p:.2g}, {s.positions_rejected} of "
+                f"{s.positions_tested} positions); confirmation on fresh draws, {c.seconds:.1f} s: shift "
+                f"{ll_fmt(c.likelihood.shift)} [{ll_fmt(c.likelihood.low)}, {ll_fmt(c.likelihood.high)}], p "
+                f"{c.likelihood.p:.2g} (bar {c.likelihood_threshold:.2g}), {c.positions_rejected} of {c.positions_tested} "
+                f"positions below {c.position_threshold:.2g}: **{'confirmed, FAIL' if c.rejected else 'not confirmed, PASS'}**."
+            )
+    for s in row.settings:
         if s.status != "FAIL":
             continue
         out.append(f"\n**{s.setting} ({s.described}) FAILED** on prompt `{s.prompt}`, seed {s.seed}:\n")
@@ -62,6 +75,15 @@ def _row(row: SamplingRow) -> list[str]:
             "at most alpha of runs): read this config's verdicts at that setting with that in mind."
         )
     return out
+
+
+def _false_alarm_rate(row: SamplingRow) -> str:
+    if row.false_alarm_rate is None or row.confirm_alpha <= 0:
+        return f"False-alarm rate: at most {100 * row.alpha:.3g}% of healthy runs (alpha {row.alpha:g}, no confirmation stage)"
+    return (
+        f"False-alarm rate: at most {100 * row.false_alarm_rate:.3g}% of healthy runs (alpha {row.alpha:g} × "
+        f"confirm_alpha {row.confirm_alpha:g})"
+    )
 
 
 def ll_fmt(x: float) -> str:

@@ -167,8 +167,8 @@ def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
         read_report(_written(sim_report, tmp_path, lambda d: d["gates"][1].update(status="skip")))
     with pytest.raises(ReportError, match=r"field 'tests\.passed': expected a whole number, got '3'"):
         read_report(_written(sim_report, tmp_path, lambda d: d["tests"].update(passed="3")))
-    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 9, got 10"):
-        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=10)))
+    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 10, got 11"):
+        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=11)))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(ReportError, match=r"broken\.json: not a specgate report\.json \(JSONDecodeError"):

@@ -15,11 +15,12 @@ import types
 import pytest
 from helpers import SimDeployment, merge, sim_deployment_dict
 
+from specgate.deployment import load_deployment
 from specgate.errors import DeploymentErrors, MalformedAnswer
 from specgate.report.model import SamplingRow
 from specgate.report.sampling_md import sampling_section
 from specgate.sampling import wire
-from specgate.sampling.check import SamplingChecker, SamplingPrompt
+from specgate.sampling.check import SamplingChecker, SamplingPrompt, prompts_for
 from specgate.sampling.live import why_not_checkable
 from specgate.sampling.replay import SamplingReplay
 from specgate.sampling.violations import violation
@@ -92,6 +93,24 @@ def test_temperature_applied_twice_is_caught_below_temperature_one_only(checker)
     assert by["t1.0"]["status"] == "PASS"  # 1.0 squared is 1.0: nothing to see, truthfully
 
 
+def test_one_chance_rejection_on_an_unlucky_commit_seed_is_overturned_by_the_confirmation():
+    """The default deployment's healthy eagle3-decode under case seed 3 (the seed a run draws from
+    its commit: equivalence.oracle.commit_seed): stage 1's likelihood test rejects min_p0.1 by
+    chance (p 0.0057 < 0.0083), as a newcomer's first baseline update did on every run of one
+    commit. The fresh draws of the confirmation do not reject, so the setting passes."""
+    dep = load_deployment("sim")
+    prompts = prompts_for(dep.sampling, dep.workload.speed_sequence(), dep.workload.prompt_format)
+    decode = SpecSettings("EAGLE3", steps=2, topk=1, draft_tokens=3, attention_mode="decode", draft_agreement=0.7)
+    row = SamplingChecker(dep.sampling, prompts, seed=3).check("eagle3-decode", dep.reference, in_process(decode), REFERENCE)
+    by = {s["setting"]: s for s in row["settings"]}
+    assert by["min_p0.1"]["likelihood"]["p"] < row["likelihood_threshold"]  # stage 1: the false alarm, reproduced
+    assert row["status"] == "PASS", [s["evidence"] for s in row["settings"]]
+    confirmation = by["min_p0.1"]["confirmation"]
+    assert confirmation is not None and not confirmation["rejected"]
+    assert "NOT confirmed" in by["min_p0.1"]["evidence"][-1] and by["min_p0.1"]["reproducer"] is None
+    assert row["false_alarm_rate"] == pytest.approx(0.01)
+
+
 def test_the_report_section_says_what_was_compared_and_the_failure(checker):
     row, _ = _judged(checker, ["temperature-twice"])
     typed = SamplingRow.model_validate(json.loads(json.dumps(row)))  # the report's model reads it back
@@ -99,6 +118,8 @@ def test_the_report_section_says_what_was_compared_and_the_failure(checker):
     assert "t0.7 (temperature 0.7) | FAIL | 3 × 40 × 10" in text
     assert "**t0.7 (temperature 0.7) FAILED** on prompt" in text and "curl -s" in text
     assert "detectable shift" in text and "A/A" in text
+    assert "False-alarm rate: at most 1% of healthy runs (alpha 0.05 × confirm_alpha 0.2)" in text
+    assert "t0.7: stage 1 rejected" in text and "confirmed, FAIL" in text
 
 
 def test_a_failing_case_joins_the_replay_file_and_is_asked_first(tmp_path):
