@@ -614,8 +614,11 @@ def main(argv: list[str] | None = None) -> int:
     with interrupts.installed():
         if args.command in ("run", "baseline"):
             return _run(args, extra)
+        from specgate.report.folder import check_logs_folder
+
         try:
             dep = load_deployment(args.deployment)
+            check_logs_folder(Path(args.report_dir).resolve(), "--report-dir")  # its servers' logs go there
         except SpecgateError as exc:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
