@@ -27,7 +27,7 @@ from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import Measurements, SpeedMeter
 from specgate.provenance import commit_info_from_environment, git_commit, provenance
 from specgate.report.build import build_report
-from specgate.report.ci import append_step_summary
+from specgate.report.ci import append_step_summary, junit_path, mask_junit_xml
 from specgate.report.files import (
     interrupted_before_gate,
     late_interruption,
@@ -891,6 +891,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _SESSION in config.stash:
         config.stash[_SESSION].close()
     _settle(config)
+    junit = getattr(config.option, "xmlpath", None)
+    if junit and _DEPLOYMENT in config.stash:  # written whole by now: every plugin's session end ran
+        if (not_masked := mask_junit_xml(junit_path(junit))) is not None:
+            print(f"specgate: {not_masked}", file=sys.stderr)
     if _FOLDER in config.stash:
         config.stash[_FOLDER].release()  # the manifest of what this run wrote; the lock let go
         del config.stash[_FOLDER]

@@ -124,7 +124,8 @@ def test_url_passwords_are_masked_in_every_output_when_servers_are_down_die_or_e
         env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "SPECGATE_SIM_FAULTS": ""}
         run = subprocess.run(
             [sys.executable, "-m", "specgate.cli", "run", str(tmp_path / "url.toml"), "--report-dir", str(tmp_path / "r"),
-             "--baselines-dir", str(tmp_path / "b"), "--allow-uncompared", "--", "-k", "speed and c1", "-x"],
+             "--baselines-dir", str(tmp_path / "b"), "--allow-uncompared", "--", "-k", "speed and c1", "-x",
+             f"--junitxml={tmp_path / 'junit.xml'}"],
             capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=240,
         )  # fmt: skip
     finally:
@@ -137,15 +138,22 @@ def test_url_passwords_are_masked_in_every_output_when_servers_are_down_die_or_e
     assert URL_PASSWORD not in shown and basic not in shown, shown[-3000:]
     assert _files_holding(tmp_path / "r", URL_PASSWORD, basic) == []
     assert summary.read_text() and URL_PASSWORD not in summary.read_text()
+    junit = (tmp_path / "junit.xml").read_text()  # pytest's own report of the failures, echoed headers and all
+    assert "answered HTTP 500" in junit and URL_PASSWORD not in junit and basic not in junit, junit[-3000:]
 
 
 def test_a_server_echoing_the_key_in_a_500_body_leaks_it_nowhere(sim_deployment, pytester):
     d = sim_deployment({"launch": {"api_key_env": "SPECGATE_TEST_API_KEY"}})
-    result = d.run(pytester, "-k", "speed and baseline", faults="*:echo-headers", env={"SPECGATE_TEST_API_KEY": KEY})
+    junit = d.report_dir.parent / "junit.xml"
+    result = d.run(
+        pytester, "-k", "speed and baseline", f"--junitxml={junit}", faults="*:echo-headers",
+        env={"SPECGATE_TEST_API_KEY": KEY},
+    )  # fmt: skip
     shown = result.stdout.str() + result.stderr.str()
     assert result.ret == 1 and '"Authorization": "Bearer ***"' in shown, shown[-3000:]
     assert KEY not in shown
     assert _files_holding(d.report_dir, KEY) == []
+    assert "Bearer ***" in junit.read_text() and KEY not in junit.read_text()  # pytest's junit XML too
 
 
 @pytest.mark.parametrize(
