@@ -237,3 +237,14 @@ def test_every_writer_masks_what_the_deployment_made_known(tmp_path):
         assert key not in text and password not in text and basic not in text, text
     # A stored document keeps what merely looks like a header (a model's answer may quote one).
     assert "'Authorization: Bearer ' + token" in (tmp_path / "doc.json").read_text()
+
+
+def test_credentials_written_in_launch_env_or_a_configs_env_are_masked_everywhere():
+    """`env = {HF_TOKEN = "..."}` under [launch] or a config: a variable whose name says it is a
+    credential is remembered at load, like a forwarded one; other variables are left alone."""
+    token, wandb = "hf_literal_token_4k5j6h7g8f", "wandb-literal-key-9d8s7a6f"
+    _dep({"launch": {"env": {"HF_TOKEN": token, "OMP_NUM_THREADS": "4"}},
+          "configs": {"baseline": {"env": {"WANDB_API_KEY": wandb}}}})  # fmt: skip
+    assert redact(f"env: HF_TOKEN={token} WANDB_API_KEY={wandb} OMP_NUM_THREADS=4") == (
+        "env: HF_TOKEN=*** WANDB_API_KEY=*** OMP_NUM_THREADS=4"
+    )
