@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from specgate import interrupts, project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import ReportError, SpecgateError
-from specgate.secrets import api_key, mask_standard_streams, write_masked
+from specgate.secrets import mask_standard_streams, write_masked
 
 if TYPE_CHECKING:
     from specgate.report.model import AnyReport
@@ -297,15 +297,9 @@ def launch_warnings(dep: Deployment) -> list[str]:
     python`, `bash -c "... python -m sglang..."`) cannot import the module it runs (e.g. a CPU
     machine checking a GPU deployment), an address that does not answer, a key that is not set.
     Warnings, not errors: the file may be meant for another host (specgate.preflight)."""
-    from specgate.preflight import boot_problems
+    from specgate.preflight import boot_problems, credential_problems
 
-    out = []
-    if dep.launch.api_key_env is not None:
-        try:
-            api_key(dep.launch.api_key_env)
-        except SpecgateError as exc:
-            out.append(str(exc))
-    return out + [p.text for p in boot_problems(dep)]
+    return credential_problems(dep) + [p.text for p in boot_problems(dep)]
 
 
 def describe_ssh(ssh: SshSpec) -> list[str]:
@@ -622,6 +616,8 @@ def main(argv: list[str] | None = None) -> int:
         except SpecgateError as exc:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
+        if _missing_credentials(dep):
+            return 2
         if args.command == "sweep":
             return _sweep(args, dep)
         return _calibrate(args, dep)
@@ -706,6 +702,8 @@ def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
+    if _missing_credentials(dep):
+        return 2
     if update and (refused := _dirty_tree_refusal("specgate baseline update")) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
@@ -731,6 +729,17 @@ def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
     interrupts.seal()  # the run is over: a signal now is recorded, and the report marked by it
     _drop_empty_benchmark_file(report_dir)
     return _closing(report_dir, code, started, args.allow_uncompared or update)
+
+
+def _missing_credentials(dep: Deployment) -> bool:
+    """Said (as errors) before anything boots: a server without its key, or a url without its
+    password, would only fail every test after the boots."""
+    from specgate.preflight import credential_problems
+
+    problems = credential_problems(dep)
+    for problem in problems:
+        print(f"specgate: error: {problem}", file=sys.stderr)
+    return bool(problems)
 
 
 def _unwritable_baselines(args: argparse.Namespace, dep: Deployment) -> str | None:

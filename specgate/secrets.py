@@ -158,7 +158,10 @@ def api_key(env_name: str | None) -> str | None:
         )
     if len(value) < MIN_KEY_LENGTH:
         # Masking a short key masks every place its letters occur, and the masks spell it out.
-        raise SpecgateError(f"the key in {env_name} is shorter than {MIN_KEY_LENGTH} characters: too short to mask safely")
+        raise SpecgateError(
+            f"launch.api_key_env names {env_name}, whose key is shorter than {MIN_KEY_LENGTH} characters: too short "
+            "to mask safely"
+        )
     remember(value)
     return value
 

@@ -248,3 +248,45 @@ def test_credentials_written_in_launch_env_or_a_configs_env_are_masked_everywher
     assert redact(f"env: HF_TOKEN={token} WANDB_API_KEY={wandb} OMP_NUM_THREADS=4") == (
         "env: HF_TOKEN=*** WANDB_API_KEY=*** OMP_NUM_THREADS=4"
     )
+
+
+@pytest.mark.parametrize("credential", ["api_key_env unset", "api key too short", "url password unset"])
+def test_a_credential_from_an_unset_variable_is_refused_before_anything_boots(tmp_path, credential):
+    """Bad input, said up front: exit 2 naming the file, the field and the variable, no server
+    booted (and `specgate check` says the same, as a warning: the file may be meant for another host)."""
+    import subprocess
+    import sys
+
+    import tomli_w
+    from helpers import merge, sim_deployment_dict
+
+    from specgate.resources import SOURCE_ROOT as REPO_ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("SPECGATE_TEST_UNSET_KEY", "SPECGATE_TEST_UNSET_PW")}
+    if credential == "url password unset":
+        data = merge(sim_deployment_dict(), {"launch": {"launcher": "url", "boot_timeout_s": 1}})
+        for key in ("command", "args", "shutdown_timeout_s", "gpu_release_timeout_s", "coexist"):
+            data["launch"].pop(key, None)
+        for name in data["configs"]:
+            data["configs"][name]["url"] = "http://user:${SPECGATE_TEST_UNSET_PW}@127.0.0.1:9"
+        field, variable = "configs.baseline.url", "SPECGATE_TEST_UNSET_PW"
+    else:
+        data = merge(sim_deployment_dict(), {"launch": {"api_key_env": "SPECGATE_TEST_UNSET_KEY"}})
+        field, variable = "launch.api_key_env", "SPECGATE_TEST_UNSET_KEY"
+        if credential == "api key too short":
+            env[variable] = "short"
+    dep = tmp_path / "dep.toml"
+    dep.write_text(tomli_w.dumps(data))
+
+    def specgate(*words: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "specgate.cli", *words], capture_output=True, text=True, cwd=REPO_ROOT,
+            env={**env, "SPECGATE_SIM_FAULTS": ""}, timeout=240,
+        )  # fmt: skip
+
+    run = specgate("run", str(dep), "--report-dir", str(tmp_path / "r"), "--baselines-dir", str(tmp_path / "b"))
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert f"{dep}: {field}" in run.stderr and variable in run.stderr, run.stderr
+    assert "booting" not in run.stdout + run.stderr and not (tmp_path / "r" / "logs").exists()
+    check = specgate("check", str(dep))
+    assert f"WARNING: {dep}: {field}" in check.stdout and variable in check.stdout, check.stdout
