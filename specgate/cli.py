@@ -605,22 +605,38 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     # First: a stop signal from here on ends the command cleanly (specgate.interrupts), never as
     # a raw traceback or a silent 143 that leaves the previous run's report standing.
-    with interrupts.installed():
-        if args.command in ("run", "baseline"):
-            return _run(args, extra)
-        from specgate.report.folder import check_logs_folder
+    # Called as this process's command (argv from its command line: the console script, python -m),
+    # the handler stays to the exit: a signal after the closing line cannot kill the process
+    # beside a report that says otherwise (specgate.interrupts); in-process callers get theirs back.
+    with interrupts.installed(to_exit=argv is None):
+        code = _stoppable(args, extra)
+    interrupts.test_point()
+    if late := interrupts.late():
+        print(
+            f"specgate: {interrupts.name(late[0])} came after the run's outcome was final: recorded, and the exit "
+            f"code stays the report's ({code})",
+            file=sys.stderr,
+        )
+    return code
 
-        try:
-            dep = load_deployment(args.deployment)
-            check_logs_folder(Path(args.report_dir).resolve(), "--report-dir")  # its servers' logs go there
-        except SpecgateError as exc:
-            print(f"specgate: error: {exc}", file=sys.stderr)
-            return 2
-        if _missing_credentials(dep):
-            return 2
-        if args.command == "sweep":
-            return _sweep(args, dep)
-        return _calibrate(args, dep)
+
+def _stoppable(args: argparse.Namespace, extra: list[str]) -> int:
+    """The commands that boot servers, run under the stop signals' handler."""
+    if args.command in ("run", "baseline"):
+        return _run(args, extra)
+    from specgate.report.folder import check_logs_folder
+
+    try:
+        dep = load_deployment(args.deployment)
+        check_logs_folder(Path(args.report_dir).resolve(), "--report-dir")  # its servers' logs go there
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    if _missing_credentials(dep):
+        return 2
+    if args.command == "sweep":
+        return _sweep(args, dep)
+    return _calibrate(args, dep)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -847,6 +863,7 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         report = _mark_late(report_dir, report)  # came while the line above was said
         overall = report.overall
         print(f"specgate: {overall} (a signal after the line above) — report in {report_dir / 'report.md'}")
+    interrupts.settle()  # the report is final from here: a later signal is recorded and said, nothing else
     if os.environ.get("GITHUB_ACTIONS") == "true" and report is not None:
         for line in github_annotations(report):
             print(line)

@@ -207,6 +207,23 @@ def test_a_signal_right_after_the_report_is_written_marks_it_interrupted(sim_dep
     assert "specgate: INTERRUPTED" in out and "Traceback" not in out
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_after_the_closing_line_leaves_the_exit_code_the_reports(sim_deployment, monkeypatch, sig):
+    """The last moment a signal can hit (the command's outcome final, the process about to exit),
+    reached deterministically through the interrupts' test hook: it is recorded and said, and the
+    process exits by the report's verdict, not killed by the signal beside a report saying PARTIAL."""
+    from specgate.interrupts import TEST_SIGNAL_ENV
+
+    d = sim_deployment()
+    monkeypatch.setenv(TEST_SIGNAL_ENV, sig.name)
+    proc = cli(d, "run", *SPEED_OF_BASELINE)
+    out = finish(proc)
+    report, markdown = reports(d.report_dir)
+    assert report["overall"] == "PARTIAL" and markdown.startswith("# specgate") and "PARTIAL" in markdown.splitlines()[0]
+    assert proc.returncode == 4, out[-3000:]  # PARTIAL's exit code
+    assert f"{sig.name} came after the run's outcome was final" in out and "Traceback" not in out
+
+
 def test_sigint_while_a_baseline_update_writes_its_report(sim_deployment):
     """Whether the baseline was written before the signal or not, the report and the exit say
     INTERRUPTED, and the report's first line says which."""
