@@ -30,7 +30,7 @@ from specgate.deployment import MAX_EXAMPLES, Deployment, SshSpec, load_deployme
 from specgate.errors import ReportError, SpecgateError
 from specgate.report.folder import require_writable
 from specgate.report.visible import visible
-from specgate.secrets import api_key, mask_standard_streams, write_masked
+from specgate.secrets import mask_standard_streams, write_masked
 
 if TYPE_CHECKING:
     from specgate.report.model import AnyReport
@@ -299,15 +299,9 @@ def launch_warnings(dep: Deployment) -> list[str]:
     python`, `bash -c "... python -m sglang..."`) cannot import the module it runs (e.g. a CPU
     machine checking a GPU deployment), an address that does not answer, a key that is not set.
     Warnings, not errors: the file may be meant for another host (specgate.preflight)."""
-    from specgate.preflight import boot_problems
+    from specgate.preflight import boot_problems, credential_problems
 
-    out = []
-    if dep.launch.api_key_env is not None:
-        try:
-            api_key(dep.launch.api_key_env)
-        except SpecgateError as exc:
-            out.append(str(exc))
-    return out + [p.text for p in boot_problems(dep)]
+    return credential_problems(dep) + [p.text for p in boot_problems(dep)]
 
 
 def describe_ssh(ssh: SshSpec) -> list[str]:
@@ -623,21 +617,42 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     # First: a stop signal from here on ends the command cleanly (specgate.interrupts), never as
     # a raw traceback or a silent 143 that leaves the previous run's report standing.
-    with interrupts.installed():
-        if args.command in ("run", "baseline"):
-            return _run(args, extra)
-        try:
-            dep = load_deployment(args.deployment)
-        except SpecgateError as exc:
-            print(f"specgate: error: {exc}", file=sys.stderr)
-            return 2
-        if args.command == "sweep":
-            return _sweep(args, dep)  # its servers are the grid's points, named by it: not dep's configs
-        problems = dep.sim_fault_problems(dict(os.environ))
-        if problems:
-            print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
-            return 2
-        return _calibrate(args, dep)
+    # Called as this process's command (argv from its command line: the console script, python -m),
+    # the handler stays to the exit: a signal after the closing line cannot kill the process
+    # beside a report that says otherwise (specgate.interrupts); in-process callers get theirs back.
+    with interrupts.installed(to_exit=argv is None):
+        code = _stoppable(args, extra)
+    interrupts.test_point()
+    if late := interrupts.late():
+        print(
+            f"specgate: {interrupts.name(late[0])} came after the run's outcome was final: recorded, and the exit "
+            f"code stays the report's ({code})",
+            file=sys.stderr,
+        )
+    return code
+
+
+def _stoppable(args: argparse.Namespace, extra: list[str]) -> int:
+    """The commands that boot servers, run under the stop signals' handler."""
+    if args.command in ("run", "baseline"):
+        return _run(args, extra)
+    from specgate.report.folder import check_logs_folder
+
+    try:
+        dep = load_deployment(args.deployment)
+        check_logs_folder(Path(args.report_dir).resolve(), "--report-dir")  # its servers' logs go there
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    if _missing_credentials(dep):
+        return 2
+    if args.command == "sweep":
+        return _sweep(args, dep)  # its servers are the grid's points, named by it: not dep's configs
+    problems = dep.sim_fault_problems(dict(os.environ))
+    if problems:
+        print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
+        return 2
+    return _calibrate(args, dep)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -723,6 +738,8 @@ def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
+    if _missing_credentials(dep):
+        return 2
     if update and (refused := _dirty_tree_refusal("specgate baseline update")) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
@@ -751,6 +768,17 @@ def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
     interrupts.seal()  # the run is over: a signal now is recorded, and the report marked by it
     _drop_empty_benchmark_file(report_dir)
     return _closing(report_dir, code, started, args.allow_uncompared or update)
+
+
+def _missing_credentials(dep: Deployment) -> bool:
+    """Said (as errors) before anything boots: a server without its key, or a url without its
+    password, would only fail every test after the boots."""
+    from specgate.preflight import credential_problems
+
+    problems = credential_problems(dep)
+    for problem in problems:
+        print(f"specgate: error: {problem}", file=sys.stderr)
+    return bool(problems)
 
 
 def _unwritable_baselines(args: argparse.Namespace, dep: Deployment) -> str | None:
@@ -858,6 +886,7 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         report = _mark_late(report_dir, report)  # came while the line above was said
         overall = report.overall
         print(f"specgate: {overall} (a signal after the line above) — report in {report_dir / 'report.md'}")
+    interrupts.settle()  # the report is final from here: a later signal is recorded and said, nothing else
     if os.environ.get("GITHUB_ACTIONS") == "true" and report is not None:
         for line in github_annotations(report):
             print(line)

@@ -22,6 +22,7 @@ from specgate.sampling_spec import SamplingSpec, parse_sampling
 from specgate.secrets import (
     env_name_problem,
     key_to_mask,
+    remember_env,
     remember_forwarded,
     remember_url,
     secret_flag,
@@ -774,6 +775,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
     if spec.api_key_env is not None and (problem := env_name_problem(spec.api_key_env)):
         raise t.error("api_key_env", f"{spec.api_key_env!r} {problem}")
     key_to_mask(spec.api_key_env)  # remembered for masking where it is set; reported where it is used
+    remember_env(spec.env)  # HF_TOKEN = "..." written in the file: masked like a forwarded one
     if spec.boots > MAX_BOOTS:
         raise t.error("boots", f"expected at most {MAX_BOOTS} servers per config, got {spec.boots}")
     if spec.boots > 1 and launcher == "url":
@@ -935,6 +937,7 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
         command=tuple(command) if command is not None else None,
         reference=c.text("reference", None),
     )
+    remember_env(config.env)  # as launch.env's
     c.reject_unknown()
     return config
 

@@ -11,10 +11,19 @@ pool uses one to stop its servers at once, so a cancelled job never orphans a GP
 
 A signal that its parent left ignored (SIG_IGN: `nohup` for SIGHUP, a background job of a
 non-interactive shell for SIGINT) stays ignored: that was asked for.
+
+The exit code and the report always agree. Up to the CLI's last look at the signals (`settle`,
+once its closing line is said) a signal marks the report INTERRUPTED and the exit follows it.
+From `settle` on, the outcome is final: a signal is recorded (and said, `late`), and the process
+exits with the report's code. For that, the command that is this process's own (`installed` with
+`to_exit`: the console script, `python -m specgate.cli`) keeps the handler, sealed, to the very
+exit, instead of giving Python's default back, under which a signal in that last moment killed
+the process (exit -15, or -2 with a traceback) beside a report that said PARTIAL or PASS.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -27,11 +36,14 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _received: list[int] = []
 _sealed = False
+_settled: int | None = None  # how many signals had come when the outcome became final
 _callbacks: list[Callable[[int], None]] = []
 _installed = False
 _previous: dict[int, Any] = {}  # the handlers found at install, given back at uninstall
 _previous_hook = sys.unraisablehook
 _STOPPED = "specgate: stopped by "
+# The self-tests' hook: the signal (a name, "SIGTERM") this process sends itself at `test_point`.
+TEST_SIGNAL_ENV = "SPECGATE_TEST_SIGNAL_AT_EXIT"
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
@@ -62,12 +74,13 @@ def name(signum: int) -> str:
 def install() -> bool:
     """Handle the stop signals from now on, with a fresh record; False (nothing changed) where
     they are already handled here or this is not the main thread (Python allows no handler there)."""
-    global _installed, _sealed, _previous_hook
+    global _installed, _sealed, _settled, _previous_hook
     if _installed or threading.current_thread() is not threading.main_thread():
         return False
     _installed = True
     _received.clear()
     _sealed = False
+    _settled = None
     for sig in SIGNALS:
         current = signal.getsignal(sig)
         if current is not signal.SIG_IGN:
@@ -88,13 +101,18 @@ def uninstall() -> None:
 
 
 @contextmanager
-def installed() -> Iterator[None]:
-    """The stop signals handled inside the block, given back after it if it installed them."""
+def installed(to_exit: bool = False) -> Iterator[None]:
+    """The stop signals handled inside the block, given back after it if it installed them.
+    `to_exit`: the block is this process's whole command, whose end is the process's exit: the
+    handler is kept, sealed, and the outcome settled, so no signal can change the exit code now."""
     own = install()
     try:
         yield
     finally:
-        if own:
+        if own and to_exit:
+            seal()
+            settle()
+        elif own:
             uninstall()
 
 
@@ -102,6 +120,18 @@ def seal() -> None:
     """The run is ending: from now on a signal is recorded (and its callbacks run), never raised."""
     global _sealed
     _sealed = True
+
+
+def settle() -> None:
+    """The command's outcome (its report and exit code) is final: a later signal is only `late`."""
+    global _settled
+    if _settled is None:
+        _settled = len(_received)
+
+
+def late() -> list[int]:
+    """The signals that came after `settle`: recorded, said, and changing nothing."""
+    return [] if _settled is None else _received[_settled:]
 
 
 def received() -> int | None:
@@ -144,3 +174,11 @@ def on_signal(callback: Callable[[int], None]) -> Callable[[], None]:
             _callbacks.remove(callback)
 
     return remove
+
+
+def test_point() -> None:
+    """Where the self-tests hit the command's last moment: the process sends itself the signal
+    SPECGATE_TEST_SIGNAL_AT_EXIT names. Deterministic, where a signal timed from outside races."""
+    wanted = os.environ.get(TEST_SIGNAL_ENV)
+    if wanted:
+        os.kill(os.getpid(), signal.Signals[wanted])

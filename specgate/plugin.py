@@ -27,6 +27,7 @@ from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import Measurements, SpeedMeter
 from specgate.provenance import commit_info_from_environment, git_commit, provenance
 from specgate.report.build import build_report
+from specgate.report.ci import append_step_summary, junit_path, mask_junit_xml
 from specgate.report.files import (
     interrupted_before_gate,
     late_interruption,
@@ -43,7 +44,7 @@ from specgate.report.model import SCHEMA_VERSION, AnyReport, ErrorReport, Report
 from specgate.report.progress import BootDisplay
 from specgate.report.visible import visible
 from specgate.resources import gate_tests_dir
-from specgate.secrets import mask_standard_streams, masked, write_masked
+from specgate.secrets import mask_standard_streams, masked
 from specgate.server.orphans import REAPED
 from specgate.server.pool import LiveServer
 from specgate.session import GateSession, RunOptions, reference_stored
@@ -602,12 +603,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             messages.append(f"report NOT rewritten with what the baseline update stored: {type(exc).__name__}: {exc}")
     config.stash[_REPORT] = report
     _settle(config)
-    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_file:
-        try:
-            write_masked(Path(summary_file), _markdown(config.stash[_REPORT]), append=True)
-        except OSError as exc:
-            messages.append(f"$GITHUB_STEP_SUMMARY ({summary_file}) NOT written: {exc}")
+    if (not_written := append_step_summary(_markdown(config.stash[_REPORT]))) is not None:
+        messages.append(not_written)
 
 
 def _pool_into_history(gate: GateSession, messages: list[str], interrupted: str | None) -> None:
@@ -903,6 +900,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _SESSION in config.stash:
         config.stash[_SESSION].close()
     _settle(config)
+    junit = getattr(config.option, "xmlpath", None)
+    if junit and _DEPLOYMENT in config.stash:  # written whole by now: every plugin's session end ran
+        if (not_masked := mask_junit_xml(junit_path(junit))) is not None:
+            print(f"specgate: {not_masked}", file=sys.stderr)
     if _FOLDER in config.stash:
         config.stash[_FOLDER].release()  # the manifest of what this run wrote; the lock let go
         del config.stash[_FOLDER]

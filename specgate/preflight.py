@@ -11,6 +11,10 @@ interpreter), `python`, `python3.11`, `/venv/bin/python`, after `env [NAME=VALUE
 inside `bash -c "... && python -m sglang.launch_server ..."`; that Python is asked to import the
 module it would run (`-m sglang.launch_server`: sglang). The simulator (`-m specgate.sim`) is
 never asked: it is this package.
+
+Credentials read from the environment (`launch.api_key_env`, a url's `${NAME}` password) are
+checked here too (`credential_problems`): a run refuses a deployment whose credential is missing
+before it boots anything, as bad input, and `specgate check` warns of the same.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from urllib.parse import urlsplit
 
 from specgate import project
 from specgate.deployment import Deployment, expand_placeholders
+from specgate.errors import SpecgateError
+from specgate.secrets import api_key, expand_url
 
 IMPORT_TIMEOUT_S = 20.0  # importing SGLang's top package takes seconds on a loaded host, never this long
 CONNECT_TIMEOUT_S = 2.0
@@ -193,6 +199,25 @@ def _unreachable(url: str) -> str | None:
             return None
     except OSError as exc:
         return f"{type(exc).__name__}: {exc}"
+
+
+def credential_problems(dep: Deployment) -> list[str]:
+    """Every credential `dep` reads from this environment that is missing or unusable, each
+    naming the file, the field, the variable and the configs it keeps from starting."""
+    out = []
+    if dep.launch.api_key_env is not None:
+        try:
+            api_key(dep.launch.api_key_env)
+        except SpecgateError as exc:
+            out.append(f"{dep.path}: {exc} (every config's server is started with it: {', '.join(dep.configs)})")
+    for name, cfg in dep.configs.items():
+        if cfg.url is None:
+            continue
+        try:
+            expand_url(cfg.url, f"{dep.path}: configs.{name}.url (config {name})")
+        except SpecgateError as exc:
+            out.append(str(exc))
+    return out
 
 
 def boot_problems(dep: Deployment) -> list[Problem]:

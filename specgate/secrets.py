@@ -1,6 +1,7 @@
 """Credentials that must never leave the process in clear: a server's API key (named by
 `launch.api_key_env`, read from the environment), passwords in server URLs, the Authorization
-header values built from them, and forwarded variables whose names say they hold a credential.
+header values built from them, and forwarded variables (or `env` values a deployment sets) whose
+names say they hold a credential.
 
 One mechanism masks them all: every credential the run learns of is `remember`ed (the deployment
 feeds them as it is read, a url's password as it is expanded), and `redact` masks every
@@ -106,6 +107,14 @@ def remember_forwarded(names: tuple[str, ...] | list[str]) -> None:
             remember(os.environ.get(name))
 
 
+def remember_env(env: dict[str, str]) -> None:
+    """The values a deployment's `env` tables set for variables whose names say they are
+    credentials (`env = {HF_TOKEN = "..."}`): the servers get them, no output does."""
+    for name, value in env.items():
+        if _CREDENTIAL_NAME.search(name):
+            remember(value)
+
+
 def url_password_env(url: str) -> str | None:
     """The variable a url's password is read from (`http://user:${NAME}@host`), else None."""
     try:
@@ -153,7 +162,10 @@ def api_key(env_name: str | None) -> str | None:
         )
     if len(value) < MIN_KEY_LENGTH:
         # Masking a short key masks every place its letters occur, and the masks spell it out.
-        raise SpecgateError(f"the key in {env_name} is shorter than {MIN_KEY_LENGTH} characters: too short to mask safely")
+        raise SpecgateError(
+            f"launch.api_key_env names {env_name}, whose key is shorter than {MIN_KEY_LENGTH} characters: too short "
+            "to mask safely"
+        )
     remember(value)
     return value
 

@@ -12,13 +12,19 @@ the folder is touched. A folder that holds files but no marker (the project's ro
 One run at a time: the marked folder's lock file is held (flock) for the run's whole life; a
 second run is refused with the holder's pid. The kernel releases a lock whose process died, so
 a run that was killed leaves no lock to clear by hand; the next run says whose it took over.
+
+Links are never written through: the lock is truncated and rewritten, and the servers' logs are
+written into `logs/`, so a lock that is a symbolic or hard link, or a `logs` that is a symbolic
+link (or not a folder), is refused, naming it, before anything there is removed or written.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -40,6 +46,7 @@ REPORT_FILES = ("report.md", "report.json", "report.png", "benchmark.json")
 # The names specgate writes into a report folder: only a file of these names that appeared
 # during a run is recorded as written by it.
 WRITTEN_NAMES = (*REPORT_FILES, "*-golden.json", "logs/*.log")
+LOGS = "logs"  # the servers' logs: the one folder inside that specgate writes into
 
 
 class ReportFolderError(SpecgateError):
@@ -144,8 +151,9 @@ def claim(folder: Path, source: str) -> ReportFolder:
                     "folder (e.g. specgate-report), or empty this one (an older specgate's report folder has no "
                     "marker: delete it)",
                 )
+        check_logs_folder(folder, source)
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(folder, source)
     except OSError as exc:
         raise _refuse(folder, source, str(exc)) from None
     try:
@@ -163,6 +171,43 @@ def claim(folder: Path, source: str) -> ReportFolder:
     claimed = ReportFolder(folder, source, fd, frozenset(_files(folder)), notes)
     _held[folder] = claimed
     return claimed
+
+
+def check_logs_folder(folder: Path, source: str) -> None:
+    """Refuse a `logs` in `folder` that is a symbolic link or not a folder: the servers' logs
+    would be written, and the previous run's removed, wherever it points."""
+    logs = folder / LOGS
+    if logs.is_symlink():
+        raise _refuse(
+            folder, source, f"{logs}: is a symbolic link (to {os.readlink(logs)}): specgate writes the servers' logs "
+            "only into a folder of its own there; remove the link"
+        )
+    if logs.exists() and not logs.is_dir():
+        raise _refuse(folder, source, f"{logs}: is not a folder: specgate writes the servers' logs there; remove it")
+
+
+def _open_lock(folder: Path, source: str) -> int:
+    """The lock file, opened only where it is a plain file of its own: it is truncated and
+    rewritten, so a link planted there would empty whatever it points to. O_NOFOLLOW refuses a
+    symbolic link at the open itself (no check-then-open race); O_NONBLOCK keeps a FIFO from
+    hanging it; a hard link (two names, one content) is refused by its link count."""
+    path = folder / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise _refuse(folder, source, f"{path}: is a symbolic link, not specgate's lock file; remove it") from None
+    found = os.fstat(fd)
+    problem = (
+        "is not a regular file" if not stat.S_ISREG(found.st_mode)
+        else f"has {found.st_nlink} names (a hard link: another file's content)" if found.st_nlink != 1
+        else None
+    )
+    if problem:
+        os.close(fd)
+        raise _refuse(folder, source, f"{path}: {problem}, not specgate's lock file; remove it")
+    return fd
 
 
 def _lock(fd: int, folder: Path, source: str) -> list[str]:

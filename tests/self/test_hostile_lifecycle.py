@@ -103,6 +103,43 @@ def test_a_marked_folder_loses_only_what_specgate_wrote(tmp_path):
         second.release()
 
 
+def _marked_folder(tmp_path: Path) -> Path:
+    """A report folder an earlier run left, its server log listed in the manifest."""
+    folder = tmp_path / "r"
+    first = claim(folder, "--report-dir")
+    (folder / "logs").mkdir()
+    (folder / "logs" / "baseline.log").write_text("server log")
+    first.release()
+    return folder
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(tmp_path, link):
+    folder = _marked_folder(tmp_path)
+    precious = tmp_path / "precious.txt"
+    precious.write_text("the user's")
+    (folder / LOCK).unlink()
+    (folder / LOCK).symlink_to(precious) if link == "symlink" else os.link(precious, folder / LOCK)
+    with pytest.raises(ReportFolderError, match=f"{folder / LOCK}: .*link"):
+        claim(folder, "--report-dir")
+    assert precious.read_text() == "the user's" and (folder / "logs" / "baseline.log").exists()
+
+
+def test_a_logs_folder_that_is_a_symlink_is_refused_and_its_target_kept(tmp_path):
+    folder = _marked_folder(tmp_path)
+    elsewhere = tmp_path / "userlogs"
+    elsewhere.mkdir()
+    (elsewhere / "baseline.log").write_text("the user's")
+    for log in (folder / "logs").iterdir():
+        log.unlink()
+    (folder / "logs").rmdir()
+    (folder / "logs").symlink_to(elsewhere)
+    with pytest.raises(ReportFolderError, match=f"{folder / 'logs'}: .*symbolic link"):
+        claim(folder, "--report-dir")
+    assert [p.name for p in elsewhere.iterdir()] == ["baseline.log"]
+    assert (elsewhere / "baseline.log").read_text() == "the user's"
+
+
 # --- one run at a time --------------------------------------------------------------------------
 HOLD = (
     "import sys, time; from pathlib import Path; from specgate.report.folder import claim; "
@@ -168,6 +205,23 @@ def test_a_signal_right_after_the_report_is_written_marks_it_interrupted(sim_dep
     assert report["overall"] == "INTERRUPTED" and "SIGHUP" in report["interrupted"]
     assert "**INTERRUPTED**" in markdown.splitlines()[0]
     assert "specgate: INTERRUPTED" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_after_the_closing_line_leaves_the_exit_code_the_reports(sim_deployment, monkeypatch, sig):
+    """The last moment a signal can hit (the command's outcome final, the process about to exit),
+    reached deterministically through the interrupts' test hook: it is recorded and said, and the
+    process exits by the report's verdict, not killed by the signal beside a report saying PARTIAL."""
+    from specgate.interrupts import TEST_SIGNAL_ENV
+
+    d = sim_deployment()
+    monkeypatch.setenv(TEST_SIGNAL_ENV, sig.name)
+    proc = cli(d, "run", *SPEED_OF_BASELINE)
+    out = finish(proc)
+    report, markdown = reports(d.report_dir)
+    assert report["overall"] == "PARTIAL" and markdown.startswith("# specgate") and "PARTIAL" in markdown.splitlines()[0]
+    assert proc.returncode == 4, out[-3000:]  # PARTIAL's exit code
+    assert f"{sig.name} came after the run's outcome was final" in out and "Traceback" not in out
 
 
 def test_sigint_while_a_baseline_update_writes_its_report(sim_deployment):
@@ -262,3 +316,17 @@ def test_ctrl_c_in_a_sweep_keeps_its_state_and_says_how_to_resume(sim_deployment
     assert proc.returncode == 5, out[-3000:]
     assert "Traceback" not in out and "run the same command again to resume" in out and str(state) in out
     assert json.loads(state.read_text())["points"]
+
+
+@pytest.mark.parametrize("command", ["calibrate", "sweep"])
+def test_calibrate_and_sweep_refuse_a_symlinked_logs_folder_before_anything_boots(tmp_path, monkeypatch, capsys, command):
+    from specgate.cli import main
+
+    monkeypatch.setenv("SPECGATE_ALLOW_DIRTY", "1")
+    elsewhere = tmp_path / "userlogs"
+    elsewhere.mkdir()
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "logs").symlink_to(elsewhere)
+    assert main([command, "sim", "--report-dir", str(tmp_path / "r")]) == 2
+    assert f"{tmp_path / 'r' / 'logs'}: is a symbolic link" in capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == []

@@ -283,3 +283,33 @@ def test_orphans_of_a_run_with_another_state_folder_are_found_and_named(tmp_path
     finally:
         if orphan.is_running():
             orphan.kill()
+
+
+def test_a_shared_state_folder_loses_only_the_run_records_specgate_wrote(tmp_path, monkeypatch):
+    """SPECGATE_STATE_DIR pointed at a folder of the user's own JSON files: a dead run's record
+    (its name and its content specgate's) goes; every other file stays, whatever it holds."""
+    import json
+
+    from specgate.server.orphans import MACHINE_DIR_ENV, STATE_DIR_ENV, RunRecord, reap_orphans
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setenv(STATE_DIR_ENV, str(shared))
+    monkeypatch.setenv(MACHINE_DIR_ENV, str(tmp_path / "machine"))
+    users = {
+        "package.json": json.dumps({"name": "app", "version": "1.0"}),
+        "list.json": "[1, 2, 3]",
+        "broken.json": "{oops",
+        # specgate's name pattern, the user's content: not a record specgate wrote
+        "0123456789abcdef0123456789abcdef.json": json.dumps({"run_id": "x", "owner_pid": 1}),
+    }
+    for name, text in users.items():
+        (shared / name).write_text(text)
+    dead = RunRecord()
+    dead.mark({})
+    record = json.loads(dead.paths[0].read_text())
+    for path in dead.paths:  # as a killed run leaves it: its specgate is gone
+        path.write_text(json.dumps({**record, "owner_pid": 2**22 + 1, "owner_created": 1.0}))
+    reap_orphans(wait_s=0)
+    assert {p.name: p.read_text() for p in shared.iterdir()} == users
+    assert not any(p.exists() for p in dead.paths)

@@ -68,7 +68,7 @@ def _left_by_a_killed_run(tag: str):  # noqa: ANN202 - a Popen
 
     from specgate.server.orphans import RUN_ID_ENV, record_dirs
 
-    record = {"run_id": ORPHAN_RUN, "owner_pid": 1, "owner_created": 1.0, "command": "specgate run killed.toml"}
+    record = {"run_id": ORPHAN_RUN, "owner_pid": 1, "owner_created": 1.0, "copies": [], "command": "specgate run killed.toml"}
     record_dirs()[0].mkdir(parents=True, exist_ok=True)
     (record_dirs()[0] / f"{ORPHAN_RUN}.json").write_text(json.dumps(record))
     env = {**os.environ, RUN_ID_ENV: ORPHAN_RUN, "SPECGATE_CONFIG": "eagle3-decode", "SPECGATE_TEST_TAG": tag}

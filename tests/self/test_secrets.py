@@ -126,7 +126,8 @@ def test_url_passwords_are_masked_in_every_output_when_servers_are_down_die_or_e
         env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "SPECGATE_SIM_FAULTS": ""}
         run = subprocess.run(
             [sys.executable, "-m", "specgate.cli", "run", str(tmp_path / "url.toml"), "--report-dir", str(tmp_path / "r"),
-             "--baselines-dir", str(tmp_path / "b"), "--allow-uncompared", "--", "-k", "speed and c1", "-x"],
+             "--baselines-dir", str(tmp_path / "b"), "--allow-uncompared", "--", "-k", "speed and c1", "-x",
+             f"--junitxml={tmp_path / 'junit.xml'}"],
             capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=240,
         )  # fmt: skip
     finally:
@@ -139,15 +140,22 @@ def test_url_passwords_are_masked_in_every_output_when_servers_are_down_die_or_e
     assert URL_PASSWORD not in shown and basic not in shown, shown[-3000:]
     assert _files_holding(tmp_path / "r", URL_PASSWORD, basic) == []
     assert summary.read_text() and URL_PASSWORD not in summary.read_text()
+    junit = (tmp_path / "junit.xml").read_text()  # pytest's own report of the failures, echoed headers and all
+    assert "answered HTTP 500" in junit and URL_PASSWORD not in junit and basic not in junit, junit[-3000:]
 
 
 def test_a_server_echoing_the_key_in_a_500_body_leaks_it_nowhere(sim_deployment, pytester):
     d = sim_deployment({"launch": {"api_key_env": "SPECGATE_TEST_API_KEY"}})
-    result = d.run(pytester, "-k", "speed and baseline", faults="*:echo-headers", env={"SPECGATE_TEST_API_KEY": KEY})
+    junit = d.report_dir.parent / "junit.xml"
+    result = d.run(
+        pytester, "-k", "speed and baseline", f"--junitxml={junit}", faults="*:echo-headers",
+        env={"SPECGATE_TEST_API_KEY": KEY},
+    )  # fmt: skip
     shown = result.stdout.str() + result.stderr.str()
     assert result.ret == 1 and '"Authorization": "Bearer ***"' in shown, shown[-3000:]
     assert KEY not in shown
     assert _files_holding(d.report_dir, KEY) == []
+    assert "Bearer ***" in junit.read_text() and KEY not in junit.read_text()  # pytest's junit XML too
 
 
 @pytest.mark.parametrize(
@@ -256,3 +264,56 @@ def test_the_masker_leaves_the_words_after_a_flag_name_in_prose(tmp_path):
     with pytest.raises(DeploymentError) as err:
         load_deployment(str(tmp_path / "dep.toml"))
     assert "must not hold --api-key: a key in a deployment file" in redact(str(err.value))
+
+
+def test_credentials_written_in_launch_env_or_a_configs_env_are_masked_everywhere():
+    """`env = {HF_TOKEN = "..."}` under [launch] or a config: a variable whose name says it is a
+    credential is remembered at load, like a forwarded one; other variables are left alone."""
+    token, wandb = "hf_literal_token_4k5j6h7g8f", "wandb-literal-key-9d8s7a6f"
+    _dep({"launch": {"env": {"HF_TOKEN": token, "OMP_NUM_THREADS": "4"}},
+          "configs": {"baseline": {"env": {"WANDB_API_KEY": wandb}}}})  # fmt: skip
+    assert redact(f"env: HF_TOKEN={token} WANDB_API_KEY={wandb} OMP_NUM_THREADS=4") == (
+        "env: HF_TOKEN=*** WANDB_API_KEY=*** OMP_NUM_THREADS=4"
+    )
+
+
+@pytest.mark.parametrize("credential", ["api_key_env unset", "api key too short", "url password unset"])
+def test_a_credential_from_an_unset_variable_is_refused_before_anything_boots(tmp_path, credential):
+    """Bad input, said up front: exit 2 naming the file, the field and the variable, no server
+    booted (and `specgate check` says the same, as a warning: the file may be meant for another host)."""
+    import subprocess
+    import sys
+
+    import tomli_w
+    from helpers import merge, sim_deployment_dict
+
+    from specgate.resources import SOURCE_ROOT as REPO_ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("SPECGATE_TEST_UNSET_KEY", "SPECGATE_TEST_UNSET_PW")}
+    if credential == "url password unset":
+        data = merge(sim_deployment_dict(), {"launch": {"launcher": "url", "boot_timeout_s": 1}})
+        for key in ("command", "args", "shutdown_timeout_s", "gpu_release_timeout_s", "coexist"):
+            data["launch"].pop(key, None)
+        for name in data["configs"]:
+            data["configs"][name]["url"] = "http://user:${SPECGATE_TEST_UNSET_PW}@127.0.0.1:9"
+        field, variable = "configs.baseline.url", "SPECGATE_TEST_UNSET_PW"
+    else:
+        data = merge(sim_deployment_dict(), {"launch": {"api_key_env": "SPECGATE_TEST_UNSET_KEY"}})
+        field, variable = "launch.api_key_env", "SPECGATE_TEST_UNSET_KEY"
+        if credential == "api key too short":
+            env[variable] = "short"
+    dep = tmp_path / "dep.toml"
+    dep.write_text(tomli_w.dumps(data))
+
+    def specgate(*words: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "specgate.cli", *words], capture_output=True, text=True, cwd=REPO_ROOT,
+            env={**env, "SPECGATE_SIM_FAULTS": ""}, timeout=240,
+        )  # fmt: skip
+
+    run = specgate("run", str(dep), "--report-dir", str(tmp_path / "r"), "--baselines-dir", str(tmp_path / "b"))
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert f"{dep}: {field}" in run.stderr and variable in run.stderr, run.stderr
+    assert "booting" not in run.stdout + run.stderr and not (tmp_path / "r" / "logs").exists()
+    check = specgate("check", str(dep))
+    assert f"WARNING: {dep}: {field}" in check.stdout and variable in check.stdout, check.stdout
