@@ -156,3 +156,22 @@ def test_the_wheel_holds_no_lab_code():
     ]
     assert training == []
     assert not any(folder.is_relative_to(LAB) for folder in folders.values())
+
+
+def test_the_judge_is_in_parts():
+    """One module per gate kind over a shared sampler and store of stored evidence (ARCHITECTURE.md,
+    layer 5): a gate kind is found, and added, in its own module, not in one class of a thousand lines."""
+    from specgate.verdicts.judge import Judge
+
+    where = {
+        "beats": "beats_gate",
+        "accept_floor": "accept_gate",
+        "regression": "regression_gate",
+        "fingerprint": "evidence",
+        "stored_for_comparison": "evidence",
+        "fidelity": "sampler",
+    }
+    assert {name: getattr(Judge, name).__module__.rsplit(".", 1)[-1] for name in where} == where
+    parts = ["judge", "sampler", "evidence", "gate_base", "beats_gate", "accept_gate", "regression_gate"]
+    sizes = {part: len((PACKAGE / "verdicts" / f"{part}.py").read_text().splitlines()) for part in parts}
+    assert max(sizes.values()) < 600, sizes
