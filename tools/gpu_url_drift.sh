@@ -24,8 +24,8 @@ work=/tmp/url-drift; mkdir -p "$work"
 if [[ $phase == start ]]; then
   bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -3 || exit 3
   source /tmp/gpu-env.sh
-  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-  python3 -m specgate.cli assets smollm2 /tmp/assets --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf > "$work/assets.log" 2>&1 \
+  export PYTHONPATH=$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
+  python3 -m specgate_lab assets smollm2 /tmp/assets --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf > "$work/assets.log" 2>&1 \
     || { tail -5 "$work/assets.log"; exit 3; }
   echo 0 > "$work/delay_ms"
   setsid python3 -m sglang.launch_server "${common[@]}" --port 31000 > "$work/baseline.log" 2>&1 < /dev/null &
@@ -45,7 +45,7 @@ if [[ $phase == start ]]; then
   exit 0
 fi
 source /tmp/gpu-env.sh
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
 dep=smollm2-url-h200
 {
   echo "date: $(date -u +%FT%TZ)"

@@ -1,5 +1,5 @@
 """Which drafter each speculative config ran: its path, the checksum of its weights as read
-now, and, where `specgate assets smollm2-eagle3` made it, how it was trained (drafter.json).
+now, and, where the lab's `specgate-lab assets smollm2-eagle3` made it, how it was trained (drafter.json).
 
 Accept length belongs to the drafter: a report (and a stored baseline) that does not say which
 weights produced it cannot explain a change in it. The checksum is recomputed at every run and
@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from specgate import project
 from specgate.deployment import Deployment, expand_placeholders, flag_int, flag_value
+from specgate.drafter_card import DrafterCard, load_card
 from specgate.measure.answer_end import ANSWER_DIGEST_SCHEME
 from specgate.measure.stats import Interval, pooled_ratio
 from specgate.prompts import builtin_sets_digest, set_of
@@ -39,10 +40,29 @@ def weights_sha256(directory: Path) -> str | None:
 
 
 def drafter_identity(deployment: Deployment, config: str) -> dict | None:
-    """None for a config without a draft model path (plain decoding, n-gram)."""
+    """None for a config without a draft model path (plain decoding, n-gram) or a drafter card;
+    with a card (specgate.drafter_card), the card as read and whether the weights match it."""
+    path = deployment.configs[config].drafter_card
+    if path is None:
+        return _flag_identity(deployment, config)
+    try:
+        card: DrafterCard | None = load_card(path)
+    except ValueError as exc:
+        card, unreadable = None, str(exc)[:300]
+    identity = _flag_identity(deployment, config, card.weights if card else None)
+    if identity is None:
+        return None
+    identity["card"] = {"path": str(path), **(card.model_dump() if card else {"unreadable": unreadable})}
+    if card and card.sha256 and identity.get("sha256"):
+        identity["matches_card"] = card.sha256 == identity["sha256"]
+    return identity
+
+
+def _flag_identity(deployment: Deployment, config: str, weights: str | None = None) -> dict | None:
+    """The drafter the config's flags name (else `weights`, its card's): path, checksum, drafter.json."""
     cfg = deployment.configs[config]
     args = (*deployment.launch.args, *cfg.args)
-    raw = flag_value(args, DRAFT_PATH_FLAG)  # the last one given, as SGLang keeps
+    raw = flag_value(args, DRAFT_PATH_FLAG) or weights  # the last one given, as SGLang keeps
     if raw is None:
         return None
     path = expand_placeholders(raw, {"repo": str(project.current().root), "model": deployment.model})
@@ -99,7 +119,7 @@ def drafter_identity(deployment: Deployment, config: str) -> dict | None:
                 "gate_answer_tokens": held.get("gate_answer_tokens"),
                 # ... per prompt set, as recorded (expected_by_set says where it applies)
                 "gate_head_tau_by_set": held.get("expected_tau_gate_prompts_head_by_set"),
-                # ... walked cycle by cycle as a server counts τ (specgate.drafter.walk): the position
+                # ... walked cycle by cycle as a server counts τ (specgate_lab/drafter/walk.py, in the lab): the position
                 # average above weighs easy stretches as much as hard ones, a server does not
                 "gate_head_walked_tau": held.get("walked_tau_gate_prompts_head"),
                 "gate_head_walked_tau_by_set": held.get("walked_tau_gate_prompts_head_by_set"),
@@ -269,6 +289,18 @@ def describe(identity: dict) -> str:
             parts.append(held)
     if identity.get("matches_record") is False:
         parts.append("WEIGHTS DIFFER from the checksum recorded when it was trained")
+    card = identity.get("card") or {}
+    if card.get("unreadable"):
+        parts.append(f"its drafter card is unreadable ({card['unreadable']})")
+    elif card:
+        said = f"card {card['path']}"
+        if card.get("made"):
+            said += f": made {card['made']}"
+        if card.get("expected_accept_length") is not None:
+            said += f"; expected accept length {card['expected_accept_length']:g}"
+        parts.append(said)
+    if identity.get("matches_card") is False:
+        parts.append("WEIGHTS DIFFER from the drafter card's checksum")
     return "; ".join(str(p) for p in parts)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specgate.drafter import prompts as training_prompts
 from specgate.measure.drafters import describe, drafter_identity
+from specgate_lab.drafter import prompts as training_prompts
 from tests.self.test_side_by_side import _dep
 
 
@@ -155,8 +155,8 @@ def test_passages_the_target_writes_become_summaries_and_long_inputs_off_the_hel
 def test_the_train_stage_needs_what_a_distil_stage_left_and_names_it(tmp_path):
     """A device call is 10 minutes: data made in one call, training in the next, from what the
     distil stage wrote (or a carried copy); anything missing or garbled is named."""
-    from specgate.drafter.make import DATA_FILE, DATA_RECORD, _recorded_data
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter.make import DATA_FILE, DATA_RECORD, _recorded_data
 
     with pytest.raises(SpecgateError, match="run --stage distil first"):
         _recorded_data(tmp_path)
@@ -176,8 +176,8 @@ def test_the_held_out_split_is_reproducible_disjoint_and_sized_for_what_it_judge
 
     import pytest
 
-    from specgate.drafter.train import expected_accept_length, split_held_out
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter.train import expected_accept_length, split_held_out
 
     taught, held = split_held_out(20447, 0.03, random.Random(0))
     assert len(held) == 613 and not set(taught) & set(held) and len(taught) + len(held) == 20447
@@ -196,7 +196,7 @@ def test_the_held_out_split_is_reproducible_disjoint_and_sized_for_what_it_judge
 def test_the_share_of_answer_tokens_the_draft_vocabulary_holds_discounts_specforges_accuracy():
     """SpecForge scores only positions whose target token the drafter can propose; a token outside
     its vocabulary is never accepted, so the expected accept length counts it as a rejection."""
-    from specgate.drafter.train import expected_accept_length, vocab_coverage
+    from specgate_lab.drafter.train import expected_accept_length, vocab_coverage
 
     in_vocab = [True, True, False, True, False]
     samples = [([0, 1, 2, 3], [0, 1, 1, 1]), ([4, 4, 3], [0, 1, 1])]  # prompt tokens (mask 0) never count
@@ -211,7 +211,7 @@ def test_the_learning_rate_warms_up_then_anneals_over_the_steps_that_fit():
     """A cosine laid over every planned epoch never anneals when the time budget stops it first
     (3263 of 5200 planned steps once ended at a third of the peak): the schedule's length is
     fitted to the time left and refitted as the rate is known better, without a jump."""
-    from specgate.drafter.train import Schedule, fitted_steps
+    from specgate_lab.drafter.train import Schedule, fitted_steps
 
     plan = Schedule(3e-4, 100, 1000)
     assert plan.rate(0) == 0 and plan.rate(50) == pytest.approx(1.5e-4) and plan.rate(100) == pytest.approx(3e-4)
@@ -250,7 +250,7 @@ def _refine_setup(tmp_path):
     """A DIR as a train stage leaves it: data record, a final checkpoint with its record, a weak one."""
     import hashlib
 
-    from specgate.drafter.make import FINAL_DIR, WEAK_DIR
+    from specgate_lab.drafter.make import FINAL_DIR, WEAK_DIR
 
     work = tmp_path / "smollm2-eagle3-work"
     work.mkdir()
@@ -268,8 +268,8 @@ def _refine_setup(tmp_path):
 def _refine(tmp_path, record, train=None, monkeypatch=None):
     import time
 
-    from specgate.drafter import make
-    from specgate.drafter.train import TrainSettings
+    from specgate_lab.drafter import make
+    from specgate_lab.drafter.train import TrainSettings
 
     if train is not None:
         monkeypatch.setattr(make, "train", train)
@@ -282,8 +282,8 @@ def test_refining_refuses_a_parent_that_is_not_the_one_it_says_or_of_other_data(
     """Refining judges on the held-out answers of the first training: on other data, another
     split or other weights than the record names, the 'better than the parent' verdict would
     flatter or credit the wrong weights. Every refusal comes before any training."""
-    from specgate.drafter.make import FINAL_DIR, WEAK_DIR
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter.make import FINAL_DIR, WEAK_DIR
 
     with pytest.raises(SpecgateError, match=f"{FINAL_DIR}/drafter.json: not found; run --stage train first"):
         _refine(tmp_path, {})
@@ -338,7 +338,7 @@ def _fake_train(beats: bool):
 
 
 def test_a_refine_that_beats_its_parent_replaces_it_and_keeps_it_aside(tmp_path, monkeypatch):
-    from specgate.drafter.make import FINAL_DIR, LINK, STAGING, WEAK_DIR
+    from specgate_lab.drafter.make import FINAL_DIR, LINK, STAGING, WEAK_DIR
 
     work, record = _refine_setup(tmp_path)
     (work / STAGING).mkdir()
@@ -363,7 +363,7 @@ def test_a_refine_that_beats_its_parent_replaces_it_and_keeps_it_aside(tmp_path,
 
 
 def test_a_refine_that_does_not_beat_its_parent_moves_nothing(tmp_path, monkeypatch):
-    from specgate.drafter.make import FINAL_DIR
+    from specgate_lab.drafter.make import FINAL_DIR
 
     work, record = _refine_setup(tmp_path)
     made = _refine(tmp_path, record, _fake_train(beats=False), monkeypatch)
@@ -372,8 +372,8 @@ def test_a_refine_that_does_not_beat_its_parent_moves_nothing(tmp_path, monkeypa
 
 
 def test_an_interrupted_swap_is_named_with_where_each_checkpoint_is(tmp_path, monkeypatch):
-    from specgate.drafter.make import FINAL_DIR, STAGING
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter.make import FINAL_DIR, STAGING
 
     work, record = _refine_setup(tmp_path)
     parent = json.loads((tmp_path / FINAL_DIR / "drafter.json").read_text())
@@ -385,7 +385,7 @@ def test_an_interrupted_swap_is_named_with_where_each_checkpoint_is(tmp_path, mo
 
 
 def test_a_distillation_cut_at_its_deadline_sends_no_more_and_keeps_what_was_answered(monkeypatch):
-    from specgate.drafter import distil
+    from specgate_lab.drafter import distil
 
     clock = iter([0.0, 0.0, 100.0, 100.0])  # two batches start before the deadline, two after it
     monkeypatch.setattr(distil.time, "time", lambda: next(clock))
@@ -403,16 +403,16 @@ def test_a_distillation_cut_at_its_deadline_sends_no_more_and_keeps_what_was_ans
 
 
 def test_a_batch_answered_short_is_an_error_not_a_misaligned_sample():
-    from specgate.drafter.distil import answer_in_batches
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter.distil import answer_in_batches
 
     with pytest.raises(SpecgateError, match="2 prompts sent in one call, 1 answers came back"):
         answer_in_batches(lambda chunk: [{"text": ""}], ["a", "b"], batch=2, parallel=1, until=None)
 
 
 def test_the_distillation_leaves_the_training_its_time_and_the_call_its_reserve():
-    from specgate.drafter.make import DISTIL_RESERVE_S, _answer_until
-    from specgate.drafter.train import TrainSettings
+    from specgate_lab.drafter.make import DISTIL_RESERVE_S, _answer_until
+    from specgate_lab.drafter.train import TrainSettings
 
     settings = TrainSettings(time_budget_s=200.0, deadline=1000.0)
     # room for the batches in flight when it stops sending (up to ~40 s each on the H200) and for
@@ -449,7 +449,7 @@ def _fake_sglang(monkeypatch, cut_after_batches: int | None) -> list[dict]:
     and the deadline passes once `cut_after_batches` batches of answers have been asked."""
     import httpx
 
-    from specgate.drafter import distil
+    from specgate_lab.drafter import distil
 
     asked: list[dict] = []
 
@@ -468,7 +468,7 @@ def _fake_sglang(monkeypatch, cut_after_batches: int | None) -> list[dict]:
 
 
 def test_a_cut_distillation_goes_on_with_the_same_plan_and_answers_each_prompt_once(tmp_path, monkeypatch):
-    from specgate.drafter import distil
+    from specgate_lab.drafter import distil
 
     prompts = training_prompts.generate(30)
     settings = distil.DistilSettings(batch=4, parallel_calls=1, self_prompts=6, answer_until=50.0)
@@ -490,8 +490,8 @@ def test_a_cut_distillation_goes_on_with_the_same_plan_and_answers_each_prompt_o
 
 
 def test_a_broken_plan_or_data_file_is_named(tmp_path):
-    from specgate.drafter import distil
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter import distil
 
     bad = tmp_path / distil.PLAN_FILE
     bad.write_text('{"made": {}, "prompts": 2}\n{"kind": "chat", "messages": [["user", "hi"]]}\n')
@@ -508,7 +508,7 @@ def _stage_runner(tmp_path, monkeypatch, cut_after_batches: int | None):
     the templated ones in batches of 8); returns a function running it once."""
     from dataclasses import replace
 
-    from specgate.drafter import distil, make
+    from specgate_lab.drafter import distil, make
 
     calls: list[bool] = []
     real_settings = make.DistilSettings
@@ -563,8 +563,8 @@ def test_finished_means_what_the_data_holds_not_what_the_record_says(tmp_path, m
 
 
 def test_data_that_is_not_the_plans_is_named_with_its_line(tmp_path):
-    from specgate.drafter.distil import answered_so_far
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter.distil import answered_so_far
 
     data = tmp_path / "distilled.jsonl"
     row = {"i": 0, "kind": "chat", "prompt_ids": [1], "output_ids": [2]}
@@ -581,7 +581,7 @@ def test_an_interrupt_sends_no_queued_batch_and_keeps_the_answered_ones():
     import threading
     import time
 
-    from specgate.drafter.distil import answer_in_batches
+    from specgate_lab.drafter.distil import answer_in_batches
 
     kept: list[int] = []
     sent: list[list[str]] = []
@@ -611,8 +611,8 @@ def test_an_interrupt_sends_no_queued_batch_and_keeps_the_answered_ones():
 
 
 def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path, monkeypatch):
-    from specgate.drafter import distil
-    from specgate.drafter.train import load_samples
+    from specgate_lab.drafter import distil
+    from specgate_lab.drafter.train import load_samples
 
     gate = training_prompts.gate_prompts()
     assert len(gate) == 41 and all(p.kind.startswith(training_prompts.GATE_KIND) for p in gate)
@@ -633,7 +633,7 @@ def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path
     }
     # and each by the prompt it answered (the entry `i` names in the plan the distillation saved,
     # matched to the built-in prompts by text)
-    from specgate.drafter.train import gate_prompt_labels, walk_counts_by_prompt
+    from specgate_lab.drafter.train import gate_prompt_labels, walk_counts_by_prompt
 
     index: dict = {}
     load_samples(data, 2048, index)
@@ -660,8 +660,8 @@ def test_the_gate_prompts_are_answered_first_judged_on_and_never_taught(tmp_path
         tokens, cycles = walked[labels[tuple(ids[: mask.index(1)])]]
         assert tokens == sum(mask) and cycles == -(-(tokens - 1) // 3)
     # and which answer each walked, by its token ids: the answer's, as the server sent them
-    from specgate.drafter.train import answer_digests_by_prompt, first_answer_tokens
     from specgate.measure.answer_end import answer_digest
+    from specgate_lab.drafter.train import answer_digests_by_prompt, first_answer_tokens
 
     heads = first_answer_tokens(rows, 3)
     digests = answer_digests_by_prompt(heads, labels)
@@ -687,7 +687,7 @@ def test_the_report_puts_the_gate_prompts_expectation_beside_the_held_out_one(tm
 
 
 def test_the_gate_prompts_head_keeps_only_the_first_answer_tokens_learned():
-    from specgate.drafter.train import first_answer_tokens
+    from specgate_lab.drafter.train import first_answer_tokens
 
     samples = [([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 1, 1]), ([7, 8], [0, 1])]
     assert first_answer_tokens(samples, 2) == [([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 0]), ([7, 8], [0, 1])]
@@ -696,8 +696,8 @@ def test_the_gate_prompts_head_keeps_only_the_first_answer_tokens_learned():
 
 
 def test_a_deadline_already_past_boots_nothing(tmp_path, monkeypatch):
-    from specgate.drafter import distil
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter import distil
 
     monkeypatch.setattr(distil.time, "time", lambda: 100.0)
     monkeypatch.setattr(distil, "boot_server", lambda *a, **k: pytest.fail("booted past the deadline"))
@@ -707,8 +707,8 @@ def test_a_deadline_already_past_boots_nothing(tmp_path, monkeypatch):
 
 
 def test_a_gate_answer_length_below_one_token_is_refused():
-    from specgate.drafter.train import TrainSettings
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter.train import TrainSettings
 
     with pytest.raises(SpecgateError, match=r"gate_answer_tokens 0: expected a whole number of tokens >= 1"):
         TrainSettings(gate_answer_tokens=0)
@@ -719,10 +719,10 @@ def test_the_report_puts_training_expectation_per_prompt_set_beside_the_measured
     writes it): each set's measured τ is shown with what training expected of the same prompts,
     only for a config whose measurement that figure models, and garbage never breaks the report."""
     from specgate.deployment import load_deployment
-    from specgate.drafter.prompts import digest, gate_prompts
     from specgate.measure.drafters import expected_by_set
     from specgate.report.markdown import render_markdown
     from specgate.report.model import read_report
+    from specgate_lab.drafter.prompts import digest, gate_prompts
 
     dep = load_deployment("smollm2-eagle3-h200")
     made = {"gate_head_tau_by_set": {"chat": 1.8, "code": 2.04, "math": True, "translation": float("nan"),
@@ -752,8 +752,8 @@ def test_a_server_walks_an_answer_in_cycles_and_weighs_the_hard_stretches_more()
     """The position average says 2.0 for an answer half easy (both drafts right) and half hard
     (none right); a server, stepping three tokens a cycle over the easy half and one over the hard,
     counts 13 tokens in 8 cycles. The first token is prefill's; no cycle accepts past the end."""
-    from specgate.drafter.train import expected_accept_length
-    from specgate.drafter.walk import walked_accept_length
+    from specgate_lab.drafter.train import expected_accept_length
+    from specgate_lab.drafter.walk import walked_accept_length
 
     answer = [(True, True)] * 7 + [(False, False)] * 6  # position 0 is prefill's
     assert expected_accept_length([0.5, 1.0]) == 2.0  # step 1 right at half the positions, step 2 with it
@@ -771,7 +771,7 @@ def test_each_answer_token_is_walked_with_the_chain_that_first_drafts_it():
     """SpecForge's chain at position j drafts tokens j+2, j+3 (train.py shifts inputs and teacher
     by one, not the mask): the answer token at P is first drafted by the chain at P-2, for the
     second answer token a prompt position whose loss is masked but whose drafts are computed."""
-    from specgate.drafter.walk import sample_flags, walked_accept_length
+    from specgate_lab.drafter.walk import sample_flags, walked_accept_length
 
     # one row: prompt at 0-2, answer at 3-6; step 0 right for the chains at 2 and 3, step 1 at 2
     correct = [[[0, 0, 1, 1, 0, 0, 0]], [[0, 0, 1, 0, 0, 0, 0]]]
@@ -787,10 +787,10 @@ def test_each_answer_token_is_walked_with_the_chain_that_first_drafts_it():
 
 def test_the_report_shows_the_walked_expectation_beside_the_averaged_one():
     from specgate.deployment import load_deployment
-    from specgate.drafter.prompts import digest, gate_prompts
     from specgate.measure.drafters import _is_tau, expected_by_set
     from specgate.report.markdown import render_markdown
     from specgate.report.model import read_report
+    from specgate_lab.drafter.prompts import digest, gate_prompts
 
     dep = load_deployment("smollm2-eagle3-h200-answers")
     made = {"gate_head_walked_tau_by_set": {"chat": 1.71, "code": 3.2, "math": 4.5},
@@ -1081,7 +1081,7 @@ def test_the_drafter_line_names_the_walked_figure_only_when_it_is_an_accept_leng
 
 def _grow(tmp_path, monkeypatch, cut: int | None = None, n: int = 20) -> dict:
     """make's grow stage on the work folder _stage_runner fills, the fake SGLang answering."""
-    from specgate.drafter import make
+    from specgate_lab.drafter import make
 
     said: list[str] = []
     _fake_sglang(monkeypatch, cut_after_batches=cut)
@@ -1095,8 +1095,8 @@ def test_a_further_round_asks_new_prompts_only_and_goes_on_where_its_deadline_cu
     seed, leaves out every prompt an earlier round asked (none answered twice, none held out
     before taught now), asks no gate prompt again, and a round cut by its deadline is gone on
     with rather than a new one started."""
-    from specgate.drafter import distil, make
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter import distil, make
 
     stage, _, _, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=None)
     work = data.parent
@@ -1145,7 +1145,7 @@ def test_adding_a_round_never_moves_an_earlier_sample_across_the_held_out_split(
     the ones its parent never learned only if that round splits as it did alone."""
     import random
 
-    from specgate.drafter.train import TrainSettings, held_by_rounds, split_held_out, split_rounds
+    from specgate_lab.drafter.train import TrainSettings, held_by_rounds, split_held_out, split_rounds
 
     settings = TrainSettings()
     first, second = tmp_path / "distilled.jsonl", tmp_path / "round-2" / "distilled.jsonl"
@@ -1165,8 +1165,8 @@ def test_adding_a_round_never_moves_an_earlier_sample_across_the_held_out_split(
 
 
 def test_a_refine_on_more_rounds_goes_on_but_one_missing_a_round_its_parent_learned_is_refused(tmp_path, monkeypatch):
-    from specgate.drafter.make import FINAL_DIR
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter.make import FINAL_DIR
 
     work, record = _refine_setup(tmp_path)
     grown = {**record, "rounds": [{"round": 2, "prompts": {"digest": "r2"}, "distillation": {"samples": 9}}]}
@@ -1185,8 +1185,8 @@ def test_a_round_a_failure_cut_is_distilled_again_and_a_broken_or_overlapping_on
     next grow distils that round again (not 'finish it' advice that cannot work). A round whose
     plan is gone is not distilled again silently, one whose data is gone is named before training,
     and rounds that share a prompt (round 1 distilled anew after round 2 was grown) are refused."""
-    from specgate.drafter import distil, make
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter import distil, make
 
     stage, _, _, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=None)
     work = data.parent
@@ -1218,7 +1218,7 @@ def test_a_round_a_failure_cut_is_distilled_again_and_a_broken_or_overlapping_on
 
 
 def test_rounds_judged_apart_pool_by_their_tokens_and_a_round_with_none_judged_gives_no_figure():
-    from specgate.drafter.train import expected_accept_length, pooled, tau_by_round
+    from specgate_lab.drafter.train import expected_accept_length, pooled, tau_by_round
 
     first, second = ([0.8 * 100, 0.6 * 100], 100), ([0.5 * 300, 0.25 * 300], 300)
     assert pooled([first, second]) == [0.575, 0.3375]  # weighed by tokens, as if judged together
@@ -1228,7 +1228,7 @@ def test_rounds_judged_apart_pool_by_their_tokens_and_a_round_with_none_judged_g
 
 
 def test_a_plan_asks_each_prompt_once():
-    from specgate.drafter import distil
+    from specgate_lab.drafter import distil
 
     prompts = training_prompts.generate(4000, seed=training_prompts.SEED + 1)  # holds one repeat
     assert len({distil.prompt_key(p) for p in prompts}) == 3999
@@ -1241,8 +1241,8 @@ def test_first_round_data_without_a_plan_neither_grows_nor_trains_beside_rounds_
     """Data distilled before plans were kept cannot be grown from (a further round could not
     leave out its prompts), and beside further rounds it cannot be checked against them: both
     say so, and a refused grow leaves no empty round behind."""
-    from specgate.drafter import distil, make
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter import distil, make
 
     stage, _, _, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=None)
     work = data.parent
@@ -1260,8 +1260,8 @@ def test_first_round_data_without_a_plan_neither_grows_nor_trains_beside_rounds_
 
 
 def test_the_all_stage_records_and_checks_every_round_it_trains_on(tmp_path, monkeypatch):
-    from specgate.drafter import make
     from specgate.errors import SpecgateError
+    from specgate_lab.drafter import make
 
     stage, _, _, data = _stage_runner(tmp_path, monkeypatch, cut_after_batches=None)
     work = data.parent
@@ -1271,9 +1271,9 @@ def test_the_all_stage_records_and_checks_every_round_it_trains_on(tmp_path, mon
     monkeypatch.setattr(make, "train", lambda target, paths, *a, **k: trained.append(paths) or {"checkpoints": {}})
     monkeypatch.setattr(make, "_gpu", lambda: "none (a test)")
     monkeypatch.setattr(make, "_distil_stage", lambda *a, **k: make._data_record(work / make.DATA_RECORD))
-    monkeypatch.setattr("specgate.assets.make_smollm2", lambda out, gguf: (tmp_path / "target", None))
+    monkeypatch.setattr("specgate_lab.assets.make_smollm2", lambda out, gguf: (tmp_path / "target", None))
     monkeypatch.setattr(make, "WORK_DIR", work.name)
-    from specgate.drafter.train import TrainSettings
+    from specgate_lab.drafter.train import TrainSettings
 
     made = make.make_smollm2_eagle3(tmp_path, None, 100, TrainSettings(), 256, print, stage="all")
     assert trained == [make.data_files(work)] and [r["round"] for r in made["rounds"]] == [2]

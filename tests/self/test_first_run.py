@@ -65,14 +65,15 @@ def test_a_gate_asked_for_where_it_cannot_boot_is_skipped_with_one_reason_and_sp
     settings.write_text(settings.read_text().replace("gate = false", "gate = true ", 1))
     result = _pytest(launched)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "1 passed" in result.stdout and "13 skipped" in result.stdout, result.stdout[-3000:]
+    # The user's own test passes and every gate test is skipped (their number grows with the suite).
+    assert re.search(r"\b1 passed, \d+ skipped in", result.stdout), result.stdout[-3000:]
     reasons = [line for line in result.stdout.splitlines() if "gate SKIPPED" in line]
     assert len(reasons) == 1, result.stdout[-3000:]
     assert "cannot import 'sglang'" in reasons[0] and "specgate run" in reasons[0], reasons
     # Asked for by name (as on the GPU runner) the gate is never skipped: it fails, loudly.
     assert _run(["git", "init", "-q"], launched).returncode == 0
     run = _specgate("run", cwd=launched)
-    assert run.returncode == 1 and "FAIL" in run.stdout and "SKIPPED" not in run.stdout, run.stdout[-3000:]
+    assert run.returncode == 1 and "FAIL" in run.stdout and "gate SKIPPED" not in run.stdout, run.stdout[-3000:]
 
 
 def test_init_launch_names_the_baseline_update_to_run_on_the_gpu_runner(launched, tmp_path):

@@ -110,3 +110,68 @@ def test_the_check_would_see_an_upward_import():
     assert {"specgate.report", "specgate.verdicts.judge", "specgate.diagnosis"} <= set(seen)
     table = layers()
     assert table["report"] > table["verdicts"] > table["deployment"] and table["sim"] == 0
+
+
+LAB = ROOT / "lab"
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module name `path` imports (absolute forms; the lab and the product use no relative ones)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        out.update(_targets(node, "", False))
+    return out
+
+
+def test_the_product_never_imports_the_lab():
+    """The lab (lab/specgate_lab: drafters, model assets) builds on the product, never the reverse."""
+    upward = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name in _imported(path)
+        if name.split(".")[0] == "specgate_lab"
+    ]
+    assert upward == []
+    lab_imports = {name for path in LAB.rglob("*.py") for name in _imported(path)}
+    assert "specgate.errors" in lab_imports, "the lab no longer imports the product: is this check reading it?"
+
+
+def test_the_wheel_holds_no_lab_code():
+    """pyproject's package list (what the wheel ships) names every package under specgate/ and
+    nothing that trains drafters: no module of its folders imports SpecForge, and none is the lab's."""
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {
+        name: ROOT / setuptools.get("package-dir", {}).get(name, name.replace(".", "/"))
+        for name in setuptools["packages"]
+    }
+    on_disk = {module_of(p.parent) for p in PACKAGE.rglob("__init__.py")}
+    assert on_disk <= set(folders), "a package under specgate/ is missing from pyproject's [tool.setuptools] packages"
+    training = [
+        str(path.relative_to(ROOT))
+        for folder in folders.values()
+        for path in folder.glob("*.py")
+        if any(name.split(".")[0] in ("specforge", "specgate_lab") for name in _imported(path))
+    ]
+    assert training == []
+    assert not any(folder.is_relative_to(LAB) for folder in folders.values())
+
+
+def test_the_judge_is_in_parts():
+    """One module per gate kind over a shared sampler and store of stored evidence (ARCHITECTURE.md,
+    layer 5): a gate kind is found, and added, in its own module, not in one class of a thousand lines."""
+    from specgate.verdicts.judge import Judge
+
+    where = {
+        "beats": "beats_gate",
+        "accept_floor": "accept_gate",
+        "regression": "regression_gate",
+        "fingerprint": "evidence",
+        "stored_for_comparison": "evidence",
+        "fidelity": "sampler",
+    }
+    assert {name: getattr(Judge, name).__module__.rsplit(".", 1)[-1] for name in where} == where
+    parts = ["judge", "sampler", "evidence", "gate_base", "beats_gate", "accept_gate", "regression_gate"]
+    sizes = {part: len((PACKAGE / "verdicts" / f"{part}.py").read_text().splitlines()) for part in parts}
+    assert max(sizes.values()) < 600, sizes

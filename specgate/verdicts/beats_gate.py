@@ -1,0 +1,155 @@
+"""The *beats* gate: one config against another measured in this run (the median of per-request
+ratios, paired by request and boot), or against the stored reference."""
+
+from __future__ import annotations
+
+from specgate.deployment import BeatsGate
+from specgate.measure.pairing import pooled, ratio_series
+from specgate.measure.stats import Interval, median_interval, widened
+from specgate.measure.summary import accept_interval
+from specgate.verdicts import vacuity
+from specgate.verdicts.baselines import StoredBaseline
+from specgate.verdicts.gate_base import GateBase, _level
+from specgate.verdicts.gates import (
+    FAIL,
+    INCONCLUSIVE,
+    NOT_COMPARED,
+    PASS,
+    Verdict,
+    at_least,
+    decide_sequentially,
+    pct,
+    planned_looks,
+)
+from specgate.verdicts.noise import ratio_interval
+from specgate.verdicts.stored_reference import NOT_BOOTED, StoredReferenceError
+
+
+class BeatsGates(GateBase):
+    def beats(self, gate: BeatsGate) -> Verdict:
+        if (vacuous := self._vacuous(f"beats:{gate.name}", gate.config, vacuity.beats_ratio(self.deployment, gate))) is not None:
+            return vacuous
+        if gate.against == "stored" or (self.reference_stored and gate.over == self.deployment.reference):
+            # Over the unbooted reference a gate can only be "now vs stored", whatever it says.
+            return self._record(self._held_to_fidelity(self._beats_stored(gate), [gate.config], gate.concurrency))
+        conf = self.deployment.gates.confidence
+        wl = self.deployment.workload
+        c = gate.concurrency
+        pair = [gate.config, gate.over]
+        self._gather(pair, c, wl.repeats)
+        cfg, ref = self._record_of(gate.config, c), self._record_of(gate.over, c)
+        spread = self.spread(gate.config, "speedup")
+        blocks = not self.deployment.launch.coexist
+        # Measured in blocks, the ratio holds whatever the host did between them: the reference's
+        # own move from its first block to its last says how much, and is held as noise.
+        drift = self.plan.drift(gate.over, c, conf) if gate.over in self.deployment.references else None
+        between_blocks = drift if blocks and drift is not None and drift.moved else None
+        noise = [""]
+
+        def interval_at(level: float) -> Interval:
+            iv, noise[0] = ratio_interval(
+                ratio_series(cfg.decode_tps_by_boot(), ref.decode_tps_by_boot()), level, spread
+            )
+            if between_blocks is not None:
+                iv = widened(iv, between_blocks.log_size)
+                noise[0] += f"; plus the reference's move between blocks ({pct(between_blocks.ratio.estimate - 1)}) as one SD"
+            return iv
+
+        looks = planned_looks(self.plan.per_boot(pair, c), wl.max_repeats, self._batch())
+        status, interval, taken = decide_sequentially(
+            interval_at,
+            lambda iv: at_least(iv, gate.ratio),
+            lambda: self.plan.more(pair, c, wl.max_repeats, self._batch()),
+            conf,
+            looks,
+        )
+        paired = len(pooled(ratio_series(cfg.decode_tps_by_boot(), ref.decode_tps_by_boot())))
+        tau = accept_interval(cfg, conf)
+        figures = {
+            "ratio": interval.as_dict(),
+            "required": gate.ratio,
+            "n": [len(cfg.samples), len(ref.samples)],
+            "accept_length": tau.as_dict() if tau else None,
+        }
+        head = (
+            f"{gate.config} decodes at {interval.estimate:.3f}x {gate.over} "
+            f"[{interval.low:.3f}, {interval.high:.3f}] ({_level(interval, conf, looks)}, "
+            f"{paired} paired requests, look {taken} of {looks}); required >= {gate.ratio:g}x"
+        )
+        if tau is not None:
+            head += f"; accept length {tau.estimate:.2f}"
+        notes = []
+        if blocks:
+            notes.append(
+                "the two configs were measured in separate boots, one block each, not interleaved: the ratio also "
+                "holds whatever drifted between the blocks"
+                + (f" ({drift.sentence()})" if drift is not None else " (how far was not measured)")
+            )
+        name = f"beats:{gate.name}"
+        if status == PASS:
+            verdict = Verdict(name, gate.config, PASS, head, notes, figures, noise[0])
+        elif status == FAIL:
+            verdict = Verdict(name, gate.config, FAIL, head + " — FAILS", notes, figures, noise[0])
+        else:
+            verdict = Verdict(
+                name,
+                gate.config,
+                INCONCLUSIVE,
+                head + f" — still INCONCLUSIVE at the cap of {wl.max_repeats} requests per boot: the interval "
+                f"straddles {gate.ratio:g}, so no pass can be shown",
+                notes,
+                figures,
+                noise[0],
+            )
+        return self._record(self._held_to_fidelity(verdict, pair, c))
+
+    def _beats_stored(self, gate: BeatsGate) -> Verdict:
+        """`gate.config` now against `gate.over` as stored, request by request over the same pinned
+        requests: an absolute floor from a measured baseline, with its between-boot noise."""
+        name = f"beats:{gate.name}"
+        c = gate.concurrency
+        unbooted = self.reference_stored and gate.over == self.deployment.reference
+        stored: StoredBaseline | None
+        if unbooted:
+            try:
+                stand_in = self.stored_reference()
+            except StoredReferenceError as exc:
+                return Verdict(name, gate.config, NOT_COMPARED, str(exc))
+            stored, why_not = stand_in.baseline, stand_in.note
+            if (blind := self._no_boot_spread(gate.config)) is not None:
+                return Verdict(name, gate.config, NOT_COMPARED, blind)
+        else:
+            stored, why_not = self.stored_for_comparison()
+        if stored is None:
+            return Verdict(name, gate.config, NOT_COMPARED, why_not, figures=self._first_record_mark())
+        figs = stored.figures.get((gate.over, c))
+        over_digest = self.deployment.configs[gate.over].args_digest(self.deployment.launch)
+        if figs is None or figs.args_digest != over_digest:
+            why = "holds no figures for it" if figs is None else "was recorded with other launch flags"
+            return Verdict(name, gate.config, NOT_COMPARED, f"{stored.path.name} {why} ({gate.over} at concurrency {c})")
+        if stored.workload_digest != self.meter.workload_digest:
+            return Verdict(name, gate.config, NOT_COMPARED, f"{stored.path.name} was measured on another workload")
+        conf = self.deployment.gates.confidence
+        status, ratio, cap, _, looks, noise, record = self._now_over_stored(
+            gate.config, c, figs, lambda iv: at_least(iv, gate.ratio)
+        )
+        now = median_interval(record.decode_tps_per_request, conf)
+        head = (
+            f"{gate.config} decodes at {now.estimate:.1f} tok/s, {ratio.estimate:.3f}x the stored {gate.over} "
+            f"({figs.decode_tps_median:.1f} tok/s in {stored.path.name}) [{ratio.low:.3f}, {ratio.high:.3f}] "
+            f"({_level(ratio, conf, looks)}, {self._paired_with_stored(record, figs, cap)} paired requests); "
+            f"required >= {gate.ratio:g}x"
+        )
+        figures = {"ratio": ratio.as_dict(), "required": gate.ratio, "now": now.as_dict(), "stored": figs.decode_tps_median}
+        notes = [f"{gate.over}'s figures are the stored baseline's ({stored.path.name}), not this run's"]
+        if unbooted:
+            notes.append(
+                f"{NOT_BOOTED}: its figures are from {stored.path.name} (commit "
+                f"{stored.provenance.get('commit', '?')}); how it drifted since is not seen"
+            )
+        if why_not:
+            notes.append(why_not)
+        if status == PASS:
+            return Verdict(name, gate.config, PASS, head, notes, figures, noise)
+        suffix = " — FAILS" if status == FAIL else f" — still INCONCLUSIVE at {cap} requests per boot: no pass can be shown"
+        return self._cannot_tell_uncalibrated(Verdict(name, gate.config, status, head + suffix, notes, figures, noise), head)
