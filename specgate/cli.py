@@ -717,7 +717,9 @@ def github_annotations(report: AnyReport) -> list[str]:
 def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed: bool) -> int:
     """Say the report's verdict and exit by it: a run whose report says PARTIAL or INTERRUPTED
     must not end on a line saying PASS, nor exit 0 unless partial runs were allowed."""
-    from specgate.report.model import ErrorReport, read_report
+    from specgate.report.files import BAD_INPUT
+    from specgate.report.markdown import closing_words
+    from specgate.report.model import ErrorReport, Report, read_report
     from specgate.verdicts.gates import RunVerdict
 
     report_file = report_dir / "report.json"
@@ -731,20 +733,29 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
             print(f"specgate: {exc}", file=sys.stderr)
         else:
             overall = report.overall
-            reasons = [] if isinstance(report, ErrorReport) else report.overall_reasons
+            reasons = [report.error] if isinstance(report, ErrorReport) else report.overall_reasons
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
         report = _mark_late(report_dir, report)
         overall, reasons = report.overall, [] if isinstance(report, ErrorReport) else report.overall_reasons
     if overall is None and interrupts.received() is not None:
         return _short_interrupted(report_dir)
+    if overall == BAD_INPUT:
+        print(visible(f"specgate: {BAD_INPUT} — {reasons[0] if reasons else ''} — report in {report_dir / 'report.md'}"))
+        return EXIT_BAD_INPUT
     if overall is None:
-        if pytest_code in (3, 4):  # pytest's internal and usage errors: the input or the setup
-            print(f"specgate: ERROR — no report (pytest exit code {pytest_code})")
-            return EXIT_BAD_INPUT if pytest_code == 4 else EXIT_ERROR
+        if pytest_code == 4:  # a usage error: the input, named where specgate refused it
+            print(visible(f"specgate: {BAD_INPUT} — {_refused_input()}; no report written"))
+            return EXIT_BAD_INPUT
+        if pytest_code == 3:  # pytest's internal error: the run itself broke
+            print(f"specgate: ERROR — no report (pytest's internal error, exit code {pytest_code})")
+            return EXIT_ERROR
         print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
         return EXIT_PARTIAL if pytest_code in (0, 5) and not partial_allowed else (EXIT_ERROR if pytest_code else 0)
-    why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
+    words, next_step = closing_words(report) if isinstance(report, Report) else (reasons[0] if reasons else "", None)
+    why = f" ({words})" if words else ""
     print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}"))  # reasons quote servers
+    if next_step is not None:
+        print(visible(f"specgate: {next_step}"))  # after the failure: no baseline is not what failed
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
         report = _mark_late(report_dir, report)  # came while the line above was said
         overall = report.overall
@@ -764,6 +775,13 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     if overall == RunVerdict.PARTIAL:
         return EXIT_PASS if partial_allowed and pytest_code == 0 else EXIT_PARTIAL
     return EXIT_ERROR  # RunVerdict.ERROR (a server the run needed was unavailable) or an ErrorReport
+
+
+def _refused_input() -> str:
+    """What the plugin refused in this process's last run, or where pytest itself says it."""
+    from specgate.plugin import refused
+
+    return refused[-1] if refused else "pytest refused its command line (its message is above)"
 
 
 def _mark_late(report_dir: Path, report: AnyReport) -> AnyReport:

@@ -32,6 +32,7 @@ from specgate.report.files import (
     interrupted_before_gate,
     late_interruption,
     mark_interrupted,
+    refused_input,
     short_markdown,
     write_marked,
     write_report,
@@ -128,7 +129,32 @@ def _mask_terminal(config: pytest.Config) -> None:
     writer._file = masked(writer._file)  # pytest's TerminalWriter has no public way to wrap its file
 
 
+# What the last in-process run refused as bad input (a pytest.UsageError of this plugin's), for
+# the CLI's closing line: pytest itself says only "exit code 4".
+refused: list[str] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    try:
+        _configure(config)
+    except pytest.UsageError as exc:
+        _refuse(config, str(exc).removeprefix("specgate: "))
+        raise
+
+
+def _refuse(config: pytest.Config, why: str) -> None:
+    """Record refused input; where this run already holds its report folder (the previous report
+    is gone), the short report says BAD INPUT with the cause, as the exit code (2) does."""
+    refused.append(why)
+    folder = config.stash.get(_FOLDER, None)
+    if folder is not None:
+        messages: list[str] = []
+        _write_short(folder.path, refused_input(why), messages)
+        for message in messages:
+            print(f"specgate: {message}", file=sys.stderr)
+
+
+def _configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, sampling, speed, gates)")
     config.stash[_PHASES] = {}
     config.stash[_MESSAGES] = []

@@ -19,7 +19,7 @@ from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import UNAVAILABLE, RunVerdict, Status, Verdict, verdicts_of_failure
+from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Status, Verdict, verdicts_of_failure
 from specgate.verdicts.not_run import with_not_run
 
 
@@ -185,6 +185,23 @@ def overall_verdict(
     return RunVerdict.PASS, reasons
 
 
+# Verdicts whose reasons say what broke or failed: a missing stored baseline is no answer to those,
+# so its next step is said after them (a PASS or PARTIAL run has nothing more pressing to say).
+_NEXT_STEP_AFTER = (RunVerdict.FAIL, RunVerdict.INCONCLUSIVE, RunVerdict.ERROR, RunVerdict.INTERRUPTED)
+
+
+def _lead_at(lead: str, overall: RunVerdict, reasons: list[str], unavailable: int) -> int:
+    """Where the run's lead (model.LEADS) goes among its reasons. What a baseline update stored, or
+    did not, leads: that is what it was run for. The next step (no stored baseline) leads a run
+    that passed or could not compare, and follows the reasons of one that failed, could not tell,
+    broke or was interrupted: report.md's head and the CLI's closing line say the failure first."""
+    if not lead.startswith(NEXT_STEP):
+        return 0
+    if overall == RunVerdict.ERROR:
+        return unavailable  # after the servers it could not reach: nothing was judged before them
+    return len(reasons) if overall in _NEXT_STEP_AFTER else 0
+
+
 def _cv(values: list[float]) -> float:
     """Coefficient of variation of one config's per-request figures."""
     return float(np.std(values, ddof=1) / np.mean(values)) if len(values) > 1 and np.mean(values) else 0.0
@@ -316,10 +333,7 @@ def build_report(
     completeness = {**(completeness or {}), "unavailable": unavailable or {}}
     overall, reasons = overall_verdict(tally, verdicts, completeness, failed_tests)
     if lead is not None:
-        # What to do next, or what a baseline update stored (model.LEADS): first, so report.md's
-        # head and the CLI's closing line say it; the verdict above was reached without it. A run
-        # that could not reach a server says that first: a baseline is no next step before it.
-        reasons.insert(len(unavailable or {}) if overall == RunVerdict.ERROR else 0, lead)
+        reasons.insert(_lead_at(lead, overall, reasons, len(unavailable or {})), lead)
     document = {
         "schema_version": SCHEMA_VERSION,
         "deployment": deployment.name,

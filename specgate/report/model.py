@@ -554,11 +554,12 @@ class Report(_Part):
 
 class ErrorReport(_Part):
     """The short form report.json takes where no full report exists: the report itself could not
-    be built (ERROR), or the run was stopped before its gate session began (INTERRUPTED)."""
+    be built (ERROR), the run was stopped before its gate session began (INTERRUPTED), or its
+    input was refused before anything booted (BAD INPUT, exit 2)."""
 
     schema_version: _Version = 0
-    overall: Literal["ERROR", "INTERRUPTED"]
-    error: str  # the cause: exception type and message, or which signal stopped the run and when
+    overall: Literal["ERROR", "INTERRUPTED", "BAD INPUT"]
+    error: str  # the cause: exception type and message, which signal stopped the run and when, or which input was refused and why
 
 
 class _Dated(_Part):
