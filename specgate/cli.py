@@ -837,16 +837,24 @@ def _dirty_tree_refusal(what: str) -> str | None:
     """Stored figures name the commit that made them; a dirty tree has no such commit."""
     import os
 
-    from specgate.provenance import git_commit
+    from specgate.provenance import git_commit, why_no_commit
 
     commit = git_commit()
-    if (commit.endswith("+dirty") or commit == "unknown") and not os.environ.get("SPECGATE_ALLOW_DIRTY"):
+    if os.environ.get("SPECGATE_ALLOW_DIRTY") or not (commit.endswith("+dirty") or commit == "unknown"):
+        return None
+    escapes = "SPECGATE_COMMIT on a copy without .git, or SPECGATE_ALLOW_DIRTY=1 for a throwaway record"
+    if commit.removesuffix("+dirty") == "unknown":  # staged files in a repository without commits are "dirty"
+        state = why_no_commit()
+        first = "make a first commit (git add, git commit)" if "no commits yet" in state else "run it in a git checkout"
         return (
-            f"{what} refused: the tree is {'not a git checkout' if commit == 'unknown' else 'dirty'} ({commit}), so "
-            "no commit would name what produced the figures; commit first (or set SPECGATE_COMMIT on a copy "
-            "without .git, or SPECGATE_ALLOW_DIRTY=1 for a throwaway record)"
+            f"{what} refused: the tree is {state}, so no commit would name what produced the figures (a stored "
+            f"record carries the commit it was measured at, and later runs show it beside their own); {first} "
+            f"(or set {escapes})"
         )
-    return None
+    return (
+        f"{what} refused: the tree is dirty ({commit}), so no commit would name what produced the figures; "
+        f"commit first (or set {escapes})"
+    )
 
 
 def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
