@@ -225,6 +225,7 @@ class SglangClient:
 
     def _get_first(self, paths: tuple[str, ...]) -> dict[str, Any]:
         errors = []
+        denied: int | None = None  # 401/403: the server answered and wants a key (said apart: its fix differs)
         for path in paths:
             at = time.monotonic() + INFO_REQUEST_S
             try:
@@ -247,7 +248,12 @@ class SglangClient:
                 errors.append(f"{path}: expected a JSON object, got {type(body).__name__} {str(body)[:100]}")
             else:
                 errors.append(f"{path}: HTTP {resp.status_code}")
-        raise ClientError(f"{self.base_url}: none of {', '.join(paths)} answered: {'; '.join(errors)}", url=self.base_url)
+                if resp.status_code in (401, 403):
+                    denied = resp.status_code
+        said = f"{self.base_url}: none of {', '.join(paths)} answered: {'; '.join(errors)}"
+        if denied is not None:
+            raise HTTPStatusError(said, url=self.base_url, status=denied)
+        raise ClientError(said, url=self.base_url)
 
     def server_info(self) -> dict[str, Any]:
         # /server_info is the newer name (0.5.6+); /get_server_info the older one.
