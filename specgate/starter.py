@@ -280,7 +280,6 @@ def _reference_note(reference_url: str, timeout_s: float = 10.0) -> str | None:
 def served_speculative_args(url: str, timeout_s: float = 10.0) -> tuple[list[str] | None, str]:
     """(the flags the server at `url` reports it runs with, or None; why not), read from its
     /get_server_info when init writes the file."""
-    from specgate.client import SglangClient
     from specgate.server_info import lookup
 
     info, why = _server_info_at(url, timeout_s)
