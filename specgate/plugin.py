@@ -48,6 +48,7 @@ from specgate.resources import gate_tests_dir
 from specgate.secrets import mask_standard_streams, masked
 from specgate.server.orphans import REAPED
 from specgate.server.pool import LiveServer
+from specgate.server_info import simulated
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
 from specgate.verdicts.gates import BASELINE_NOT_RECORDED, BASELINE_RECORDED, RunVerdict
@@ -713,6 +714,12 @@ def _build(
 def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, Report]:
     """Build and write report.json/md and the chart; returns the fingerprint the report names."""
     report = _build(gate, messages, interrupted)
+    if not gate.deployment.simulator and (reported := simulated(gate.pool.server_infos)):
+        named = ", ".join(f"{name} reports version {version!r}" for name, version in reported.items())
+        messages.append(
+            f"SIMULATOR run: {named}; the figures are specgate's simulated engine's, not SGLang's "
+            f"(so labelled in the report, though {gate.deployment.path} does not say simulator = true)"
+        )
     write_report(gate.options.report_dir, report, chart=True, messages=messages)
     return gate.judge.fingerprint_if_known(), report
 

@@ -18,6 +18,7 @@ from specgate.measure.speed import Measurements
 from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
+from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Status, Verdict, verdicts_of_failure
 from specgate.verdicts.not_run import with_not_run
@@ -339,7 +340,9 @@ def build_report(
         "deployment": deployment.name,
         "deployment_file": str(deployment.path),
         "description": deployment.description,
-        "simulator": deployment.simulator,
+        # Labelled from what the servers say too: the simulator reached by a --launch of its command
+        # or by url is no less the simulator for a deployment that does not declare it.
+        "simulator": deployment.simulator or bool(simulated(server_infos)),
         "overall": overall,
         "overall_reasons": reasons,
         "tests": tally.__dict__,
