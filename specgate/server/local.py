@@ -281,7 +281,7 @@ class LocalLauncher:
                 )
 
         status = lambda: redact(tail(handle.log_path, 1), self._key)  # noqa: E731
-        ready_or_stopped(self, handle, timeout, progress, status, check_alive, "the server was stopped")
+        ready_or_stopped(self, handle, timeout, progress, status, check_alive, "the server was stopped", self.deployment)
 
     def stop(self, handle: ServerHandle) -> None:
         # The process stays in the table until its group is gone, so an interrupt in
