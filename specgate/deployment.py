@@ -417,6 +417,13 @@ class Deployment:
     sweep: SweepSpec | None = None
     sampling: SamplingSpec = field(default_factory=SamplingSpec)  # the sampling equivalence test's settings
 
+    @property
+    def input_files(self) -> tuple[Path, ...]:
+        """The files a run's figures come from besides specgate itself: this file, its prompt
+        files and its configs' drafter cards (provenance: a stored figure's commit must hold them)."""
+        cards = [c.drafter_card for c in self.configs.values() if c.drafter_card is not None]
+        return (self.path, *self.workload.prompt_files, *cards)
+
     def reference_of(self, config: str) -> str:
         """The plain config `config` is compared with: its own `reference`, else the deployment's."""
         if config in self.references:
