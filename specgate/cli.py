@@ -603,7 +603,7 @@ def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
         return 2
     if _missing_credentials(dep):
         return 2
-    if update and (refused := _dirty_tree_refusal("specgate baseline update")) is not None:
+    if update and (refused := _dirty_tree_refusal("specgate baseline update", dep)) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
     if args.examples is not None and not 1 <= args.examples <= MAX_EXAMPLES:  # the deployment's own bound
@@ -815,20 +815,28 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dirty_tree_refusal(what: str) -> str | None:
-    """Stored figures name the commit that made them; a dirty tree has no such commit."""
+def _dirty_tree_refusal(what: str, dep: Deployment) -> str | None:
+    """Stored figures name the commit that made them; a dirty tree has no such commit, nor has a
+    clean one whose deployment file (or a file it names) is untracked or modified. Under
+    SPECGATE_ALLOW_DIRTY the record says "+dirty" and the paths, and the terminal says so."""
     import os
 
-    from specgate.provenance import git_commit
+    from specgate.provenance import dirty_inputs, git_commit
 
-    commit = git_commit()
-    if (commit.endswith("+dirty") or commit == "unknown") and not os.environ.get("SPECGATE_ALLOW_DIRTY"):
-        return (
-            f"{what} refused: the tree is {'not a git checkout' if commit == 'unknown' else 'dirty'} ({commit}), so "
-            "no commit would name what produced the figures; commit first (or set SPECGATE_COMMIT on a copy "
-            "without .git, or SPECGATE_ALLOW_DIRTY=1 for a throwaway record)"
-        )
-    return None
+    commit = git_commit(dep.input_files)
+    dirty = dirty_inputs(dep.input_files)
+    paths = f"; not in it as they are: {', '.join(dirty)}" if dirty else ""
+    if not (commit.endswith("+dirty") or commit == "unknown"):
+        return None
+    if os.environ.get("SPECGATE_ALLOW_DIRTY"):
+        if dirty:
+            print(f"specgate: warning: {what} records commit {commit}{paths} (SPECGATE_ALLOW_DIRTY)", file=sys.stderr)
+        return None
+    return (
+        f"{what} refused: the tree is {'not a git checkout' if commit == 'unknown' else 'dirty'} ({commit}{paths}), so "
+        "no commit would name what produced the figures; commit first (git add the deployment and the files it "
+        "names), or set SPECGATE_COMMIT on a copy without .git, or SPECGATE_ALLOW_DIRTY=1 for a throwaway record"
+    )
 
 
 def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
@@ -842,7 +850,7 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
     if args.boots < 2:
         print("specgate: error: --boots: expected at least 2 (one boot has no between-boot spread)", file=sys.stderr)
         return 2
-    if (refused := _dirty_tree_refusal("specgate calibrate")) is not None:
+    if (refused := _dirty_tree_refusal("specgate calibrate", dep)) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
     requests = args.requests if args.requests is not None else dep.workload.repeats
@@ -909,7 +917,7 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         )
         return 1
     document = {
-        "provenance": provenance(launcher=dep.launch.launcher),
+        "provenance": provenance(launcher=dep.launch.launcher, inputs=dep.input_files),
         "boots": len(complete),
         "requests_per_boot": requests,
         "tolerance": {c: dep.gates.tolerance.decode_tps_for(c) for c in dep.configs},

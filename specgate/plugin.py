@@ -366,7 +366,7 @@ def specgate(request: pytest.FixtureRequest) -> Any:
         examples=examples,
         allow_uncompared=config.getoption("specgate_allow_uncompared"),
         seed=config.getoption("specgate_seed"),
-        commit=git_commit(),
+        commit=git_commit(dep.input_files),
         case_seed=config.getoption("specgate_case_seed"),
     )
     display = BootDisplay(config.pluginmanager.getplugin("capturemanager"))
@@ -661,7 +661,7 @@ def _build(
         gate.oracle.stats,
         gate.pool.boots,
         gate.judge.fingerprint_if_known(),  # the run is over: never boot for it
-        provenance(launcher=gate.deployment.launch.launcher),
+        provenance(launcher=gate.deployment.launch.launcher, inputs=gate.deployment.input_files),
         gate.tally(),
         gate.phase_seconds,
         gate.pool.server_infos,
@@ -840,7 +840,7 @@ def _update_baselines(
     if reason is None:
         excluded = gate.excluded_from_baseline()
         golden = gate.oracle.golden_answers() if gate.deployment.launch.reference_stored else None
-        document = baseline_document(gate.judge, provenance(launcher=gate.deployment.launch.launcher), excluded, golden)
+        document = baseline_document(gate.judge, provenance(launcher=gate.deployment.launch.launcher, inputs=gate.deployment.input_files), excluded, golden)
         signum = interrupts.received()
         if gate.pool.cancelled or signum is not None:  # a signal while the report was written
             how = interrupts.name(signum) if signum is not None else "a signal"
