@@ -672,7 +672,7 @@ def _drop_empty_benchmark_file(report_dir: Path) -> None:
 
 
 # The CLI's exit codes (README, "Exit codes"): the report's verdict, not pytest's alone, by the one
-# table in verdicts.outcome.
+# table in specgate.exits.
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_PARTIAL, EXIT_INTERRUPTED, EXIT_ERROR = (
     Exit.PASS,
     Exit.FAIL,
