@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from specgate import interrupts, project
 from specgate.deployment import MAX_EXAMPLES, Deployment, SshSpec, load_deployment
 from specgate.errors import ReportError, SpecgateError
+from specgate.exits import PYTEST_INTERNAL_ERROR, PYTEST_USAGE_ERROR, Exit, exit_code, exit_code_without_report
 from specgate.report.folder import require_writable
 from specgate.report.visible import visible
 from specgate.secrets import mask_standard_streams, write_masked
@@ -670,11 +671,17 @@ def _drop_empty_benchmark_file(report_dir: Path) -> None:
         pass
 
 
-# The CLI's exit codes (README, "Exit codes"): the report's verdict, not pytest's alone.
-EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_PARTIAL, EXIT_INTERRUPTED, EXIT_ERROR = 0, 1, 2, 4, 5, 6
-# A gate that cannot tell (INCONCLUSIVE: no regression shown, no pass either) is not a FAIL:
-# a runner's script can tell "this got worse" (1) from "calibrate or measure more" (3).
-EXIT_INCONCLUSIVE = 3
+# The CLI's exit codes (README, "Exit codes"): the report's verdict, not pytest's alone, by the one
+# table in specgate.exits.
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_PARTIAL, EXIT_INTERRUPTED, EXIT_ERROR = (
+    Exit.PASS,
+    Exit.FAIL,
+    Exit.BAD_INPUT,
+    Exit.PARTIAL,
+    Exit.INTERRUPTED,
+    Exit.ERROR,
+)
+EXIT_INCONCLUSIVE = Exit.INCONCLUSIVE
 
 
 def _workflow_text(text: str) -> str:
@@ -685,6 +692,10 @@ def _workflow_text(text: str) -> str:
 def _workflow_title(text: str) -> str:
     """A property value of a workflow command: also ':' and ',' escaped."""
     return _workflow_text(text).replace(":", "%3A").replace(",", "%2C")
+
+
+# GitHub shows ten annotations of a kind per step: the failed tests past these are in the report.
+ANNOTATED_TESTS = 10
 
 
 def github_annotations(report: AnyReport) -> list[str]:
@@ -701,10 +712,9 @@ def github_annotations(report: AnyReport) -> list[str]:
     if overall != RunVerdict.PASS:
         kind = "warning" if overall == RunVerdict.PARTIAL else "error"
         out.append(f"::{kind} title={_workflow_title(f'specgate {overall}')}::{_workflow_text('; '.join(reasons)[:2000] or overall)}")
-    for reason in reasons:
-        if reason.startswith("failed: "):
-            test, _, cause = reason[len("failed: ") :].partition(": ")
-            out.append(f"::error title={_workflow_title(f'specgate test failed: {test}')}::{_workflow_text(cause or test)}")
+    for failed in [] if isinstance(report, ErrorReport) else report.failed_tests[:ANNOTATED_TESTS]:
+        title = _workflow_title(f"specgate test failed: {failed.test}")
+        out.append(f"::error title={title}::{_workflow_text(failed.cause or failed.test)}")
     for gate in gates:
         status = gate.status
         if status in (Status.FAIL, Status.INCONCLUSIVE, Status.NOT_COMPARED, Status.VACUOUS, Status.NOT_RUN):
@@ -738,11 +748,11 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     if overall is None and interrupts.received() is not None:
         return _short_interrupted(report_dir)
     if overall is None:
-        if pytest_code in (3, 4):  # pytest's internal and usage errors: the input or the setup
+        if pytest_code in (PYTEST_INTERNAL_ERROR, PYTEST_USAGE_ERROR):  # the input or the setup
             print(f"specgate: ERROR — no report (pytest exit code {pytest_code})")
-            return EXIT_BAD_INPUT if pytest_code == 4 else EXIT_ERROR
-        print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
-        return EXIT_PARTIAL if pytest_code in (0, 5) and not partial_allowed else (EXIT_ERROR if pytest_code else 0)
+        else:
+            print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
+        return exit_code_without_report(pytest_code, partial_allowed)
     why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
     print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}"))  # reasons quote servers
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
@@ -753,17 +763,7 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     if os.environ.get("GITHUB_ACTIONS") == "true" and report is not None:
         for line in github_annotations(report):
             print(line)
-    if overall == RunVerdict.PASS:
-        return EXIT_PASS
-    if overall == RunVerdict.FAIL:
-        return EXIT_FAIL
-    if overall == RunVerdict.INCONCLUSIVE:
-        return EXIT_INCONCLUSIVE
-    if overall == RunVerdict.INTERRUPTED:
-        return EXIT_INTERRUPTED
-    if overall == RunVerdict.PARTIAL:
-        return EXIT_PASS if partial_allowed and pytest_code == 0 else EXIT_PARTIAL
-    return EXIT_ERROR  # RunVerdict.ERROR (a server the run needed was unavailable) or an ErrorReport
+    return exit_code(overall, partial_allowed, pytest_ok=pytest_code == 0)
 
 
 def _mark_late(report_dir: Path, report: AnyReport) -> AnyReport:

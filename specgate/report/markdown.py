@@ -145,7 +145,7 @@ def render_markdown(report: Report) -> str:
         )
     if report.calibration:
         out.append(f"Between-boot spread from this machine's calibration: `{report.calibration}`.")
-    blind = [g for g in report.gates if "NOT the between-boot" in (g.noise or "")]
+    blind = [g for g in report.gates if g.covers_between_boot is False]
     if blind:
         out.append(
             f"**{len(blind)} timing gate(s) judged on intervals that do not hold the noise between boots** "
