@@ -356,7 +356,11 @@ def build_report(
         "equivalence_not_checked": None if deployment.equivalence.enabled else deployment.equivalence.skip_reason,
         "baseline_problems": baseline_problems,
         "baseline_margins": margins,
-        "boots": [{"config": b.config, "seconds": round(b.seconds, 2), "ok": b.ok, "note": b.note} for b in boots],
+        "boots": [
+            {"config": b.config, "seconds": round(b.seconds, 2), "ok": b.ok, "note": b.note, "cause": b.cause,
+             "log_tail": b.log_tail}
+            for b in boots
+        ],  # fmt: skip
         "phase_seconds": {k: round(v, 2) for k, v in phase_seconds.items()},
         "fidelity": fidelity or [],
         "diagnosis": diagnoses or [],

@@ -203,6 +203,7 @@ def render_markdown(report: Report) -> str:
                 else "`launch.boots` shows it in the run."
             )
         )
+    out.extend(_boot_failures(report))
     if report.speed or report.unmeasured:
         out.append("\n## Decode speed (median per request, bootstrap interval)\n")
         out.append("| config | conc. | decode tok/s | × reference | accept length | TTFT ms | n | warmup | verdict |")
@@ -563,6 +564,29 @@ def _calibration(report: Report) -> list[str]:
             + f". The tie margin {report.tie_margin:g} excuses only those below it."
         )
     return out
+
+
+def _boot_failures(report: Report) -> list[str]:
+    """Each failed boot's cause and its server log's last lines: why a config never served, read
+    in the report rather than only in the test error."""
+    failed = [b for b in report.boots if not b.ok and (b.cause or b.log_tail)]
+    if not failed:
+        return []
+    out = ["\n## Boot failures\n"]
+    for b in failed:
+        again = f" ({b.note})" if b.note else ""
+        out.append(f"**{b.config}** after {b.seconds:.1f} s{again}: {b.cause or 'no cause recorded'}")
+        if b.log_tail:
+            out.append(f"\nThe last {len(b.log_tail)} lines of its log (`logs/{b.config}.log`):\n")
+            out.append(_fenced("\n".join(b.log_tail)))
+        out.append("")
+    return out
+
+
+def _fenced(text: str) -> str:
+    """`text` as a code block whatever backtick fences it holds (a server's log lines)."""
+    fence = "`" * max(3, max(map(len, re.findall("`+", text)), default=0) + 1)
+    return f"{fence}text\n{text}\n{fence}"
 
 
 def _code(text: str) -> str:

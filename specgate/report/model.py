@@ -40,7 +40,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[11] = 11
+SCHEMA_VERSION: Literal[12] = 12
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -49,7 +49,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -352,6 +352,10 @@ class Boot(_Part):
     seconds: float
     ok: bool
     note: str = ""
+    cause: str = ""  # a failed boot's: why it never served
+    log_tail: list[str] = []  # a failed boot's last server log lines, masked (none for a url server)
+
+    _since: ClassVar[dict[str, int]] = {"cause": 12, "log_tail": 12}
 
 
 class FidelityRow(_Part):

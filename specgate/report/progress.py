@@ -64,4 +64,7 @@ class BootDisplay:
                 return
             # The cause's first line (a boot's log tail follows it in the test error and the report).
             cause = why.strip().splitlines()[0] if why.strip() else "see the test error"
-            self._print(f"specgate: {config} FAILED to boot after {seconds:.1f} s: {cause}", "bold red")
+            self._print(
+                f"specgate: {config} FAILED to boot after {seconds:.1f} s: {cause} (its log's last lines: report.md)",
+                "bold red",
+            )

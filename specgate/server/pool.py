@@ -31,8 +31,9 @@ from specgate.errors import (
     SpecgateError,
     Unauthorized,
 )
-from specgate.secrets import api_key, redact
+from specgate.secrets import api_key, key_to_mask, redact
 from specgate.server.launcher import BootProgress, ServerHandle, make_launcher, unauthorized
+from specgate.server.local import tail
 from specgate.server.served import check_served
 
 # A port picked free can be taken before the server binds it (SGLang binds only after loading
@@ -60,6 +61,11 @@ def _next_ended(ended: queue.Queue) -> Any:
             continue
 
 
+def _first_line(text: str) -> str:
+    """An error's first line: a boot error's later lines are its command, log path and log tail."""
+    return text.strip().split("\n", 1)[0]
+
+
 def server_name(config: str, boot: int) -> str:
     return config if boot == 1 else f"{config}{REPLICA_MARK}{boot}"
 
@@ -72,12 +78,18 @@ def split_server_name(name: str) -> tuple[str, int]:
     return name, 1
 
 
+# How much of a failed boot's server log the report keeps: enough for a traceback's end.
+BOOT_LOG_LINES = 20
+
+
 @dataclass
 class BootRecord:
     config: str
     seconds: float
     ok: bool
     note: str = ""
+    cause: str = ""  # a failed boot's: why it never served (its error's first line)
+    log_tail: list[str] = field(default_factory=list)  # a failed boot's last server log lines, masked
 
 
 @dataclass
@@ -276,7 +288,10 @@ class ServerPool:
                 server = outcome
             else:
                 exc = outcome
-                self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False, note=note))
+                self.boots.append(
+                    BootRecord(handle.config, handle.boot_s, ok=False, note=note, cause=_first_line(str(exc)),
+                               log_tail=self._log_tail(handle))
+                )  # fmt: skip
                 if exc.died and port_retry and PORT_TAKEN.search(str(exc)):
                     retry.append((handle, "port"))
                 elif retry_deaths and exc.died:
@@ -290,7 +305,8 @@ class ServerPool:
                 self.launcher.stop(handle)
                 continue
             problem, said = self._not_as_declared(server)
-            self.boots.append(BootRecord(handle.config, handle.boot_s, ok=problem is None, note="; ".join(n for n in (note, said) if n)))
+            notes = "; ".join(n for n in (note, said) if n)
+            self.boots.append(BootRecord(handle.config, handle.boot_s, ok=problem is None, note=notes, cause=problem or ""))
             if self.progress is not None:
                 self.progress.finished(handle.config, handle.boot_s, ok=problem is None, why=problem or "")
             if problem is not None:
@@ -301,6 +317,14 @@ class ServerPool:
                 continue
             self.live[handle.config] = server
         return retry
+
+    def _log_tail(self, handle: ServerHandle) -> list[str]:
+        """The last lines of a server's log, masked (nothing for a server attached by url: its log
+        is its owner's)."""
+        if handle.log_path is None or not handle.log_path.is_file():
+            return []
+        key = key_to_mask(self.deployment.launch.api_key_env)
+        return redact(tail(handle.log_path, BOOT_LOG_LINES), key).splitlines()
 
     def _ready(self, handle: ServerHandle) -> LiveServer | ServerBootError:
         """The server once ready, or why it never was."""
