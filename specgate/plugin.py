@@ -527,6 +527,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         raise KeyboardInterrupt("specgate: a signal stopped the run")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """The phase a gate test's requests belong to, told to the pool (the session is set up by
+    now): a server that stops answering is said with the phase it stopped in."""
+    gate = item.config.stash.get(_SESSION, None)
+    found = item.config.stash.get(_PHASES, {}).get(item.nodeid)
+    if gate is not None and found is not None:
+        gate.pool.phase = found[0]
+
+
 # --- results ------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -698,7 +708,9 @@ def _build(
         _fidelity(gate),
         _diagnoses(gate, messages),
         facts=_run_facts(gate, interrupted, not_recorded),
-        failed_servers={**gate.pool.failed, **gate.plan.errors},
+        # The pool's reason wins: it says what became of the server (died, stopped answering after
+        # N requests), where the measurement's error is only the request that found it so.
+        failed_servers={**gate.plan.errors, **gate.pool.failed},
         plan=gate.plan.log.as_dict(),
         calibration=_calibration_name(gate),
         failed_tests=gate.failed_tests,

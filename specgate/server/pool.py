@@ -170,6 +170,9 @@ class ServerPool:
         # Configs this run must never boot, with why (a reference taken from the stored baseline):
         # asking for one is a bug, and it fails loudly instead of quietly paying the boot.
         self.never: dict[str, str] = {}
+        # The run's phase (golden, speed, equivalence, sampling, gates) while its tests ask for
+        # servers, set by the plugin: a server that stops answering is said with the phase it stopped in.
+        self.phase = ""
         atexit.register(self.launcher.stop_all)
         self._install_signal_handlers()
 
@@ -448,7 +451,8 @@ class ServerPool:
         fails at once with this reason instead of waiting out the deadline again."""
         server = self.live.get(config)
         served = server.handle.requests_served if server else 0
-        self.failed.setdefault(config, f"the server hung after serving {served} request(s): {why}")
+        during = f" (a request of the {self.phase} phase)" if self.phase else ""
+        self.failed.setdefault(config, f"the server stopped answering after serving {served} request(s){during}: {why}")
         self.release(config)
 
     def release(self, config: str) -> None:
