@@ -727,7 +727,9 @@ def github_annotations(report: AnyReport) -> list[str]:
 def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed: bool) -> int:
     """Say the report's verdict and exit by it: a run whose report says PARTIAL or INTERRUPTED
     must not end on a line saying PASS, nor exit 0 unless partial runs were allowed."""
-    from specgate.report.model import ErrorReport, read_report
+    from specgate.report.files import BAD_INPUT
+    from specgate.report.markdown import closing_words
+    from specgate.report.model import ErrorReport, Report, read_report
     from specgate.verdicts.gates import RunVerdict
 
     report_file = report_dir / "report.json"
@@ -741,20 +743,28 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
             print(f"specgate: {exc}", file=sys.stderr)
         else:
             overall = report.overall
-            reasons = [] if isinstance(report, ErrorReport) else report.overall_reasons
+            reasons = [report.error] if isinstance(report, ErrorReport) else report.overall_reasons
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
         report = _mark_late(report_dir, report)
         overall, reasons = report.overall, [] if isinstance(report, ErrorReport) else report.overall_reasons
     if overall is None and interrupts.received() is not None:
         return _short_interrupted(report_dir)
+    if overall == BAD_INPUT:
+        print(visible(f"specgate: {BAD_INPUT} — {reasons[0] if reasons else ''} — report in {report_dir / 'report.md'}"))
+        return EXIT_BAD_INPUT
     if overall is None:
-        if pytest_code in (PYTEST_INTERNAL_ERROR, PYTEST_USAGE_ERROR):  # the input or the setup
-            print(f"specgate: ERROR — no report (pytest exit code {pytest_code})")
+        if pytest_code == PYTEST_USAGE_ERROR:  # a usage error: the input, named where specgate refused it
+            print(visible(f"specgate: {BAD_INPUT} — {_refused_input()}; no report written"))
+        elif pytest_code == PYTEST_INTERNAL_ERROR:  # pytest's internal error: the run itself broke
+            print(f"specgate: ERROR — no report (pytest's internal error, exit code {pytest_code})")
         else:
             print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
         return exit_code_without_report(pytest_code, partial_allowed)
-    why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
+    words, next_step = closing_words(report) if isinstance(report, Report) else (reasons[0] if reasons else "", None)
+    why = f" ({words})" if words else ""
     print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}"))  # reasons quote servers
+    if next_step is not None:
+        print(visible(f"specgate: {next_step}"))  # after the failure: no baseline is not what failed
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
         report = _mark_late(report_dir, report)  # came while the line above was said
         overall = report.overall
@@ -764,6 +774,13 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
         for line in github_annotations(report):
             print(line)
     return exit_code(overall, partial_allowed, pytest_ok=pytest_code == 0)
+
+
+def _refused_input() -> str:
+    """What the plugin refused in this process's last run, or where pytest itself says it."""
+    from specgate.plugin import refused
+
+    return refused[-1] if refused else "pytest refused its command line (its message is above)"
 
 
 def _mark_late(report_dir: Path, report: AnyReport) -> AnyReport:
@@ -821,7 +838,7 @@ def _dirty_tree_refusal(what: str, dep: Deployment) -> str | None:
     SPECGATE_ALLOW_DIRTY the record says "+dirty" and the paths, and the terminal says so."""
     import os
 
-    from specgate.provenance import dirty_inputs, git_commit
+    from specgate.provenance import dirty_inputs, git_commit, why_no_commit
 
     commit = git_commit(dep.input_files)
     dirty = dirty_inputs(dep.input_files)
@@ -832,10 +849,18 @@ def _dirty_tree_refusal(what: str, dep: Deployment) -> str | None:
         if dirty:
             print(f"specgate: warning: {what} records commit {commit}{paths} (SPECGATE_ALLOW_DIRTY)", file=sys.stderr)
         return None
+    escapes = "SPECGATE_COMMIT on a copy without .git, or SPECGATE_ALLOW_DIRTY=1 for a throwaway record"
+    if commit.removesuffix("+dirty") == "unknown":  # staged files in a repository without commits are "dirty"
+        state = why_no_commit()
+        first = "make a first commit (git add, git commit)" if "no commits yet" in state else "run it in a git checkout"
+        return (
+            f"{what} refused: the tree is {state}, so no commit would name what produced the figures (a stored "
+            f"record carries the commit it was measured at, and later runs show it beside their own); {first} "
+            f"(or set {escapes})"
+        )
     return (
-        f"{what} refused: the tree is {'not a git checkout' if commit == 'unknown' else 'dirty'} ({commit}{paths}), so "
-        "no commit would name what produced the figures; commit first (git add the deployment and the files it "
-        "names), or set SPECGATE_COMMIT on a copy without .git, or SPECGATE_ALLOW_DIRTY=1 for a throwaway record"
+        f"{what} refused: the tree is dirty ({commit}{paths}), so no commit would name what produced the figures; "
+        f"commit first (git add the deployment and the files it names), or set {escapes}"
     )
 
 

@@ -184,6 +184,7 @@ class SglangClient:
         self.timeout_s = timeout_s
         self.last_probe = ""  # why the last /health_generate probe was not a 200, for boot errors
         self.last_status: int | None = None  # the last probe's HTTP status (None: no answer)
+        self.last_unreached = False  # the last probe's connection was not taken (refused, no route)
         # No pool cap: the workload's concurrency is what the server must see at once, and a
         # cap would queue requests here while the report still called it that concurrency.
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -206,11 +207,16 @@ class SglangClient:
         url = self.base_url + "/health_generate"
         at = time.monotonic() + within_s
         self.last_status = None
+        self.last_unreached = False
         try:
             with deadline_at(at):
                 status = self._http.get(url, timeout=within_s).status_code
         except httpx.TimeoutException as exc:
             self.last_probe = self._probe_timeout("GET", url, within_s, at, exc)
+            return False
+        except httpx.ConnectError as exc:  # nothing listens there (yet): a server that is starting, or a wrong address
+            self.last_unreached = True
+            self.last_probe = f"GET {redact(url)}: {type(exc).__name__}: {redact(str(exc))}"
             return False
         except httpx.HTTPError as exc:
             self.last_probe = f"GET {redact(url)}: {type(exc).__name__}: {redact(str(exc))}"
@@ -230,6 +236,7 @@ class SglangClient:
 
     def _get_first(self, paths: tuple[str, ...]) -> dict[str, Any]:
         errors = []
+        denied: int | None = None  # 401/403: the server answered and wants a key (said apart: its fix differs)
         for path in paths:
             at = time.monotonic() + INFO_REQUEST_S
             try:
@@ -260,7 +267,12 @@ class SglangClient:
                 )
             else:
                 errors.append(f"{path}: HTTP {resp.status_code}")
-        raise ClientError(f"{self.base_url}: none of {', '.join(paths)} answered: {'; '.join(errors)}", url=self.base_url)
+                if resp.status_code in (401, 403):
+                    denied = resp.status_code
+        said = f"{self.base_url}: none of {', '.join(paths)} answered: {'; '.join(errors)}"
+        if denied is not None:
+            raise HTTPStatusError(said, url=self.base_url, status=denied)
+        raise ClientError(said, url=self.base_url)
 
     def server_info(self) -> dict[str, Any]:
         # /server_info is the newer name (0.5.6+); /get_server_info the older one.

@@ -35,6 +35,7 @@ EXIT_CODES: Mapping[str, Exit] = {
     "PARTIAL": Exit.PARTIAL,
     "INTERRUPTED": Exit.INTERRUPTED,
     "ERROR": Exit.ERROR,
+    "BAD INPUT": Exit.BAD_INPUT,  # a short report of refused input (report.files.BAD_INPUT)
 }
 # pytest's own exit codes where no report was written: its usage error is the input's, its
 # internal error the run's; a run that collected no gate test ran nothing (PARTIAL).

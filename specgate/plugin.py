@@ -32,6 +32,7 @@ from specgate.report.files import (
     interrupted_before_gate,
     late_interruption,
     mark_interrupted,
+    refused_input,
     short_markdown,
     write_marked,
     write_report,
@@ -47,6 +48,7 @@ from specgate.resources import gate_tests_dir
 from specgate.secrets import mask_standard_streams, masked
 from specgate.server.orphans import REAPED
 from specgate.server.pool import LiveServer
+from specgate.server_info import simulated
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
 from specgate.verdicts.gates import BASELINE_NOT_RECORDED, BASELINE_RECORDED, RunVerdict
@@ -129,7 +131,32 @@ def _mask_terminal(config: pytest.Config) -> None:
     writer._file = masked(writer._file)  # pytest's TerminalWriter has no public way to wrap its file
 
 
+# What the last in-process run refused as bad input (a pytest.UsageError of this plugin's), for
+# the CLI's closing line: pytest itself says only "exit code 4".
+refused: list[str] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    try:
+        _configure(config)
+    except pytest.UsageError as exc:
+        _refuse(config, str(exc).removeprefix("specgate: "))
+        raise
+
+
+def _refuse(config: pytest.Config, why: str) -> None:
+    """Record refused input; where this run already holds its report folder (the previous report
+    is gone), the short report says BAD INPUT with the cause, as the exit code (2) does."""
+    refused.append(why)
+    folder = config.stash.get(_FOLDER, None)
+    if folder is not None:
+        messages: list[str] = []
+        _write_short(folder.path, refused_input(why), messages)
+        for message in messages:
+            print(f"specgate: {message}", file=sys.stderr)
+
+
+def _configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "specgate(phase): a gate test of that phase (golden, equivalence, sampling, speed, gates)")
     config.stash[_PHASES] = {}
     config.stash[_MESSAGES] = []
@@ -500,6 +527,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         raise KeyboardInterrupt("specgate: a signal stopped the run")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """The phase a gate test's requests belong to, told to the pool (the session is set up by
+    now): a server that stops answering is said with the phase it stopped in."""
+    gate = item.config.stash.get(_SESSION, None)
+    found = item.config.stash.get(_PHASES, {}).get(item.nodeid)
+    if gate is not None and found is not None:
+        gate.pool.phase = found[0]
+
+
 # --- results ------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -671,7 +708,9 @@ def _build(
         _fidelity(gate),
         _diagnoses(gate, messages),
         facts=_run_facts(gate, interrupted, not_recorded),
-        failed_servers={**gate.pool.failed, **gate.plan.errors},
+        # The pool's reason wins: it says what became of the server (died, stopped answering after
+        # N requests), where the measurement's error is only the request that found it so.
+        failed_servers={**gate.plan.errors, **gate.pool.failed},
         plan=gate.plan.log.as_dict(),
         calibration=_calibration_name(gate),
         failed_tests=gate.failed_tests,
@@ -688,6 +727,12 @@ def _build(
 def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, Report]:
     """Build and write report.json/md and the chart; returns the fingerprint the report names."""
     report = _build(gate, messages, interrupted)
+    if not gate.deployment.simulator and (reported := simulated(gate.pool.server_infos)):
+        named = ", ".join(f"{name} reports version {version!r}" for name, version in reported.items())
+        messages.append(
+            f"SIMULATOR run: {named}; the figures are specgate's simulated engine's, not SGLang's "
+            f"(so labelled in the report, though {gate.deployment.path} does not say simulator = true)"
+        )
     write_report(gate.options.report_dir, report, chart=True, messages=messages)
     return gate.judge.fingerprint_if_known(), report
 

@@ -114,6 +114,21 @@ def _head_commit() -> str:
     return (head or "unknown") + ("+dirty" if dirty else "")
 
 
+def why_no_commit() -> str:
+    """Why git_commit() is "unknown": the project is no git checkout, or one without commits yet
+    (`git init` alone), which is told apart because its fix differs (a first commit, not a clone)."""
+    root = project.current().root
+    try:
+        inside = subprocess.run(
+            ["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"not a git checkout (git could not be run: {exc})"
+    if inside.returncode == 0 and inside.stdout.strip() == "true":
+        return f"a git repository with no commits yet ({root})"
+    return f"not a git checkout ({root})"
+
+
 def host_id() -> str:
     """Tells machines apart where host names do not (lent GPU machines are all called "vm"):
     the GPUs' own UUIDs where a GPU answers, else a digest of /etc/machine-id."""

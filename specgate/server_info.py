@@ -23,6 +23,21 @@ def lookup(info: dict[str, Any], *names: str) -> Any:
     return None
 
 
+# How specgate's simulator reports itself: its /get_server_info version is "<release>-specgate-sim"
+# (specgate/sim/server.py), whatever deployment reached it (a --launch of its command, a url).
+SIMULATOR_VERSION_MARK = "-specgate-sim"
+
+
+def simulated(server_infos: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """{server: the version it reports} of the servers that report themselves as the simulator."""
+    out = {}
+    for name, info in server_infos.items():
+        version = info.get("version") if isinstance(info, dict) else None
+        if isinstance(version, str) and version.endswith(SIMULATOR_VERSION_MARK):
+            out[name] = version
+    return out
+
+
 def graph_bound(info: dict[str, Any]) -> int | None:
     """The largest batch a decode CUDA graph covers, as the server reports it, in any release's
     names (specgate/server_flags.py): 0.5.14 on, the resolved `cuda_graph_config.decode` (`bs`, the

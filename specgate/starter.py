@@ -20,10 +20,11 @@ import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from specgate.deployment import LAUNCHER_OWNED_FLAGS, parse_deployment
-from specgate.errors import SpecgateError
+from specgate.errors import HTTPStatusError, SpecgateError
 from specgate.project import SETTINGS_FILE
 from specgate.resources import builtin_baselines_dir, builtin_deployments_dir
 from specgate.secrets import redact, remember_url, secret_flag
@@ -245,20 +246,45 @@ SERVED_EXAMPLE = [
 ]  # fmt: skip
 
 
-def served_speculative_args(url: str, timeout_s: float = 10.0) -> tuple[list[str] | None, str]:
-    """(the flags the server at `url` reports it runs with, or None; why not), read from its
-    /get_server_info when init writes the file."""
+def _server_info_at(url: str, timeout_s: float) -> tuple[dict[str, Any] | None, str]:
+    """(the /get_server_info of the server at `url`, or None; why not, in words for init's notes
+    and the committed file: masked, as the url may hold a password). A 401/403 is an answer: the
+    server runs and wants a key, which init never writes into a file."""
     from specgate.client import SglangClient
-    from specgate.server_info import lookup
 
     client = SglangClient(url, timeout_s=timeout_s)
     try:
-        info = client.server_info()
+        return client.server_info(), ""
+    except HTTPStatusError as exc:
+        if exc.status in (401, 403):
+            return None, (
+                f"its /get_server_info answered HTTP {exc.status} when this file was written: the server wants an API "
+                "key; set launch.api_key_env to the variable that holds it (init sends none)"
+            )
+        return None, f"its /get_server_info did not answer when this file was written ({redact(str(exc))[:200]})"
     except SpecgateError as exc:
-        # Masked: the url may hold a password, and this text goes into a committed file.
         return None, f"its /get_server_info did not answer when this file was written ({redact(str(exc))[:200]})"
     finally:
         client.close()
+
+
+def _reference_note(reference_url: str, timeout_s: float = 10.0) -> str | None:
+    """A note for init's closing words where the plain server did not answer (it is read only
+    by the run, so nothing in the file depends on it): said now, not first at the run."""
+    info, why = _server_info_at(reference_url, timeout_s)
+    if info is not None:
+        return None
+    return f"the reference server (--reference-url {redact(reference_url)}): {why}"
+
+
+def served_speculative_args(url: str, timeout_s: float = 10.0) -> tuple[list[str] | None, str]:
+    """(the flags the server at `url` reports it runs with, or None; why not), read from its
+    /get_server_info when init writes the file."""
+    from specgate.server_info import lookup
+
+    info, why = _server_info_at(url, timeout_s)
+    if info is None:
+        return None, why
     if lookup(info, "speculative_algorithm") is None:
         return None, "its /get_server_info reports no speculative_algorithm (a plain server, or a release that does not say)"
     args: list[str] = []
@@ -299,10 +325,11 @@ def url_deployment(name: str, url: str, reference_url: str, model: str, notes: l
             "--url and --reference-url name the same server; the speculative one is compared with another, plain one"
         )
     args_lines, args_note = _speculative_args_lines(url)
+    reachable_note = _reference_note(reference_url)
     url, url_note = password_to_env("--url", url)
     reference_url, reference_note = password_to_env("--reference-url", reference_url)
     if notes is not None:
-        notes.extend(n for n in (url_note, reference_note, args_note) if n)
+        notes.extend(n for n in (url_note, reference_note, args_note, reachable_note) if n)
     return f"""\
 # Written by `specgate init --url`: two servers someone else runs, a plain one and a
 # speculative one, on the same model. Check it with `specgate check {name}`.
@@ -407,9 +434,11 @@ def write_project(
         ]
     else:
         where = "where the command runs (the GPU runner)" if launch is not None else "that reaches both servers"
+        # A url deployment's servers run already: the update measures them, it starts nothing.
+        servers = "boots the servers" if launch is not None else "measures the running servers (it starts none)"
         out.next_steps += [
             f"`specgate check {relative}` here: what would run, and what keeps it from booting on this host",
-            f"on the host {where}, in this repository at a committed tree: `{update}` boots the servers, runs "
+            f"on the host {where}, in this repository at a committed tree: `{update}` {servers}, runs "
             f"the gate and records the baseline in baselines/{name}/; commit that folder",
             f"then `specgate run {relative}` there gates each change against it (a plain `pytest` leaves the gate "
             "out: gate = false in specgate.toml)",

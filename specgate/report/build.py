@@ -20,8 +20,9 @@ from specgate.measure.speed import Measurements
 from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
+from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import UNAVAILABLE, RunVerdict, Status, Verdict
+from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Status, Verdict
 from specgate.verdicts.not_run import with_not_run
 from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, TestTally, decide
 
@@ -167,6 +168,23 @@ def reasons_of(outcome: RunOutcome) -> list[str]:
     return reasons
 
 
+# Verdicts whose reasons say what broke or failed: a missing stored baseline is no answer to those,
+# so its next step is said after them (a PASS or PARTIAL run has nothing more pressing to say).
+_NEXT_STEP_AFTER = (RunVerdict.FAIL, RunVerdict.INCONCLUSIVE, RunVerdict.ERROR, RunVerdict.INTERRUPTED)
+
+
+def _lead_at(lead: str, overall: RunVerdict, reasons: list[str], unavailable: int) -> int:
+    """Where the run's lead (model.LEADS) goes among its reasons. What a baseline update stored, or
+    did not, leads: that is what it was run for. The next step (no stored baseline) leads a run
+    that passed or could not compare, and follows the reasons of one that failed, could not tell,
+    broke or was interrupted: report.md's head and the CLI's closing line say the failure first."""
+    if not lead.startswith(NEXT_STEP):
+        return 0
+    if overall == RunVerdict.ERROR:
+        return unavailable  # after the servers it could not reach: nothing was judged before them
+    return len(reasons) if overall in _NEXT_STEP_AFTER else 0
+
+
 def _cv(values: list[float]) -> float:
     """Coefficient of variation of one config's per-request figures."""
     return float(np.std(values, ddof=1) / np.mean(values)) if len(values) > 1 and np.mean(values) else 0.0
@@ -298,16 +316,15 @@ def build_report(
     outcome = decide(tally, verdicts, replace(facts or RunFacts(), unavailable=unavailable or {}), failed_tests or ())
     overall, reasons = outcome.verdict, reasons_of(outcome)
     if lead is not None:
-        # What to do next, or what a baseline update stored (model.LEADS): first, so report.md's
-        # head and the CLI's closing line say it; the verdict above was reached without it. A run
-        # that could not reach a server says that first: a baseline is no next step before it.
-        reasons.insert(len(unavailable or {}) if overall == RunVerdict.ERROR else 0, lead)
+        reasons.insert(_lead_at(lead, overall, reasons, len(unavailable or {})), lead)
     document = {
         "schema_version": SCHEMA_VERSION,
         "deployment": deployment.name,
         "deployment_file": str(deployment.path),
         "description": deployment.description,
-        "simulator": deployment.simulator,
+        # Labelled from what the servers say too: the simulator reached by a --launch of its command
+        # or by url is no less the simulator for a deployment that does not declare it.
+        "simulator": deployment.simulator or bool(simulated(server_infos)),
         "overall": overall,
         "overall_reasons": reasons,
         "tests": tally.__dict__,
@@ -339,7 +356,11 @@ def build_report(
         "equivalence_not_checked": None if deployment.equivalence.enabled else deployment.equivalence.skip_reason,
         "baseline_problems": baseline_problems,
         "baseline_margins": margins,
-        "boots": [{"config": b.config, "seconds": round(b.seconds, 2), "ok": b.ok, "note": b.note} for b in boots],
+        "boots": [
+            {"config": b.config, "seconds": round(b.seconds, 2), "ok": b.ok, "note": b.note, "cause": b.cause,
+             "log_tail": b.log_tail}
+            for b in boots
+        ],  # fmt: skip
         "phase_seconds": {k: round(v, 2) for k, v in phase_seconds.items()},
         "fidelity": fidelity or [],
         "diagnosis": diagnoses or [],

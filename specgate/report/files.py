@@ -6,12 +6,15 @@ exit code says.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 from specgate.atomic import write_json_atomic
 from specgate.report.model import SCHEMA_VERSION, AnyReport, ErrorReport, Report
 from specgate.report.visible import visible
 from specgate.secrets import write_masked
-from specgate.verdicts.gates import LEADS, RunVerdict
+from specgate.verdicts.gates import LEADS, NEXT_STEP, RunVerdict
+
+BAD_INPUT: Final = "BAD INPUT"  # a short report's verdict where the run refused its input (exit 2)
 
 
 def write_report(out: Path, report: Report, chart: bool, messages: list[str]) -> None:
@@ -33,9 +36,12 @@ def write_report(out: Path, report: Report, chart: bool, messages: list[str]) ->
 def short_markdown(report: ErrorReport, detail: str = "") -> str:
     if report.overall == "ERROR":
         head = "The run's report could not be built, so no gate is known to pass."
+    elif report.overall == BAD_INPUT:
+        head = "The run refused its input before any server booted: no gate ran. Fix what the cause names and run again."
     else:  # before its gate session began, or while an ERROR report was written
         head = "The run was interrupted: no gate is known to pass."
-    return visible(f"# specgate: {report.overall}\n\n{head}\n\nCause: `{report.error}`\n\n{detail}Server logs: `logs/`.\n")
+    logs = "" if report.overall == BAD_INPUT else "Server logs: `logs/`.\n"  # none booted
+    return visible(f"# specgate: {report.overall}\n\n{head}\n\nCause: `{report.error}`\n\n{detail}{logs}")
 
 
 def write_short_report(out: Path, report: ErrorReport, detail: str = "") -> None:
@@ -47,17 +53,24 @@ def write_short_report(out: Path, report: ErrorReport, detail: str = "") -> None
     (out / "report.png").unlink(missing_ok=True)
 
 
+def refused_input(why: str) -> ErrorReport:
+    """The short report of a run whose input (a deployment, a stored document, an option) was
+    refused: the same verdict as its exit code (2) and its closing line."""
+    return ErrorReport(schema_version=SCHEMA_VERSION, overall=BAD_INPUT, error=why)
+
+
 def interrupted_before_gate(why: str) -> ErrorReport:
     return ErrorReport(schema_version=SCHEMA_VERSION, overall="INTERRUPTED", error=why)
 
 
 def mark_interrupted(report: AnyReport, why: str) -> AnyReport:
     """`report` as a run interrupted after it was written: INTERRUPTED, `why` first among the
-    reasons (after the lead: what a baseline update stored, or did not, still stands)."""
+    reasons (after what a baseline update stored, or did not: that still stands)."""
     if isinstance(report, ErrorReport):
         return report.model_copy(update={"overall": "INTERRUPTED", "error": f"{why}; before that: {report.error}"})
     reasons = list(report.overall_reasons)
-    at = 1 if reasons and reasons[0].startswith(LEADS) else 0
+    # A next step (no stored baseline) is no answer to the interruption: that goes first.
+    at = 1 if reasons and reasons[0].startswith(LEADS) and not reasons[0].startswith(NEXT_STEP) else 0
     reasons.insert(at, why)
     return report.model_copy(update={"overall": RunVerdict.INTERRUPTED, "overall_reasons": reasons, "interrupted": why})
 

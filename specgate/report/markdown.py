@@ -8,10 +8,10 @@ from collections import Counter
 
 from specgate.equivalence.known import known_defects_for
 from specgate.measure.fidelity import FIDELITY_BOUND
-from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Report, Settings
+from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Lever, Report, Settings
 from specgate.report.sampling_md import sampling_section, sampling_times
 from specgate.report.visible import visible
-from specgate.verdicts.gates import LEADS, UNAVAILABLE, RunVerdict, Status
+from specgate.verdicts.gates import LEADS, NEXT_STEP, UNAVAILABLE, RunVerdict, Status
 
 
 def _expected_by_set(report: Report, config: str, key: str = "expected_tau_by_set") -> dict[str, float]:
@@ -53,7 +53,7 @@ def _next_steps(report: Report) -> list[str]:
     return out
 
 
-def _levers_first(report: Report) -> list[str]:
+def _first_levers(report: Report) -> list[tuple[str, Lever]]:
     """The first lever of each underperforming speculative config, for the first screen: not where
     the config's figures are contradicted by the server's own, nor one that points at a sibling
     config whose own gates failed (the evidence is then the diagnosis's to weigh, not the headline's)."""
@@ -65,22 +65,65 @@ def _levers_first(report: Report) -> list[str]:
             lever = d.levers[0]
             if lever.sibling is not None and (lever.sibling in failing or lever.sibling in contradicted):
                 continue
-            gain = f", {lever.gain:.2f}x as fast" if lever.gain else ""
-            evidence = f" ({lever.evidence[0]})" if lever.evidence else ""
-            out.append(f"- **{d.config}**: try **`{lever.action}`** ({lever.strength}{gain}): {lever.why}{evidence}.")
+            out.append((d.config, lever))
     return out
+
+
+def _gain(lever: Lever) -> str:
+    return f", {lever.gain:.2f}x as fast" if lever.gain else ""
+
+
+def _levers_first(report: Report) -> list[str]:
+    out = []
+    for config, lever in _first_levers(report):
+        evidence = f" ({lever.evidence[0]})" if lever.evidence else ""
+        out.append(f"- **{config}**: try **`{lever.action}`** ({lever.strength}{_gain(lever)}): {lever.why}{evidence}.")
+    return out
+
+
+def _split_lead(reasons: list[str]) -> tuple[str | None, list[str], list[str]]:
+    """(the lead said under the title, the reasons for the verdict, next steps said after them):
+    the build puts a next step after the reasons of a run that failed (build._lead_at)."""
+    lead = reasons[0] if reasons and reasons[0].startswith(LEADS) else None
+    rest = reasons[1:] if lead is not None else list(reasons)
+    return lead, [r for r in rest if not r.startswith(NEXT_STEP)], [r for r in rest if r.startswith(NEXT_STEP)]
+
+
+# The reasons' first line of a run that failed or could not tell: it counts, and names nothing.
+_TALLY = re.compile(r"^\d+ test\(s\) failed, \d+ errored; gates: ")
+
+
+def closing_words(report: Report) -> tuple[str, str | None]:
+    """What the CLI's closing line says in brackets, and a next step said on a line after it (or
+    None): the lead where one leads; else what failed first (past the tally line, which names
+    nothing) with the diagnosed lever of the first slow config, so the one line a user reads
+    names what failed and what to change."""
+    lead, reasons, later = _split_lead(report.overall_reasons)
+    if lead is not None:
+        return lead + ("; …" if reasons else ""), None
+    if len(reasons) > 1 and _TALLY.match(reasons[0]):
+        reasons = reasons[1:]
+    words = [reasons[0]] if reasons else []
+    if report.overall != RunVerdict.PASS:
+        words += [f"{config}: try `{lever.action}` ({lever.strength}{_gain(lever)})" for config, lever in _first_levers(report)[:1]]
+    more = "; …" if len(reasons) > 1 else ""
+    return "; ".join(words) + more, (later[0] if later else None)
+
+
+def _lead_paragraph(lead: str) -> str:
+    head, _, said = lead.partition(": ")
+    return f"\n**{head}:** {said}"
 
 
 def render_markdown(report: Report) -> str:
     out: list[str] = []
     title = f"# specgate — {report.deployment}: **{report.overall}**"
     out.append(title)
-    reasons = report.overall_reasons
-    if reasons and reasons[0].startswith(LEADS):
-        # The next step (no stored baseline), or what a baseline update stored: right under the title.
-        lead, _, said = reasons[0].partition(": ")
-        out.append(f"\n**{lead}:** {said}")
-        reasons = reasons[1:]
+    lead, reasons, later = _split_lead(report.overall_reasons)
+    if lead is not None:
+        # The next step of a run that passed or could not compare (no stored baseline), or what a
+        # baseline update stored: right under the title.
+        out.append(_lead_paragraph(lead))
     # The verdict, then why, then what to change: advice read before the reason it answers misleads
     # (an INTERRUPTED run's levers are no answer to the interruption).
     if report.overall != RunVerdict.PASS and reasons:
@@ -96,6 +139,8 @@ def render_markdown(report: Report) -> str:
     if levers:
         out.append("\n**What to change** (the diagnosis below has the evidence):\n")
         out.extend(levers)
+    # A next step that follows the failure: said once the failure and its lever are.
+    out.extend(_lead_paragraph(step) for step in later)
     out.extend(_stand_in_banner(report))
     if report.simulator:
         out.append(
@@ -158,6 +203,7 @@ def render_markdown(report: Report) -> str:
                 else "`launch.boots` shows it in the run."
             )
         )
+    out.extend(_boot_failures(report))
     if report.speed or report.unmeasured:
         out.append("\n## Decode speed (median per request, bootstrap interval)\n")
         out.append("| config | conc. | decode tok/s | × reference | accept length | TTFT ms | n | warmup | verdict |")
@@ -518,6 +564,29 @@ def _calibration(report: Report) -> list[str]:
             + f". The tie margin {report.tie_margin:g} excuses only those below it."
         )
     return out
+
+
+def _boot_failures(report: Report) -> list[str]:
+    """Each failed boot's cause and its server log's last lines: why a config never served, read
+    in the report rather than only in the test error."""
+    failed = [b for b in report.boots if not b.ok and (b.cause or b.log_tail)]
+    if not failed:
+        return []
+    out = ["\n## Boot failures\n"]
+    for b in failed:
+        again = f" ({b.note})" if b.note else ""
+        out.append(f"**{b.config}** after {b.seconds:.1f} s{again}: {b.cause or 'no cause recorded'}")
+        if b.log_tail:
+            out.append(f"\nThe last {len(b.log_tail)} lines of its log (`logs/{b.config}.log`):\n")
+            out.append(_fenced("\n".join(b.log_tail)))
+        out.append("")
+    return out
+
+
+def _fenced(text: str) -> str:
+    """`text` as a code block whatever backtick fences it holds (a server's log lines)."""
+    fence = "`" * max(3, max(map(len, re.findall("`+", text)), default=0) + 1)
+    return f"{fence}text\n{text}\n{fence}"
 
 
 def _code(text: str) -> str:

@@ -40,7 +40,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[11] = 11
+SCHEMA_VERSION: Literal[12] = 12
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -49,7 +49,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -352,6 +352,10 @@ class Boot(_Part):
     seconds: float
     ok: bool
     note: str = ""
+    cause: str = ""  # a failed boot's: why it never served
+    log_tail: list[str] = []  # a failed boot's last server log lines, masked (none for a url server)
+
+    _since: ClassVar[dict[str, int]] = {"cause": 12, "log_tail": 12}
 
 
 class FidelityRow(_Part):
@@ -571,11 +575,12 @@ class Report(_Part):
 
 class ErrorReport(_Part):
     """The short form report.json takes where no full report exists: the report itself could not
-    be built (ERROR), or the run was stopped before its gate session began (INTERRUPTED)."""
+    be built (ERROR), the run was stopped before its gate session began (INTERRUPTED), or its
+    input was refused before anything booted (BAD INPUT, exit 2)."""
 
     schema_version: _Version = 0
-    overall: Literal["ERROR", "INTERRUPTED"]
-    error: str  # the cause: exception type and message, or which signal stopped the run and when
+    overall: Literal["ERROR", "INTERRUPTED", "BAD INPUT"]
+    error: str  # the cause: exception type and message, which signal stopped the run and when, or which input was refused and why
 
 
 class _Dated(_Part):

@@ -30,7 +30,10 @@ class BootProgress(Protocol):
 
     def update(self, config: str, elapsed: float, last_log_line: str) -> None: ...
 
-    def finished(self, config: str, seconds: float, ok: bool) -> None: ...
+    def finished(self, config: str, seconds: float, ok: bool, why: str = "") -> None: ...
+
+    def notice(self, text: str) -> None:
+        """A line the user must see now, not after the run."""
 
 
 @dataclass
@@ -44,6 +47,7 @@ class ServerHandle:
     boot_s: float = 0.0
     requests_served: int = 0
     last_probe: str = ""  # why the last readiness probe failed, for the boot timeout's message
+    unreached: bool = False  # the last readiness probe's connection was not taken (refused, no route)
 
     def describe(self) -> str:
         where = f"pid {self.pid}, " if self.pid else ""
@@ -166,6 +170,7 @@ def poll_until_ready(
             check_alive()
             ready = client.is_ready(within_s=max(0.5, min(HEALTH_PROBE_S, timeout_s - elapsed)))
             handle.last_probe = client.last_probe
+            handle.unreached = client.last_unreached
             if client.last_status in UNAUTHORIZED and deployment is not None:
                 what = f"GET {redact(handle.base_url)}/health_generate"
                 raise Unauthorized(unauthorized(deployment, handle.config, client.last_status, what))

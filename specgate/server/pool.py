@@ -9,10 +9,12 @@ instead of booting again or hanging.
 from __future__ import annotations
 
 import atexit
+import queue
 import re
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,9 @@ from specgate.errors import (
     SpecgateError,
     Unauthorized,
 )
-from specgate.secrets import api_key, redact
+from specgate.secrets import api_key, key_to_mask, redact
 from specgate.server.launcher import BootProgress, ServerHandle, make_launcher, unauthorized
+from specgate.server.local import tail
 from specgate.server.served import check_served
 
 # A port picked free can be taken before the server binds it (SGLang binds only after loading
@@ -41,6 +44,26 @@ PORT_ATTEMPTS = 3
 # A replicate server of a config (`launch.boots` > 1) is named CONFIG@K, K from 2: the
 # first boot keeps the config's own name, so a one-boot run looks as it always did.
 REPLICA_MARK = "@"
+
+
+# How long a run ending mid-wait gives each url wait's thread to see it was stopped: its probe in
+# flight is bounded by HEALTH_PROBE_S; a daemon thread still in one does not hold the exit.
+WAIT_THREAD_JOIN_S = 2.0
+
+
+def _next_ended(ended: queue.Queue) -> Any:
+    """The next ended wait. Read in short slices so a signal's KeyboardInterrupt, raised only in
+    the main thread, is not held behind a blocking read."""
+    while True:
+        try:
+            return ended.get(timeout=0.2)
+        except queue.Empty:
+            continue
+
+
+def _first_line(text: str) -> str:
+    """An error's first line: a boot error's later lines are its command, log path and log tail."""
+    return text.strip().split("\n", 1)[0]
 
 
 def server_name(config: str, boot: int) -> str:
@@ -55,12 +78,18 @@ def split_server_name(name: str) -> tuple[str, int]:
     return name, 1
 
 
+# How much of a failed boot's server log the report keeps: enough for a traceback's end.
+BOOT_LOG_LINES = 20
+
+
 @dataclass
 class BootRecord:
     config: str
     seconds: float
     ok: bool
     note: str = ""
+    cause: str = ""  # a failed boot's: why it never served (its error's first line)
+    log_tail: list[str] = field(default_factory=list)  # a failed boot's last server log lines, masked
 
 
 @dataclass
@@ -141,6 +170,9 @@ class ServerPool:
         # Configs this run must never boot, with why (a reference taken from the stored baseline):
         # asking for one is a bug, and it fails loudly instead of quietly paying the boot.
         self.never: dict[str, str] = {}
+        # The run's phase (golden, speed, equivalence, sampling, gates) while its tests ask for
+        # servers, set by the plugin: a server that stops answering is said with the phase it stopped in.
+        self.phase = ""
         atexit.register(self.launcher.stop_all)
         self._install_signal_handlers()
 
@@ -254,12 +286,15 @@ class ServerPool:
         whose process died while `retry_deaths`, or died on a taken port while `port_retry`:
         those are returned with why ("port" or "overlap"), to boot again alone."""
         retry = []
-        for handle in started:
-            try:
-                self.launcher.wait_ready(handle, self.progress)
-                server = self._describe(handle)
-            except ServerBootError as exc:
-                self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False, note=note))
+        for handle, outcome in self._waited(started):
+            if isinstance(outcome, LiveServer):
+                server = outcome
+            else:
+                exc = outcome
+                self.boots.append(
+                    BootRecord(handle.config, handle.boot_s, ok=False, note=note, cause=_first_line(str(exc)),
+                               log_tail=self._log_tail(handle))
+                )  # fmt: skip
                 if exc.died and port_retry and PORT_TAKEN.search(str(exc)):
                     retry.append((handle, "port"))
                 elif retry_deaths and exc.died:
@@ -269,13 +304,14 @@ class ServerPool:
                     if isinstance(exc, ServerUnavailable):
                         self.unavailable[handle.config] = str(exc)
                 if self.progress is not None:
-                    self.progress.finished(handle.config, handle.boot_s, ok=False)
+                    self.progress.finished(handle.config, handle.boot_s, ok=False, why=str(exc))
                 self.launcher.stop(handle)
                 continue
             problem, said = self._not_as_declared(server)
-            self.boots.append(BootRecord(handle.config, handle.boot_s, ok=problem is None, note="; ".join(n for n in (note, said) if n)))
+            notes = "; ".join(n for n in (note, said) if n)
+            self.boots.append(BootRecord(handle.config, handle.boot_s, ok=problem is None, note=notes, cause=problem or ""))
             if self.progress is not None:
-                self.progress.finished(handle.config, handle.boot_s, ok=problem is None)
+                self.progress.finished(handle.config, handle.boot_s, ok=problem is None, why=problem or "")
             if problem is not None:
                 # Not the server its config declares: every test of the config fails with this, up front.
                 self.failed[handle.config] = problem
@@ -284,6 +320,57 @@ class ServerPool:
                 continue
             self.live[handle.config] = server
         return retry
+
+    def _log_tail(self, handle: ServerHandle) -> list[str]:
+        """The last lines of a server's log, masked (nothing for a server attached by url: its log
+        is its owner's)."""
+        if handle.log_path is None or not handle.log_path.is_file():
+            return []
+        key = key_to_mask(self.deployment.launch.api_key_env)
+        return redact(tail(handle.log_path, BOOT_LOG_LINES), key).splitlines()
+
+    def _ready(self, handle: ServerHandle) -> LiveServer | ServerBootError:
+        """The server once ready, or why it never was."""
+        try:
+            self.launcher.wait_ready(handle, self.progress)
+            return self._describe(handle)
+        except ServerBootError as exc:
+            return exc
+
+    def _waited(self, started: list[ServerHandle]) -> Iterator[tuple[ServerHandle, LiveServer | ServerBootError]]:
+        """Each started server with how its wait ended, in the order they end. Booted servers are
+        waited on one after another (they boot side by side all the same); servers attached by url
+        all at once, one thread each: one after another, unreachable ones would each hold the run
+        for boot_timeout_s in turn, and one failing at once (a name that does not resolve) would be
+        said only after the others' waits. An interrupt, or anything else ending the wait early,
+        ends every other wait too (launcher.stop_all): no thread is left polling at exit."""
+        if not getattr(self.launcher, "concurrent_waits", False) or len(started) < 2:
+            for handle in started:
+                yield handle, self._ready(handle)
+            return
+        ended: queue.Queue[tuple[ServerHandle, LiveServer | ServerBootError | BaseException]] = queue.Queue()
+
+        def wait(handle: ServerHandle) -> None:
+            try:
+                ended.put((handle, self._ready(handle)))
+            except BaseException as exc:  # a bug in a wait: raised where the run can see it
+                ended.put((handle, exc))
+
+        threads = [threading.Thread(target=wait, args=(h,), name=f"specgate-wait-{h.config}", daemon=True) for h in started]
+        for thread in threads:
+            thread.start()
+        try:
+            for _ in started:
+                handle, outcome = _next_ended(ended)
+                if not isinstance(outcome, (LiveServer, ServerBootError)):
+                    raise outcome
+                yield handle, outcome
+        except BaseException:
+            self.launcher.stop_all()  # the url launcher's stop_all ends the other waits
+            raise
+        finally:
+            for thread in threads:
+                thread.join(timeout=WAIT_THREAD_JOIN_S)
 
     def _not_as_declared(self, server: LiveServer) -> tuple[str | None, str]:
         """(why a server attached by url is not the one its config declares, or None; the
@@ -364,7 +451,8 @@ class ServerPool:
         fails at once with this reason instead of waiting out the deadline again."""
         server = self.live.get(config)
         served = server.handle.requests_served if server else 0
-        self.failed.setdefault(config, f"the server hung after serving {served} request(s): {why}")
+        during = f" (a request of the {self.phase} phase)" if self.phase else ""
+        self.failed.setdefault(config, f"the server stopped answering after serving {served} request(s){during}: {why}")
         self.release(config)
 
     def release(self, config: str) -> None:

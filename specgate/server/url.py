@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from specgate.deployment import Deployment, ServerConfig
@@ -12,8 +14,13 @@ from specgate.server.launcher import BootProgress, ServerHandle, last_probe, pol
 
 
 class UrlLauncher:
+    # Servers someone else runs are up (or starting) on their own: waiting for one after another
+    # would add their boot_timeout_s together, so the pool waits for all of them at once.
+    concurrent_waits = True
+
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
+        self._stop_waiting = threading.Event()  # set by stop_all: waits in other threads end at their next probe
 
     def start(self, config: ServerConfig) -> ServerHandle:
         assert config.url is not None  # checked when the deployment was read
@@ -27,12 +34,36 @@ class UrlLauncher:
         timeout = self.deployment.launch.boot_timeout_s
         self._resolvable(handle)
         shown = redact(handle.base_url)
-        if not poll_until_ready(handle, timeout, progress, lambda: f"waiting for {shown}", deployment=self.deployment):
+        between_probes = self._between_probes(handle, progress, timeout)
+        ready = poll_until_ready(
+            handle, timeout, progress, lambda: f"waiting for {shown}", between_probes, deployment=self.deployment
+        )
+        if not ready:
             raise ServerUnavailable(
                 f"config {handle.config!r}: {shown}/health_generate did not answer 200 within "
                 f"launch.boot_timeout_s = {timeout:g} s (configs.{handle.config}.url in {self.deployment.path})"
                 f"{redact(last_probe(handle))}"
             )
+
+    def _between_probes(self, handle: ServerHandle, progress: BootProgress | None, timeout: float) -> Callable[[], None]:
+        """Run before each probe: ends the wait where the run stopped waiting (stop_all), and says
+        at once, naming the url, that nothing took the connection, which a wrong address and a
+        server still loading its weights both look like (so the wait goes on to boot_timeout_s)."""
+        said = False
+
+        def check() -> None:
+            nonlocal said
+            if self._stop_waiting.is_set():
+                raise ServerUnavailable(f"config {handle.config!r}: the run stopped waiting for {redact(handle.base_url)}")
+            if handle.unreached and not said and progress is not None:
+                said = True
+                progress.notice(
+                    f"specgate: {handle.config}: nothing takes the connection at {redact(handle.base_url)} "
+                    f"({handle.last_probe.rpartition(': ')[2]}); waiting up to launch.boot_timeout_s = {timeout:g} s "
+                    f"in case it is starting (configs.{handle.config}.url in {self.deployment.path})"
+                )
+
+        return check
 
     def _resolvable(self, handle: ServerHandle) -> None:
         """A host name that does not resolve will not start resolving while we wait: say so
@@ -61,4 +92,4 @@ class UrlLauncher:
         pass  # not ours to stop
 
     def stop_all(self) -> None:
-        pass
+        self._stop_waiting.set()  # nothing of theirs to stop: only the waits for them

@@ -8,6 +8,8 @@ row, saying which server it needed and why that server was not there.
 
 from __future__ import annotations
 
+import re
+
 from specgate.deployment import Deployment
 from specgate.verdicts.gates import NOT_RUN, UNJUDGED, Verdict
 
@@ -51,12 +53,22 @@ def with_not_run(
         if cause is None or (had is not None and had.status not in UNJUDGED):
             continue
         server, why = cause
-        verdict = Verdict(gate, config, NOT_RUN, f"the server of {server!r} never served: {why}")
+        verdict = Verdict(gate, config, NOT_RUN, f"the server of {server!r} {_what_became_of(why)}: {why}")
         if had is not None:
             out[out.index(had)] = verdict
         else:
             out.append(verdict)
     return out
+
+
+# How the pool words a server that served and then died or stopped answering (server/pool.py).
+_SERVED = re.compile(r"after serving ([0-9]+) request")
+
+
+def _what_became_of(why: str) -> str:
+    """"never served", unless the reason says the server served requests first (it stopped)."""
+    served = _SERVED.search(why)
+    return "stopped mid-run" if served and int(served.group(1)) > 0 else "never served"
 
 
 def _cause_of(config: str, failed_servers: dict[str, str]) -> tuple[str, str] | None:

@@ -20,6 +20,8 @@ from specgate.verdicts.gates import FAIL, NOT_RUN, RunVerdict, Status, Verdict, 
 class TestTally:
     """The gate tests of a run as pytest counts them."""
 
+    __test__ = False  # a tally, not a test class (pytest collects Test* from the self-tests' imports)
+
     passed: int = 0
     failed: int = 0
     skipped: int = 0

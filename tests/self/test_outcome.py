@@ -79,7 +79,9 @@ def test_a_partial_run_exits_0_only_where_allowed_and_pytest_succeeded():
 
 
 def test_every_run_verdict_has_its_exit_code_and_a_run_without_report_its_own():
-    assert set(EXIT_CODES) == {v.value for v in RunVerdict}
+    from specgate.report.files import BAD_INPUT
+
+    assert set(EXIT_CODES) == {v.value for v in RunVerdict} | {BAD_INPUT}  # and the short report of refused input
     assert len(set(EXIT_CODES.values())) == len(EXIT_CODES)  # no two verdicts exit alike
     assert exit_code_without_report(4, False) == Exit.BAD_INPUT  # pytest's usage error
     assert exit_code_without_report(3, False) == Exit.ERROR  # pytest's internal error

@@ -1,0 +1,75 @@
+"""The first lines a user reads of a run (the CLI's closing line, report.md's head, the GitHub
+step summary) say what failed and what to change before anything else: a missing stored
+baseline is a next step said after the failure, not the headline of a FAIL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from specgate.cli import EXIT_FAIL
+from specgate.resources import SOURCE_ROOT as REPO_ROOT
+
+
+def test_a_failure_leads_the_first_lines_and_the_missing_baseline_follows(tmp_path):
+    # The Kimi twin without its stored baseline: prefill mode loses to the reference, the
+    # diagnosis names decode attention mode, and no baseline is there to compare with.
+    summary = tmp_path / "summary.md"
+    env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "PYTHONPATH": str(REPO_ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "run", "kimi-k2.5-rtxpro6000-tp8-sim",
+         "--report-dir", str(tmp_path / "report"), "--baselines-dir", str(tmp_path / "none")],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=400, env=env,
+    )
+    assert run.returncode == EXIT_FAIL, run.stdout[-3000:]
+    closing = next(line for line in run.stdout.splitlines() if line.startswith("specgate: FAIL"))
+    assert closing.startswith("specgate: FAIL (beats:eagle3-prefill-beats-baseline: FAIL"), closing
+    assert "try `--speculative-attention-mode decode`" in closing and "NEXT STEP" not in closing, closing
+    after = run.stdout[run.stdout.index(closing) :].splitlines()[1]
+    assert after.startswith("specgate: NEXT STEP: no stored baseline"), after
+    for text in ((tmp_path / "report" / "report.md").read_text(), summary.read_text()):
+        head = text[: text.index("**What to change**") + 200]
+        assert "NEXT STEP" not in head and "`--speculative-attention-mode decode`" in head
+        assert "**Why FAIL:**" in head and "beats:eagle3-prefill-beats-baseline: FAIL" in head
+        assert text.index("**What to change**") < text.index("**NEXT STEP:** no stored baseline")
+    import json
+
+    reasons = json.loads((tmp_path / "report" / "report.json").read_text())["overall_reasons"]
+    assert not reasons[0].startswith("NEXT STEP") and reasons[-1].startswith("NEXT STEP: no stored baseline")
+
+
+def test_refused_input_is_bad_input_in_the_label_the_report_and_the_exit_code(tmp_path):
+    import json
+
+    from specgate.cli import EXIT_BAD_INPUT
+
+    # Refused by the plugin once it holds the report folder: a stored baseline that is not JSON.
+    broken = tmp_path / "baselines" / "sim" / "broken.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{not json")
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "run", "--report-dir", str(tmp_path / "report"),
+         "--baselines-dir", str(tmp_path / "baselines")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert run.returncode == EXIT_BAD_INPUT, run.stdout[-2000:] + run.stderr[-2000:]
+    closing = run.stdout.strip().splitlines()[-1]
+    assert closing.startswith("specgate: BAD INPUT — ") and str(broken) in closing, closing
+    assert "ERROR" not in closing and "exit code 4" not in closing
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["overall"] == "BAD INPUT" and str(broken) in report["error"]
+    assert (tmp_path / "report" / "report.md").read_text().startswith("# specgate: BAD INPUT")
+
+
+def test_a_refused_fault_injection_is_named_in_the_closing_line(tmp_path):
+    from specgate.cli import EXIT_BAD_INPUT
+
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "run", "--report-dir", str(tmp_path / "report")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "SPECGATE_SIM_FAULTS": "nope:diverge-at=5"},
+    )
+    assert run.returncode == EXIT_BAD_INPUT, run.stdout[-2000:] + run.stderr[-2000:]
+    closing = run.stdout.strip().splitlines()[-1]
+    assert closing.startswith("specgate: BAD INPUT — ") and "SPECGATE_SIM_FAULTS names no config" in closing, closing

@@ -1,0 +1,61 @@
+"""`specgate init --url` says what the servers answered: a 401/403 is a server that wants a key
+(launch.api_key_env), not one that did not answer; an unreachable plain server gets a note too;
+and the closing words never say a url deployment's run boots servers."""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+
+from helpers import serving
+
+from specgate.server.local import free_port
+from specgate.starter import write_project
+
+
+class _Denied(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        self.send_response(401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+class _Plain(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        body = json.dumps({"version": "0.5.14"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_server_that_wants_a_key_is_said_to_have_answered_401_naming_api_key_env(tmp_path):
+    with serving(_Denied) as url, serving(_Plain) as reference:
+        out = write_project(tmp_path, url=url, reference_url=reference, model="/m")
+    text = (tmp_path / "deployments" / "mine.toml").read_text()
+    assert "answered HTTP 401" in text and "launch.api_key_env" in text and "did not answer" not in text
+    said = " ".join(out.notes)
+    assert "answered HTTP 401" in said and "launch.api_key_env" in said and "did not answer" not in said
+    assert not any("reference server" in n for n in out.notes)  # it answered
+
+
+def test_an_unreachable_reference_url_gets_a_note(tmp_path):
+    nothing = f"http://127.0.0.1:{free_port()}"
+    with serving(_Plain) as url:
+        out = write_project(tmp_path, url=url, reference_url=nothing, model="/m")
+    notes = [n for n in out.notes if "reference server" in n]
+    assert notes and nothing in notes[0] and "did not answer" in notes[0], out.notes
+
+
+def test_the_closing_words_of_a_url_deployment_say_it_measures_running_servers(tmp_path):
+    with serving(_Plain) as url, serving(_Plain) as reference:
+        out = write_project(tmp_path, url=url, reference_url=reference, model="/m")
+    steps = " ".join(out.next_steps)
+    assert "boots the servers" not in steps and "measures the running servers" in steps, steps

@@ -1,0 +1,65 @@
+"""A server that stops answering mid-run (SIGSTOP after it served some requests) is said to have
+stopped after N requests, timed out after the request's deadline, naming the config and the
+phase it stopped in; its gates are NOT RUN because it stopped mid-run, not because it "never
+served" (issue 32: 18)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from helpers import merge, sim_deployment_dict
+
+from specgate.client import GenerateRequest
+from specgate.deployment import parse_deployment
+from specgate.errors import RequestTimeout
+from specgate.server.pool import ServerPool
+from specgate.verdicts.not_run import with_not_run
+
+SERVED = 3
+TIMEOUT_S = 2
+
+
+def test_a_server_stopped_after_serving_requests_is_said_to_have_stopped_not_never_served(tmp_path):
+    data = merge(sim_deployment_dict(), {"workload": {"request_timeout_s": TIMEOUT_S}})
+    dep = parse_deployment(data, tmp_path / "sim.toml")
+    pool = ServerPool(dep, tmp_path / "logs")
+    stopped = None
+    try:
+        server = pool.acquire("eagle3-decode")
+        pool.phase = "speed"  # what the plugin sets as each gate test runs
+        request = GenerateRequest(max_new_tokens=4, text="hi", stream=True)
+        for _ in range(SERVED):
+            server.generate(request)
+        stopped = server.handle.pid
+        assert stopped is not None
+        os.killpg(stopped, signal.SIGSTOP)  # alive, port open, answering nothing
+        with pytest.raises(RequestTimeout):
+            server.generate(request)
+    finally:
+        if stopped is not None:
+            with contextlib.suppress(ProcessLookupError):  # the pool stopped it already: it hung
+                os.killpg(stopped, signal.SIGCONT)
+        pool.close()
+    why = pool.failed["eagle3-decode"]
+    assert why.startswith(f"the server stopped answering after serving {SERVED} request(s) (a request of the speed phase): "), why
+    assert f"within workload.request_timeout_s = {TIMEOUT_S} s" in why
+    verdicts = with_not_run(dep, [], pool.failed, set())
+    summaries = {v.gate: v.summary for v in verdicts}
+    said = summaries["regression:eagle3-decode:c1:decode_tps"]
+    assert said.startswith("the server of 'eagle3-decode' stopped mid-run: the server stopped answering after serving 3"), said
+    assert all("never served" not in s for s in summaries.values()), summaries
+
+
+def test_a_server_that_never_booted_still_never_served():
+    dep = parse_deployment(sim_deployment_dict(), Path("sim.toml"))
+    failed = {"eagle3-decode": "'eagle3-decode' never became ready: exited with code 1."}
+    said = {v.gate: v.summary for v in with_not_run(dep, [], failed, set())}
+    assert said["regression:eagle3-decode:c1:decode_tps"].startswith("the server of 'eagle3-decode' never served: ")
+    # One that died before serving anything never served either.
+    failed = {"eagle3-decode": "the server died after serving 0 request(s).\nlog"}
+    said = {v.gate: v.summary for v in with_not_run(dep, [], failed, set())}
+    assert said["regression:eagle3-decode:c1:decode_tps"].startswith("the server of 'eagle3-decode' never served: ")
