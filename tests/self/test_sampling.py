@@ -153,6 +153,28 @@ def test_a_deployment_turns_settings_off(tmp_path):
         _deployment(tmp_path, {"skip": ["top_k20"]})
 
 
+def test_every_problem_of_the_sampling_table_is_listed_in_one_error(tmp_path):
+    broken = {
+        "samples": 1,
+        "alpha": 2.0,
+        "sed_param": "x",
+        "settings": [{"name": "hot", "temperature": "hot", "top_k": 0, "topp": 0.9}, {"temperature": 0.5, "min_p": 1.5}],
+    }
+    with pytest.raises(DeploymentErrors) as caught:
+        _deployment(tmp_path, broken)
+    fields = {e.field: e.problem for e in caught.value.errors}
+    assert fields == {
+        "sampling.samples": "expected an integer >= 2, got 1",
+        "sampling.alpha": "expected a number >= 1e-06 and <= 0.5, got 2",
+        "sampling.sed_param": "unknown field (did you mean 'seed_param'?)",
+        "sampling.settings[0].temperature": "expected a number, got 'hot'",
+        "sampling.settings[0].top_k": "expected -1 (off) or an integer >= 1, got 0",
+        "sampling.settings[0].topp": "unknown field (did you mean 'top_p'?)",
+        "sampling.settings[1].min_p": "expected a number >= 0 and <= 0.999, got 1.5",
+    }
+    assert "7 problems" in str(caught.value)
+
+
 def test_prompt_logprobs_are_read_under_either_spelling():
     triples = {"meta_info": {"input_token_logprobs": [[-0.5, 7, "a"], [-1.0, 8, None]], "input_top_logprobs": [[[-0.5, 7]], [[-0.2, 9], [-1.0, 8]]]}}
     parallel = {"meta_info": {"input_token_logprobs_val": [-0.5, -1.0], "input_token_logprobs_idx": [7, 8],
