@@ -475,3 +475,50 @@ def _top1_share(sides: list[Side]) -> float:
                 total += 1
                 hits += bool(top) and top[0][0] == token
     return hits / total if total else 0.0
+
+
+SENTENCE_LIMIT = 360  # the report's "Why FAIL" keeps a failure's first line, cut at 400 characters
+
+
+def failure_sentence(row: dict[str, Any]) -> str:
+    """One complete sentence for a config's failed settings (the report's "Why FAIL" line): each
+    setting, what it sets, and its evidence in short; settings that do not fit are counted, never
+    cut mid-word (the assertion's further lines give every detail)."""
+    failed = [s for s in row["settings"] if s["status"] == "FAIL"]
+    head = (
+        f"{row['config']}'s samples differ from {row['reference']}'s at {len(failed)} of "
+        f"{len(row['settings'])} sampling setting(s)"
+    )
+    parts = [
+        f"{s['setting']} ({s['described']})"
+        + (f" on prompt {s['prompt']}" if s["prompt"] else "")
+        + f": {_short_evidence(s, row['likelihood_threshold'])}"
+        for s in failed
+    ]
+    sentence = f"{head}."
+    for shown in range(len(parts), 0, -1):
+        left = len(parts) - shown
+        sentence = f"{head}: {'; '.join(parts[:shown])}" + (f"; and {left} more (the report's sampling section)" if left else "") + "."
+        if len(sentence) <= SENTENCE_LIMIT:
+            break
+    return sentence
+
+
+def _short_evidence(s: dict[str, Any], likelihood_bar: float) -> str:
+    """A failed setting's evidence in a few words: tokens outside it, the likelihood shift, the
+    token frequencies, and whether the confirmation saw it again."""
+    found = []
+    outside = sum(s["violations"].values())
+    if outside:
+        found.append(f"{outside} of {s['checked_tokens']} sampled tokens break the setting")
+    elif sum(s["violations_reference"].values()):
+        found.append("the reference's own samples break the setting")
+    ll = s["likelihood"]
+    if ll["p"] < likelihood_bar:
+        way = "more likely (sharper)" if ll["shift"] > 0 else "less likely (flatter)"
+        found.append(f"log-likelihood shift {ll['shift']:+.3f} nats per token (p = {ll['p']:.2g}), samples {way} than the reference's")
+    if s["positions_rejected"]:
+        found.append(f"token frequencies differ at {s['positions_rejected']} of {s['positions_tested']} positions")
+    if s.get("confirmation"):
+        found.append(f"confirmed on fresh seeds at level {s['confirmation']['likelihood_threshold']:g}")
+    return ", ".join(found) or "failed"

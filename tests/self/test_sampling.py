@@ -212,4 +212,9 @@ def test_the_gate_fails_on_greedy_acceptance_while_greedy_equivalence_and_speed_
     replay = json.loads((d.baselines_dir / "sim" / "equivalence" / "sampling-replay.json").read_text())
     assert {c["config"] for c in replay["cases"]} == {"eagle3-decode"}
     assert "## Sampling equivalence" in (d.report_dir / "report.md").read_text()
+    # "Why FAIL" keeps the failure's first line: one whole sentence with the config, the setting and its evidence.
+    why = [r for r in d.report()["overall_reasons"] if "test_speculative_sampling_matches_reference" in r]
+    assert len(why) == 1 and why[0].endswith("."), why
+    assert "eagle3-decode's samples differ from baseline's" in why[0] and "t0.7 (temperature 0.7)" in why[0]
+    assert "log-likelihood shift +" in why[0] and "more likely (sharper)" in why[0]
     assert not d.leftovers()
