@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from specgate import interrupts, project
 from specgate.deployment import MAX_EXAMPLES, Deployment, SshSpec, load_deployment
 from specgate.errors import ReportError, SpecgateError
+from specgate.exits import PYTEST_INTERNAL_ERROR, PYTEST_USAGE_ERROR, Exit, exit_code, exit_code_without_report
 from specgate.report.folder import require_writable
 from specgate.report.visible import visible
 from specgate.secrets import mask_standard_streams, write_masked
@@ -603,7 +604,7 @@ def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
         return 2
     if _missing_credentials(dep):
         return 2
-    if update and (refused := _dirty_tree_refusal("specgate baseline update")) is not None:
+    if update and (refused := _dirty_tree_refusal("specgate baseline update", dep)) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
     if args.examples is not None and not 1 <= args.examples <= MAX_EXAMPLES:  # the deployment's own bound
@@ -670,11 +671,17 @@ def _drop_empty_benchmark_file(report_dir: Path) -> None:
         pass
 
 
-# The CLI's exit codes (README, "Exit codes"): the report's verdict, not pytest's alone.
-EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_PARTIAL, EXIT_INTERRUPTED, EXIT_ERROR = 0, 1, 2, 4, 5, 6
-# A gate that cannot tell (INCONCLUSIVE: no regression shown, no pass either) is not a FAIL:
-# a runner's script can tell "this got worse" (1) from "calibrate or measure more" (3).
-EXIT_INCONCLUSIVE = 3
+# The CLI's exit codes (README, "Exit codes"): the report's verdict, not pytest's alone, by the one
+# table in specgate.exits.
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_PARTIAL, EXIT_INTERRUPTED, EXIT_ERROR = (
+    Exit.PASS,
+    Exit.FAIL,
+    Exit.BAD_INPUT,
+    Exit.PARTIAL,
+    Exit.INTERRUPTED,
+    Exit.ERROR,
+)
+EXIT_INCONCLUSIVE = Exit.INCONCLUSIVE
 
 
 def _workflow_text(text: str) -> str:
@@ -685,6 +692,10 @@ def _workflow_text(text: str) -> str:
 def _workflow_title(text: str) -> str:
     """A property value of a workflow command: also ':' and ',' escaped."""
     return _workflow_text(text).replace(":", "%3A").replace(",", "%2C")
+
+
+# GitHub shows ten annotations of a kind per step: the failed tests past these are in the report.
+ANNOTATED_TESTS = 10
 
 
 def github_annotations(report: AnyReport) -> list[str]:
@@ -701,10 +712,9 @@ def github_annotations(report: AnyReport) -> list[str]:
     if overall != RunVerdict.PASS:
         kind = "warning" if overall == RunVerdict.PARTIAL else "error"
         out.append(f"::{kind} title={_workflow_title(f'specgate {overall}')}::{_workflow_text('; '.join(reasons)[:2000] or overall)}")
-    for reason in reasons:
-        if reason.startswith("failed: "):
-            test, _, cause = reason[len("failed: ") :].partition(": ")
-            out.append(f"::error title={_workflow_title(f'specgate test failed: {test}')}::{_workflow_text(cause or test)}")
+    for failed in [] if isinstance(report, ErrorReport) else report.failed_tests[:ANNOTATED_TESTS]:
+        title = _workflow_title(f"specgate test failed: {failed.test}")
+        out.append(f"::error title={title}::{_workflow_text(failed.cause or failed.test)}")
     for gate in gates:
         status = gate.status
         if status in (Status.FAIL, Status.INCONCLUSIVE, Status.NOT_COMPARED, Status.VACUOUS, Status.NOT_RUN):
@@ -738,11 +748,11 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     if overall is None and interrupts.received() is not None:
         return _short_interrupted(report_dir)
     if overall is None:
-        if pytest_code in (3, 4):  # pytest's internal and usage errors: the input or the setup
+        if pytest_code in (PYTEST_INTERNAL_ERROR, PYTEST_USAGE_ERROR):  # the input or the setup
             print(f"specgate: ERROR — no report (pytest exit code {pytest_code})")
-            return EXIT_BAD_INPUT if pytest_code == 4 else EXIT_ERROR
-        print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
-        return EXIT_PARTIAL if pytest_code in (0, 5) and not partial_allowed else (EXIT_ERROR if pytest_code else 0)
+        else:
+            print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
+        return exit_code_without_report(pytest_code, partial_allowed)
     why = f" ({reasons[0]}{'; …' if len(reasons) > 1 else ''})" if reasons else ""
     print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}"))  # reasons quote servers
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
@@ -753,17 +763,7 @@ def _closing(report_dir: Path, pytest_code: int, started: float, partial_allowed
     if os.environ.get("GITHUB_ACTIONS") == "true" and report is not None:
         for line in github_annotations(report):
             print(line)
-    if overall == RunVerdict.PASS:
-        return EXIT_PASS
-    if overall == RunVerdict.FAIL:
-        return EXIT_FAIL
-    if overall == RunVerdict.INCONCLUSIVE:
-        return EXIT_INCONCLUSIVE
-    if overall == RunVerdict.INTERRUPTED:
-        return EXIT_INTERRUPTED
-    if overall == RunVerdict.PARTIAL:
-        return EXIT_PASS if partial_allowed and pytest_code == 0 else EXIT_PARTIAL
-    return EXIT_ERROR  # RunVerdict.ERROR (a server the run needed was unavailable) or an ErrorReport
+    return exit_code(overall, partial_allowed, pytest_ok=pytest_code == 0)
 
 
 def _mark_late(report_dir: Path, report: AnyReport) -> AnyReport:
@@ -815,20 +815,28 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dirty_tree_refusal(what: str) -> str | None:
-    """Stored figures name the commit that made them; a dirty tree has no such commit."""
+def _dirty_tree_refusal(what: str, dep: Deployment) -> str | None:
+    """Stored figures name the commit that made them; a dirty tree has no such commit, nor has a
+    clean one whose deployment file (or a file it names) is untracked or modified. Under
+    SPECGATE_ALLOW_DIRTY the record says "+dirty" and the paths, and the terminal says so."""
     import os
 
-    from specgate.provenance import git_commit
+    from specgate.provenance import dirty_inputs, git_commit
 
-    commit = git_commit()
-    if (commit.endswith("+dirty") or commit == "unknown") and not os.environ.get("SPECGATE_ALLOW_DIRTY"):
-        return (
-            f"{what} refused: the tree is {'not a git checkout' if commit == 'unknown' else 'dirty'} ({commit}), so "
-            "no commit would name what produced the figures; commit first (or set SPECGATE_COMMIT on a copy "
-            "without .git, or SPECGATE_ALLOW_DIRTY=1 for a throwaway record)"
-        )
-    return None
+    commit = git_commit(dep.input_files)
+    dirty = dirty_inputs(dep.input_files)
+    paths = f"; not in it as they are: {', '.join(dirty)}" if dirty else ""
+    if not (commit.endswith("+dirty") or commit == "unknown"):
+        return None
+    if os.environ.get("SPECGATE_ALLOW_DIRTY"):
+        if dirty:
+            print(f"specgate: warning: {what} records commit {commit}{paths} (SPECGATE_ALLOW_DIRTY)", file=sys.stderr)
+        return None
+    return (
+        f"{what} refused: the tree is {'not a git checkout' if commit == 'unknown' else 'dirty'} ({commit}{paths}), so "
+        "no commit would name what produced the figures; commit first (git add the deployment and the files it "
+        "names), or set SPECGATE_COMMIT on a copy without .git, or SPECGATE_ALLOW_DIRTY=1 for a throwaway record"
+    )
 
 
 def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
@@ -842,7 +850,7 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
     if args.boots < 2:
         print("specgate: error: --boots: expected at least 2 (one boot has no between-boot spread)", file=sys.stderr)
         return 2
-    if (refused := _dirty_tree_refusal("specgate calibrate")) is not None:
+    if (refused := _dirty_tree_refusal("specgate calibrate", dep)) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)
         return 2
     requests = args.requests if args.requests is not None else dep.workload.repeats
@@ -909,7 +917,7 @@ def _calibrate(args: argparse.Namespace, dep: Deployment) -> int:
         )
         return 1
     document = {
-        "provenance": provenance(launcher=dep.launch.launcher),
+        "provenance": provenance(launcher=dep.launch.launcher, inputs=dep.input_files),
         "boots": len(complete),
         "requests_per_boot": requests,
         "tolerance": {c: dep.gates.tolerance.decode_tps_for(c) for c in dep.configs},

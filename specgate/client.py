@@ -163,6 +163,8 @@ def curl_command(base_url: str, request: GenerateRequest, api_key_env: str | Non
 # Whole-request deadlines of the probes (each probe's, not the boot's: boot_timeout_s bounds that).
 HEALTH_PROBE_S = 10.0
 INFO_REQUEST_S = 30.0
+# The statuses of a server that refuses the request's credentials (none, or the wrong ones).
+UNAUTHORIZED = (401, 403)
 
 
 class SglangClient:
@@ -181,6 +183,7 @@ class SglangClient:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.last_probe = ""  # why the last /health_generate probe was not a 200, for boot errors
+        self.last_status: int | None = None  # the last probe's HTTP status (None: no answer)
         # No pool cap: the workload's concurrency is what the server must see at once, and a
         # cap would queue requests here while the report still called it that concurrency.
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -202,6 +205,7 @@ class SglangClient:
         probe ends within `within_s` whatever the server sends; `last_probe` says why it was not ready."""
         url = self.base_url + "/health_generate"
         at = time.monotonic() + within_s
+        self.last_status = None
         try:
             with deadline_at(at):
                 status = self._http.get(url, timeout=within_s).status_code
@@ -211,6 +215,7 @@ class SglangClient:
         except httpx.HTTPError as exc:
             self.last_probe = f"GET {redact(url)}: {type(exc).__name__}: {redact(str(exc))}"
             return False
+        self.last_status = status
         self.last_probe = "" if status == 200 else f"GET {redact(url)}: HTTP {status}"
         return status == 200
 
@@ -245,6 +250,14 @@ class SglangClient:
                 if isinstance(body, dict):
                     return body
                 errors.append(f"{path}: expected a JSON object, got {type(body).__name__} {str(body)[:100]}")
+            elif resp.status_code in UNAUTHORIZED:
+                # Refused, not missing: the older name would be refused the same, and the caller
+                # must say the credentials are wrong, not that the server reports nothing.
+                raise HTTPStatusError(
+                    f"GET {redact(self.base_url + path)} answered HTTP {resp.status_code}",
+                    url=self.base_url + path,
+                    status=resp.status_code,
+                )
             else:
                 errors.append(f"{path}: HTTP {resp.status_code}")
         raise ClientError(f"{self.base_url}: none of {', '.join(paths)} answered: {'; '.join(errors)}", url=self.base_url)

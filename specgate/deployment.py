@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from specgate import project as _project
 from specgate.drafter_card import load_card
@@ -415,6 +416,13 @@ class Deployment:
     diagnosis: DiagnosisSpec = field(default_factory=DiagnosisSpec)
     sweep: SweepSpec | None = None
     sampling: SamplingSpec = field(default_factory=SamplingSpec)  # the sampling equivalence test's settings
+
+    @property
+    def input_files(self) -> tuple[Path, ...]:
+        """The files a run's figures come from besides specgate itself: this file, its prompt
+        files and its configs' drafter cards (provenance: a stored figure's commit must hold them)."""
+        cards = [c.drafter_card for c in self.configs.values() if c.drafter_card is not None]
+        return (self.path, *self.workload.prompt_files, *cards)
 
     def reference_of(self, config: str) -> str:
         """The plain config `config` is compared with: its own `reference`, else the deployment's."""
@@ -917,6 +925,8 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec, folder: Path) -> Serv
         raise c.error("url", f"expected an http:// or https:// address, got {url!r}")
     if url is not None and (env := url_password_env(url)) is not None and (problem := env_name_problem(env)):
         raise c.error("url", f"reads its password from ${{{env}}}, whose name {problem}")
+    if url is not None and launch.api_key_env is not None and _url_credentials(url):
+        raise c.error("url", _both_credentials(name, launch.api_key_env))
     command = c.str_list("command", None)
     if command is not None:
         if launch.launcher == "url":
@@ -944,6 +954,28 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec, folder: Path) -> Serv
     remember_env(config.env)  # as launch.env's
     c.reject_unknown()
     return config
+
+
+def _url_credentials(url: str) -> bool:
+    """Whether `url` carries user[:password]@: httpx then sends them as Basic authorization."""
+    try:
+        parts = urlsplit(url)
+        return bool(parts.username or parts.password)
+    except ValueError:
+        return False  # not a url at all: the url checks name it
+
+
+def _both_credentials(name: str, key_env: str) -> str:
+    # Both are an Authorization header, and a request carries one: httpx puts the url's Basic
+    # credentials in place of the Bearer key, so SGLang's --api-key check answers 401 to every
+    # request. A header of another name would reach neither SGLang nor a proxy that checks Basic.
+    return (
+        f"carries credentials (user:password@) while launch.api_key_env names {key_env}: both go in the "
+        "one Authorization header of each request (Basic for the url's, Bearer for the key), and the url's "
+        "would replace the key, so a server started with --api-key answers 401. Use one of them: remove "
+        f"user:password@ from configs.{name}.url where the server checks its API key, or remove "
+        "launch.api_key_env where a proxy in front of it checks the password"
+    )
 
 
 def _drafter_card(c: Table, folder: Path) -> Path | None:

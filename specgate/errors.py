@@ -68,6 +68,11 @@ class ServerUnavailable(ServerBootError):
     which says nothing of the change (the run itself broke, not a gate)."""
 
 
+class Unauthorized(ServerBootError):
+    """A server refused specgate's credentials (HTTP 401 or 403): waiting cannot help, and every
+    request would be refused the same, so the boot fails at once, naming the credential fields."""
+
+
 class ServerDiedError(SpecgateError):
     """A server that was ready stopped answering or exited mid-run."""
 

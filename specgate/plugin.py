@@ -51,6 +51,7 @@ from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
 from specgate.verdicts.gates import BASELINE_NOT_RECORDED, BASELINE_RECORDED, RunVerdict
 from specgate.verdicts.judge import Judge, baseline_document
+from specgate.verdicts.outcome import FailedTest, RunFacts
 from specgate.verdicts.stored_files import check_stored_documents
 from specgate.verdicts.stored_reference import MeasuredView, StoredReference
 
@@ -366,7 +367,7 @@ def specgate(request: pytest.FixtureRequest) -> Any:
         examples=examples,
         allow_uncompared=config.getoption("specgate_allow_uncompared"),
         seed=config.getoption("specgate_seed"),
-        commit=git_commit(),
+        commit=git_commit(dep.input_files),
         case_seed=config.getoption("specgate_case_seed"),
     )
     display = BootDisplay(config.pluginmanager.getplugin("capturemanager"))
@@ -526,7 +527,7 @@ def _record_outcome(gate: GateSession, phase: str, config: str, report: pytest.T
     if outcome in ("failed", "error"):
         # Failures that are no gate verdict (a server that died, a file that cannot be read) must
         # reach the report with their cause, not only pytest's traceback.
-        gate.failed_tests.append(f"{report.nodeid.split('::')[-1]}: {_cause(report)}")
+        gate.failed_tests.append(FailedTest(report.nodeid.split("::")[-1], _cause(report)))
 
 
 def _cause(report: pytest.TestReport) -> str:
@@ -661,7 +662,7 @@ def _build(
         gate.oracle.stats,
         gate.pool.boots,
         gate.judge.fingerprint_if_known(),  # the run is over: never boot for it
-        provenance(launcher=gate.deployment.launch.launcher),
+        provenance(launcher=gate.deployment.launch.launcher, inputs=gate.deployment.input_files),
         gate.tally(),
         gate.phase_seconds,
         gate.pool.server_infos,
@@ -669,7 +670,7 @@ def _build(
         gate.oracle.margin_summary().as_dict() if gate.oracle.baseline_margins else None,
         _fidelity(gate),
         _diagnoses(gate, messages),
-        completeness={**_completeness(gate, interrupted), "baseline_not_written": not_recorded},
+        facts=_run_facts(gate, interrupted, not_recorded),
         failed_servers={**gate.pool.failed, **gate.plan.errors},
         plan=gate.plan.log.as_dict(),
         calibration=_calibration_name(gate),
@@ -703,8 +704,8 @@ def _write_error_report(out: Path, exc: Exception, messages: list[str]) -> Error
     return error
 
 
-def _completeness(gate: GateSession, interrupted: str | None) -> dict:
-    """What ran of what the deployment asks for: the report's overall verdict reads this,
+def _run_facts(gate: GateSession, interrupted: str | None, not_recorded: str | None) -> RunFacts:
+    """What ran of what the deployment asks for: the run's outcome (verdicts.outcome) reads this,
     so a run that was cut short, or selected only some tests, never says PASS."""
     dep = gate.deployment
     measured = [c for c in dep.configs if not (gate.reference_stored and c == dep.reference)]
@@ -726,19 +727,20 @@ def _completeness(gate: GateSession, interrupted: str | None) -> dict:
         )
         for phase in expected
     }
-    return {
-        "interrupted": interrupted,
-        "expected": expected,
-        "ran": ran,
-        "equivalence_declared_off": not dep.equivalence.enabled,
-        "uncompared_allowed": gate.uncompared_allowed,
+    return RunFacts(
+        interrupted=interrupted,
+        expected=expected,
+        ran=ran,
+        equivalence_declared_off=not dep.equivalence.enabled,
+        uncompared_allowed=gate.uncompared_allowed,
         # A reference not booted whose stored stand-in could not be used, and equivalence cases that
         # had no stored answer: never a PASS, whatever else passed.
-        "stand_in_problem": gate.judge.stand_in_problem() if gate.reference_stored else None,
-        "equivalence_not_checked": {c: len(s.not_checked) for c, s in gate.oracle.stats.items() if s.not_checked},
+        stand_in_problem=gate.judge.stand_in_problem() if gate.reference_stored else None,
+        equivalence_not_checked={c: len(s.not_checked) for c, s in gate.oracle.stats.items() if s.not_checked},
         # Edge requests a speculative config refused that its reference answered: compared nothing.
-        "equivalence_refused": {c: list(s.refused) for c, s in gate.oracle.stats.items() if s.refused},
-    }
+        equivalence_refused={c: list(s.refused) for c, s in gate.oracle.stats.items() if s.refused},
+        baseline_not_written=not_recorded,
+    )
 
 
 def _calibration_name(gate: GateSession) -> str | None:
@@ -840,7 +842,7 @@ def _update_baselines(
     if reason is None:
         excluded = gate.excluded_from_baseline()
         golden = gate.oracle.golden_answers() if gate.deployment.launch.reference_stored else None
-        document = baseline_document(gate.judge, provenance(launcher=gate.deployment.launch.launcher), excluded, golden)
+        document = baseline_document(gate.judge, provenance(launcher=gate.deployment.launch.launcher, inputs=gate.deployment.input_files), excluded, golden)
         signum = interrupts.received()
         if gate.pool.cancelled or signum is not None:  # a signal while the report was written
             how = interrupts.name(signum) if signum is not None else "a signal"

@@ -8,7 +8,9 @@ import platform
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from specgate import __version__, hardware, project
 from specgate.errors import SpecgateError
@@ -40,11 +42,55 @@ def commit_info_from_environment() -> dict[str, str]:
     return out
 
 
-def git_commit() -> str:
+def dirty_inputs(paths: Iterable[Path]) -> list[str]:
+    """Each of `paths` (the deployment file and the files it names) that the project's HEAD does
+    not hold as it is now: "PATH (untracked)", "(modified)", or "(outside the repository)". The
+    tree's own status leaves untracked files out (scratch files are everywhere), but a figure made
+    from an untracked deployment names a commit that cannot reproduce it. Files shipped inside the
+    specgate package are named by its version instead; SPECGATE_COMMIT (a copy without .git)
+    vouches for the whole tree."""
+    if os.environ.get("SPECGATE_COMMIT"):
+        return []
+    root = project.current().root.resolve()
+    package = Path(__file__).resolve().parent
+    found = []
+    for path in dict.fromkeys(Path(p).resolve() for p in paths):
+        if not path.is_relative_to(root):
+            if not path.is_relative_to(package):
+                found.append(f"{path} (outside the repository {root})")
+            continue
+        try:
+            tracked = subprocess.run(
+                ["git", "ls-files", "--error-unmatch", "--", str(path)], cwd=root, capture_output=True, timeout=10
+            ).returncode == 0
+            changed = tracked and bool(
+                subprocess.run(
+                    ["git", "status", "--porcelain", "--", str(path)], cwd=root, capture_output=True, text=True, timeout=10
+                ).stdout.strip()
+            )
+        except (OSError, subprocess.SubprocessError):
+            return []  # no git here: git_commit says "unknown" for the whole tree
+        shown = path.relative_to(root)
+        if not tracked:
+            found.append(f"{shown} (untracked)")
+        elif changed:
+            found.append(f"{shown} (modified)")
+    return found
+
+
+def git_commit(inputs: Iterable[Path] = ()) -> str:
     """The project's HEAD (+dirty), or SPECGATE_COMMIT where the tree is a copy without .git
-    (the GPU host). The project is what the figures judge: this checkout, or the user's repository."""
+    (the GPU host). The project is what the figures judge: this checkout, or the user's repository.
+    `inputs` (the deployment's files) make it dirty too where HEAD does not hold them (dirty_inputs)."""
     if os.environ.get("SPECGATE_COMMIT"):
         return os.environ["SPECGATE_COMMIT"]
+    commit = _head_commit()
+    if not commit.endswith("+dirty") and commit != "unknown" and dirty_inputs(inputs):
+        commit += "+dirty"
+    return commit
+
+
+def _head_commit() -> str:
     root = project.current().root
     try:
         rev = subprocess.run(
@@ -93,10 +139,12 @@ URL_SERVERS = (
 )
 
 
-def provenance(command: list[str] | None = None, launcher: str = "local") -> dict:
-    said = {
+def provenance(command: list[str] | None = None, launcher: str = "local", inputs: Iterable[Path] = ()) -> dict:
+    """`inputs`: the deployment's files; those HEAD does not hold are listed as "dirty_inputs"."""
+    inputs = tuple(inputs)
+    said: dict[str, Any] = {
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
+        "commit": git_commit(inputs),
         "host": platform.node(),
         "host_id": host_id(),
         "python": platform.python_version(),
@@ -105,4 +153,6 @@ def provenance(command: list[str] | None = None, launcher: str = "local") -> dic
     }
     if launcher == "url":
         said["servers"] = URL_SERVERS
+    if dirty := dirty_inputs(inputs):
+        said["dirty_inputs"] = dirty
     return said

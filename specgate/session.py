@@ -21,6 +21,7 @@ from specgate.server.launcher import BootProgress
 from specgate.server.pool import ServerPool
 from specgate.verdicts.gates import verdicts_of_failure
 from specgate.verdicts.judge import Judge
+from specgate.verdicts.outcome import FailedTest
 
 
 def reference_stored(deployment: Deployment, update_baselines: bool) -> bool:
@@ -56,7 +57,7 @@ class GateSession:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     # (phase, config) -> outcome ("passed", "failed", "error", "skipped") -> count of gate tests
     config_outcomes: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
-    failed_tests: list[str] = field(default_factory=list)  # "test id: cause", for the report
+    failed_tests: list[FailedTest] = field(default_factory=list)  # for the report
     sampling: SamplingChecker | None = None  # the sampling equivalence test's draws and verdicts
 
     def count(self, phase: str | None, outcome: str) -> int:
@@ -84,12 +85,12 @@ class GateSession:
                 out[name] = "greedy equivalence was not verified in the recording run"
         return out
 
-    def _speed_verdict(self, failed: str) -> bool:
-        """`failed` (a failed test, "name: why") is a beats or no-regression gate on speed that
+    def _speed_verdict(self, failed: FailedTest) -> bool:
+        """`failed` (a failed test) is a beats or no-regression gate on speed that
         judged and did not pass, not one that raised before judging."""
         return any(
             v.failed and (v.gate.startswith("beats:") or v.gate.endswith(":decode_tps"))
-            for v in verdicts_of_failure(failed, self.judge.verdicts)
+            for v in verdicts_of_failure(str(failed), self.judge.verdicts)
         )
 
     def why_no_baseline(self) -> str | None:

@@ -6,7 +6,9 @@ specgate.report.model.Report), so what a human reads and what a machine reads ca
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -19,16 +21,13 @@ from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import UNAVAILABLE, RunVerdict, Status, Verdict, verdicts_of_failure
+from specgate.verdicts.gates import UNAVAILABLE, RunVerdict, Status, Verdict
 from specgate.verdicts.not_run import with_not_run
+from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, TestTally, decide
 
-
-@dataclass
-class TestTally:
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    errors: int = 0
+# The failed tests that no gate verdict tells, said among the reasons (report.json's
+# `failed_tests` holds them all): the first lines of "Why" stay readable.
+FAILED_TESTS_SAID = 10
 
 
 def _speed_rows(
@@ -99,7 +98,7 @@ def _unmeasured_rows(
 
 
 
-def _grouped(verdicts: list[Verdict]) -> list[str]:
+def _grouped(verdicts: Sequence[Verdict]) -> list[str]:
     """One line per distinct cause: "STATUS ×N (gate, gate, …): cause", in the order first seen."""
     by_cause: dict[tuple[str, str], list[str]] = {}
     for v in verdicts:
@@ -115,74 +114,57 @@ def _grouped(verdicts: list[Verdict]) -> list[str]:
 
 
 def overall_verdict(
-    tally: TestTally, verdicts: list[Verdict], completeness: dict | None, failed_tests: list[str] | None = None
+    tally: TestTally,
+    verdicts: list[Verdict],
+    completeness: RunFacts | Mapping[str, Any] | None,
+    failed_tests: Sequence[str | FailedTest] | None = None,
 ) -> tuple[RunVerdict, list[str]]:
-    """PASS only when every gate ran, compared and passed; otherwise FAIL, INCONCLUSIVE,
-    INTERRUPTED or PARTIAL, with the reasons: what failed first (gate failures, then failed
-    tests that are no gate verdict, such as equivalence), then what cannot tell, then what did
-    not compare, repeated causes grouped into one line with their count."""
+    """The run's verdict (verdicts.outcome decides it) and its reasons; `completeness` is the run's
+    facts, or their fields by name (an unknown name is refused, never read as absent)."""
+    facts = completeness if isinstance(completeness, RunFacts) else RunFacts(**(completeness or {}))
+    outcome = decide(tally, verdicts, facts, failed_tests or ())
+    return outcome.verdict, reasons_of(outcome)
+
+
+def reasons_of(outcome: RunOutcome) -> list[str]:
+    """Why the run is not PASS, in words: what failed first (gate failures, then failed tests that
+    are no gate verdict, such as equivalence), then what cannot tell, then what did not compare,
+    repeated causes grouped into one line with their count."""
     reasons: list[str] = []
-    c = completeness or {}
-    decided = [v for v in verdicts if v.status == Status.FAIL]
-    undecided = [v for v in verdicts if v.undecided]
-    not_run = [v for v in verdicts if v.status == Status.NOT_RUN]
-    # A baseline update's first record has nothing before it to compare with: not a gap in the run.
-    first_record = [v for v in verdicts if v.figures.get("first_record")]
-    unjudged = [v for v in verdicts if v.unjudged and v not in first_record]
-    # A gate test's failure is told by its verdict; one that raised before judging (a server that
-    # died or hung) has none, and is told as a failure of its own.
-    other_failures = [f for f in (failed_tests or []) if not verdicts_of_failure(f, verdicts)]
-    unavailable: dict[str, str] = c.get("unavailable") or {}
-    if unavailable and not c.get("interrupted"):
+    c, tally = outcome.facts, outcome.tests
+    decided, undecided, not_run, unjudged = outcome.failed, outcome.undecided, outcome.not_run, outcome.unjudged
+    if c.unavailable and not c.interrupted:
         # The run could not reach a server: said first, since nothing below judged the change.
-        reasons += [f"{UNAVAILABLE}config {name!r}: {why.splitlines()[0][:400]}" for name, why in unavailable.items()]
+        reasons += [f"{UNAVAILABLE}config {name!r}: {why.splitlines()[0][:400]}" for name, why in c.unavailable.items()]
     if tally.failed or tally.errors or decided or undecided or not_run:
         reasons.append(
             f"{tally.failed} test(s) failed, {tally.errors} errored; gates: {len(decided)} failed, "
             f"{len(undecided)} cannot tell, {len(unjudged)} not judged"
             + (f", {len(not_run)} not run" if not_run else "")
         )
-    if c.get("interrupted"):
-        reasons.append(str(c["interrupted"]))
+    if c.interrupted:
+        reasons.append(str(c.interrupted))
     reasons += _grouped(decided)
     reasons += _grouped(not_run)
-    reasons += [f"failed: {f}" for f in other_failures[:10]]
+    reasons += [f"failed: {f}" for f in outcome.failed_tests[:FAILED_TESTS_SAID]]
     reasons += _grouped(undecided)
     reasons += _grouped(unjudged)
-    for phase, want in (c.get("expected") or {}).items():
-        got = c["ran"].get(phase, 0)
-        if phase == "gates":
-            want -= len(first_record)
-        if got < want:
-            reasons.append(f"{phase}: {got} of {want} test(s) ran (a selection, a skip or a failed boot)")
-    if c.get("equivalence_declared_off"):
+    for gap in outcome.shortfalls:
+        reasons.append(f"{gap.phase}: {gap.ran} of {gap.expected} test(s) ran (a selection, a skip or a failed boot)")
+    if c.equivalence_declared_off:
         reasons.append("greedy equivalence NOT CHECKED (declared by the deployment)")
-    if c.get("stand_in_problem"):
-        reasons.append(f"the reference was NOT BOOTED and the stored baseline cannot stand in for it: {c['stand_in_problem']}")
-    for config, n in (c.get("equivalence_not_checked") or {}).items():
+    if c.stand_in_problem:
+        reasons.append(f"the reference was NOT BOOTED and the stored baseline cannot stand in for it: {c.stand_in_problem}")
+    for config, n in c.equivalence_not_checked.items():
         reasons.append(f"equivalence: {n} case(s) of {config} NOT CHECKED (no stored answer of the reference)")
-    for config, refused in (c.get("equivalence_refused") or {}).items():
+    for config, refused in c.equivalence_refused.items():
         reasons.append(f"equivalence: {config} NOT CHECKED on {len(refused)} edge(s) it refused: {refused[0][:240]}")
-    if c.get("interrupted"):
-        return RunVerdict.INTERRUPTED, reasons
-    if unavailable:
-        return RunVerdict.ERROR, reasons
-    if c.get("baseline_not_written"):
+    if outcome.verdict == RunVerdict.FAIL and c.baseline_not_written:
         # A baseline update that stored nothing did not do what it was run for, whatever passed.
         reasons.insert(0, "the baseline update stored nothing (the first line says why)")
-        return RunVerdict.FAIL, reasons
-    # An uncompared gate fails its test (unless allowed) without being a failed comparison, and
-    # an undecided one fails its test without being a regression: neither makes the run FAIL.
-    excused = (0 if c.get("uncompared_allowed", True) else len(unjudged)) + len(undecided)
-    if decided or tally.errors or other_failures or tally.failed > excused:
-        return RunVerdict.FAIL, reasons
-    if undecided:
-        return RunVerdict.INCONCLUSIVE, reasons
-    if reasons or not verdicts:
-        if not verdicts:
-            reasons.append("no gate ran: nothing was compared")
-        return RunVerdict.PARTIAL, reasons
-    return RunVerdict.PASS, reasons
+    if outcome.verdict == RunVerdict.PARTIAL and not outcome.gates:
+        reasons.append("no gate ran: nothing was compared")
+    return reasons
 
 
 def _cv(values: list[float]) -> float:
@@ -295,11 +277,11 @@ def build_report(
     margins: dict | None = None,
     fidelity: list[dict] | None = None,
     diagnoses: list[dict] | None = None,
-    completeness: dict | None = None,
+    facts: RunFacts | None = None,
     failed_servers: dict[str, str] | None = None,
     plan: dict | None = None,
     calibration: str | None = None,
-    failed_tests: list[str] | None = None,
+    failed_tests: Sequence[FailedTest] | None = None,
     stand_in: dict | None = None,
     interrupted: str | None = None,
     drafters: dict[str, dict] | None = None,
@@ -313,8 +295,8 @@ def build_report(
     # A gate whose server never served keeps its row, NOT RUN, with why (it raised before judging).
     unbooted = {deployment.reference} if stand_in else set()
     verdicts = with_not_run(deployment, verdicts, failed_servers or {}, unbooted)
-    completeness = {**(completeness or {}), "unavailable": unavailable or {}}
-    overall, reasons = overall_verdict(tally, verdicts, completeness, failed_tests)
+    outcome = decide(tally, verdicts, replace(facts or RunFacts(), unavailable=unavailable or {}), failed_tests or ())
+    overall, reasons = outcome.verdict, reasons_of(outcome)
     if lead is not None:
         # What to do next, or what a baseline update stored (model.LEADS): first, so report.md's
         # head and the CLI's closing line say it; the verdict above was reached without it. A run
@@ -349,6 +331,7 @@ def build_report(
                 "notes": v.notes,
                 "figures": v.figures,
                 "noise": v.noise,
+                "covers_between_boot": v.covers_between_boot,
             }
             for v in verdicts
         ],
@@ -369,6 +352,7 @@ def build_report(
         "drafters": drafters,
         "sampling": sampling or [],
         "reaped": reaped or [],
+        "failed_tests": [{"test": f.test, "cause": f.cause} for f in outcome.failed_tests],
     }
     # Checked as a reader checks it (every field present): a report no reader accepts is never written.
     return Report.model_validate(document, context={"complete": True, "version": SCHEMA_VERSION})

@@ -145,7 +145,7 @@ def render_markdown(report: Report) -> str:
         )
     if report.calibration:
         out.append(f"Between-boot spread from this machine's calibration: `{report.calibration}`.")
-    blind = [g for g in report.gates if "NOT the between-boot" in (g.noise or "")]
+    blind = [g for g in report.gates if g.covers_between_boot is False]
     if blind:
         out.append(
             f"**{len(blind)} timing gate(s) judged on intervals that do not hold the noise between boots** "
@@ -361,7 +361,9 @@ def render_markdown(report: Report) -> str:
     out.extend(sampling_times(report))
     p = report.provenance
     host = f"client host {p['host']} (the servers were attached by url)" if by_url else f"host {p['host']}"
-    out.append(f"\n<sub>{p['date']} · commit {p['commit']} · {host} · `{p['command']}`</sub>")
+    # A commit that does not hold the deployment's files as they ran is said with those files.
+    dirty = f" (not in it as they ran: {', '.join(p['dirty_inputs'])})" if p.get("dirty_inputs") else ""
+    out.append(f"\n<sub>{p['date']} · commit {p['commit']}{dirty} · {host} · `{p['command']}`</sub>")
     return visible("\n".join(out) + "\n")  # server text (answers, errors, settings) shown as what it is
 
 

@@ -15,7 +15,9 @@ bound; older rows read as unchecked); 7 a drift's `after_round` (how many rounds
 followed: a later look's rounds are not covered by it); 8 the run's `sampling` (the sampling
 equivalence test: per config and setting what was compared, the statistics and the verdict); 9 the run's `reaped`
 (servers of killed earlier runs it stopped at its start); 10 the sampling test's
-two stages: a row's `confirm_alpha` and `false_alarm_rate`, a setting's `confirmation`. Reports written
+two stages: a row's `confirm_alpha` and `false_alarm_rate`, a setting's `confirmation`; 11 the run's
+`failed_tests` (the failures no gate verdict tells, by test and cause: what CI annotates) and a
+gate's `covers_between_boot` (whether its interval holds the noise between boots). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -38,7 +40,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[10] = 10
+SCHEMA_VERSION: Literal[11] = 11
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -47,7 +49,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -216,6 +218,19 @@ class GateEntry(_Part):
     # run's values); the summary and notes are what a reader is meant to read.
     figures: dict[str, Any]
     noise: str = ""  # which noise the interval holds, in words
+    _since: ClassVar[dict[str, int]] = {"covers_between_boot": 11}
+
+    # Whether that interval holds the noise between boots of one build (false: one boot's requests
+    # alone); null where the gate is no timing across boots, and in reports older than the field.
+    covers_between_boot: bool | None = None
+
+
+class FailedTestEntry(_Part):
+    """A gate test that failed or errored and that no gate verdict tells (one that raised before
+    judging, an equivalence failure): its pytest id and why (specgate.verdicts.outcome.FailedTest)."""
+
+    test: str
+    cause: str
 
 
 class Flip(_Part):
@@ -549,7 +564,9 @@ class Report(_Part):
     # The servers of killed earlier runs that this run stopped at its start (server.orphans), each
     # with its pid, config and run: they held a port and GPU memory that this run's figures share.
     reaped: list[str] = []
-    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3, "sampling": 8, "reaped": 9}
+    # The failed tests no gate verdict tells, each once (overall_reasons says the first of them).
+    failed_tests: list[FailedTestEntry] = []
+    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3, "sampling": 8, "reaped": 9, "failed_tests": 11}
 
 
 class ErrorReport(_Part):

@@ -7,13 +7,14 @@ with its own cases only.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import read_json
+from specgate.documents import problem, read_json
 from specgate.errors import BaselineError
 from specgate.sampling_spec import SamplingSetting
 
@@ -43,6 +44,22 @@ class ReplayDocument(BaseModel):
     cases: list[ReplayCase]
 
 
+def load_sampling_replay(path: Path) -> list[ReplayCase]:
+    """The file's cases ([] where there is none); BaselineError names the file and the field.
+    Read before anything boots (verdicts/stored_files.py), so a broken file is refused up front
+    and is never rewritten: `remember` appends to what this read, which raises first."""
+    if not path.exists():  # not is_file(): a FIFO or a folder there is refused by name
+        return []
+    try:
+        raw = read_json(path, "the sampling replay file (a JSON file)")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise BaselineError(path, f"sampling replay file cannot be read as JSON: {str(exc)[:200]}") from None
+    try:
+        return ReplayDocument.model_validate(raw).cases
+    except ValidationError as exc:
+        raise BaselineError(path, f"sampling replay file malformed: {problem(exc)}") from None
+
+
 class SamplingReplay:
     def __init__(self, path: Path, deployment: str) -> None:
         self.path = path
@@ -56,13 +73,7 @@ class SamplingReplay:
         return self._cases
 
     def _load(self) -> list[ReplayCase]:
-        if not self.path.exists():  # not is_file(): a FIFO or a folder there is refused by name
-            return []
-        try:
-            raw = read_json(self.path, "the sampling replay file (a JSON file)")
-            return ReplayDocument.model_validate(raw).cases
-        except (OSError, ValueError, ValidationError) as exc:
-            raise BaselineError(self.path, f"sampling replay file malformed ({type(exc).__name__}: {exc})") from None
+        return load_sampling_replay(self.path)
 
     def prompts(self, setting: str) -> list[SamplingPrompt]:
         from specgate.sampling.check import SamplingPrompt

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
-from specgate.client import HEALTH_PROBE_S, SglangClient
+from specgate.client import HEALTH_PROBE_S, UNAUTHORIZED, SglangClient
 from specgate.deployment import Deployment, ServerConfig
-from specgate.errors import ServerBootError
+from specgate.errors import ServerBootError, Unauthorized
 from specgate.secrets import redact
 
 
@@ -83,6 +84,31 @@ def make_launcher(deployment: Deployment, log_dir: Path) -> Launcher:
     return LocalLauncher(deployment, log_dir)
 
 
+def unauthorized(deployment: Deployment, server: str, status: int, what: str) -> str:
+    """"config 'x': unauthorized (HTTP 401): <what> ...", naming the credential fields specgate
+    sent the server's requests with (or that it sent none), and where they are set."""
+    config = server.rpartition("@")[0] if "@" in server else server  # a replicate boot's name: CONFIG@K
+    url = deployment.configs[config].url if config in deployment.configs else None
+    sent = []
+    if deployment.launch.api_key_env is not None:
+        sent.append(
+            f"launch.api_key_env (${deployment.launch.api_key_env}, sent as the Bearer key: it must hold "
+            "the key the server was started with, --api-key)"
+        )
+    if url is not None and (urlsplit(url).username or urlsplit(url).password):
+        sent.append(f"configs.{config}.url's user:password (sent as Basic authorization)")
+    credentials = (
+        "check " + " and ".join(sent)
+        if sent
+        else "specgate sent no credentials: set launch.api_key_env to the variable that holds the server's "
+        f"--api-key, or put user:password@ in configs.{config}.url where a proxy in front asks for them"
+    )
+    return (
+        f"config {config!r}: unauthorized (HTTP {status}): {what} refused specgate's credentials; "
+        f"{credentials} (in {deployment.path})"
+    )
+
+
 def ready_or_stopped(
     launcher: Launcher,
     handle: ServerHandle,
@@ -91,10 +117,17 @@ def ready_or_stopped(
     status_line: Callable[[], str],
     check_alive: Callable[[], None],
     stopped: str,
+    deployment: Deployment,
 ) -> None:
-    """Wait for the server; one that is not ready in time is described (log tail while it is
-    still there), stopped, and raised as ServerBootError saying what was `stopped`."""
-    if poll_until_ready(handle, timeout_s, progress, status_line, check_alive):
+    """Wait for the server; one that is not ready in time, or that refuses specgate's
+    credentials, is described (log tail while it is still there), stopped, and raised as
+    ServerBootError saying what was `stopped`."""
+    try:
+        ready = poll_until_ready(handle, timeout_s, progress, status_line, check_alive, deployment)
+    except Unauthorized as exc:
+        launcher.stop(handle)
+        raise Unauthorized(f"{exc} ({stopped})") from None
+    if ready:
         return
     description = launcher.exit_description(handle)
     launcher.stop(handle)
@@ -115,11 +148,13 @@ def poll_until_ready(
     progress: BootProgress | None,
     status_line: Callable[[], str],
     check_alive: Callable[[], None] = lambda: None,
+    deployment: Deployment | None = None,
 ) -> bool:
     """Poll /health_generate until it answers 200 (True) or `timeout_s` passes (False).
 
     `check_alive` raises when the server is gone, so a dead process fails the boot at
-    once instead of at the timeout. No probe outlasts the time left (a server that answers
+    once instead of at the timeout; a server that refuses the credentials (HTTP 401 or 403)
+    raises Unauthorized at once, as waiting would not change its answer. No probe outlasts the time left (a server that answers
     headers and trickles the body would hold it forever). Sets `handle.boot_s` and
     `handle.last_probe` either way."""
     started = time.monotonic()
@@ -131,6 +166,9 @@ def poll_until_ready(
             check_alive()
             ready = client.is_ready(within_s=max(0.5, min(HEALTH_PROBE_S, timeout_s - elapsed)))
             handle.last_probe = client.last_probe
+            if client.last_status in UNAUTHORIZED and deployment is not None:
+                what = f"GET {redact(handle.base_url)}/health_generate"
+                raise Unauthorized(unauthorized(deployment, handle.config, client.last_status, what))
             if ready:
                 handle.boot_s = time.monotonic() - handle.started_at
                 return True

@@ -78,6 +78,14 @@ def _die_with_parent() -> None:
         pass
 
 
+def signal_name(signum: int) -> str:
+    """SIGKILL for 9: a death by signal is read by its name (the OOM killer's is SIGKILL)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "a signal this platform does not name"
+
+
 def tail(path: Path | None, lines: int = 30) -> str:
     if path is None or not path.exists():
         return "(no log)"
@@ -255,7 +263,7 @@ class LocalLauncher:
             if code is None:
                 how = "was still running (alive, not ready)"
             elif code < 0:
-                how = f"was killed by signal {-code}"
+                how = f"was killed by signal {-code} ({signal_name(-code)})"
             else:
                 how = f"exited with code {code}"
         return (
@@ -273,7 +281,7 @@ class LocalLauncher:
                 )
 
         status = lambda: redact(tail(handle.log_path, 1), self._key)  # noqa: E731
-        ready_or_stopped(self, handle, timeout, progress, status, check_alive, "the server was stopped")
+        ready_or_stopped(self, handle, timeout, progress, status, check_alive, "the server was stopped", self.deployment)
 
     def stop(self, handle: ServerHandle) -> None:
         # The process stays in the table until its group is gone, so an interrupt in

@@ -18,11 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from specgate import interrupts
-from specgate.client import ClientError, GenerateRequest, GenerateResult, SglangClient
+from specgate.client import UNAUTHORIZED, ClientError, GenerateRequest, GenerateResult, SglangClient
 from specgate.deployment import Deployment, ServerConfig
-from specgate.errors import RequestTimeout, ServerBootError, ServerDiedError, ServerUnavailable, SpecgateError
+from specgate.errors import (
+    HTTPStatusError,
+    RequestTimeout,
+    ServerBootError,
+    ServerDiedError,
+    ServerUnavailable,
+    SpecgateError,
+    Unauthorized,
+)
 from specgate.secrets import api_key, redact
-from specgate.server.launcher import BootProgress, ServerHandle, make_launcher
+from specgate.server.launcher import BootProgress, ServerHandle, make_launcher, unauthorized
 from specgate.server.served import check_served
 
 # A port picked free can be taken before the server binds it (SGLang binds only after loading
@@ -94,6 +102,12 @@ class LiveServer:
             self.pool.fail_hung(self.name, str(exc))
             raise
         except ClientError as exc:
+            if exc.status in UNAUTHORIZED:
+                raise HTTPStatusError(
+                    unauthorized(self.pool.deployment, self.name, exc.status, f"POST {redact(exc.url or '')}"),
+                    url=exc.url,
+                    status=exc.status,
+                ) from None
             self.pool.raise_if_dead(self.name, during=str(exc))
             if self.name in self.pool.failed:
                 # A concurrent request already found the server dead (or hung) and stopped it,
@@ -243,6 +257,7 @@ class ServerPool:
         for handle in started:
             try:
                 self.launcher.wait_ready(handle, self.progress)
+                server = self._describe(handle)
             except ServerBootError as exc:
                 self.boots.append(BootRecord(handle.config, handle.boot_s, ok=False, note=note))
                 if exc.died and port_retry and PORT_TAKEN.search(str(exc)):
@@ -257,7 +272,6 @@ class ServerPool:
                     self.progress.finished(handle.config, handle.boot_s, ok=False)
                 self.launcher.stop(handle)
                 continue
-            server = self._describe(handle)
             problem, said = self._not_as_declared(server)
             self.boots.append(BootRecord(handle.config, handle.boot_s, ok=problem is None, note="; ".join(n for n in (note, said) if n)))
             if self.progress is not None:
@@ -291,12 +305,16 @@ class ServerPool:
             handle.base_url, timeout_s=self.deployment.workload.request_timeout_s, api_key=self._api_key()
         )
         server = LiveServer(handle, client, self)
-        # Best effort: old SGLang releases lack one or the other endpoint.
+        # Best effort: old SGLang releases lack one or the other endpoint. A refusal of the
+        # credentials is no such lack: every request would be refused, so the boot fails here.
         for attr, fetch in (("server_info", client.server_info), ("model_info", client.model_info)):
             try:
                 setattr(server, attr, fetch())
-            except ClientError:
-                pass
+            except ClientError as exc:
+                if exc.status in UNAUTHORIZED:
+                    client.close()
+                    said = f"GET {redact(exc.url or handle.base_url)}"
+                    raise Unauthorized(unauthorized(self.deployment, handle.config, exc.status, said)) from None
         self.server_infos[handle.config] = server.server_info
         self.model_infos[handle.config] = server.model_info
         return server

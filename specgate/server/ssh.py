@@ -324,7 +324,7 @@ class SshLauncher:
                 )
 
         status = lambda: redact(tail(handle.log_path, 1), self._key)  # noqa: E731
-        ready_or_stopped(self, handle, timeout, progress, status, check_alive, "every node was stopped")
+        ready_or_stopped(self, handle, timeout, progress, status, check_alive, "every node was stopped", self.deployment)
 
     # --- stopping ---------------------------------------------------------------------------
     def stop(self, handle: ServerHandle) -> None:

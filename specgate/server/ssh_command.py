@@ -16,9 +16,12 @@ read (and tested) in one place. The remote side of a boot:
 
 from __future__ import annotations
 
+import re
 import shlex
+import subprocess
 
 from specgate.deployment import SshSpec
+from specgate.hardware import GpuInfo
 
 PGID_MARK = "SPECGATE_PGID "
 GONE_MARK = "SPECGATE_GONE"
@@ -142,3 +145,48 @@ def forward_command(spec: SshSpec, host: str, local_port: int, remote_port: int)
 
 def _ticks(seconds: float) -> int:
     return max(1, round(seconds * 10))
+
+
+# The remote host's GPUs, for the fingerprint: the servers run there, not on this client. Asked
+# with nvidia-smi (on every host with NVIDIA's driver; NVML's Python bindings may be absent there).
+GPU_QUERY_SCRIPT = (
+    "nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits || exit 0; "
+    "nvidia-smi | grep -o 'CUDA Version: *[0-9.]*'"
+)
+GPU_QUERY_S = 30.0
+
+
+def gpu_query_command(spec: SshSpec, host: str) -> list[str]:
+    return [*ssh_base(spec, host), _remote(GPU_QUERY_SCRIPT)]
+
+
+def parse_gpu_query(text: str) -> GpuInfo | None:
+    """nvidia-smi's CSV rows (name, driver, memory MiB) and its "CUDA Version: X" header; None
+    where no GPU row came (no driver on that host)."""
+    rows = [[cell.strip() for cell in line.split(",")] for line in text.splitlines() if line.count(",") == 2]
+    if not rows:
+        return None
+    cuda = re.search(r"CUDA Version: *([0-9.]+)", text)
+    memory = rows[0][2]
+    return GpuInfo(
+        name=rows[0][0],
+        count=len(rows),
+        driver=rows[0][1],
+        cuda=cuda.group(1) if cuda else "unknown",
+        memory_total_mib=int(memory) if memory.isdigit() else 0,
+    )
+
+
+def remote_gpu_info(spec: SshSpec) -> GpuInfo | None | str:
+    """The GPUs of rank 0's host (hosts[0], where the servers run), asked over ssh as the boots
+    are: a GpuInfo, None where that host has no NVIDIA driver, or why it could not be asked."""
+    host = spec.hosts[0]
+    try:
+        done = subprocess.run(
+            gpu_query_command(spec, host), capture_output=True, text=True, timeout=GPU_QUERY_S, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"ssh to {host} failed: {exc}"
+    if done.returncode != 0:
+        return f"ssh to {host} exited {done.returncode}: {done.stderr.strip()[-200:]}"
+    return parse_gpu_query(done.stdout)

@@ -141,9 +141,30 @@ def main(argv: list[str]) -> int:
     # What the server leaves behind (its group, detached helpers) goes with it.
     _kill_everything(child.pid)
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
+        _die_by(-code)
     return code
+
+
+def _die_by(signum: int) -> None:
+    """End the supervisor by the signal that ended the server, so specgate reads the same death.
+
+    SIGKILL and SIGSTOP cannot be caught: setting their disposition raises, and they need none
+    (they are always default). Where the signal still does not end this process (it was ignored
+    or blocked by whoever started us), exit as a shell reports a death by signal: 128 + signum."""
+    try:
+        signal.signal(signum, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass  # uncatchable (SIGKILL, SIGSTOP) or not a signal this platform names
+    if signum not in _STOP_SIGNALS:  # these would freeze the supervisor, not end it
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+            os.kill(os.getpid(), signum)
+        except (OSError, ValueError):
+            pass
+    os._exit(128 + signum)
+
+
+_STOP_SIGNALS = frozenset({signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU})
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ class UrlLauncher:
         timeout = self.deployment.launch.boot_timeout_s
         self._resolvable(handle)
         shown = redact(handle.base_url)
-        if not poll_until_ready(handle, timeout, progress, lambda: f"waiting for {shown}"):
+        if not poll_until_ready(handle, timeout, progress, lambda: f"waiting for {shown}", deployment=self.deployment):
             raise ServerUnavailable(
                 f"config {handle.config!r}: {shown}/health_generate did not answer 200 within "
                 f"launch.boot_timeout_s = {timeout:g} s (configs.{handle.config}.url in {self.deployment.path})"

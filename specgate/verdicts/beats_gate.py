@@ -21,7 +21,7 @@ from specgate.verdicts.gates import (
     pct,
     planned_looks,
 )
-from specgate.verdicts.noise import ratio_interval
+from specgate.verdicts.noise import HeldNoise, ratio_interval_held
 from specgate.verdicts.stored_reference import NOT_BOOTED, StoredReferenceError
 
 
@@ -44,15 +44,15 @@ class BeatsGates(GateBase):
         # own move from its first block to its last says how much, and is held as noise.
         drift = self.plan.drift(gate.over, c, conf) if gate.over in self.deployment.references else None
         between_blocks = drift if blocks and drift is not None and drift.moved else None
-        noise = [""]
+        noise = [HeldNoise("", covers_between_boot=False)]  # each look says it anew
 
         def interval_at(level: float) -> Interval:
-            iv, noise[0] = ratio_interval(
+            iv, noise[0] = ratio_interval_held(
                 ratio_series(cfg.decode_tps_by_boot(), ref.decode_tps_by_boot()), level, spread
             )
             if between_blocks is not None:
                 iv = widened(iv, between_blocks.log_size)
-                noise[0] += f"; plus the reference's move between blocks ({pct(between_blocks.ratio.estimate - 1)}) as one SD"
+                noise[0] = noise[0].plus(f"; plus the reference's move between blocks ({pct(between_blocks.ratio.estimate - 1)}) as one SD")
             return iv
 
         looks = planned_looks(self.plan.per_boot(pair, c), wl.max_repeats, self._batch())
@@ -87,9 +87,9 @@ class BeatsGates(GateBase):
             )
         name = f"beats:{gate.name}"
         if status == PASS:
-            verdict = Verdict(name, gate.config, PASS, head, notes, figures, noise[0])
+            verdict = Verdict(name, gate.config, PASS, head, notes, figures, noise[0].words)
         elif status == FAIL:
-            verdict = Verdict(name, gate.config, FAIL, head + " — FAILS", notes, figures, noise[0])
+            verdict = Verdict(name, gate.config, FAIL, head + " — FAILS", notes, figures, noise[0].words)
         else:
             verdict = Verdict(
                 name,
@@ -99,8 +99,9 @@ class BeatsGates(GateBase):
                 f"straddles {gate.ratio:g}, so no pass can be shown",
                 notes,
                 figures,
-                noise[0],
+                noise[0].words,
             )
+        verdict.covers_between_boot = noise[0].covers_between_boot
         return self._record(self._held_to_fidelity(verdict, pair, c))
 
     def _beats_stored(self, gate: BeatsGate) -> Verdict:
@@ -149,7 +150,9 @@ class BeatsGates(GateBase):
             )
         if why_not:
             notes.append(why_not)
+        covers = noise.covers_between_boot
         if status == PASS:
-            return Verdict(name, gate.config, PASS, head, notes, figures, noise)
+            return Verdict(name, gate.config, PASS, head, notes, figures, noise.words, covers)
         suffix = " — FAILS" if status == FAIL else f" — still INCONCLUSIVE at {cap} requests per boot: no pass can be shown"
-        return self._cannot_tell_uncalibrated(Verdict(name, gate.config, status, head + suffix, notes, figures, noise), head)
+        verdict = Verdict(name, gate.config, status, head + suffix, notes, figures, noise.words, covers)
+        return self._cannot_tell_uncalibrated(verdict, head)

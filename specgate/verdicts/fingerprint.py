@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from specgate.deployment import Deployment
-from specgate.hardware import gpu_info
+from specgate.hardware import GpuInfo, gpu_info
+from specgate.server.ssh_command import remote_gpu_info
 from specgate.server_info import lookup
 
 
@@ -74,11 +75,15 @@ def collect_fingerprint(deployment: Deployment, server_info: dict, model_info: d
     elif deployment.launch.launcher == "url":  # this host's GPUs are the client's, not the server's
         gpu_name, count, driver, cuda = URL_UNKNOWN, 0, URL_UNKNOWN, URL_UNKNOWN
     else:
-        gpu = gpu_info()
-        gpu_name = gpu.name if gpu else "no GPU visible"
-        count = gpu.count if gpu else 0
-        driver = gpu.driver if gpu else "unknown"
-        cuda = gpu.cuda if gpu else "unknown"
+        gpu = _servers_gpu(deployment)
+        if isinstance(gpu, str):  # the servers' host could not be asked: never this client's GPU instead
+            gpu_name, count, driver, cuda = f"unknown ({gpu})", 0, "unknown", "unknown"
+            gpu = None
+        else:
+            gpu_name = gpu.name if gpu else "no GPU visible"
+            count = gpu.count if gpu else 0
+            driver = gpu.driver if gpu else "unknown"
+            cuda = gpu.cuda if gpu else "unknown"
     # The GPUs the server runs on (tensor x pipeline x data parallel), where it says so: on a host
     # with more GPUs than a deployment uses, the host's count would file a one-GPU baseline under x2.
     used = _gpus_used(server_info)
@@ -92,6 +97,15 @@ def collect_fingerprint(deployment: Deployment, server_info: dict, model_info: d
         sglang=str(server_info.get("version") or hw.get("sglang") or "unknown"),
         model=str(model_info.get("model_path") or deployment.model or "unknown"),
     )
+
+
+def _servers_gpu(deployment: Deployment) -> GpuInfo | None | str:
+    """The GPUs of the host the servers run on: this one for local servers; for ssh, rank 0's
+    host, asked over ssh (this client's GPUs would file the baseline under the wrong machine);
+    a string says why that host could not be asked."""
+    if deployment.launch.launcher == "ssh" and deployment.launch.ssh is not None:
+        return remote_gpu_info(deployment.launch.ssh)
+    return gpu_info()
 
 
 def _gpus_used(server_info: dict) -> int | None:

@@ -28,7 +28,7 @@ from specgate.verdicts.gates import (
     planned_looks,
 )
 from specgate.verdicts.history import boot_values
-from specgate.verdicts.noise import ratio_interval
+from specgate.verdicts.noise import HeldNoise, ratio_interval_held
 
 SIMULATED_TAU_ENV = "SGLANG_SIMULATE_ACC_LEN"
 
@@ -120,7 +120,7 @@ class GateBase(Evidence):
 
     def _now_over_stored(
         self, config: str, concurrency: int, figs: StoredFigures, decide: Callable[[Interval], Status]
-    ) -> tuple[Status, Interval, int, int, int, str, ConfigSpeed]:
+    ) -> tuple[Status, Interval, int, int, int, HeldNoise, ConfigSpeed]:
         """`config` now over the stored figures `figs`, request by request over the same pinned
         requests, measured until `decide` settles: (status, ratio, cap, stored requests per boot,
         looks, which noise the interval holds, the record)."""
@@ -136,14 +136,14 @@ class GateBase(Evidence):
         # A host that moved during this run by more than the spread a calibration holds moves
         # between runs as much: a stored figure is judged with that move as noise, never against it.
         drifted = drift if drift is not None and drift.moved and drift.log_size > (spread.log_sd if spread else 0) else None
-        noise = [""]
+        noise = [HeldNoise("", covers_between_boot=False)]  # each look says it anew
 
         def interval_at(level: float) -> Interval:
             series = ratio_series(truncated(record.decode_tps_by_boot(), cap), stored_series)
-            iv, noise[0] = ratio_interval(series, level, spread, boots_other=figs.boot_count)
+            iv, noise[0] = ratio_interval_held(series, level, spread, boots_other=figs.boot_count)
             if drifted is not None:
                 iv = widened(iv, drifted.log_size)
-                noise[0] += f"; plus this run's host drift ({pct(drifted.ratio.estimate - 1)}) as one SD"
+                noise[0] = noise[0].plus(f"; plus this run's host drift ({pct(drifted.ratio.estimate - 1)}) as one SD")
             return iv
 
         looks = planned_looks(self.plan.per_boot([config], concurrency), cap, self._batch())

@@ -72,6 +72,9 @@ class Verdict:
     # Which noise the interval holds, in words ("requests within one boot; between-boot spread
     # 4.1% from calibration …"): a reader must know what a narrow interval does not cover.
     noise: str = ""
+    # Whether that interval holds the noise between boots of one build (verdicts.noise.HeldNoise):
+    # False where it holds one boot's requests alone, None where the gate is no timing across boots.
+    covers_between_boot: bool | None = None
 
     @property
     def failed(self) -> bool:

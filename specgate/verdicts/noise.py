@@ -48,6 +48,20 @@ class BootSpread:
     source: str
 
 
+@dataclass(frozen=True)
+class HeldNoise:
+    """Which noise an interval holds, in words, and whether that holds the noise between boots of
+    one build: an interval of one boot's requests with no between-boot spread known does not (a
+    PASS there can be a difference of boots; its verdict and the report say so from this flag)."""
+
+    words: str
+    covers_between_boot: bool
+
+    def plus(self, more: str) -> HeldNoise:
+        """The same noise with one more part said (a drift widened into it)."""
+        return HeldNoise(self.words + more, self.covers_between_boot)
+
+
 def ratio_interval(
     series: Series,
     confidence: float,
@@ -55,7 +69,19 @@ def ratio_interval(
     boots_other: int | None = None,
 ) -> tuple[Interval, str]:
     """The interval of the median per-request ratio in `series` (boot → ratios), and the
-    noise it covers, in words.
+    noise it covers, in words (ratio_interval_held, for a reader of the words alone)."""
+    interval, held = ratio_interval_held(series, confidence, spread, boots_other)
+    return interval, held.words
+
+
+def ratio_interval_held(
+    series: Series,
+    confidence: float,
+    spread: BootSpread | None,
+    boots_other: int | None = None,
+) -> tuple[Interval, HeldNoise]:
+    """The interval of the median per-request ratio in `series` (boot → ratios), and the
+    noise it covers.
 
     `spread` is the between-boot SD of one boot's figure (of the ratio's log). The ratio's
     boots are this run's; `boots_other` is the boot count of a stored side (None when both
@@ -78,13 +104,15 @@ def ratio_interval(
         if boots_other is not None:
             missing = (missing + " and " if missing else "") + "the stored run's own boot"
         text = covered + (f"; NOT {missing} (no between-boot spread for this machine: run specgate calibrate)" if missing else "")
-        return data, text
+        return data, HeldNoise(text, covers_between_boot=boots >= 2)
     variance = 1 / max(1, boots) + (1 / boots_other if boots_other else 0.0)
     extra = spread.log_sd * math.sqrt(variance)
     model = widened(requests, extra)
     final = _union(data, model)
     who = f"{boots} boot{'s' if boots != 1 else ''} now" + (f", {boots_other} stored" if boots_other else "")
-    return final, f"{covered}; plus between-boot spread {spread.log_sd:.1%} per boot ({who}; {spread.source})"
+    return final, HeldNoise(
+        f"{covered}; plus between-boot spread {spread.log_sd:.1%} per boot ({who}; {spread.source})", covers_between_boot=True
+    )
 
 
 def _boot_t_interval(parts: list[list[float]], confidence: float, estimate: float) -> Interval:

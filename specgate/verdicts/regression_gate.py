@@ -28,7 +28,7 @@ from specgate.verdicts.gates import (
     within,
 )
 from specgate.verdicts.history import BootValue
-from specgate.verdicts.noise import detection, ratio_interval
+from specgate.verdicts.noise import HeldNoise, detection, ratio_interval, ratio_interval_held
 from specgate.verdicts.sensitivity import Design, minutes, plan_sentence, sentence
 from specgate.verdicts.stored_reference import NOT_BOOTED
 from specgate.verdicts.vacuity import TAU_FLOOR
@@ -180,7 +180,7 @@ class RegressionGates(GateBase):
         stored_n: int,
         notes: list[str],
         figures: dict,
-        noise: str,
+        noise: HeldNoise,
     ) -> Verdict:
         tol = self.deployment.gates.tolerance.decode_tps_for(config)
         mde, false_alarm = detection(ratio, tol)
@@ -196,17 +196,18 @@ class RegressionGates(GateBase):
                 f"this run sees regressions of {mde:.1%} or more (80% power); an unchanged build fails it with "
                 f"probability {false_alarm:.0%}"
             )
-        if "NOT the between-boot" in noise:
+        if not noise.covers_between_boot:
             sees += " (from the noise this interval holds; between-boot noise would raise both)"
-        noise = (noise + "; " if noise else "") + sees
+        said = (noise.words + "; " if noise.words else "") + sees
+        covers = noise.covers_between_boot
         if status == PASS:
-            return Verdict(name, config, PASS, head, notes, figures, noise)
+            return Verdict(name, config, PASS, head, notes, figures, said, covers)
         suffix = (
             _inconclusive_at(cap, stored_n, self.deployment.workload.max_repeats, self.deployment.launch.more_boots)
             if status == INCONCLUSIVE
             else "REGRESSED"
         )
-        return Verdict(name, config, status, f"{head} — {suffix}", notes, figures, noise)
+        return Verdict(name, config, status, f"{head} — {suffix}", notes, figures, said, covers)
 
     def _sensitivity(self, config: str, figures: dict, cap: int) -> str:
         """The regression this gate's design detects (verdicts.sensitivity), kept in figures and
@@ -333,13 +334,13 @@ class RegressionGates(GateBase):
             ratio_series(record.decode_tps_by_boot(), ref_record.decode_tps_by_boot()),
             stored_by_boot,
         )
-        noise = [""]
+        noise = [HeldNoise("", covers_between_boot=False)]  # each look says it anew
 
         def speedups_now() -> Series:
             return truncated(ratio_series(record.decode_tps_by_boot(), ref_record.decode_tps_by_boot()), cap)
 
         def interval_at(level: float) -> Interval:
-            iv, noise[0] = ratio_interval(
+            iv, noise[0] = ratio_interval_held(
                 ratio_series(speedups_now(), stored_speedups), level, spread, boots_other=figs.boot_count
             )
             return iv

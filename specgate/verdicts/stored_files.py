@@ -1,6 +1,6 @@
 """Every stored document of a deployment, read before anything boots.
 
-A run reads its stored baselines, calibration records and equivalence replay file only when a
+A run reads its stored baselines, calibration records and equivalence replay files (greedy and sampling) only when a
 gate or the first equivalence test needs them: after the servers booted and much was measured. A
 broken file then failed those tests with a stack into specgate, minutes in. Read here at the start
 of the run (the plugin's configure, `specgate check`), any of them that cannot be used is one error
@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specgate.equivalence.oracle import REPLAY_FILE, load_replay
+from specgate.sampling.replay import SAMPLING_REPLAY_FILE, load_sampling_replay
 from specgate.verdicts.baselines import load_baseline
 from specgate.verdicts.calibration import load_calibration
 
@@ -32,4 +33,6 @@ def check_stored_documents(baselines_root: Path, deployment: str) -> int:
         load_calibration(path)
     replay = folder / REPLAY_FILE
     load_replay(replay)
-    return len(baselines) + len(records) + replay.is_file()
+    sampling_replay = folder / SAMPLING_REPLAY_FILE  # the sampling test's failed cases, asked first
+    load_sampling_replay(sampling_replay)
+    return len(baselines) + len(records) + replay.is_file() + sampling_replay.is_file()

@@ -44,6 +44,17 @@ def test_the_exit_codes_section_the_cli_points_to_lists_the_cli_s_codes():
     assert {int(code): word for code, word in rows.items()} == expected
 
 
+def test_the_ci_page_lists_the_exit_codes_of_the_one_table():
+    """docs/ci.md's "Exit codes" lists every code of specgate.exits, with its verdict."""
+    from specgate.exits import Exit
+
+    page = (ROOT / "docs" / "ci.md").read_text()
+    table = re.search(r"^## Exit codes\n(.*?)(?=^## |\Z)", page, re.S | re.M)
+    assert table, "docs/ci.md: expected a section '## Exit codes'"
+    rows = {int(code): word for code, word in re.findall(r"^\| (\d) \| ([A-Za-z ]+?) \|", table.group(1), re.M)}
+    assert rows == {code.value: code.name.replace("_", " ").lower() if code == Exit.BAD_INPUT else code.name for code in Exit}
+
+
 def test_the_generated_reference_pages_are_current():
     spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "tools" / "docs_reference.py")
     assert spec is not None and spec.loader is not None

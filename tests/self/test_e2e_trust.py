@@ -176,3 +176,49 @@ def test_a_stream_delivered_in_bursts_fails_the_speed_gate_on_the_servers_own_fi
     md = (d.report_dir / "report.md").read_text()
     assert "FAILED on it: beats:eagle3-decode-beats-baseline" in md
     assert report["overall"] == "FAIL"
+
+
+def test_a_baseline_from_an_untracked_or_modified_deployment_is_never_recorded_as_the_clean_commit(tmp_path, monkeypatch):
+    """HEAD alone does not hold an untracked deployment file (nor a modified one): the stored
+    baseline would claim a commit that cannot reproduce it (issue 33, item 3). Refused like a dirty
+    tree; with SPECGATE_ALLOW_DIRTY the record says "+dirty" and the paths."""
+    import tomli_w
+    from helpers import sim_deployment_dict
+
+    from specgate import project
+    from specgate.provenance import provenance
+
+    def git(*words: str) -> None:
+        subprocess.run(["git", *words], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "specgate.toml").write_text('deployment = "dep.toml"\n')
+    git("add", "specgate.toml")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "project")
+    dep = tmp_path / "dep.toml"
+    dep.write_text(tomli_w.dumps(sim_deployment_dict()))
+    env = {k: v for k, v in os.environ.items() if k not in ("SPECGATE_ALLOW_DIRTY", "SPECGATE_COMMIT")}
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "baseline", "update", str(dep)],
+        capture_output=True, text=True, cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO_ROOT)}, timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 2 and "refused: the tree is dirty" in run.stderr, run.stderr
+    assert "dep.toml (untracked)" in run.stderr and "git add the deployment" in run.stderr, run.stderr
+    assert not (tmp_path / "baselines").exists()
+
+    monkeypatch.delenv("SPECGATE_COMMIT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    project.use(None)
+    try:
+        said = provenance(inputs=[dep])
+        assert said["commit"].endswith("+dirty") and said["dirty_inputs"] == ["dep.toml (untracked)"]
+        git("add", "dep.toml")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "deployment")
+        clean = provenance(inputs=[dep])
+        assert not clean["commit"].endswith("+dirty") and "dirty_inputs" not in clean
+        dep.write_text(dep.read_text() + "\n# changed\n")
+        assert provenance(inputs=[dep])["dirty_inputs"] == ["dep.toml (modified)"]
+        outside = tmp_path.parent / f"{tmp_path.name}-outside.toml"
+        assert provenance(inputs=[outside])["dirty_inputs"][0].endswith(f"(outside the repository {tmp_path.resolve()})")
+    finally:
+        project.use(None)

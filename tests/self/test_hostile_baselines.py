@@ -179,6 +179,10 @@ def _edit(path, change):
     path.write_text(json.dumps(doc))
 
 
+SAMPLING_REPLAY_BROKEN = json.dumps({"deployment": "sim", "cases": [
+    {"config": "eagle3-decode", "setting": 3, "params": {"temperature": 0.7}, "prompt": "p", "text": "t", "seed": 1,
+     "first_failed": "2026-12-01T00:00:00+00:00", "why": "w"}]})  # fmt: skip
+
 BROKEN_STORED = [
     ("baseline", lambda f: _edit(next(f.glob("*.json")), setter(("n",), 0)), f"field '{AT}.n'"),
     (
@@ -190,6 +194,12 @@ BROKEN_STORED = [
         "replay",
         lambda f: _edit(f / "equivalence" / "replay.json", lambda d: d["cases"][0]["case"].update(stop=".")),
         "field 'cases[0].case.stop'",
+    ),
+    # The sampling test's failed cases: a broken file was said usable by check and failed the run late.
+    (
+        "sampling-replay",
+        lambda f: (f / "equivalence" / "sampling-replay.json").write_text(SAMPLING_REPLAY_BROKEN),
+        "sampling replay file malformed: field 'cases[0].setting': expected a string",
     ),
     # A baseline of another deployment under this one's folder (moved, or edited) was compared in silence.
     (
@@ -231,7 +241,7 @@ def test_a_run_refuses_a_broken_stored_file_at_its_start_naming_file_and_field(s
     assert not (d.report_dir / "logs").exists()  # no server was started
 
 
-@pytest.mark.parametrize("broken", [0, 3], ids=["figure", "deployment"])
+@pytest.mark.parametrize("broken", [0, 3, 4], ids=["figure", "sampling-replay", "deployment"])
 def test_check_refuses_what_the_run_would_refuse_at_its_start(tmp_path, capsys, broken):
     import dataclasses
 
@@ -246,6 +256,19 @@ def test_check_refuses_what_the_run_would_refuse_at_its_start(tmp_path, capsys, 
         project.use(None)
     err = capsys.readouterr().err
     assert code == 2 and BROKEN_STORED[broken][2] in err and str(folder) in err, err
+
+
+def test_a_run_refuses_a_broken_sampling_replay_file_up_front_and_keeps_it_as_it_is(sim_deployment, pytester):
+    d = sim_deployment()
+    folder = _stored_copy(d.baselines_dir)
+    BROKEN_STORED[3][1](folder)
+    replay = folder / "equivalence" / "sampling-replay.json"
+    result = d.run(pytester)
+    assert result.ret == 4, result.stdout.str()[-2000:]  # pytest's usage error: `specgate run` exits 2 on it
+    err = result.stderr.str()
+    assert f"specgate: {replay}: sampling replay file malformed: field 'cases[0].setting'" in err, err
+    assert not (d.report_dir / "logs").exists()  # no server was started
+    assert replay.read_text() == SAMPLING_REPLAY_BROKEN  # nothing overwritten
 
 
 CALIBRATION = next((REPO_ROOT / "baselines").glob("*/calibration/*.json"))

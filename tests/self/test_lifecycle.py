@@ -89,6 +89,24 @@ def test_pool_reports_a_death_and_fails_fast_afterwards(tmp_path):
         pool.close()
 
 
+def test_a_server_killed_by_sigkill_is_reported_by_its_signal_and_leaves_nothing(tmp_path):
+    # SIGKILL cannot be caught: the supervisor must still pass the death on, not crash on it.
+    dep = deployment(tmp_path)
+    pool = ServerPool(dep, tmp_path)
+    try:
+        server = pool.acquire("baseline")
+        server.generate(GenerateRequest(max_new_tokens=4, text="hi"))
+        supervisor = pool.launcher._procs[server.handle.pid]
+        os.kill(server.handle.pid, signal.SIGKILL)
+        assert supervisor.wait(timeout=30) == -signal.SIGKILL
+        with pytest.raises(ServerDiedError, match=r"killed by signal 9 \(SIGKILL\)"):
+            server.generate(GenerateRequest(max_new_tokens=4, text="hi"))
+        assert "Traceback" not in server.handle.log_path.read_text()
+    finally:
+        pool.close()
+    assert not group_pids(server.handle.pid)
+
+
 def test_servers_that_cannot_coexist_run_one_at_a_time(tmp_path):
     dep = deployment(tmp_path, coexist=False)
     pool = ServerPool(dep, tmp_path)

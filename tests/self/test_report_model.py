@@ -35,7 +35,7 @@ FIELDS_BEFORE_THE_MODEL = [
     "gates", "equivalence", "equivalence_not_checked", "baseline_problems", "baseline_margins", "boots",
     "phase_seconds", "fidelity", "diagnosis", "server_settings", "interrupted", "drafters",
 ]  # fmt: skip
-FIELDS_SINCE = ["ignore_eos", "sampling", "reaped"]  # schema_version 3, 8, 9
+FIELDS_SINCE = ["ignore_eos", "sampling", "reaped", "failed_tests"]  # schema_version 3, 8, 9, 11
 
 
 @pytest.fixture(scope="module")
@@ -167,8 +167,9 @@ def test_a_bad_field_is_named_with_its_file(sim_report, tmp_path):
         read_report(_written(sim_report, tmp_path, lambda d: d["gates"][1].update(status="skip")))
     with pytest.raises(ReportError, match=r"field 'tests\.passed': expected a whole number, got '3'"):
         read_report(_written(sim_report, tmp_path, lambda d: d["tests"].update(passed="3")))
-    with pytest.raises(ReportError, match=r"field 'schema_version': expected at most 10, got 11"):
-        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=11)))
+    newer = SCHEMA_VERSION + 1
+    with pytest.raises(ReportError, match=rf"field 'schema_version': expected at most {SCHEMA_VERSION}, got {newer}"):
+        read_report(_written(sim_report, tmp_path, lambda d: d.update(schema_version=newer)))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(ReportError, match=r"broken\.json: not a specgate report\.json \(JSONDecodeError"):

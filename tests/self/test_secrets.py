@@ -225,7 +225,10 @@ def test_every_writer_masks_what_the_deployment_made_known(tmp_path):
     key = "sk-known-at-load-31f0e2d4c5"
     os.environ["SPECGATE_TEST_LOADED_KEY"] = key
     try:
+        # Two deployments: a url's password and an API key cannot go together (one Authorization header).
         _dep({"launch": {"launcher": "url", "api_key_env": "SPECGATE_TEST_LOADED_KEY"},
+              "configs": {n: {"url": "http://h:1"} for n in ("baseline", "eagle3-prefill", "eagle3-decode")}})  # fmt: skip
+        _dep({"launch": {"launcher": "url"},
               "configs": {n: {"url": f"http://u:{password}@h:1"} for n in ("baseline", "eagle3-prefill", "eagle3-decode")}})  # fmt: skip
     finally:
         del os.environ["SPECGATE_TEST_LOADED_KEY"]

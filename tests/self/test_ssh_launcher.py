@@ -312,3 +312,27 @@ def test_missing_sshd_fails_the_tests_unless_declared_absent(monkeypatch, tmp_pa
     monkeypatch.setenv(sshd_module.NO_SSHD_ENV, "1")
     with pytest.raises(pytest.skip.Exception, match="known to be absent"):
         sshd_module.require_sshd()
+
+
+def test_the_fingerprint_is_the_remote_hosts_gpus_asked_over_ssh_never_this_clients(tmp_path, sshd, monkeypatch):
+    """Baselines are filed by the machine the servers ran on (issue 33, item 19): over ssh that is
+    hosts[0], not this client. nvidia-smi's answer is stood in for (this sshd's host has no GPU),
+    but it travels the real ssh session; and a host without a driver is said as none, not as ours."""
+    import specgate.server.ssh_command as ssh_command
+    import specgate.verdicts.fingerprint as fp
+    from specgate.hardware import GpuInfo
+
+    monkeypatch.setattr(fp, "gpu_info", lambda: GpuInfo("NVIDIA H200", 8, "570.1", "12.8", 143000))
+    data = ssh_data(sshd, "fingerprint")
+    data["simulator"] = False
+    dep = parse_deployment(data, tmp_path / "dep.toml")
+    row = "NVIDIA H100 80GB HBM3, 550.54.15, 81559"
+    monkeypatch.setattr(ssh_command, "GPU_QUERY_SCRIPT", f"printf '%s\\n' '{row}' '{row}' 'CUDA Version: 12.4'")
+    found = fp.collect_fingerprint(dep, {"version": "0.5.14"}, {"model_path": "/m"})
+    assert (found.gpu, found.gpu_count, found.driver, found.cuda) == ("NVIDIA H100 80GB HBM3", 2, "550.54.15", "12.4")
+    monkeypatch.setattr(ssh_command, "GPU_QUERY_SCRIPT", "true")  # no nvidia-smi there
+    bare = fp.collect_fingerprint(dep, {"version": "0.5.14"}, {"model_path": "/m"})
+    assert bare.gpu == "no GPU visible" and "570" not in bare.driver
+    monkeypatch.setattr(ssh_command, "GPU_QUERY_SCRIPT", "exit 3")
+    failed = fp.collect_fingerprint(dep, {"version": "0.5.14"}, {"model_path": "/m"})
+    assert failed.gpu.startswith("unknown (ssh to") and "H200" not in failed.gpu

@@ -16,7 +16,7 @@ import tomli_w
 from helpers import FAST, merge, serving, sim_deployment_dict
 
 from specgate.deployment import ServerConfig, parse_deployment
-from specgate.errors import DeploymentError
+from specgate.errors import DeploymentError, SpecgateError
 from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
 EAGLE = sim_deployment_dict()["configs"]["eagle3-decode"]["args"]
@@ -188,3 +188,92 @@ def test_an_unreachable_url_server_is_the_run_broken_with_its_gates_not_run(tmp_
     assert "| regression:eagle3-prefill:c1:decode_tps | NOT RUN |" in md
     assert "| eagle3-prefill | 1 | NOT MEASURED | — | — | — | 0 | — | NOT RUN: SERVER UNAVAILABLE" in md
     assert "client host" in md and "Servers' machine (attached by url" in md
+
+
+# --- issue 33, item 14: credentials that cannot go together, and servers that refuse them -------
+def test_a_url_password_with_an_api_key_is_refused_up_front_by_run_and_check(tmp_path):
+    """Both are an Authorization header: httpx sends the url's as Basic in place of the Bearer
+    key, and the server answers 401 to every request. Said before anything boots, exit 2."""
+    data = _url_data(api_key_env="SPECGATE_TEST_URL_KEY")
+    data["configs"]["baseline"]["url"] = "http://gate:${SPECGATE_TEST_URL_PW}@127.0.0.1:31000"
+    dep = tmp_path / "url.toml"
+    dep.write_text(tomli_w.dumps(data))
+    env = {**__import__("os").environ, "SPECGATE_TEST_URL_KEY": "sk-url-key-0123456789", "SPECGATE_TEST_URL_PW": "pw-5678"}
+
+    def specgate(*words: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "specgate.cli", *words], capture_output=True, text=True,
+                              cwd=REPO_ROOT, env=env, timeout=240)  # fmt: skip
+
+    run = specgate("run", str(dep), "--report-dir", str(tmp_path / "r"), "--baselines-dir", str(tmp_path / "b"))
+    said = run.stdout + run.stderr
+    assert run.returncode == 2, said[-3000:]
+    assert f"{dep}: field 'configs.baseline.url'" in said and "launch.api_key_env" in said, said[-3000:]
+    assert "remove user:password@ from configs.baseline.url" in said and "or remove launch.api_key_env" in said
+    assert "pw-5678" not in said and not (tmp_path / "r" / "logs").exists()
+    check = specgate("check", str(dep))
+    assert check.returncode == 2 and "configs.baseline.url" in check.stdout + check.stderr, check.stdout + check.stderr
+    assert "launch.api_key_env" in check.stdout + check.stderr
+    # Either alone stays accepted.
+    del data["launch"]["api_key_env"]
+    parse_deployment(data, dep)
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """A proxy that asks for a password it is not given: 401 to everything, /health_generate too."""
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_server_refusing_the_credentials_at_boot_is_said_at_once_naming_the_fields(tmp_path):
+    import time
+
+    from specgate.errors import Unauthorized
+    from specgate.server.url import UrlLauncher
+
+    with serving(_Refusing) as url:
+        data = _url_data(boot_timeout_s=600)  # waiting would never end it: it is said at once
+        data["configs"]["baseline"]["url"] = url.replace("http://", "http://gate:wrong-pw-1234@")
+        dep = parse_deployment(data, tmp_path / "url.toml")
+        launcher = UrlLauncher(dep)
+        handle = launcher.start(dep.configs["baseline"])
+        started = time.monotonic()
+        with pytest.raises(Unauthorized) as err:
+            launcher.wait_ready(handle, None)
+    said = str(err.value)
+    assert time.monotonic() - started < 120
+    assert said.startswith("config 'baseline': unauthorized (HTTP 401): GET http://gate:***@127.0.0.1:"), said
+    assert "configs.baseline.url's user:password" in said and str(tmp_path / "url.toml") in said
+    assert "wrong-pw-1234" not in said
+
+
+def test_a_wrong_api_key_at_the_first_request_is_said_as_unauthorized(tmp_path, monkeypatch):
+    """The health probe is open (as SGLang's is), so the refusal comes at the first request."""
+    from specgate.server.local import LocalLauncher
+    from specgate.server.pool import ServerPool
+
+    monkeypatch.setenv("SPECGATE_TEST_SERVER_KEY", "sk-the-servers-key-0123456789")
+    monkeypatch.setenv("SPECGATE_TEST_CLIENT_KEY", "sk-another-key-9876543210")
+    base = merge(sim_deployment_dict(), {"launch": {"api_key_env": "SPECGATE_TEST_SERVER_KEY"}})
+    local = LocalLauncher(parse_deployment(base, tmp_path / "sim.toml"), tmp_path)
+    plain = local.start(ServerConfig("plain", tuple(base["launch"]["args"]), {}, None, ""))
+    try:
+        local.wait_ready(plain, None)
+        data = _url_data(api_key_env="SPECGATE_TEST_CLIENT_KEY")
+        data["configs"]["baseline"]["url"] = plain.base_url
+        pool = ServerPool(parse_deployment(data, tmp_path / "url.toml"), tmp_path)
+        try:
+            with pytest.raises(SpecgateError) as err:
+                pool.acquire("baseline")
+        finally:
+            pool.close()
+    finally:
+        local.stop_all()
+    said = str(err.value)
+    assert "config 'baseline': unauthorized (HTTP 401): GET http://127.0.0.1:" in said, said
+    assert "launch.api_key_env ($SPECGATE_TEST_CLIENT_KEY" in said and "sk-another-key" not in said
