@@ -136,6 +136,26 @@ def test_a_failing_case_joins_the_replay_file_and_is_asked_first(tmp_path):
     assert [p.label for p in later._prompts(SETTINGS[3])] == [case["prompt"], PROMPTS[2].label]
 
 
+def test_a_replayed_case_is_judged_as_a_fresh_one_so_a_healthy_rerun_passes_and_a_persisting_bug_fails(tmp_path):
+    """Tutorial step 5: a fault run's failing cases join sampling-replay.json; the healthy rerun
+    at the same commit seed asks them first, under its own seeds and the same thresholds, so it
+    passes as a fresh run would (at most the stated false-alarm rate); the fault, still there,
+    fails again."""
+    path = tmp_path / "sampling-replay.json"
+    one = SamplingSpec(settings=(SETTINGS[0],), prompts=3, samples=40, max_new_tokens=10, top_logprobs_floor=8)
+    faulty = in_process(EAGLE, parse_faults(["greedy-accept"]))
+    first = SamplingChecker(one, PROMPTS, seed=0, replay=SamplingReplay(path, "toy"))
+    assert first.check("eagle3", "baseline", faulty, REFERENCE)["status"] == "FAIL"
+    (case,) = json.loads(path.read_text())["cases"]
+    rerun = SamplingChecker(one, PROMPTS, seed=0, replay=SamplingReplay(path, "toy"))
+    assert rerun._prompts(SETTINGS[0])[0].label == case["prompt"]  # asked first
+    healthy = rerun.check("eagle3", "baseline", in_process(EAGLE), REFERENCE)
+    assert healthy["status"] == "PASS", [s["evidence"] for s in healthy["settings"]]
+    assert healthy["likelihood_threshold"] == first.rows["eagle3"]["likelihood_threshold"]  # the same bar
+    again = SamplingChecker(one, PROMPTS, seed=0, replay=SamplingReplay(path, "toy"))
+    assert again.check("eagle3", "baseline", faulty, REFERENCE)["status"] == "FAIL"
+
+
 def _deployment(tmp_path, sampling):
     from specgate.deployment import parse_deployment
 
