@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 from specgate.errors import DeploymentError, DeploymentErrors
@@ -125,14 +126,18 @@ def parse_sampling(t: Table) -> SamplingSpec:
         return fallback
 
     enabled = read(lambda: t.flag("enabled", True), True)
-    tables = read(lambda: t.table_list("settings"), [])
-    parsed = [read(lambda s=s, i=i: _parse_setting(s, i), None) for i, s in enumerate(tables)]
+    no_tables: list[Table] = []
+    tables = read(lambda: t.table_list("settings"), no_tables)
+    parsed: list[SamplingSetting | None] = []
+    for i, table in enumerate(tables):
+        parsed.append(read(partial(_parse_setting, table, i), None))
     settings = [s for s in parsed if s is not None] or ([] if tables else list(DEFAULT_SETTINGS))
     names = [s.name for s in settings]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         errors.append(t.error("settings", f"setting names must differ; {', '.join(dupes)} appears more than once"))
-    skip = read(lambda: t.str_list("skip", []), [])
+    no_skip: list[str] = []
+    skip = read(lambda: t.str_list("skip", []), no_skip)
     unknown = [n for n in skip if n not in names]
     every_setting_read = all(s is not None for s in parsed)  # else a broken setting's name may be the one skipped
     if unknown and every_setting_read:
