@@ -379,7 +379,7 @@ class SamplingChecker:
                 "argmax, or the temperature applied twice?)"
                 if ll.shift > 0
                 else "less likely under the target than its own samples: flatter than the setting (a filter or the "
-                "temperature ignored?)"
+                "temperature ignored, or a temperature above 1 applied twice?)"
             )
             evidence.append(
                 f"log-likelihood per token {ll.b_mean:.4f} against the reference's {ll.a_mean:.4f} (shift "

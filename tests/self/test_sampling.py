@@ -93,6 +93,24 @@ def test_temperature_applied_twice_is_caught_below_temperature_one_only(checker)
     assert by["t1.0"]["status"] == "PASS"  # 1.0 squared is 1.0: nothing to see, truthfully
 
 
+def test_the_default_deployment_fails_temperature_twice_at_its_setting_above_one_and_passes_healthy():
+    """On sim.toml's own settings and sizes: the toy model's distributions are peaked, so a
+    temperature applied twice at 0.7 sharpens them little (missed in about a third of runs);
+    its t1.3 setting sees the same fault spread mass onto the tail, flatter samples, every time
+    (docs/sampling.md has the power run). A healthy config at the same seed passes."""
+    dep = load_deployment("sim")
+    prompts = prompts_for(dep.sampling, dep.workload.speed_sequence(), dep.workload.prompt_format)
+    checker = SamplingChecker(dep.sampling, prompts, seed=0)
+    row = checker.check("eagle3-decode", dep.reference, in_process(EAGLE, parse_faults(["temperature-twice"])), REFERENCE)
+    by = {s["setting"]: s for s in row["settings"]}
+    assert row["status"] == "FAIL" and by["t1.3"]["status"] == "FAIL", [s["evidence"] for s in row["settings"]]
+    assert by["t1.3"]["likelihood"]["shift"] < 0 and not by["t1.3"]["violations"]
+    assert "a temperature above 1 applied twice" in by["t1.3"]["evidence"][0]
+    assert by["top_k3"]["status"] == by["min_p0.1"]["status"] == "PASS"  # at temperature 1 there is nothing to see
+    healthy = checker.check("eagle3-decode", dep.reference, in_process(EAGLE), REFERENCE)
+    assert healthy["status"] == "PASS", [s["evidence"] for s in healthy["settings"]]
+
+
 def test_one_chance_rejection_on_an_unlucky_commit_seed_is_overturned_by_the_confirmation():
     """The default deployment's healthy eagle3-decode under case seed 3 (the seed a run draws from
     its commit: equivalence.oracle.commit_seed): stage 1's likelihood test rejects min_p0.1 by
@@ -164,10 +182,10 @@ def _deployment(tmp_path, sampling):
 
 def test_a_deployment_turns_settings_off(tmp_path):
     dep = _deployment(tmp_path, {"skip": ["top_k3"]})
-    assert [s.name for s in dep.sampling.settings] == ["t0.7", "min_p0.1"]
+    assert [s.name for s in dep.sampling.settings] == ["t0.7", "t1.3", "min_p0.1"]
     off = _deployment(tmp_path, {"enabled": False})
     assert why_not_checkable(off, reference_stored=False) == "turned off by the deployment ([sampling] enabled = false)"
-    none = _deployment(tmp_path, {"skip": ["t0.7", "top_k3", "min_p0.1"]})
+    none = _deployment(tmp_path, {"skip": ["t0.7", "t1.3", "top_k3", "min_p0.1"]})
     assert "every setting is turned off" in (why_not_checkable(none, reference_stored=False) or "")
     with pytest.raises(DeploymentErrors, match=r"sampling\.skip.*names no setting: top_k20"):
         _deployment(tmp_path, {"skip": ["top_k20"]})
