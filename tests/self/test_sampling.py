@@ -256,3 +256,40 @@ def test_the_gate_fails_on_greedy_acceptance_while_greedy_equivalence_and_speed_
     assert "eagle3-decode's samples differ from baseline's" in why[0] and "t0.7 (temperature 0.7)" in why[0]
     assert "log-likelihood shift +" in why[0] and "more likely (sharper)" in why[0]
     assert not d.leftovers()
+
+
+def test_an_interrupted_check_says_what_it_had_drawn_and_the_report_what_ran_and_its_time():
+    """A signal mid-check: the sampling section says INTERRUPTED with the settings drawn and the
+    time, the run's reasons say which test the signal stopped (not "a selection, a skip or a
+    failed boot"), and the phase keeps the time that test ran."""
+    from specgate.plugin import _phase_seconds
+    from specgate.report.build import _shortfall
+    from specgate.verdicts.outcome import RunFacts, Shortfall
+
+    three = SamplingSpec(settings=SETTINGS[:3], prompts=1, samples=8, max_new_tokens=4, top_logprobs_floor=8)
+
+    def stopped_on_the_second_setting(body):
+        params = body.get("sampling_params")
+        first = params[0] if isinstance(params, list) else params
+        if first and first.get("temperature") == 1.0 and "max_new_tokens" in first and first["max_new_tokens"] > 0:
+            raise KeyboardInterrupt("a signal")
+        return REFERENCE(body)
+
+    checker = SamplingChecker(three, PROMPTS[:1], seed=1)
+    with pytest.raises(KeyboardInterrupt):
+        checker.check("eagle3", "baseline", stopped_on_the_second_setting, REFERENCE)
+    (row,) = checker.report_rows()
+    assert row["status"] == "INTERRUPTED" and row["config"] == "eagle3"
+    assert "with no verdict: 1 of 3 setting(s) drawn on both sides (t0.7), t1.0 being drawn" in row["not_checked"]
+    typed = SamplingRow.model_validate(json.loads(json.dumps(row)))
+    text = "\n".join(sampling_section(types.SimpleNamespace(sampling=[typed])))  # type: ignore[arg-type]
+    assert "### eagle3: **INTERRUPTED**" in text
+
+    facts = RunFacts(interrupted="the run was interrupted (SIGINT)", cut_short={"sampling": "eagle3-decode"})
+    said = _shortfall(Shortfall("sampling", 0, 2), facts)
+    assert said.startswith("sampling: 0 of 2 test(s) ran; eagle3-decode's was running when the signal came")
+    assert "a selection" not in said and "the run was interrupted" in said
+    assert "(a selection, a skip or a failed boot)" in _shortfall(Shortfall("sampling", 1, 2), RunFacts())
+    gate = types.SimpleNamespace(phase_seconds={"equivalence": 4.0}, cut_short=("sampling", "eagle3-decode", 2.5))
+    assert _phase_seconds(gate, "SIGINT") == {"equivalence": 4.0, "sampling": 2.5}  # type: ignore[arg-type]
+    assert _phase_seconds(gate, None) == {"equivalence": 4.0}  # type: ignore[arg-type]
