@@ -2,6 +2,7 @@
 
     python3 benchmarks/sampling_false_alarms.py [--runs 200] [--fault-runs 10] [--deployment sim] [--seed 1]
         [--alpha A] [--confirm-alpha C]   # another design than the deployment's (C 0: no confirmation)
+        [--faults temperature-twice,...]  # only these faults' power (--runs 0: no healthy runs)
 
 Each run is the whole test of one config, in-process on the SIMULATOR's sampler
 (specgate.sim.sampled_api.in_process: the same code the simulator's /generate serves), with the
@@ -71,6 +72,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--alpha", type=float, help="stage 1's alpha instead of the deployment's")
     ap.add_argument("--confirm-alpha", type=float, help="the confirmation's level instead (0: none)")
+    ap.add_argument("--faults", default=",".join(FAULTS), help="comma-separated faults whose power to measure")
     args = ap.parse_args()
     design = {k: v for k, v in (("alpha", args.alpha), ("confirm_alpha", args.confirm_alpha)) if v is not None}
     dep = load_deployment(args.deployment)
@@ -81,6 +83,8 @@ def main() -> int:
         f"confirm_alpha {sp.confirm_alpha}: false-alarm bound {100 * sp.false_alarm_rate:.3g}%"
     )
     for label, spec in (("A/A (reference against itself, other seeds)", None), ("healthy EAGLE-3 (rejection sampling)", EAGLE)):
+        if args.runs <= 0:
+            break
         started = time.perf_counter()
         failed, aa_failed, confirmed = 0, 0, 0
         causes: Counter[str] = Counter()
@@ -96,7 +100,7 @@ def main() -> int:
             f"stage 1 rejected (a confirmation drawn) in {confirmed}; in-run A/A flagged in {aa_failed}; "
             f"causes {dict(causes) or 'none'}; {time.perf_counter() - started:.0f} s"
         )
-    for fault in FAULTS:
+    for fault in (f for f in args.faults.split(",") if f):
         caught = 0
         causes = Counter[str]()
         for i in range(args.fault_runs):

@@ -547,6 +547,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     return report
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A gate test's call, timed where a signal ends it: pytest then reports no call, and the
+    report would lose what the phase had measured (plugin._phase_seconds adds it back)."""
+    found = item.config.stash[_PHASES].get(item.nodeid)
+    gate = item.config.stash.get(_SESSION, None)
+    if found is None or gate is None:
+        return (yield)
+    started = time.monotonic()
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        gate.cut_short = (*found, time.monotonic() - started)
+        raise
+
+
 def _record_outcome(gate: GateSession, phase: str, config: str, report: pytest.TestReport) -> None:
     if report.when == "call":  # setup holds the boots, which the report counts on their own
         gate.phase_seconds[phase] = gate.phase_seconds.get(phase, 0.0) + report.duration
@@ -701,7 +717,7 @@ def _build(
         gate.judge.fingerprint_if_known(),  # the run is over: never boot for it
         provenance(launcher=gate.deployment.launch.launcher, inputs=gate.deployment.input_files),
         gate.tally(),
-        gate.phase_seconds,
+        _phase_seconds(gate, interrupted),
         gate.pool.server_infos,
         gate.oracle.baseline_problems,
         gate.oracle.margin_summary().as_dict() if gate.oracle.baseline_margins else None,
@@ -722,6 +738,16 @@ def _build(
         unavailable=gate.pool.unavailable,
         reaped=gate.pool.reaped,
     )
+
+
+def _phase_seconds(gate: GateSession, interrupted: str | None) -> dict[str, float]:
+    """Each phase's time in its tests' calls, with the time the test a signal stopped had run:
+    pytest reports no call it interrupted, yet that time was spent measuring."""
+    seconds = dict(gate.phase_seconds)
+    if interrupted and gate.cut_short is not None:
+        phase, _, ran = gate.cut_short
+        seconds[phase] = seconds.get(phase, 0.0) + ran
+    return seconds
 
 
 def _write_report(gate: GateSession, messages: list[str], interrupted: str | None) -> tuple[Any, Report]:
@@ -785,6 +811,7 @@ def _run_facts(gate: GateSession, interrupted: str | None, not_recorded: str | N
         # Edge requests a speculative config refused that its reference answered: compared nothing.
         equivalence_refused={c: list(s.refused) for c, s in gate.oracle.stats.items() if s.refused},
         baseline_not_written=not_recorded,
+        cut_short={gate.cut_short[0]: gate.cut_short[1]} if interrupted and gate.cut_short is not None else {},
     )
 
 

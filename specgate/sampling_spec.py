@@ -28,9 +28,15 @@ top_p = 0.95
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
+from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.tomlcheck import Table
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -106,46 +112,76 @@ class SamplingSpec:
 
 
 def parse_sampling(t: Table) -> SamplingSpec:
-    enabled = t.flag("enabled", True)
-    settings = [_parse_setting(s, i) for i, s in enumerate(t.table_list("settings"))] or list(DEFAULT_SETTINGS)
+    """Every problem of the table is collected and reported at once (DeploymentErrors), each
+    naming its field and what was expected: a fix never only uncovers the next one."""
+    errors: list[DeploymentError] = []
+
+    def read(parse: Callable[[], R], fallback: R) -> R:
+        try:
+            return parse()
+        except DeploymentErrors as exc:
+            errors.extend(exc.errors)
+        except DeploymentError as exc:
+            errors.append(exc)
+        return fallback
+
+    enabled = read(lambda: t.flag("enabled", True), True)
+    no_tables: list[Table] = []
+    tables = read(lambda: t.table_list("settings"), no_tables)
+    parsed: list[SamplingSetting | None] = []
+    for i, table in enumerate(tables):
+        parsed.append(read(partial(_parse_setting, table, i), None))
+    settings = [s for s in parsed if s is not None] or ([] if tables else list(DEFAULT_SETTINGS))
     names = [s.name for s in settings]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise t.error("settings", f"setting names must differ; {', '.join(dupes)} appears more than once")
-    skip = t.str_list("skip", [])
+        errors.append(t.error("settings", f"setting names must differ; {', '.join(dupes)} appears more than once"))
+    no_skip: list[str] = []
+    skip = read(lambda: t.str_list("skip", []), no_skip)
     unknown = [n for n in skip if n not in names]
-    if unknown:
-        raise t.error("skip", f"names no setting: {', '.join(unknown)}; the settings are {', '.join(names)}")
+    every_setting_read = all(s is not None for s in parsed)  # else a broken setting's name may be the one skipped
+    if unknown and every_setting_read:
+        errors.append(t.error("skip", f"names no setting: {', '.join(unknown)}; the settings are {', '.join(names)}"))
     spec = SamplingSpec(
         enabled=enabled,
         settings=tuple(s for s in settings if s.name not in skip),
-        prompts=t.integer("prompts", 8, minimum=1, maximum=256),
+        prompts=read(lambda: t.integer("prompts", 8, minimum=1, maximum=256), 8),
         # Two samples per side are the least a rank test can order; fewer than ~20 detect little.
-        samples=t.integer("samples", 64, minimum=2, maximum=4096),
-        max_new_tokens=t.integer("max_new_tokens", 32, minimum=1, maximum=1024),
-        alpha=t.number("alpha", 0.05, minimum=1e-6, maximum=0.5),
-        confirm_alpha=t.number("confirm_alpha", 0.2, minimum=0.0, maximum=0.5),
-        boundary_margin=t.number("boundary_margin", 0.1, minimum=0.0, maximum=5.0),
-        seed_param=t.text("seed_param", "sampling_seed"),
+        samples=read(lambda: t.integer("samples", 64, minimum=2, maximum=4096), 64),
+        max_new_tokens=read(lambda: t.integer("max_new_tokens", 32, minimum=1, maximum=1024), 32),
+        alpha=read(lambda: t.number("alpha", 0.05, minimum=1e-6, maximum=0.5), 0.05),
+        confirm_alpha=read(lambda: t.number("confirm_alpha", 0.2, minimum=0.0, maximum=0.5), 0.2),
+        boundary_margin=read(lambda: t.number("boundary_margin", 0.1, minimum=0.0, maximum=5.0), 0.1),
+        seed_param=read(lambda: t.text("seed_param", "sampling_seed"), "sampling_seed"),
         # The top logprobs asked per scored position (at least top_k + 5 of every setting): the
         # more, the tighter the top_p nucleus bound; 20 is plenty for a real vocabulary's tail.
-        top_logprobs_floor=t.integer("top_logprobs", 20, minimum=2, maximum=1000),
+        top_logprobs_floor=read(lambda: t.integer("top_logprobs", 20, minimum=2, maximum=1000), 20),
     )
-    t.reject_unknown()
+    errors.extend(t.unknown_problems())
+    if errors:
+        raise DeploymentErrors(errors)
     return spec
 
 
 def _parse_setting(t: Table, index: int) -> SamplingSetting:
-    temperature = t.number("temperature", minimum=1e-3, maximum=10.0)
-    setting = SamplingSetting(
-        name="",
-        temperature=temperature,
-        top_p=t.number("top_p", 1.0, minimum=1e-3, maximum=1.0),
-        top_k=t.integer("top_k", -1, minimum=-1, maximum=100_000),
-        min_p=t.number("min_p", 0.0, minimum=0.0, maximum=0.999),
-    )
-    if setting.top_k == 0:
-        raise t.error("top_k", "expected -1 (off) or an integer >= 1, got 0")
-    name = t.name("name", f"setting{index}")
-    t.reject_unknown()
-    return SamplingSetting(name, setting.temperature, setting.top_p, setting.top_k, setting.min_p)
+    """One [[sampling.settings]] entry, every broken field of it listed (DeploymentErrors)."""
+    errors: list[DeploymentError] = []
+
+    def read(parse: Callable[[], R], fallback: R) -> R:
+        try:
+            return parse()
+        except DeploymentError as exc:
+            errors.append(exc)
+        return fallback
+
+    temperature = read(lambda: t.number("temperature", minimum=1e-3, maximum=10.0), 1.0)
+    top_p = read(lambda: t.number("top_p", 1.0, minimum=1e-3, maximum=1.0), 1.0)
+    top_k = read(lambda: t.integer("top_k", -1, minimum=-1, maximum=100_000), -1)
+    min_p = read(lambda: t.number("min_p", 0.0, minimum=0.0, maximum=0.999), 0.0)
+    if top_k == 0:
+        errors.append(t.error("top_k", "expected -1 (off) or an integer >= 1, got 0"))
+    name = read(lambda: t.name("name", f"setting{index}"), f"setting{index}")
+    errors.extend(t.unknown_problems())
+    if errors:
+        raise DeploymentErrors(errors)
+    return SamplingSetting(name, temperature, top_p, top_k, min_p)

@@ -58,6 +58,9 @@ class GateSession:
     # (phase, config) -> outcome ("passed", "failed", "error", "skipped") -> count of gate tests
     config_outcomes: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     failed_tests: list[FailedTest] = field(default_factory=list)  # for the report
+    # (phase, config, seconds it ran) of the gate test a signal stopped in its call: pytest
+    # reports no such call, so the run's report learns from this what it was doing.
+    cut_short: tuple[str, str, float] | None = None
     sampling: SamplingChecker | None = None  # the sampling equivalence test's draws and verdicts
 
     def count(self, phase: str | None, outcome: str) -> int:

@@ -336,8 +336,16 @@ class Table:
 
     def reject_unknown(self) -> None:
         """Fail on keys nobody read: in a gate config a typo must never pass silently."""
+        for problem in self.unknown_problems():
+            raise problem
+
+    def unknown_problems(self) -> list[DeploymentError]:
+        """One error per key nobody read, each with its nearest known field (for a parser that
+        lists every problem of its table at once)."""
+        out = []
         for key in self._data:
             if key not in self._read:
                 close = difflib.get_close_matches(key, sorted(self._read), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else f"; known fields: {', '.join(sorted(self._read))}"
-                raise self.error(key, f"unknown field{hint}")
+                out.append(self.error(key, f"unknown field{hint}"))
+        return out

@@ -24,7 +24,7 @@ from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Status, Verdict
 from specgate.verdicts.not_run import with_not_run
-from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, TestTally, decide
+from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, Shortfall, TestTally, decide
 
 # The failed tests that no gate verdict tells, said among the reasons (report.json's
 # `failed_tests` holds them all): the first lines of "Why" stay readable.
@@ -98,6 +98,16 @@ def _unmeasured_rows(
     return rows
 
 
+def _shortfall(gap: Shortfall, facts: RunFacts) -> str:
+    """A phase that ran fewer tests than asked: in an interrupted run, which one the signal stopped
+    (its time is in the phase's), and that the rest never started; else the usual causes."""
+    said = f"{gap.phase}: {gap.ran} of {gap.expected} test(s) ran"
+    if not facts.interrupted:
+        return f"{said} (a selection, a skip or a failed boot)"
+    stopped = facts.cut_short.get(gap.phase)
+    during = f"; {stopped}'s was running when the signal came (its time so far is in the phase's)" if stopped else ""
+    return f"{said}{during}; the rest did not start: the run was interrupted"
+
 
 def _grouped(verdicts: Sequence[Verdict]) -> list[str]:
     """One line per distinct cause: "STATUS ×N (gate, gate, …): cause", in the order first seen."""
@@ -151,7 +161,7 @@ def reasons_of(outcome: RunOutcome) -> list[str]:
     reasons += _grouped(undecided)
     reasons += _grouped(unjudged)
     for gap in outcome.shortfalls:
-        reasons.append(f"{gap.phase}: {gap.ran} of {gap.expected} test(s) ran (a selection, a skip or a failed boot)")
+        reasons.append(_shortfall(gap, c))
     if c.equivalence_declared_off:
         reasons.append("greedy equivalence NOT CHECKED (declared by the deployment)")
     if c.stand_in_problem:

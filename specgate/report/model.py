@@ -512,7 +512,7 @@ class SamplingRow(_Part):
 
     config: str
     reference: str
-    status: str  # PASS, FAIL or NOT CHECKED
+    status: str  # PASS, FAIL, NOT CHECKED or INTERRUPTED (not_checked then says what it had drawn)
     alpha: float  # stage 1's false-alarm rate over the whole test
     confirm_alpha: float = 0.0  # stage 2's level per setting stage 1 rejected (0: no stage 2, as before 9)
     false_alarm_rate: float | None = None  # the bound the whole test runs at: alpha x confirm_alpha

@@ -32,7 +32,7 @@ def sampling_section(report: Report) -> list[str]:
 
 def _row(row: SamplingRow) -> list[str]:
     if row.not_checked:
-        return [f"\n### {row.config}: **NOT CHECKED**\n", f"{row.not_checked}."]
+        return [f"\n### {row.config}: **{row.status}**\n", f"{row.not_checked}."]  # NOT CHECKED or INTERRUPTED
     out = [
         f"\n### {row.config} against {row.reference}: **{row.status}**\n",
         f"{_false_alarm_rate(row)}. Stage 1: alpha {row.alpha:g} over {row.tests} tests: likelihood "

@@ -104,17 +104,20 @@ class SamplingChecker:
         self._reference: dict[tuple[str, str], _ReferenceDraw] = {}
         self.rows: dict[str, dict[str, Any]] = {}  # config -> the report's row
         self.not_checked: dict[str, str] = {}  # config -> why its samples were not compared
+        self.interrupted: dict[str, str] = {}  # config -> what its check had drawn when a signal stopped it
 
     def report_rows(self) -> list[dict[str, Any]]:
         """The report's section: each config's row, or why it was not checked."""
         rows = list(self.rows.values())
-        for config, why in self.not_checked.items():
+        undecided = [(c, "NOT CHECKED", why) for c, why in self.not_checked.items()]
+        undecided += [(c, "INTERRUPTED", what) for c, what in self.interrupted.items()]
+        for config, status, why in undecided:
             if config not in self.rows:
                 rows.append(
                     {
                         "config": config,
                         "reference": "",
-                        "status": "NOT CHECKED",
+                        "status": status,
                         "alpha": self.spec.alpha,
                         "confirm_alpha": self.spec.confirm_alpha,
                         "false_alarm_rate": self.spec.false_alarm_rate,
@@ -206,23 +209,39 @@ class SamplingChecker:
     ) -> dict[str, Any]:
         """Draws and judges every setting (stage 1), confirms each statistical rejection on fresh
         draws (stage 2); returns the report's row (status PASS or FAIL)."""
-        results = []
-        for setting in self.spec.settings:
-            ref = self._reference_draw(reference, post_ref, setting)
-            spec_sides, seconds = self._spec_draw(config, post_spec, post_ref, setting, ref, confirm=False)
-            results.append((setting, ref, spec_sides, seconds))
-        row, culprits = self._judge(config, reference, results)
-        for (setting, ref, _, _), s in zip(results, row["settings"]):
-            if s["status"] == "FAIL" and not (s["violations"] or s["violations_reference"]) and self.spec.confirm_alpha > 0:
-                s["confirmation"] = self._confirm(config, reference, post_spec, post_ref, setting, row, s)
-                if not s["confirmation"]["rejected"]:
-                    s["status"] = "PASS"
-                s["evidence"].append(s["confirmation"]["evidence"])
-            if s["status"] == "FAIL":
-                self._reproduce(config, setting, ref, s, culprits[setting.name], spec_url, api_key_env)
+        results: list = []
+        started = time.perf_counter()
+        try:
+            for setting in self.spec.settings:
+                ref = self._reference_draw(reference, post_ref, setting)
+                spec_sides, seconds = self._spec_draw(config, post_spec, post_ref, setting, ref, confirm=False)
+                results.append((setting, ref, spec_sides, seconds))
+            row, culprits = self._judge(config, reference, results)
+            for (setting, ref, _, _), s in zip(results, row["settings"]):
+                if s["status"] == "FAIL" and not (s["violations"] or s["violations_reference"]) and self.spec.confirm_alpha > 0:
+                    s["confirmation"] = self._confirm(config, reference, post_spec, post_ref, setting, row, s)
+                    if not s["confirmation"]["rejected"]:
+                        s["status"] = "PASS"
+                    s["evidence"].append(s["confirmation"]["evidence"])
+                if s["status"] == "FAIL":
+                    self._reproduce(config, setting, ref, s, culprits[setting.name], spec_url, api_key_env)
+        except KeyboardInterrupt:
+            self.interrupted[config] = self._cut_short(results, time.perf_counter() - started)
+            raise
         row["status"] = "FAIL" if any(s["status"] == "FAIL" for s in row["settings"]) else "PASS"
         self.rows[config] = row
         return row
+
+    def _cut_short(self, drawn: list, seconds: float) -> str:
+        """What an interrupted check had done: the settings drawn on both sides, the one it was
+        drawing (or, all drawn, that a confirmation was), and the time it ran; no verdict."""
+        names = [s.name for s in self.spec.settings]
+        done = [r[0].name for r in drawn]
+        at = f", {names[len(done)]} being drawn" if len(done) < len(names) else ", stage 2's confirmations being drawn"
+        return (
+            f"a signal stopped it after {seconds:.1f} s, with no verdict: {len(done)} of {len(names)} setting(s) "
+            f"drawn on both sides ({', '.join(done) or 'none'}){at}"
+        )
 
     def _confirm(
         self,
@@ -379,7 +398,7 @@ class SamplingChecker:
                 "argmax, or the temperature applied twice?)"
                 if ll.shift > 0
                 else "less likely under the target than its own samples: flatter than the setting (a filter or the "
-                "temperature ignored?)"
+                "temperature ignored, or a temperature above 1 applied twice?)"
             )
             evidence.append(
                 f"log-likelihood per token {ll.b_mean:.4f} against the reference's {ll.a_mean:.4f} (shift "
@@ -475,3 +494,50 @@ def _top1_share(sides: list[Side]) -> float:
                 total += 1
                 hits += bool(top) and top[0][0] == token
     return hits / total if total else 0.0
+
+
+SENTENCE_LIMIT = 360  # the report's "Why FAIL" keeps a failure's first line, cut at 400 characters
+
+
+def failure_sentence(row: dict[str, Any]) -> str:
+    """One complete sentence for a config's failed settings (the report's "Why FAIL" line): each
+    setting, what it sets, and its evidence in short; settings that do not fit are counted, never
+    cut mid-word (the assertion's further lines give every detail)."""
+    failed = [s for s in row["settings"] if s["status"] == "FAIL"]
+    head = (
+        f"{row['config']}'s samples differ from {row['reference']}'s at {len(failed)} of "
+        f"{len(row['settings'])} sampling setting(s)"
+    )
+    parts = [
+        f"{s['setting']} ({s['described']})"
+        + (f" on prompt {s['prompt']}" if s["prompt"] else "")
+        + f": {_short_evidence(s, row['likelihood_threshold'])}"
+        for s in failed
+    ]
+    sentence = f"{head}."
+    for shown in range(len(parts), 0, -1):
+        left = len(parts) - shown
+        sentence = f"{head}: {'; '.join(parts[:shown])}" + (f"; and {left} more (the report's sampling section)" if left else "") + "."
+        if len(sentence) <= SENTENCE_LIMIT:
+            break
+    return sentence
+
+
+def _short_evidence(s: dict[str, Any], likelihood_bar: float) -> str:
+    """A failed setting's evidence in a few words: tokens outside it, the likelihood shift, the
+    token frequencies, and whether the confirmation saw it again."""
+    found = []
+    outside = sum(s["violations"].values())
+    if outside:
+        found.append(f"{outside} of {s['checked_tokens']} sampled tokens break the setting")
+    elif sum(s["violations_reference"].values()):
+        found.append("the reference's own samples break the setting")
+    ll = s["likelihood"]
+    if ll["p"] < likelihood_bar:
+        way = "more likely (sharper)" if ll["shift"] > 0 else "less likely (flatter)"
+        found.append(f"log-likelihood shift {ll['shift']:+.3f} nats per token (p = {ll['p']:.2g}), samples {way} than the reference's")
+    if s["positions_rejected"]:
+        found.append(f"token frequencies differ at {s['positions_rejected']} of {s['positions_tested']} positions")
+    if s.get("confirmation"):
+        found.append(f"confirmed on fresh seeds at level {s['confirmation']['likelihood_threshold']:g}")
+    return ", ".join(found) or "failed"

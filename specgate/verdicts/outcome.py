@@ -64,6 +64,7 @@ class RunFacts:
     equivalence_refused: Mapping[str, Sequence[str]] = field(default_factory=dict)  # config -> edges it refused
     baseline_not_written: str | None = None  # a baseline update that stored nothing, and why
     unavailable: Mapping[str, str] = field(default_factory=dict)  # config attached by url -> why it never answered
+    cut_short: Mapping[str, str] = field(default_factory=dict)  # phase -> the config whose test a signal stopped
 
 
 @dataclass(frozen=True)

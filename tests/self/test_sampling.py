@@ -93,6 +93,24 @@ def test_temperature_applied_twice_is_caught_below_temperature_one_only(checker)
     assert by["t1.0"]["status"] == "PASS"  # 1.0 squared is 1.0: nothing to see, truthfully
 
 
+def test_the_default_deployment_fails_temperature_twice_at_its_setting_above_one_and_passes_healthy():
+    """On sim.toml's own settings and sizes: the toy model's distributions are peaked, so a
+    temperature applied twice at 0.7 sharpens them little (missed in about a third of runs);
+    its t1.3 setting sees the same fault spread mass onto the tail, flatter samples, every time
+    (docs/sampling.md has the power run). A healthy config at the same seed passes."""
+    dep = load_deployment("sim")
+    prompts = prompts_for(dep.sampling, dep.workload.speed_sequence(), dep.workload.prompt_format)
+    checker = SamplingChecker(dep.sampling, prompts, seed=0)
+    row = checker.check("eagle3-decode", dep.reference, in_process(EAGLE, parse_faults(["temperature-twice"])), REFERENCE)
+    by = {s["setting"]: s for s in row["settings"]}
+    assert row["status"] == "FAIL" and by["t1.3"]["status"] == "FAIL", [s["evidence"] for s in row["settings"]]
+    assert by["t1.3"]["likelihood"]["shift"] < 0 and not by["t1.3"]["violations"]
+    assert "a temperature above 1 applied twice" in by["t1.3"]["evidence"][0]
+    assert by["top_k3"]["status"] == by["min_p0.1"]["status"] == "PASS"  # at temperature 1 there is nothing to see
+    healthy = checker.check("eagle3-decode", dep.reference, in_process(EAGLE), REFERENCE)
+    assert healthy["status"] == "PASS", [s["evidence"] for s in healthy["settings"]]
+
+
 def test_one_chance_rejection_on_an_unlucky_commit_seed_is_overturned_by_the_confirmation():
     """The default deployment's healthy eagle3-decode under case seed 3 (the seed a run draws from
     its commit: equivalence.oracle.commit_seed): stage 1's likelihood test rejects min_p0.1 by
@@ -136,6 +154,26 @@ def test_a_failing_case_joins_the_replay_file_and_is_asked_first(tmp_path):
     assert [p.label for p in later._prompts(SETTINGS[3])] == [case["prompt"], PROMPTS[2].label]
 
 
+def test_a_replayed_case_is_judged_as_a_fresh_one_so_a_healthy_rerun_passes_and_a_persisting_bug_fails(tmp_path):
+    """Tutorial step 5: a fault run's failing cases join sampling-replay.json; the healthy rerun
+    at the same commit seed asks them first, under its own seeds and the same thresholds, so it
+    passes as a fresh run would (at most the stated false-alarm rate); the fault, still there,
+    fails again."""
+    path = tmp_path / "sampling-replay.json"
+    one = SamplingSpec(settings=(SETTINGS[0],), prompts=3, samples=40, max_new_tokens=10, top_logprobs_floor=8)
+    faulty = in_process(EAGLE, parse_faults(["greedy-accept"]))
+    first = SamplingChecker(one, PROMPTS, seed=0, replay=SamplingReplay(path, "toy"))
+    assert first.check("eagle3", "baseline", faulty, REFERENCE)["status"] == "FAIL"
+    (case,) = json.loads(path.read_text())["cases"]
+    rerun = SamplingChecker(one, PROMPTS, seed=0, replay=SamplingReplay(path, "toy"))
+    assert rerun._prompts(SETTINGS[0])[0].label == case["prompt"]  # asked first
+    healthy = rerun.check("eagle3", "baseline", in_process(EAGLE), REFERENCE)
+    assert healthy["status"] == "PASS", [s["evidence"] for s in healthy["settings"]]
+    assert healthy["likelihood_threshold"] == first.rows["eagle3"]["likelihood_threshold"]  # the same bar
+    again = SamplingChecker(one, PROMPTS, seed=0, replay=SamplingReplay(path, "toy"))
+    assert again.check("eagle3", "baseline", faulty, REFERENCE)["status"] == "FAIL"
+
+
 def _deployment(tmp_path, sampling):
     from specgate.deployment import parse_deployment
 
@@ -144,13 +182,35 @@ def _deployment(tmp_path, sampling):
 
 def test_a_deployment_turns_settings_off(tmp_path):
     dep = _deployment(tmp_path, {"skip": ["top_k3"]})
-    assert [s.name for s in dep.sampling.settings] == ["t0.7", "min_p0.1"]
+    assert [s.name for s in dep.sampling.settings] == ["t0.7", "t1.3", "min_p0.1"]
     off = _deployment(tmp_path, {"enabled": False})
     assert why_not_checkable(off, reference_stored=False) == "turned off by the deployment ([sampling] enabled = false)"
-    none = _deployment(tmp_path, {"skip": ["t0.7", "top_k3", "min_p0.1"]})
+    none = _deployment(tmp_path, {"skip": ["t0.7", "t1.3", "top_k3", "min_p0.1"]})
     assert "every setting is turned off" in (why_not_checkable(none, reference_stored=False) or "")
     with pytest.raises(DeploymentErrors, match=r"sampling\.skip.*names no setting: top_k20"):
         _deployment(tmp_path, {"skip": ["top_k20"]})
+
+
+def test_every_problem_of_the_sampling_table_is_listed_in_one_error(tmp_path):
+    broken = {
+        "samples": 1,
+        "alpha": 2.0,
+        "sed_param": "x",
+        "settings": [{"name": "hot", "temperature": "hot", "top_k": 0, "topp": 0.9}, {"temperature": 0.5, "min_p": 1.5}],
+    }
+    with pytest.raises(DeploymentErrors) as caught:
+        _deployment(tmp_path, broken)
+    fields = {e.field: e.problem for e in caught.value.errors}
+    assert fields == {
+        "sampling.samples": "expected an integer >= 2, got 1",
+        "sampling.alpha": "expected a number >= 1e-06 and <= 0.5, got 2",
+        "sampling.sed_param": "unknown field (did you mean 'seed_param'?)",
+        "sampling.settings[0].temperature": "expected a number, got 'hot'",
+        "sampling.settings[0].top_k": "expected -1 (off) or an integer >= 1, got 0",
+        "sampling.settings[0].topp": "unknown field (did you mean 'top_p'?)",
+        "sampling.settings[1].min_p": "expected a number >= 0 and <= 0.999, got 1.5",
+    }
+    assert "7 problems" in str(caught.value)
 
 
 def test_prompt_logprobs_are_read_under_either_spelling():
@@ -190,4 +250,46 @@ def test_the_gate_fails_on_greedy_acceptance_while_greedy_equivalence_and_speed_
     replay = json.loads((d.baselines_dir / "sim" / "equivalence" / "sampling-replay.json").read_text())
     assert {c["config"] for c in replay["cases"]} == {"eagle3-decode"}
     assert "## Sampling equivalence" in (d.report_dir / "report.md").read_text()
+    # "Why FAIL" keeps the failure's first line: one whole sentence with the config, the setting and its evidence.
+    why = [r for r in d.report()["overall_reasons"] if "test_speculative_sampling_matches_reference" in r]
+    assert len(why) == 1 and why[0].endswith("."), why
+    assert "eagle3-decode's samples differ from baseline's" in why[0] and "t0.7 (temperature 0.7)" in why[0]
+    assert "log-likelihood shift +" in why[0] and "more likely (sharper)" in why[0]
     assert not d.leftovers()
+
+
+def test_an_interrupted_check_says_what_it_had_drawn_and_the_report_what_ran_and_its_time():
+    """A signal mid-check: the sampling section says INTERRUPTED with the settings drawn and the
+    time, the run's reasons say which test the signal stopped (not "a selection, a skip or a
+    failed boot"), and the phase keeps the time that test ran."""
+    from specgate.plugin import _phase_seconds
+    from specgate.report.build import _shortfall
+    from specgate.verdicts.outcome import RunFacts, Shortfall
+
+    three = SamplingSpec(settings=SETTINGS[:3], prompts=1, samples=8, max_new_tokens=4, top_logprobs_floor=8)
+
+    def stopped_on_the_second_setting(body):
+        params = body.get("sampling_params")
+        first = params[0] if isinstance(params, list) else params
+        if first and first.get("temperature") == 1.0 and "max_new_tokens" in first and first["max_new_tokens"] > 0:
+            raise KeyboardInterrupt("a signal")
+        return REFERENCE(body)
+
+    checker = SamplingChecker(three, PROMPTS[:1], seed=1)
+    with pytest.raises(KeyboardInterrupt):
+        checker.check("eagle3", "baseline", stopped_on_the_second_setting, REFERENCE)
+    (row,) = checker.report_rows()
+    assert row["status"] == "INTERRUPTED" and row["config"] == "eagle3"
+    assert "with no verdict: 1 of 3 setting(s) drawn on both sides (t0.7), t1.0 being drawn" in row["not_checked"]
+    typed = SamplingRow.model_validate(json.loads(json.dumps(row)))
+    text = "\n".join(sampling_section(types.SimpleNamespace(sampling=[typed])))  # type: ignore[arg-type]
+    assert "### eagle3: **INTERRUPTED**" in text
+
+    facts = RunFacts(interrupted="the run was interrupted (SIGINT)", cut_short={"sampling": "eagle3-decode"})
+    said = _shortfall(Shortfall("sampling", 0, 2), facts)
+    assert said.startswith("sampling: 0 of 2 test(s) ran; eagle3-decode's was running when the signal came")
+    assert "a selection" not in said and "the run was interrupted" in said
+    assert "(a selection, a skip or a failed boot)" in _shortfall(Shortfall("sampling", 1, 2), RunFacts())
+    gate = types.SimpleNamespace(phase_seconds={"equivalence": 4.0}, cut_short=("sampling", "eagle3-decode", 2.5))
+    assert _phase_seconds(gate, "SIGINT") == {"equivalence": 4.0, "sampling": 2.5}  # type: ignore[arg-type]
+    assert _phase_seconds(gate, None) == {"equivalence": 4.0}  # type: ignore[arg-type]
