@@ -527,16 +527,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         raise KeyboardInterrupt("specgate: a signal stopped the run")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> None:
-    """The phase a gate test's requests belong to, told to the pool (the session is set up by
-    now): a server that stops answering is said with the phase it stopped in."""
-    gate = item.config.stash.get(_SESSION, None)
-    found = item.config.stash.get(_PHASES, {}).get(item.nodeid)
-    if gate is not None and found is not None:
-        gate.pool.phase = found[0]
-
-
 # --- results ------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -549,12 +539,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    """A gate test's call, timed where a signal ends it: pytest then reports no call, and the
-    report would lose what the phase had measured (plugin._phase_seconds adds it back)."""
-    found = item.config.stash[_PHASES].get(item.nodeid)
+    """A gate test's call: the phase its requests belong to, told to the pool (a server that stops
+    answering is said with the phase it stopped in), and timed where a signal ends it: pytest then
+    reports no call, and the report would lose what the phase had measured (_phase_seconds adds it back)."""
+    found = item.config.stash.get(_PHASES, {}).get(item.nodeid)
     gate = item.config.stash.get(_SESSION, None)
     if found is None or gate is None:
         return (yield)
+    gate.pool.phase = found[0]
     started = time.monotonic()
     try:
         return (yield)
