@@ -9,7 +9,7 @@ import sys
 import pytest
 from helpers import sim_deployment_dict
 
-from specgate.cli import describe
+from specgate.cli.check import describe
 from specgate.deployment import DeploymentError, parse_deployment
 from specgate.server import affinity
 from specgate.server.supervise import CPUS_ENV

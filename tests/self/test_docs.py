@@ -28,18 +28,18 @@ def test_the_readme_is_short_and_gives_the_two_commands_ci_runs():
 
 
 def test_the_exit_codes_section_the_cli_points_to_lists_the_cli_s_codes():
-    from specgate import cli
+    from specgate.exits import Exit
 
     table = _section(README.read_text(), "Exit codes")
     rows = dict(re.findall(r"^\| (\d) \| ([A-Za-z ]+?) \|", table, re.M))
     expected = {
-        cli.EXIT_PASS: "PASS",
-        cli.EXIT_FAIL: "FAIL",
-        cli.EXIT_BAD_INPUT: "bad input",
-        cli.EXIT_INCONCLUSIVE: "INCONCLUSIVE",
-        cli.EXIT_PARTIAL: "PARTIAL",
-        cli.EXIT_INTERRUPTED: "INTERRUPTED",
-        cli.EXIT_ERROR: "ERROR",
+        Exit.PASS: "PASS",
+        Exit.FAIL: "FAIL",
+        Exit.BAD_INPUT: "bad input",
+        Exit.INCONCLUSIVE: "INCONCLUSIVE",
+        Exit.PARTIAL: "PARTIAL",
+        Exit.INTERRUPTED: "INTERRUPTED",
+        Exit.ERROR: "ERROR",
     }
     assert {int(code): word for code, word in rows.items()} == expected
 

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from specgate.cli import EXIT_FAIL
+from specgate.exits import Exit
 from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
 
@@ -22,7 +22,7 @@ def test_a_failure_leads_the_first_lines_and_the_missing_baseline_follows(tmp_pa
          "--report-dir", str(tmp_path / "report"), "--baselines-dir", str(tmp_path / "none")],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=400, env=env,
     )
-    assert run.returncode == EXIT_FAIL, run.stdout[-3000:]
+    assert run.returncode == Exit.FAIL, run.stdout[-3000:]
     closing = next(line for line in run.stdout.splitlines() if line.startswith("specgate: FAIL"))
     assert closing.startswith("specgate: FAIL (beats:eagle3-prefill-beats-baseline: FAIL"), closing
     assert "try `--speculative-attention-mode decode`" in closing and "NEXT STEP" not in closing, closing
@@ -42,7 +42,7 @@ def test_a_failure_leads_the_first_lines_and_the_missing_baseline_follows(tmp_pa
 def test_refused_input_is_bad_input_in_the_label_the_report_and_the_exit_code(tmp_path):
     import json
 
-    from specgate.cli import EXIT_BAD_INPUT
+
 
     # Refused by the plugin once it holds the report folder: a stored baseline that is not JSON.
     broken = tmp_path / "baselines" / "sim" / "broken.json"
@@ -53,7 +53,7 @@ def test_refused_input_is_bad_input_in_the_label_the_report_and_the_exit_code(tm
          "--baselines-dir", str(tmp_path / "baselines")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
-    assert run.returncode == EXIT_BAD_INPUT, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.returncode == Exit.BAD_INPUT, run.stdout[-2000:] + run.stderr[-2000:]
     closing = run.stdout.strip().splitlines()[-1]
     assert closing.startswith("specgate: BAD INPUT — ") and str(broken) in closing, closing
     assert "ERROR" not in closing and "exit code 4" not in closing
@@ -63,13 +63,13 @@ def test_refused_input_is_bad_input_in_the_label_the_report_and_the_exit_code(tm
 
 
 def test_a_refused_fault_injection_is_named_in_the_closing_line(tmp_path):
-    from specgate.cli import EXIT_BAD_INPUT
+
 
     run = subprocess.run(
         [sys.executable, "-m", "specgate.cli", "run", "--report-dir", str(tmp_path / "report")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "SPECGATE_SIM_FAULTS": "nope:diverge-at=5"},
     )
-    assert run.returncode == EXIT_BAD_INPUT, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.returncode == Exit.BAD_INPUT, run.stdout[-2000:] + run.stderr[-2000:]
     closing = run.stdout.strip().splitlines()[-1]
     assert closing.startswith("specgate: BAD INPUT — ") and "SPECGATE_SIM_FAULTS names no config" in closing, closing

@@ -134,7 +134,7 @@ def test_check_names_a_missing_python_and_is_quiet_where_it_imports(launched):
 
 
 def test_a_baseline_update_says_what_it_stored_and_a_run_without_one_names_the_update(sim_deployment, capsys):
-    from specgate.cli import _closing
+    from specgate.cli.closing import close_run
 
     recorded = sim_deployment()
     result = recorded.run(None, "--specgate-update-baselines")
@@ -155,6 +155,6 @@ def test_a_baseline_update_says_what_it_stored_and_a_run_without_one_names_the_u
     assert result.ret == 0, "\n".join(result.outlines[-40:])  # uncompared allowed (the helper's default)
     lines = [line for line in (fresh.report_dir / "report.md").read_text().splitlines() if line.strip()]
     assert "NEXT STEP" in lines[1] and "specgate baseline update" in lines[1], lines[:3]
-    assert _closing(fresh.report_dir, 0, 0.0, True) == 0
+    assert close_run(fresh.report_dir, 0, 0.0, True) == 0
     closing = capsys.readouterr().out.strip().splitlines()[-1]
     assert closing.startswith("specgate: PARTIAL (NEXT STEP: ") and "specgate baseline update" in closing, closing

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 import pytest
 from helpers import sim_deployment_dict
 
-from specgate.cli import EXIT_FAIL, EXIT_INCONCLUSIVE, _closing
+from specgate.cli.closing import close_run
 from specgate.deployment import parse_deployment
+from specgate.exits import Exit
 from specgate.measure.drift import measure_drift
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import ConfigSpeed, SpeedSample
@@ -167,14 +168,14 @@ def test_a_gate_test_that_raised_before_judging_is_told_as_a_failure():
     assert got == RunVerdict.FAIL and any("the server hung" in r for r in reasons), reasons
 
 
-@pytest.mark.parametrize(("overall", "code"), [("INCONCLUSIVE", EXIT_INCONCLUSIVE), ("FAIL", EXIT_FAIL)])
+@pytest.mark.parametrize(("overall", "code"), [("INCONCLUSIVE", Exit.INCONCLUSIVE), ("FAIL", Exit.FAIL)])
 def test_inconclusive_and_fail_exit_apart(tmp_path, overall, code, capsys):
     import json
     import time
 
     report = _minimal_report(overall)
     (tmp_path / "report.json").write_text(json.dumps(report))
-    assert _closing(tmp_path, 1, time.time(), partial_allowed=False) == code
+    assert close_run(tmp_path, 1, time.time(), partial_allowed=False) == code
     assert capsys.readouterr().out.startswith(f"specgate: {overall}")
 
 
@@ -213,7 +214,7 @@ def test_the_kimi_twin_tells_its_story_on_the_first_screen(tmp_path):
         text=True,
         timeout=300,
     )
-    assert run.returncode == EXIT_FAIL, run.stdout[-3000:]
+    assert run.returncode == Exit.FAIL, run.stdout[-3000:]
     head = "\n".join((tmp_path / "report.md").read_text().splitlines()[:14])
     assert "**FAIL**" in head and "`--speculative-attention-mode decode`" in head
     assert "beats:eagle3-prefill-beats-baseline: FAIL — eagle3-prefill decodes at 0.6" in head

@@ -129,7 +129,7 @@ def _report_with(verdicts, failed_tests):
 def test_ci_annotations_name_the_failed_tests_the_report_keeps_typed():
     """A cause holding ": " and a reason that merely starts "failed: " are read as what they are:
     the annotation comes from report.json's failed_tests, never from the reasons' sentences."""
-    from specgate.cli import github_annotations
+    from specgate.cli.closing import github_annotations
 
     raised = FailedTest("test_speculation_beats_reference[e]", "ServerDiedError: config 'e': the server hung")
     report = _report_with([_v(PASS, "accept:e")], [raised])

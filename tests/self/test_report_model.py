@@ -190,7 +190,7 @@ def test_readers_of_report_json_name_the_file_and_the_field(sim_report, tmp_path
     """`specgate spread` and the CLI's closing verdict read report.json through the model."""
     import time
 
-    from specgate.cli import _closing
+    from specgate.cli.closing import close_run
     from specgate.report.spread import load_runs
 
     def no_decode_tps(d):  # noqa: ANN001
@@ -200,12 +200,12 @@ def test_readers_of_report_json_name_the_file_and_the_field(sim_report, tmp_path
     with pytest.raises(ReportError, match=r"report\.json: not a specgate report\.json: field 'speed\[0\]\.decode_tps'"):
         load_runs([sim_report, bad])
     # The run's own report, unreadable: said, and counted as no report (pytest's failure decides).
-    assert _closing(tmp_path, 1, time.time() - 5, False) == 6
+    assert close_run(tmp_path, 1, time.time() - 5, False) == 6
     assert "field 'speed[0].decode_tps'" in capsys.readouterr().err
     # A readable one decides the exit code and the line.
     (tmp_path / "report.json").write_text(sim_report.read_text())
     overall = json.loads(sim_report.read_text())["overall"]  # PARTIAL without baselines, unless a gate failed
-    assert _closing(tmp_path, 1, time.time() - 5, False) == {"PASS": 0, "FAIL": 1, "PARTIAL": 4}[overall]
+    assert close_run(tmp_path, 1, time.time() - 5, False) == {"PASS": 0, "FAIL": 1, "PARTIAL": 4}[overall]
     assert f"specgate: {overall}" in capsys.readouterr().out
 
 

@@ -166,7 +166,7 @@ def test_a_sweep_of_a_config_with_its_own_install_is_refused():
 
 
 def test_check_warns_when_this_host_cannot_start_a_configs_server():
-    from specgate.cli import launch_warnings
+    from specgate.cli.check import launch_warnings
     from specgate.deployment import load_deployment
 
     assert launch_warnings(load_deployment("sim")) == []

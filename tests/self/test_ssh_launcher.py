@@ -105,7 +105,7 @@ def test_ssh_fields_are_checked_naming_file_and_field(tmp_path, sshd):
 
 
 def test_check_describes_an_ssh_deployment(tmp_path, sshd):
-    from specgate.cli import describe
+    from specgate.cli.check import describe
 
     dep = parse_deployment(ssh_data(sshd, "t", TWO_HOSTS), tmp_path / "dep.toml")
     text = describe(dep)

@@ -119,7 +119,7 @@ def test_init_url_writes_the_served_speculative_args_and_its_gates_exist(tmp_pat
 
 
 def test_init_url_unreachable_writes_a_commented_placeholder_and_check_says_the_gate_is_absent(tmp_path):
-    from specgate.cli import describe
+    from specgate.cli.check import describe
     from specgate.server.local import free_port
     from specgate.starter import write_project
 

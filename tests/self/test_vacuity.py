@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from helpers import merge, sim_deployment_dict
 
-from specgate.cli import describe
+from specgate.cli.check import describe
 from specgate.deployment import parse_deployment
 from specgate.report.build import TestTally as Tally  # noqa: I001
 from specgate.report.build import build_report, overall_verdict

@@ -1,0 +1,198 @@
+"""`specgate check`: validate a deployment and say what a run of it would do, before anything boots."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from specgate import project
+from specgate.deployment import Deployment, SshSpec, load_deployment
+from specgate.errors import SpecgateError
+
+if TYPE_CHECKING:
+    pass
+
+
+
+
+def launch_warnings(dep: Deployment) -> list[str]:
+    """What would keep the launcher from starting a server on this host: a program that is not
+    found, a launch command whose Python (`{python}`, `python3`, `/venv/bin/python`, `env ...
+    python`, `bash -c "... python -m sglang..."`) cannot import the module it runs (e.g. a CPU
+    machine checking a GPU deployment), an address that does not answer, a key that is not set.
+    Warnings, not errors: the file may be meant for another host (specgate.preflight)."""
+    from specgate.preflight import boot_problems, credential_problems
+
+    return credential_problems(dep) + [p.text for p in boot_problems(dep)]
+
+
+def describe_ssh(ssh: SshSpec) -> list[str]:
+    if ssh.nodes > 1:
+        hosts = f"{ssh.nodes} nodes (SGLang multi-node), rank 0 on {ssh.hosts[0]}, then {', '.join(ssh.hosts[1:])}"
+    else:
+        hosts = f"on {ssh.hosts[0]}"
+    login = ", ".join(
+        part
+        for part in (
+            f"as {ssh.user}" if ssh.user else "",
+            f"port {ssh.port}" if ssh.port else "",
+            f"key {ssh.identity_file}" if ssh.identity_file else "",
+        )
+        if part
+    )
+    reach = (
+        "reached through ssh -L (the server listens on the remote loopback)"
+        if ssh.reach == "forward"
+        else "reached directly at host:port (the server listens on every interface)"
+    )
+    out = [f"  ssh: {hosts}{' (' + login + ')' if login else ''}; {reach}"]
+    out.append(f"    remote python {ssh.python!r}, directory {ssh.directory or '(the login directory)'}")
+    if ssh.nodes > 1:
+        out.append(
+            f"    each node gets --nnodes {ssh.nodes} --node-rank I --dist-init-addr "
+            f"{ssh.dist_init_host or ssh.hosts[0]}:PORT (PORT picked per boot)"
+        )
+    if ssh.forward_env:
+        out.append(f"    passed from this environment: {', '.join(ssh.forward_env)}")
+    return out
+
+
+def describe_stored_reference(dep: Deployment) -> list[str]:
+    if not dep.launch.reference_stored:
+        return []
+    out = [
+        f"  reference {dep.reference!r} NOT BOOTED by a gate run (launch.reference_from = \"stored\"): its figures and "
+        "golden answers come from this machine's stored baseline (same fingerprint, read from a booted speculative "
+        "config; same launch digest); `specgate baseline update` boots it and stores them",
+        "    not seen: how the reference drifted since the baseline was recorded; a baseline from another machine or "
+        "SGLang, or of other reference flags, fails the run closed",
+    ]
+    if dep.gates.between_boot is None:
+        out.append(
+            "    timing gates against it need this machine's `specgate calibrate` record or [gates.between_boot]: "
+            "without one they are NOT COMPARED"
+        )
+    return out
+
+
+def describe_affinity(dep: Deployment) -> list[str]:
+    """Where `launch.cpu_affinity = "split"` pins each server on this host, or why it cannot."""
+    from specgate.server import affinity
+
+    if dep.launch.cpu_affinity != "split":
+        return []
+    cpus, servers = affinity.available_cpus(), affinity.side_by_side(dep)
+    if not servers:
+        return [f"  CPU affinity split: servers take turns, each pinned to all {len(cpus)} CPUs this host allows"]
+    slices = affinity.split(servers, cpus)
+    if not slices:
+        return [
+            f"  WARNING: launch.cpu_affinity = \"split\": {len(servers)} servers side by side but {len(cpus)} CPU(s) "
+            "here: none is pinned"
+        ]
+    return ["  CPU affinity split: " + ", ".join(f"{n} on {affinity.cpu_list(c)}" for n, c in slices.items())]
+
+
+def describe(dep: Deployment) -> str:
+    lines = [f"deployment {dep.name!r} ({dep.path})" + ("  [SIMULATOR]" if dep.simulator else "")]
+    if dep.description:
+        lines.append(f"  {dep.description}")
+    lines.append(
+        f"  launcher {dep.launch.launcher}, servers {'side by side' if dep.launch.coexist else 'one at a time'}"
+    )
+    if dep.launch.ssh is not None:
+        lines.extend(describe_ssh(dep.launch.ssh))
+    lines.extend(describe_affinity(dep))
+    lines.extend(describe_stored_reference(dep))
+    for name, cfg in dep.configs.items():
+        if name in dep.references:
+            mark = " (reference)"
+        else:
+            mark = f" (compared with {dep.reference_of(name)})" if dep.reference_of(name) != dep.reference else ""
+        lines.append(f"  config {name}{mark}: {' '.join(cfg.args) or '(no extra args)'}")
+        if cfg.command is not None:
+            lines.append(f"    launched with its own command: {' '.join(cfg.command)}")
+        if cfg.tolerate:
+            lines.append(f"    declared known differences (counted, not failed): {', '.join(cfg.tolerate)}")
+    for gate in dep.gates.beats:
+        as_stored = gate.against == "stored" or (dep.launch.reference_stored and gate.over == dep.reference)
+        stored = " as stored in the baseline" if as_stored else ""
+        lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over}{stored} (concurrency {gate.concurrency})")
+    for floor in dep.gates.accept_length:
+        lines.append(
+            f"  gate: {floor.config} must accept >= {floor.at_least:g} tokens per verify step (concurrency {floor.concurrency})"
+        )
+    tol = dep.gates.tolerance
+    lines.append(
+        f"  no-regression tolerance: {tol.decode_tps_fraction:.0%}"
+        + "".join(f", {c} {t:.0%}" for c, t in tol.decode_tps_by_config.items())
+        + f"; accept length {tol.accept_length:.0%}"
+    )
+    lines.append(
+        f"  {dep.launch.boots} boot(s) per config; gates that cannot compare or cannot fail: "
+        + ("fail their tests: the run ends PARTIAL, exit 4" if dep.gates.uncompared == "fail" else "warn only ([gates] uncompared = \"warn\")")
+    )
+    if dep.gates.between_boot is not None:
+        b = dep.gates.between_boot
+        lines.append(f"  declared between-boot spread: decode {b.decode_tps_log_sd:.1%}, speedup {b.speedup_log_sd:.1%} ({b.source})")
+    from specgate.verdicts.judge import SIMULATED_TAU_ENV, simulated_tau
+    from specgate.verdicts.vacuity import vacuities
+
+    for found in vacuities(dep):
+        # The file, the field, the value and why: a gate that cannot fail is said before anything boots.
+        lines.append(f"  WARNING: {dep.path}: {found.field} = {found.value:g} makes its gate VACUOUS: {found.why}")
+
+    for name in dep.speculative_configs:
+        if simulated_tau(dep, name) is not None:
+            lines.append(
+                f"  WARNING: {name}'s accept-length gate is VACUOUS: {SIMULATED_TAU_ENV} fixes its accept length"
+            )
+    if dep.launch.launcher == "url":
+        for name in dep.speculative_configs:
+            if not dep.configs[name].speculative:
+                # Its args are only a declaration of what runs there: none means plain decoding.
+                lines.append(
+                    f"  WARNING: {dep.path}: configs.{name}.args declare no --speculative-algorithm, so {name} has "
+                    "NO accept-length gate (nothing declares that it speculates) and its server's speculative settings "
+                    "are not checked: write the flags its server runs with (`specgate init --url` reads them from "
+                    "its /get_server_info)"
+                )
+    if not dep.equivalence.enabled:
+        lines.append(f"  greedy equivalence NOT CHECKED: {dep.equivalence.skip_reason}")
+    if dep.sweep is not None:
+        from specgate.sweep.plan import plan_sweep
+
+        plan = plan_sweep(dep)
+        lines.append(
+            f"  sweep: {len(plan.points)} points from {dep.sweep.base} ({len(plan.skipped)} left out), "
+            f"{dep.sweep.parallel} servers per GPU"
+        )
+    return "\n".join(lines)
+
+
+def check_command(args: argparse.Namespace) -> int:
+    try:
+        dep = load_deployment(args.deployment)
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    problems = dep.sim_fault_problems(dict(os.environ))  # what the run would refuse at its start
+    if problems:
+        print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
+        return 2
+    print(describe(dep))
+    for warning in launch_warnings(dep):
+        print(f"  WARNING: {warning}")
+    from specgate.verdicts.planned import sensitivity_lines
+    from specgate.verdicts.stored_files import check_stored_documents
+
+    try:  # what a run would refuse at its start (specgate.plugin), refused here too
+        stored = check_stored_documents(project.current().baselines_dir, dep.name)
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(sensitivity_lines(dep, project.current().baselines_dir)))
+    print(f"  stored documents under {project.current().baselines_dir / dep.name}: {stored} read, all usable")
+    return 0

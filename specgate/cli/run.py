@@ -1,0 +1,131 @@
+"""`specgate run` and `specgate baseline update`: the gate as a pytest run over the shipped gate tests."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specgate import interrupts, project
+from specgate.deployment import MAX_EXAMPLES, Deployment, load_deployment
+from specgate.errors import SpecgateError
+
+if TYPE_CHECKING:
+    pass
+
+
+from specgate.cli.check import describe
+from specgate.cli.closing import close_run, interrupted_before_gate
+from specgate.cli.guards import dirty_tree_refusal, missing_credentials, unwritable_baselines
+
+
+def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool, extra: list[str]) -> list[str]:
+    from specgate.resources import gate_tests_dir
+
+    report_dir = Path(args.report_dir).resolve()
+    report_dir.mkdir(parents=True, exist_ok=True)  # pytest-benchmark opens its JSON file while parsing args
+    out = [
+        str(gate_tests_dir()),
+        f"--specgate-deployment={dep.path}",
+        f"--rootdir={project.current().root}",
+        f"--specgate-report-dir={report_dir}",
+        f"--benchmark-json={report_dir / 'benchmark.json'}",
+        "-rfEs",
+        "--tb=short",
+        "-q",
+    ]
+    if args.baselines_dir:
+        out.append(f"--specgate-baselines-dir={Path(args.baselines_dir).resolve()}")
+    if args.allow_fingerprint_mismatch:
+        out.append("--specgate-allow-fingerprint-mismatch")
+    if args.allow_uncompared:
+        out.append("--specgate-allow-uncompared")
+    if args.examples:
+        out.append(f"--specgate-examples={args.examples}")
+    if update:
+        out.append("--specgate-update-baselines")
+    return out + extra
+
+
+def run_command(args: argparse.Namespace, extra: list[str]) -> int:
+    """`specgate run` and `specgate baseline update`: the report folder is taken first (refused
+    where another run holds it or it holds files specgate did not write; the previous run's
+    report removed), before anything else can fail or be interrupted."""
+    from specgate.report.folder import ReportFolder, claim
+
+    folder: ReportFolder | None = None
+    try:
+        try:
+            args.report_dir_given = args.report_dir is not None
+            args.report_dir = args.report_dir or str(project.current().report_dir)
+            folder = claim(Path(args.report_dir), _report_dir_source(args))
+        except SpecgateError as exc:
+            print(f"specgate: error: {exc}", file=sys.stderr)
+            return 2
+        for note in folder.notes:
+            print(f"specgate: {note}", file=sys.stderr)
+        return _gate(args, extra, folder.path)
+    except KeyboardInterrupt:
+        return interrupted_before_gate(folder.path if folder else None)
+    finally:
+        if folder is not None:
+            folder.release()
+
+
+def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
+    update = args.command == "baseline"
+    try:
+        dep = load_deployment(args.deployment)
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    if missing_credentials(dep):
+        return 2
+    if update and (refused := dirty_tree_refusal("specgate baseline update", dep)) is not None:
+        print(f"specgate: error: {refused}", file=sys.stderr)
+        return 2
+    if args.examples is not None and not 1 <= args.examples <= MAX_EXAMPLES:  # the deployment's own bound
+        print(
+            f"specgate: error: --examples: expected an integer from 1 to {MAX_EXAMPLES}, got {args.examples}",
+            file=sys.stderr,
+        )
+        return 2
+    if update and (refused := unwritable_baselines(args, dep)) is not None:
+        print(f"specgate: error: {refused}", file=sys.stderr)
+        return 2
+    print(describe(dep), flush=True)
+    import pytest
+
+    try:
+        pytest_args = pytest_args_for(args, dep, update, extra)
+    except OSError as exc:
+        print(
+            f"specgate: error: {_report_dir_source(args)} ({args.report_dir}): cannot be used as the report folder: {exc}",
+            file=sys.stderr,
+        )
+        return 2
+    started = time.time()
+    code = int(pytest.main(pytest_args))  # a usage error comes back as pytest's exit 4 (bad input)
+    interrupts.seal()  # the run is over: a signal now is recorded, and the report marked by it
+    _drop_empty_benchmark_file(report_dir)
+    return close_run(report_dir, code, started, args.allow_uncompared or update)
+
+
+def _drop_empty_benchmark_file(report_dir: Path) -> None:
+    """pytest-benchmark opens --benchmark-json while parsing arguments and writes it only where a
+    benchmark ran: a run without speed tests (a selection, every boot failed) left an empty
+    benchmark.json, which a CI step parsing it fails on. None is better than a broken one; the
+    report says which phases ran."""
+    bench = report_dir / "benchmark.json"
+    try:
+        if bench.stat().st_size == 0:
+            bench.unlink()
+    except OSError:
+        pass
+
+
+def _report_dir_source(args: argparse.Namespace) -> str:
+    settings = project.current().settings_file
+    return "--report-dir" if args.report_dir_given or not settings else f"report_dir in {settings}"
