@@ -280,7 +280,7 @@ def test_a_repository_without_commits_cannot_store_a_baseline(project):
     assert _run(["git", "init", "-q"], project).returncode == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
     refused = _run([sys.executable, "-m", "specgate.cli", "baseline", "update"], project, env)
-    assert refused.returncode == 2 and "not a git checkout" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and "no commits yet" in refused.stderr and "make a first commit" in refused.stderr, refused.stderr
 
 
 def test_specgate_run_removes_the_previous_report_before_pytest_starts(project):

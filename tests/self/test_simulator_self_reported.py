@@ -56,7 +56,8 @@ def _run_labelled_simulator(tmp_path: Path, data: dict) -> None:
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "SPECGATE_SIM_FAULTS": ""},
     )  # fmt: skip
     shown = run.stdout[-3000:] + run.stderr[-2000:]
-    assert "specgate: SIMULATOR run: baseline reports version '" in run.stdout, shown
+    # every server is named, in whatever order they became ready (url servers are waited at once)
+    assert "specgate: SIMULATOR run: " in run.stdout and "baseline reports version '0.1.0-specgate-sim'" in run.stdout, shown
     assert "does not say simulator = true" in run.stdout, shown
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["simulator"] is True, shown
