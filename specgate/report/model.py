@@ -17,7 +17,10 @@ equivalence test: per config and setting what was compared, the statistics and t
 (servers of killed earlier runs it stopped at its start); 10 the sampling test's
 two stages: a row's `confirm_alpha` and `false_alarm_rate`, a setting's `confirmation`; 11 the run's
 `failed_tests` (the failures no gate verdict tells, by test and cause: what CI annotates) and a
-gate's `covers_between_boot` (whether its interval holds the noise between boots). Reports written
+gate's `covers_between_boot` (whether its interval holds the noise between boots); 12 a boot's
+`cause` and `log_tail` (why a server never came up, and the end of its log); 13 the sampling test's
+violation test (a setting's and a confirmation's `violation_p`, a row's `violation_threshold`: the
+speculative side's tokens outside the setting against the reference's own). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -40,7 +43,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[12] = 12
+SCHEMA_VERSION: Literal[13] = 13
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -49,7 +52,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -458,6 +461,8 @@ class SamplingConfirmation(_Part):
     """Stage 2 of one setting that stage 1 rejected on its statistics: both sides redrawn under
     fresh seeds and tested at the row's confirm_alpha; the setting fails only if this rejects too."""
 
+    _since: ClassVar[dict[str, int]] = {"violation_p": 13}
+
     likelihood: SamplingLikelihood  # p: one-sided, in the direction of stage 1's shift
     likelihood_threshold: float
     position_threshold: float
@@ -465,7 +470,8 @@ class SamplingConfirmation(_Part):
     positions_rejected: int
     violations: dict[str, int]
     violations_reference: dict[str, int]
-    rejected: bool  # it confirmed what stage 1 rejected (or saw tokens outside the setting)
+    violation_p: float | None = None  # one-sided: the speculative side breaks the setting more (None: no filter)
+    rejected: bool  # it confirmed what stage 1 rejected
     seconds: float
     evidence: str
 
@@ -474,7 +480,7 @@ class SamplingSettingRow(_Part):
     """One sampling setting of one config: what was compared, the statistics, the verdict, and
     for a failure the prompt, the seed, the evidence and a curl reproducer."""
 
-    _since: ClassVar[dict[str, int]] = {"confirmation": 10}
+    _since: ClassVar[dict[str, int]] = {"confirmation": 10, "violation_p": 13}
 
     setting: str
     described: str
@@ -488,6 +494,9 @@ class SamplingSettingRow(_Part):
     top1_speculative: float
     violations: dict[str, int]  # filter -> speculative tokens that break it
     violations_reference: dict[str, int]
+    # One-sided p of the speculative side's violations against the reference's own, given their
+    # sum (sampling.stats.violation_test); None where the setting has no filter to break.
+    violation_p: float | None = None
     checked_tokens: int
     positions_tested: int
     positions_rejected: int
@@ -508,7 +517,7 @@ class SamplingSettingRow(_Part):
 class SamplingRow(_Part):
     """The sampling equivalence test of one speculative config."""
 
-    _since: ClassVar[dict[str, int]] = {"confirm_alpha": 10, "false_alarm_rate": 10}
+    _since: ClassVar[dict[str, int]] = {"confirm_alpha": 10, "false_alarm_rate": 10, "violation_threshold": 13}
 
     config: str
     reference: str
@@ -519,6 +528,7 @@ class SamplingRow(_Part):
     tests: int  # statistics tested under it (likelihood per setting, dense positions)
     likelihood_threshold: float
     position_threshold: float
+    violation_threshold: float | None = None  # stage 1's bar for a setting's violation_p (None: no filters)
     not_checked: str | None
     settings: list[SamplingSettingRow]
 

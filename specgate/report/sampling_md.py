@@ -18,10 +18,12 @@ def sampling_section(report: Report) -> list[str]:
         "Per setting, each side's continuations (prompts × samples × tokens, seeds drawn per request) are scored "
         "on the reference: their log-likelihood per token (rank test; the shift, speculative minus reference, "
         "with its interval), per-position token frequencies (G-test where dense), and tokens that break the "
-        "setting outright (must be 0, failing the setting at once). Stage 1 tests at alpha over the whole test (half "
-        "to the likelihood tests over settings, half to the position tests, Bonferroni); a setting it rejects on "
-        "those statistics is redrawn on both sides under fresh seeds and fails only if that confirmation rejects "
-        "too, at confirm_alpha: a healthy config fails at most alpha × confirm_alpha of runs. The A/A compares the "
+        "setting as the reference's scoring pass ranks them, the speculative side's count against the reference's "
+        "own (one-sided binomial test given their sum: bf16 scoring puts a few healthy tokens past a boundary on "
+        "both sides). Stage 1 tests at alpha over the whole test (half to the likelihood tests over settings, the "
+        "rest to the position tests, shared with the violation tests where a setting filters; Bonferroni); a "
+        "setting it rejects is redrawn on both sides under fresh seeds and fails only if that confirmation rejects "
+        "on the same statistic too, at confirm_alpha: a healthy config fails at most alpha × confirm_alpha of runs. The A/A compares the "
         "reference with itself under other seeds at stage 1's thresholds, and its spread gives the smallest shift "
         "stage 1 detects with 80% power."
     )
@@ -36,7 +38,9 @@ def _row(row: SamplingRow) -> list[str]:
     out = [
         f"\n### {row.config} against {row.reference}: **{row.status}**\n",
         f"{_false_alarm_rate(row)}. Stage 1: alpha {row.alpha:g} over {row.tests} tests: likelihood "
-        f"p < {row.likelihood_threshold:.2g}, a position p < {row.position_threshold:.2g}.\n",
+        f"p < {row.likelihood_threshold:.2g}, a position p < {row.position_threshold:.2g}"
+        + (f", violations p < {row.violation_threshold:.2g}" if row.violation_threshold is not None else "")
+        + ".\n",
         "| setting | verdict | compared | log-lik./token ref → spec | shift [interval] | z (p) | top-1 share ref / spec "
         "| violations spec / ref | positions rejected | A/A | detectable shift | time |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -57,10 +61,27 @@ def _row(row: SamplingRow) -> list[str]:
             c = s.confirmation
             out.append(
                 f"\n{s.setting}: stage 1 rejected (log-likelihood p {s.likelihood.p:.2g}, {s.positions_rejected} of "
-                f"{s.positions_tested} positions); confirmation on fresh draws, {c.seconds:.1f} s: shift "
+                f"{s.positions_tested} positions"
+                + (f", violations p {s.violation_p:.2g}" if s.violation_p is not None else "")
+                + f"); confirmation on fresh draws, {c.seconds:.1f} s: shift "
                 f"{ll_fmt(c.likelihood.shift)} [{ll_fmt(c.likelihood.low)}, {ll_fmt(c.likelihood.high)}], p "
                 f"{c.likelihood.p:.2g} (bar {c.likelihood_threshold:.2g}), {c.positions_rejected} of {c.positions_tested} "
-                f"positions below {c.position_threshold:.2g}: **{'confirmed, FAIL' if c.rejected else 'not confirmed, PASS'}**."
+                f"positions below {c.position_threshold:.2g}"
+                + (
+                    f", violations {sum(c.violations.values())} / {sum(c.violations_reference.values())} (p {c.violation_p:.2g})"
+                    if c.violation_p is not None
+                    else ""
+                )
+                + f": **{'confirmed, FAIL' if c.rejected else 'not confirmed, PASS'}**."
+            )
+    for s in row.settings:
+        ref_breaks = sum(s.violations_reference.values())
+        if ref_breaks and s.violation_p is not None and (row.violation_threshold is None or s.violation_p >= row.violation_threshold):
+            out.append(
+                f"\n{s.setting}: {ref_breaks} of the reference's own tokens and {sum(s.violations.values())} speculative "
+                f"ones fall outside the setting as the reference's scoring pass ranks them (p {s.violation_p:.2g}): "
+                "within chance of each other, not a failure: bf16 scoring against the sampler's numbers at the boundary "
+                "(or the reference's own sampler ignoring the filter, which this comparison cannot see)."
             )
     for s in row.settings:
         if s.status != "FAIL":

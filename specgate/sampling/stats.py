@@ -9,6 +9,10 @@ side's (B: a speculative config's, or the reference's own under other seeds for 
 - Per-position token frequencies: at each (prompt, position) a G-test of the two sides' token
   counts, tokens seen fewer than `POOL_BELOW` times over both sides pooled into one category;
   positions left with a single category are not dense enough and are not tested.
+- Violations (tokens outside the setting as the reference's scoring pass ranks them): the
+  speculative side's count against the reference's own, conditioned on their sum, a one-sided
+  binomial test (violation_test). bf16 scoring puts a few healthy tokens past a boundary on both
+  sides; a sampler that ignores a filter puts many more on its side only.
 Exact under the null of equal distributions (rank test) or close to it (G-test at pooled
 counts); the false-alarm rate is measured over simulated A/A runs by
 benchmarks/sampling_false_alarms.py.
@@ -119,3 +123,15 @@ def detectable_shift(se: float, alpha: float) -> float:
 def detectable_rate(checked: int) -> float:
     """The violation rate seen at least once with 95% probability in `checked` tokens."""
     return 1.0 if checked <= 0 else 1.0 - 0.05 ** (1.0 / checked)
+
+
+def violation_test(spec: int, reference: int, spec_tokens: int, reference_tokens: int) -> float:
+    """One-sided p that the speculative side breaks the setting more often than the reference:
+    under the null both sides break it at one rate, so given n = spec + reference breaks the
+    speculative side's count is Binomial(n, its share of the tokens). Exact (conservative: the
+    count is discrete); 1 where neither side broke it."""
+    n = spec + reference
+    if n <= 0 or spec_tokens <= 0:
+        return 1.0
+    share = spec_tokens / max(spec_tokens + reference_tokens, 1)
+    return float(_st.binom.sf(spec - 1, n, share))

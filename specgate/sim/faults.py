@@ -50,6 +50,10 @@ in `SPECGATE_CONFIG`.
 | drafts-unfiltered| the acceptance test leaves top_k, top_p, min_p off (or those named:| sampling equivalence: tokens |
 | [=F,F]           | drafts-unfiltered=min_p): accepted drafts break them (vLLM #42744) | outside the setting          |
 | temperature-twice| verify divides the logits by the temperature twice                 | sampling equivalence at T!=1 |
+| boundary-jitter=S| NOT a defect: every sampler (plain and verify alike) draws from     | none: sampling equivalence   |
+|                  | logits N(0, S) off the scoring pass's, as bf16 decode and prefill  | must PASS (its violation test|
+|                  | kernels differ; tokens at a filter's edge fall past it as scored,  | weighs the reference's own   |
+|                  | on both sides (SGLang 0.5.14: ~0.1% at top_p 0.9 and top_k 20)     | count)                       |
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ KNOWN = (
     "greedy-accept",
     "drafts-unfiltered",
     "temperature-twice",
+    "boundary-jitter",
 )
 FILTERS = ("top_k", "top_p", "min_p")
 
@@ -121,6 +126,9 @@ class Faults:
     greedy_accept: bool = False
     drafts_unfiltered: frozenset[str] = frozenset()  # the filters the acceptance test leaves off
     temperature_twice: bool = False
+    # Healthy numerics, not a fault: the samplers' logits differ from the scoring pass's by this SD
+    # (nats), the same for every server at the same context, so both sides sample one distribution.
+    boundary_jitter: float = 0.0
 
     @property
     def active(self) -> list[str]:
@@ -160,7 +168,7 @@ def parse_faults(specs: list[str]) -> Faults:
             if wrong:
                 raise ValueError(f"--sim-fault {spec!r}: expected drafts-unfiltered[=F,...] with F among {', '.join(FILTERS)}")
             values[key] = frozenset(named)
-        elif name in ("slowdown", "boot-offset", "drift"):
+        elif name in ("slowdown", "boot-offset", "drift", "boundary-jitter"):
             try:
                 number = float(value)
             except ValueError:

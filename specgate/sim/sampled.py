@@ -9,17 +9,22 @@ sampler, which no fault touches, as on the engines whose verify broke:
 - drafts-unfiltered=F: the acceptance test uses the distribution without the filters F (top_k,
   top_p, min_p; all three when none are named), so accepted drafts break them (vLLM's min_p);
 - temperature-twice: verify divides the logits by the temperature twice.
+And one that is no fault: boundary-jitter=S, every sampler's logits off the scoring pass's by
+N(0, S), keyed to the context alone so the plain and the speculative server sample the same
+distribution, which the prompt-logprob pass (sampled_api) ranks without the jitter: healthy
+tokens at a filter's edge then fall past it as scored, on both sides, as on bf16 hardware.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import SpecSettings
 from specgate.sim.faults import Faults
-from specgate.sim.model import ToyModel
+from specgate.sim.model import Distribution, ToyModel
 from specgate.sim.sampling import SamplingParams, Weights, draft_weights, processed, residual
 from specgate.sim.tokenizer import EOS_ID
 
@@ -84,7 +89,11 @@ class SampledGeneration:
         params = self.params
         if verify and self.faults.temperature_twice:
             params = SamplingParams(params.temperature**2, params.top_p, params.top_k, params.min_p)
-        return processed(self.model.distribution(self._context(extra)), params, skip)
+        context = self._context(extra)
+        dist = self.model.distribution(context)
+        if self.faults.boundary_jitter:
+            dist = jittered(dist, self.faults.boundary_jitter, context)
+        return processed(dist, params, skip)
 
     def _cycle(self) -> list[int]:
         assert self.spec is not None
@@ -129,3 +138,12 @@ class SampledGeneration:
             if len(a.output_ids) >= self.max_new_tokens:
                 a.finish_reason = {"type": "length", "length": len(a.output_ids)}
                 return
+
+
+def jittered(dist: Distribution, sd: float, context: list[int]) -> Distribution:
+    """The candidates' logits moved by N(0, sd) each, drawn from the context (the same numbers for
+    every server and every sample at that context), re-sorted highest first."""
+    digest = hashlib.blake2b(repr(("jitter", tuple(context))).encode(), digest_size=8).digest()
+    rng = random.Random(int.from_bytes(digest, "little"))
+    moved = sorted(((x + rng.gauss(0.0, sd), t) for t, x in zip(dist.tokens, dist.logits)), reverse=True)
+    return Distribution(tuple(t for _, t in moved), tuple(x for x, _ in moved))

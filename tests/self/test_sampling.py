@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import types
+from pathlib import Path
 
 import pytest
 from helpers import SimDeployment, merge, sim_deployment_dict
@@ -23,6 +24,7 @@ from specgate.sampling import wire
 from specgate.sampling.check import SamplingChecker, SamplingPrompt, prompts_for
 from specgate.sampling.live import why_not_checkable
 from specgate.sampling.replay import SamplingReplay
+from specgate.sampling.stats import violation_test
 from specgate.sampling.violations import violation
 from specgate.sampling_spec import SamplingSetting, SamplingSpec
 from specgate.sim.engine import SpecSettings
@@ -40,6 +42,7 @@ SETTINGS = (
 SPEC = SamplingSpec(settings=SETTINGS, prompts=3, samples=40, max_new_tokens=10, top_logprobs_floor=8)
 PROMPTS = [SamplingPrompt(f"toy/{i}", f"kalo mine suta number {i} rika") for i in range(3)]
 REFERENCE = in_process(None)
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +145,9 @@ def test_the_report_section_says_what_was_compared_and_the_failure(checker):
 
 def test_a_failing_case_joins_the_replay_file_and_is_asked_first(tmp_path):
     path = tmp_path / "sampling-replay.json"
-    one = SamplingSpec(settings=(SETTINGS[3],), prompts=2, samples=30, max_new_tokens=8, top_logprobs_floor=8)
+    # Enough tokens for the violation test: against a reference that breaks top_k 3 nowhere, it
+    # takes about 7 speculative breaks to reject at this one setting's stage-1 bar.
+    one = SamplingSpec(settings=(SETTINGS[3],), prompts=2, samples=100, max_new_tokens=8, top_logprobs_floor=8)
     checker = SamplingChecker(one, PROMPTS[:2], seed=3, replay=SamplingReplay(path, "toy"))
     row = checker.check("eagle3", "baseline", in_process(EAGLE, parse_faults(["drafts-unfiltered"])), REFERENCE)
     assert row["status"] == "FAIL"
@@ -293,3 +298,61 @@ def test_an_interrupted_check_says_what_it_had_drawn_and_the_report_what_ran_and
     gate = types.SimpleNamespace(phase_seconds={"equivalence": 4.0}, cut_short=("sampling", "eagle3-decode", 2.5))
     assert _phase_seconds(gate, "SIGINT") == {"equivalence": 4.0, "sampling": 2.5}  # type: ignore[arg-type]
     assert _phase_seconds(gate, None) == {"equivalence": 4.0}  # type: ignore[arg-type]
+
+
+def test_the_violation_test_weighs_the_speculative_count_against_the_references_own():
+    assert violation_test(0, 0, 1000, 1000) == 1.0  # nothing broken: nothing to judge
+    assert violation_test(18, 17, 16384, 16384) > 0.3  # the H200's top_p 0.9: as often as the reference
+    assert violation_test(3323, 6, 16384, 16384) < 1e-100  # min_p: thousands against 6
+    assert violation_test(7, 0, 1000, 1000) == pytest.approx(0.5**7)  # against none: about 7 to reject at 1%
+    assert violation_test(0, 40, 1000, 1000) == 1.0  # one-sided: a reference that breaks it more is not speculation's
+
+
+def test_the_h200_runs_counts_pass_top_p_and_top_k_and_fail_min_p_under_the_violation_test():
+    """results/2026-12-04-h200-sampling: SGLang 0.5.14 on an H200 failed top_p 0.9 and top_k 20 under
+    the earlier rule (one violation fails) on counts the reference's own samples match, and min_p
+    0.1 with thousands against 6. Its stored counts, judged at the bar that run's settings give
+    (alpha 0.05, a quarter of it over its 3 filtering settings), pass the first two and fail min_p.
+    Chosen after seeing that run, so the run is not independent evidence for the rule."""
+    report = REPO / "results/2026-12-04-h200-sampling/run/smollm2-sampling-h200-check/report/report.json"
+    rows = json.loads(report.read_text())["sampling"]
+    for row in rows:
+        filtering = [s for s in row["settings"] if any(k in s["params"] and s["params"][k] not in (1.0, -1.0, 0.0)
+                     for k in ("top_p", "top_k", "min_p"))]  # fmt: skip
+        bar = row["alpha"] / 4 / len(filtering)
+        verdicts = {
+            s["setting"]: violation_test(
+                sum(s["violations"].values()), sum(s["violations_reference"].values()), s["checked_tokens"], s["checked_tokens"]
+            ) < bar
+            for s in filtering
+        }
+        assert verdicts == {"top_p0.9": False, "top_k20": False, "min_p0.1": True}, (row["config"], verdicts)
+
+
+def test_healthy_samplers_whose_scoring_pass_jitters_at_the_boundary_pass_though_both_sides_break_it():
+    """The simulator's boundary-jitter (no defect: every sampler's logits off the scoring pass's, as
+    bf16 kernels are): the reference's own samples and the speculative ones fall past top_k and
+    min_p as scored, about equally, and the setting passes; the report says so beside it."""
+    jitter = parse_faults(["boundary-jitter=0.3"])
+    checker = SamplingChecker(SPEC, PROMPTS, seed=11)
+    row = checker.check("eagle3", "baseline", in_process(EAGLE, jitter), in_process(None, jitter))
+    by = {s["setting"]: s for s in row["settings"]}
+    assert row["status"] == "PASS", [s["evidence"] for s in row["settings"]]
+    assert sum(by["min_p0.1"]["violations_reference"].values()) > 0 and sum(by["min_p0.1"]["violations"].values()) > 0
+    assert by["t0.7"]["violation_p"] is None and row["violation_threshold"] == pytest.approx(SPEC.alpha / 4 / 3)
+    typed = SamplingRow.model_validate(json.loads(json.dumps(row)))
+    text = "\n".join(sampling_section(types.SimpleNamespace(sampling=[typed])))  # type: ignore[arg-type]
+    assert "within chance of each other, not a failure" in text
+
+
+def test_min_p_left_off_in_verify_names_sglangs_known_cause(checker):
+    _, by = _judged(checker, ["drafts-unfiltered=min_p"])
+    s = by["min_p0.1"]
+    assert s["violation_p"] < 1e-4 and "sgl-project/sglang#10617" in s["evidence"][0]
+    assert s["confirmation"] is not None and s["confirmation"]["rejected"]  # seen again on fresh draws
+    row, _ = _judged(checker, ["drafts-unfiltered=min_p"])
+    typed = SamplingRow.model_validate(json.loads(json.dumps(row)))
+    text = "\n".join(sampling_section(types.SimpleNamespace(sampling=[typed])))  # type: ignore[arg-type]
+    line = next(x for x in text.splitlines() if x.startswith("min_p0.1: stage 1 rejected"))
+    assert "violations p " in line and "confirmation on fresh draws, " in line and "{" not in line
+    assert line.endswith("**confirmed, FAIL**.")
