@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from specgate import interrupts, project
+from specgate import interrupts, options, project
 from specgate.atomic import ensure_writable
 from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
@@ -76,48 +76,7 @@ _SESSION_FIXTURES = frozenset(
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("specgate", "specgate: speculative-decoding merge gate")
-    g.addoption(
-        "--specgate-deployment",
-        default=None,
-        help="deployment name in fixtures/deployments or a .toml path (default: sim, the SIMULATOR)",
-    )
-    g.addoption(
-        "--specgate-report-dir",
-        default=None,
-        help="where report.md/json/png, logs and golden files go (default: the project's report_dir, specgate-report)",
-    )
-    g.addoption(
-        "--specgate-baselines-dir",
-        default=None,
-        help="root of stored baselines (default: the project's, see specgate.toml; in specgate's checkout baselines/)",
-    )
-    g.addoption(
-        "--specgate-update-baselines", action="store_true", help="write this run's figures as the stored baseline"
-    )
-    g.addoption(
-        "--specgate-allow-fingerprint-mismatch",
-        action="store_true",
-        help="compare with a baseline from other hardware/software",
-    )
-    g.addoption("--specgate-examples", type=int, default=None, help="equivalence examples per speculative config")
-    g.addoption(
-        "--specgate-allow-uncompared",
-        action="store_true",
-        help="gates that could not compare (or could not fail) warn instead of failing the run",
-    )
-    g.addoption(
-        "--specgate-case-seed",
-        type=int,
-        default=None,
-        help="draw the equivalence cases from this seed (default: derived from the commit, so they vary per change)",
-    )
-    g.addoption(
-        "--specgate-seed",
-        type=int,
-        default=None,
-        help="fix the order of the interleaved measurement rounds (default: a fresh random order each run)",
-    )
+    options.add_to_pytest(parser.getgroup("specgate", "specgate: speculative-decoding merge gate"))
 
 
 @pytest.hookimpl(specname="pytest_configure", trylast=True)
@@ -172,7 +131,7 @@ def _configure(config: pytest.Config) -> None:
     gate_too = _collects_gate(config, found)
     if gate_too:
         config.args.append(str(gate_tests_dir()))
-    if config.getoption("specgate_deployment") is not None or gate_too:
+    if options.given(config, options.DEPLOYMENT) is not None or gate_too:
         if getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
             # pytest-xdist would hand the gate's tests to several processes, each with a session of
             # its own: every server booted once per worker, phases out of order, verdicts split.
@@ -209,7 +168,7 @@ def _configure(config: pytest.Config) -> None:
             check_stored_documents(baselines, dep.name)
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
-        if config.getoption("specgate_update_baselines"):
+        if options.given(config, options.UPDATE_BASELINES):
             try:
                 ensure_writable(baselines / dep.name)
             except OSError as exc:
@@ -261,12 +220,12 @@ def _named_by(config: pytest.Config, what: str) -> str:
 
 
 def report_dir(config: pytest.Config) -> Path:
-    chosen = config.getoption("specgate_report_dir")
+    chosen = options.given(config, options.REPORT_DIR)
     return Path(chosen).resolve() if chosen else project.current().report_dir
 
 
 def baselines_dir(config: pytest.Config) -> Path:
-    chosen = config.getoption("specgate_baselines_dir")
+    chosen = options.given(config, options.BASELINES_DIR)
     return Path(chosen).resolve() if chosen else project.current().baselines_dir
 
 
@@ -274,7 +233,7 @@ def deployment(config: pytest.Config) -> Deployment:
     if _DEPLOYMENT not in config.stash:
         try:
             config.stash[_DEPLOYMENT] = load_deployment(
-                config.getoption("specgate_deployment") or os.environ.get("SPECGATE_DEPLOYMENT")
+                options.given(config, options.DEPLOYMENT) or os.environ.get("SPECGATE_DEPLOYMENT")
             )
         except SpecgateError as exc:
             raise pytest.UsageError(f"specgate: {exc}") from None
@@ -293,7 +252,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     dep = deployment(metafunc.config)
     # A reference taken from the stored baseline is not measured: no speed test, no regression gate of its own.
     unbooted = (
-        {dep.reference} if reference_stored(dep, metafunc.config.getoption("specgate_update_baselines")) else set()
+        {dep.reference} if reference_stored(dep, options.given(metafunc.config, options.UPDATE_BASELINES)) else set()
     )
     if "spec_config" in names:
         metafunc.parametrize("spec_config", dep.speculative_configs, ids=dep.speculative_configs)
@@ -362,7 +321,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             deselected.append(item)  # e.g. no [[gates.accept_length]]: nothing to judge, nothing to skip
             continue
         phase, cfg = _item_phase_and_config(item, dep)  # type: ignore[misc]
-        stored = reference_stored(dep, config.getoption("specgate_update_baselines"))
+        stored = reference_stored(dep, options.given(config, options.UPDATE_BASELINES))
         if phase == "golden" and ((dep.launch.coexist and not dep.launch.reference_stored) or stored):
             # The baseline is asked live instead, or its answers are the stored baseline's.
             deselected.append(item)
@@ -385,21 +344,21 @@ def specgate(request: pytest.FixtureRequest) -> Any:
     config = request.config
     dep = deployment(config)
     _load_hypothesis_profile(config, dep)
-    examples = config.getoption("specgate_examples") or dep.equivalence.examples or _profile_examples()
-    options = RunOptions(
+    examples = options.given(config, options.EXAMPLES) or dep.equivalence.examples or _profile_examples()
+    run_options = RunOptions(
         report_dir=report_dir(config),
         baselines_dir=baselines_dir(config),
-        update_baselines=config.getoption("specgate_update_baselines"),
-        allow_fingerprint_mismatch=config.getoption("specgate_allow_fingerprint_mismatch"),
+        update_baselines=options.given(config, options.UPDATE_BASELINES),
+        allow_fingerprint_mismatch=options.given(config, options.ALLOW_FINGERPRINT_MISMATCH),
         examples=examples,
-        allow_uncompared=config.getoption("specgate_allow_uncompared"),
-        seed=config.getoption("specgate_seed"),
+        allow_uncompared=options.given(config, options.ALLOW_UNCOMPARED),
+        seed=options.given(config, options.SEED),
         commit=git_commit(dep.input_files),
-        case_seed=config.getoption("specgate_case_seed"),
+        case_seed=options.given(config, options.CASE_SEED),
     )
     display = BootDisplay(config.pluginmanager.getplugin("capturemanager"))
     configs = _configs_in_run(request.session, dep)
-    gate = GateSession.create(dep, options, display, configs)
+    gate = GateSession.create(dep, run_options, display, configs)
     config.stash[_SESSION] = gate
     for killed in gate.pool.reaped:  # said now, and again in the summary and the report
         display.notice(f"specgate: {REAPED} {killed}")
@@ -491,7 +450,7 @@ def _configs_in_run(session: pytest.Session, dep: Deployment) -> list[str]:
             used.update({found[1], dep.reference_of(found[1])})
             if found[0] == "gates":
                 used.update(dep.configs)
-    if reference_stored(dep, session.config.getoption("specgate_update_baselines")):
+    if reference_stored(dep, options.given(session.config, options.UPDATE_BASELINES)):
         used.discard(dep.reference)  # never booted: the stored baseline stands in for it
     return [c for c in dep.configs if c in used]
 

@@ -5,21 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from specgate import project
+from specgate.cli.check import describe
+from specgate.cli.guards import dirty_tree_refusal
 from specgate.deployment import Deployment
 from specgate.errors import SpecgateError
 from specgate.exits import Exit
 from specgate.report.folder import require_writable
 from specgate.secrets import write_masked
-
-if TYPE_CHECKING:
-    pass
-
-
-from specgate.cli.check import describe
-from specgate.cli.guards import dirty_tree_refusal
 
 
 def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:

@@ -5,16 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from specgate import project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import SpecgateError
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 def launch_warnings(dep: Deployment) -> list[str]:

@@ -6,15 +6,9 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from specgate import project
 from specgate.deployment import Deployment
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 def missing_credentials(dep: Deployment) -> bool:

@@ -5,14 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from specgate.errors import SpecgateError
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 def init_command(args: argparse.Namespace) -> int:

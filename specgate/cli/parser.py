@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    pass
-
-
+from specgate import options
 
 
 def _positive_int(text: str) -> int:
@@ -25,24 +21,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "deployment", nargs="?", default=None,
         help="a deployment name or .toml path (default: the project's, else sim)",
-    )
-    p.add_argument(
-        "--report-dir", default=None,
-        help="where the report, logs and benchmark JSON go (default: the project's report_dir, specgate-report)",
-    )
-    p.add_argument(
-        "--baselines-dir", default=None,
-        help="root of stored baselines (default: the project's; baselines/ in specgate's checkout)",
-    )
-    p.add_argument(
-        "--allow-fingerprint-mismatch", action="store_true", help="compare with a baseline from other hardware/software"
-    )
-    p.add_argument("--examples", type=int, default=None, help="equivalence examples per speculative config")
-    p.add_argument(
-        "--allow-uncompared",
-        action="store_true",
-        help="gates that could not compare (or could not fail) and partial runs warn instead of failing",
-    )
+    )  # fmt: skip
+    options.add_to_cli(p)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,15 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from specgate.deployment import load_deployment
 from specgate.errors import SpecgateError
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 def rejudge_command(args: argparse.Namespace, extra: list[str]) -> int:

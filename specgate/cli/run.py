@@ -6,19 +6,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from specgate import interrupts, project
-from specgate.deployment import MAX_EXAMPLES, Deployment, load_deployment
-from specgate.errors import SpecgateError
-
-if TYPE_CHECKING:
-    pass
-
-
+from specgate import interrupts, options, project
 from specgate.cli.check import describe
 from specgate.cli.closing import close_run, interrupted_before_gate
 from specgate.cli.guards import dirty_tree_refusal, missing_credentials, unwritable_baselines
+from specgate.deployment import MAX_EXAMPLES, Deployment, load_deployment
+from specgate.errors import SpecgateError
 
 
 def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool, extra: list[str]) -> list[str]:
@@ -30,22 +24,17 @@ def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool, ext
         str(gate_tests_dir()),
         f"--specgate-deployment={dep.path}",
         f"--rootdir={project.current().root}",
-        f"--specgate-report-dir={report_dir}",
         f"--benchmark-json={report_dir / 'benchmark.json'}",
         "-rfEs",
         "--tb=short",
         "-q",
     ]
+    resolved = {"report-dir": str(report_dir)}
     if args.baselines_dir:
-        out.append(f"--specgate-baselines-dir={Path(args.baselines_dir).resolve()}")
-    if args.allow_fingerprint_mismatch:
-        out.append("--specgate-allow-fingerprint-mismatch")
-    if args.allow_uncompared:
-        out.append("--specgate-allow-uncompared")
-    if args.examples:
-        out.append(f"--specgate-examples={args.examples}")
+        resolved["baselines-dir"] = str(Path(args.baselines_dir).resolve())
+    out += options.pytest_args(args, resolved)
     if update:
-        out.append("--specgate-update-baselines")
+        out.append(options.UPDATE_BASELINES.pytest_flag)
     return out + extra
 
 

@@ -6,12 +6,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
-
 
 
 def schema_command(args: argparse.Namespace) -> int:

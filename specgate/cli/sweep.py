@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from specgate import interrupts
 from specgate.deployment import Deployment
@@ -14,12 +13,6 @@ from specgate.errors import SpecgateError
 from specgate.exits import Exit
 from specgate.report.folder import require_writable
 from specgate.secrets import write_masked
-
-if TYPE_CHECKING:
-    pass
-
-
-
 
 
 def sweep_command(args: argparse.Namespace, dep: Deployment) -> int:
