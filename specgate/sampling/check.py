@@ -131,6 +131,7 @@ class SamplingChecker:
                         "tests": 0,
                         "likelihood_threshold": 0.0,
                         "position_threshold": 0.0,
+                        "violation_threshold": None,
                         "not_checked": why,
                         "settings": [],
                     }
