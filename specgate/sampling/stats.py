@@ -24,9 +24,9 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
-from scipy import stats as _st
 
 POOL_BELOW = 10  # a token category needs this many over both sides (5 expected per side)
 POWER_Z = 0.8416  # z of 80% power
@@ -54,10 +54,18 @@ class PositionTest:
     p: float
 
 
+def _st() -> ModuleType:
+    # Here, not at import: the plugin loads in every pytest run of a user's repo, and scipy.stats
+    # costs ~0.8 s of CPU to import; only a run that checks sampling pays it here.
+    from scipy import stats
+
+    return stats
+
+
 def _u_z(a: np.ndarray, b: np.ndarray) -> float:
     """Signed z of the Mann-Whitney U of B over A, tie-corrected (0 where every value ties)."""
     n1, n2 = len(a), len(b)
-    ranks = _st.rankdata(np.concatenate([a, b]))
+    ranks = _st().rankdata(np.concatenate([a, b]))
     u = ranks[n1:].sum() - n2 * (n2 + 1) / 2
     n = n1 + n2
     _, counts = np.unique(np.concatenate([a, b]), return_counts=True)
@@ -75,7 +83,7 @@ def likelihood_test(
     arrays = [(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) for x, y in zip(a, b)]
     zs = [_u_z(x, y) for x, y in arrays]
     z = float(sum(zs) / math.sqrt(len(zs))) if zs else 0.0
-    p = float(2 * _st.norm.sf(abs(z)))
+    p = float(2 * _st().norm.sf(abs(z)))
     a_mean = float(np.mean([x.mean() for x, _ in arrays]))
     b_mean = float(np.mean([y.mean() for _, y in arrays]))
     rng = np.random.default_rng(seed)
@@ -110,14 +118,14 @@ def position_tests(a: Sequence[Sequence[Sequence[int]]], b: Sequence[Sequence[Se
                 rows[1].append(sum(cb[t] for t in rest))
             if len(rows[0]) < 2 or min(sum(col) for col in zip(*rows)) == 0:
                 continue
-            g, p, df, _ = _st.chi2_contingency(rows, correction=False, lambda_="log-likelihood")
+            g, p, df, _ = _st().chi2_contingency(rows, correction=False, lambda_="log-likelihood")
             out.append(PositionTest(i, pos, float(g), int(df), float(p)))
     return out
 
 
 def detectable_shift(se: float, alpha: float) -> float:
     """The likelihood shift (nats per token) found with 80% power at two-sided level alpha."""
-    return (float(_st.norm.isf(alpha / 2)) + POWER_Z) * se
+    return (float(_st().norm.isf(alpha / 2)) + POWER_Z) * se
 
 
 def detectable_rate(checked: int) -> float:
@@ -134,4 +142,4 @@ def violation_test(spec: int, reference: int, spec_tokens: int, reference_tokens
     if n <= 0 or spec_tokens <= 0:
         return 1.0
     share = spec_tokens / max(spec_tokens + reference_tokens, 1)
-    return float(_st.binom.sf(spec - 1, n, share))
+    return float(_st().binom.sf(spec - 1, n, share))

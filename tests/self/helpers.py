@@ -46,6 +46,20 @@ def sim_deployment_dict() -> dict[str, Any]:
     return tomllib.loads((builtin_deployments_dir() / "sim.toml").read_text())
 
 
+def light_kimi_twin(folder: Path) -> Path:
+    """The shipped Kimi twin as it is, measured on fewer requests (the CI machine's time: its 12
+    pinned requests per config at 12 ms a token take half a run; 6 still decide both beats gates,
+    prefill mode near 0.7x and decode mode well above 1). Written under the shipped file's name,
+    so the deployment keeps its name and its stored baseline."""
+    name = "kimi-k2.5-rtxpro6000-tp8-sim.toml"
+    twin = tomllib.loads((builtin_deployments_dir() / name).read_text())
+    twin["workload"].update(max_repeats=twin["workload"]["repeats"])
+    twin["equivalence"]["examples"] = 2
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(tomli_w.dumps(twin))
+    return folder / name
+
+
 def merge(base: dict, overrides: dict) -> dict:
     out = dict(base)
     for key, value in overrides.items():

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+from helpers import light_kimi_twin
+
 from specgate.exits import Exit
 from specgate.resources import SOURCE_ROOT as REPO_ROOT
 
@@ -16,9 +18,10 @@ def test_a_failure_leads_the_first_lines_and_the_missing_baseline_follows(tmp_pa
     # The Kimi twin without its stored baseline: prefill mode loses to the reference, the
     # diagnosis names decode attention mode, and no baseline is there to compare with.
     summary = tmp_path / "summary.md"
-    env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "PYTHONPATH": str(REPO_ROOT), "SPECGATE_ALLOW_DIRTY": "1"}
+    twin = light_kimi_twin(tmp_path / "deployments")
     run = subprocess.run(
-        [sys.executable, "-m", "specgate.cli", "run", "kimi-k2.5-rtxpro6000-tp8-sim",
+        [sys.executable, "-m", "specgate.cli", "run", str(twin),
          "--report-dir", str(tmp_path / "report"), "--baselines-dir", str(tmp_path / "none")],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=400, env=env,
     )

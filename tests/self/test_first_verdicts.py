@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import sim_deployment_dict
+from helpers import light_kimi_twin, sim_deployment_dict
 
 from specgate.cli.closing import close_run
 from specgate.deployment import parse_deployment
@@ -207,21 +207,22 @@ def _minimal_report(overall: str) -> dict:
 def test_the_kimi_twin_tells_its_story_on_the_first_screen(tmp_path):
     # The shipped stored baseline makes every gate compare: prefill mode fails near 0.7x, decode
     # mode passes, the lever leads, and each config boots once (the reference once more, said why).
+    twin = light_kimi_twin(tmp_path / "deployments")
     run = subprocess.run(
-        [sys.executable, "-m", "specgate.cli", "run", "kimi-k2.5-rtxpro6000-tp8-sim", "--report-dir", str(tmp_path)],
+        [sys.executable, "-m", "specgate.cli", "run", str(twin), "--report-dir", str(tmp_path / "report")],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run.returncode == Exit.FAIL, run.stdout[-3000:]
-    head = "\n".join((tmp_path / "report.md").read_text().splitlines()[:14])
+    head = "\n".join((tmp_path / "report" / "report.md").read_text().splitlines()[:14])
     assert "**FAIL**" in head and "`--speculative-attention-mode decode`" in head
     assert "beats:eagle3-prefill-beats-baseline: FAIL — eagle3-prefill decodes at 0.6" in head
     assert "NOT COMPARED" not in head and "no stored baseline" not in head
     import json
 
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
     by_gate = {g["gate"]: g["status"] for g in report["gates"]}
     assert by_gate["beats:eagle3-decode-beats-baseline"] == "pass"
     assert [b["config"] for b in report["boots"]] == ["baseline", "eagle3-prefill", "eagle3-decode", "baseline"]

@@ -5,11 +5,10 @@ fail on a worse drafter."""
 from __future__ import annotations
 
 import pytest
-import tomli_w
 
 from specgate.deployment import parse_deployment
 from specgate.errors import DeploymentError
-from tests.self.helpers import sim_deployment_dict
+from tests.self.helpers import light_kimi_twin, sim_deployment_dict
 
 SIM = ["{python}", "-m", "specgate.sim"]
 EAGLE = [
@@ -189,15 +188,7 @@ def test_the_users_kimi_deployment_checks_and_its_twin_gives_their_verdict(tmp_p
 
     real = load_deployment("kimi-k2.5-rtxpro6000-tp8")
     assert [g.against for g in real.gates.beats] == ["run", "stored"] and not real.launch.coexist
-    # The shipped twin as it is, measured on fewer requests (the CI machine's time: its 12 pinned
-    # requests per config at 12 ms a token took half this test's 48 s; 6 still decide both gates).
-    import tomllib
-
-    twin = tomllib.loads((REPO_ROOT / "fixtures" / "deployments" / "kimi-k2.5-rtxpro6000-tp8-sim.toml").read_text())
-    twin["workload"].update(max_repeats=twin["workload"]["repeats"])
-    twin["equivalence"]["examples"] = 2
-    deployment = tmp_path / "kimi-k2.5-rtxpro6000-tp8-sim.toml"
-    deployment.write_text(tomli_w.dumps(twin))
+    deployment = light_kimi_twin(tmp_path)
     env = {**os.environ, "SPECGATE_ALLOW_DIRTY": "1"}
     common = ["--baselines-dir", str(tmp_path / "b"), "--allow-uncompared"]
     first = subprocess.run(
