@@ -122,7 +122,9 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
         return exit_code_without_report(pytest_code, partial_allowed)
     words, next_step = closing_words(report) if isinstance(report, Report) else (reasons[0] if reasons else "", None)
     why = f" ({words})" if words else ""
-    print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}"))  # reasons quote servers
+    # The one line a CI log's tail shows: a simulator's PASS must not read as SGLang's.
+    simulated = " — SIMULATOR run, not SGLang" if isinstance(report, Report) and report.simulator else ""
+    print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}{simulated}"))  # reasons quote servers
     if next_step is not None:
         print(visible(f"specgate: {next_step}"))  # after the failure: no baseline is not what failed
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:

@@ -6,6 +6,7 @@ specgate.report.model.Report), so what a human reads and what a machine reads ca
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -178,6 +179,34 @@ def reasons_of(outcome: RunOutcome) -> list[str]:
     return reasons
 
 
+# A log line that says why a process died (Python's last exception line, a CUDA or NCCL error).
+_TELLING = re.compile(r"(Error|Exception|error:|No module named|Killed|out of memory)", re.IGNORECASE)
+_PID_URL = re.compile(r"\s*\(pid \d+[^)]*\)")
+
+
+def boot_failures(boots: Sequence[BootRecord]) -> list[str]:
+    """A reason per cause of configs that never served, first among the reasons: every test of such
+    a config fails with the same 'exited with code 1', and the cause that answers it (a missing
+    module, a refused flag) is in the server's log. Configs that failed alike are said once."""
+    served = {b.config for b in boots if b.ok}
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for b in boots:
+        if b.ok or b.config in served:
+            continue
+        telling = next((line.strip() for line in reversed(b.log_tail) if _TELLING.search(line)), "")
+        first = b.cause.strip().splitlines()[0] if b.cause.strip() else "it never served"
+        # The same failure on every config: one line, without each server's pid, url and name.
+        short = _PID_URL.sub("", first.replace(f"server for config '{b.config}'", "the server").replace(f"'{b.config}' ", ""))[:300]
+        key = telling or short
+        said, configs = groups.setdefault(key, (short + (f"; its log: {telling[:300]}" if telling else ""), []))
+        if b.config not in configs:
+            configs.append(b.config)
+    return [
+        f"did not boot: {', '.join(configs)} — {said} (report.md's Boot failures has each log's last lines)"
+        for said, configs in groups.values()
+    ]
+
+
 # Verdicts whose reasons say what broke or failed: a missing stored baseline is no answer to those,
 # so its next step is said after them (a PASS or PARTIAL run has nothing more pressing to say).
 _NEXT_STEP_AFTER = (RunVerdict.FAIL, RunVerdict.INCONCLUSIVE, RunVerdict.ERROR, RunVerdict.INTERRUPTED)
@@ -325,6 +354,8 @@ def build_report(
     verdicts = with_not_run(deployment, verdicts, failed_servers or {}, unbooted)
     outcome = decide(tally, verdicts, replace(facts or RunFacts(), unavailable=unavailable or {}), failed_tests or ())
     overall, reasons = outcome.verdict, reasons_of(outcome)
+    at = len(unavailable or {}) if not outcome.facts.interrupted else 0
+    reasons[at:at] = boot_failures(boots)
     if lead is not None:
         reasons.insert(_lead_at(lead, overall, reasons, len(unavailable or {})), lead)
     document = {

@@ -66,7 +66,16 @@ def _first_levers(report: Report) -> list[tuple[str, Lever]]:
             if lever.sibling is not None and (lever.sibling in failing or lever.sibling in contradicted):
                 continue
             out.append((d.config, lever))
-    return out
+    # A config whose own gates failed first: a slow config that no gate holds (prefill mode where
+    # only decode mode must win) is advice, not the answer to this run's failure.
+    return sorted(out, key=lambda pair: pair[0] not in failing)
+
+
+def _action(lever: Lever, bold: bool = False) -> str:
+    """A lever's action as the report shows it: a flag as code, prose as prose."""
+    if lever.action.startswith("-"):
+        return f"**`{lever.action}`**" if bold else f"`{lever.action}`"
+    return f"**{lever.action}**" if bold else lever.action
 
 
 def _gain(lever: Lever) -> str:
@@ -77,7 +86,7 @@ def _levers_first(report: Report) -> list[str]:
     out = []
     for config, lever in _first_levers(report):
         evidence = f" ({lever.evidence[0]})" if lever.evidence else ""
-        out.append(f"- **{config}**: try **`{lever.action}`** ({lever.strength}{_gain(lever)}): {lever.why}{evidence}.")
+        out.append(f"- **{config}**: try {_action(lever, bold=True)} ({lever.strength}{_gain(lever)}): {lever.why}{evidence}.")
     return out
 
 
@@ -104,8 +113,10 @@ def closing_words(report: Report) -> tuple[str, str | None]:
     if len(reasons) > 1 and _TALLY.match(reasons[0]):
         reasons = reasons[1:]
     words = [reasons[0]] if reasons else []
-    if report.overall != RunVerdict.PASS:
-        words += [f"{config}: try `{lever.action}` ({lever.strength}{_gain(lever)})" for config, lever in _first_levers(report)[:1]]
+    if report.overall not in (RunVerdict.PASS, RunVerdict.INTERRUPTED):  # a lever answers no interruption
+        failing = {g.config for g in report.gates if g.status in (Status.FAIL, Status.INCONCLUSIVE)}
+        levers = [(c, lever) for c, lever in _first_levers(report) if c in failing or not failing]
+        words += [f"{config}: try {_action(lever)} ({lever.strength}{_gain(lever)})" for config, lever in levers[:1]]
     more = "; …" if len(reasons) > 1 else ""
     return "; ".join(words) + more, (later[0] if later else None)
 
@@ -117,13 +128,18 @@ def _lead_paragraph(lead: str) -> str:
 
 def render_markdown(report: Report) -> str:
     out: list[str] = []
-    title = f"# specgate — {report.deployment}: **{report.overall}**"
+    title = f"# specgate — {report.deployment}: **{report.overall}**" + (" (SIMULATOR run)" if report.simulator else "")
     out.append(title)
     lead, reasons, later = _split_lead(report.overall_reasons)
     if lead is not None:
         # The next step of a run that passed or could not compare (no stored baseline), or what a
         # baseline update stored: right under the title.
         out.append(_lead_paragraph(lead))
+    if report.simulator:  # before any reason or advice: none of it is about SGLang
+        out.append(
+            "\n> **SIMULATOR run.** These figures come from specgate's simulated engine, not SGLang; "
+            "they prove the gates work, not how fast anything is."
+        )
     # The verdict, then why, then what to change: advice read before the reason it answers misleads
     # (an INTERRUPTED run's levers are no answer to the interruption).
     if report.overall != RunVerdict.PASS and reasons:
@@ -142,11 +158,6 @@ def render_markdown(report: Report) -> str:
     # A next step that follows the failure: said once the failure and its lever are.
     out.extend(_lead_paragraph(step) for step in later)
     out.extend(_stand_in_banner(report))
-    if report.simulator:
-        out.append(
-            "\n> **SIMULATOR run.** These figures come from specgate's simulated engine, not SGLang; "
-            "they prove the gates work, not how fast anything is."
-        )
     tally = report.tests
     out.append(
         f"\nTests: {tally.passed} passed, {tally.failed} failed, {tally.errors} errors, {tally.skipped} skipped."
@@ -509,7 +520,7 @@ def _diagnosis(report: Report) -> list[str]:
                 out.append("\nLevers, most supported first:\n")
                 for i, lever in enumerate(d.levers, 1):
                     gain = f": {lever.gain:.2f}x as fast" if lever.gain else ""
-                    out.append(f"{i}. **`{lever.action}`** ({lever.strength}{gain}): {lever.why}.")
+                    out.append(f"{i}. {_action(lever, bold=True)} ({lever.strength}{gain}): {lever.why}.")
                     out.extend(f"   - {e}" for e in lever.evidence)
             else:
                 out.append(

@@ -65,6 +65,6 @@ class BootDisplay:
             # The cause's first line (a boot's log tail follows it in the test error and the report).
             cause = why.strip().splitlines()[0] if why.strip() else "see the test error"
             self._print(
-                f"specgate: {config} FAILED to boot after {seconds:.1f} s: {cause} (its log's last lines: report.md)",
+                f"specgate: {config} FAILED to boot after {seconds:.1f} s: {cause} (the log's last lines are in report.md's Boot failures)",
                 "bold red",
             )

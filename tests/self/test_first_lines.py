@@ -76,3 +76,25 @@ def test_a_refused_fault_injection_is_named_in_the_closing_line(tmp_path):
     assert run.returncode == Exit.BAD_INPUT, run.stdout[-2000:] + run.stderr[-2000:]
     closing = run.stdout.strip().splitlines()[-1]
     assert closing.startswith("specgate: BAD INPUT — ") and "SPECGATE_SIM_FAULTS names no config" in closing, closing
+
+
+def test_the_failing_configs_lever_leads_and_the_closing_line_says_simulator(sim_deployment, tmp_path):
+    # eagle3-decode's drafter collapses; eagle3-prefill is slow as ever but no gate holds it to
+    # beating anything: the first screen's lever is eagle3-decode's, not the healthy sibling's.
+    d = sim_deployment()
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "run", str(d.path), "--report-dir", str(d.report_dir),
+         "--baselines-dir", str(tmp_path / "none"), "--allow-uncompared"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "SPECGATE_SIM_FAULTS": "eagle3-decode:accept-collapse",
+             "SPECGATE_TEST_TAG": d.tag},
+    )  # fmt: skip
+    assert run.returncode == Exit.FAIL, run.stdout[-3000:]
+    closing = next(line for line in run.stdout.splitlines() if line.startswith("specgate: FAIL"))
+    assert "eagle3-decode: try " in closing and "eagle3-prefill: try" not in closing, closing
+    assert closing.endswith("— SIMULATOR run, not SGLang"), closing
+    text = (d.report_dir / "report.md").read_text()
+    assert text.splitlines()[0].endswith("(SIMULATOR run)")
+    levers = text[text.index("**What to change**") :].split("\n\n")[1].splitlines()
+    assert levers[0].startswith("- **eagle3-decode**: try "), levers
+    assert "**`a drafter" not in text  # prose is no flag: not shown as code

@@ -74,6 +74,10 @@ def test_a_gate_asked_for_where_it_cannot_boot_is_skipped_with_one_reason_and_sp
     assert _run(["git", "init", "-q"], launched).returncode == 0
     run = _specgate("run", cwd=launched)
     assert run.returncode == 1 and "FAIL" in run.stdout and "gate SKIPPED" not in run.stdout, run.stdout[-3000:]
+    # The cause leads (not each test's 'exited with code 1'): one line for every config it stopped.
+    closing = next(line for line in run.stdout.splitlines() if line.startswith("specgate: FAIL"))
+    assert closing.startswith("specgate: FAIL (did not boot: baseline, eagle3-prefill, eagle3-decode — "), closing
+    assert "No module named 'sglang'" in closing, closing
 
 
 def test_init_launch_names_the_baseline_update_to_run_on_the_gpu_runner(launched, tmp_path):
