@@ -129,6 +129,15 @@ def settle() -> None:
         _settled = len(_received)
 
 
+def ignore_to_exit() -> None:
+    """The process is about to exit with its settled code: the stop signals are ignored from here.
+    Python's finalization gives a signal it handled back to its default action, under which a
+    SIGINT or SIGTERM in those last milliseconds killed the process (-2, -15) beside a report that
+    said PASS. A signal already ignored stays so through finalization."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def late() -> list[int]:
     """The signals that came after `settle`: recorded, said, and changing nothing."""
     return [] if _settled is None else _received[_settled:]

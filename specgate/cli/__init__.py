@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     with interrupts.installed(to_exit=argv is None):
         code = _stoppable(args, extra)
     interrupts.test_point()
+    if argv is None:
+        interrupts.ignore_to_exit()  # from the last look below to the exit: nothing can change the code
     if late := interrupts.late():
         print(
             f"specgate: {interrupts.name(late[0])} came after the run's outcome was final: recorded, and the exit "

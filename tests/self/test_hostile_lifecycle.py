@@ -224,6 +224,30 @@ def test_a_signal_after_the_closing_line_leaves_the_exit_code_the_reports(sim_de
     assert f"{sig.name} came after the run's outcome was final" in out and "Traceback" not in out
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signals_from_the_closing_line_to_the_exit_never_kill_the_process(sim_deployment, sig):
+    """Past the hook above: Python's finalization gives a handled signal back to its default
+    action, so one in the process's last milliseconds killed it (-2) beside a report that said
+    PARTIAL. Signals sent without pause from the closing line until the process is gone."""
+    d = sim_deployment()
+    proc = cli(d, "run", *SPEED_OF_BASELINE)
+    said: list[str] = []
+    for line in proc.stdout:
+        said.append(line)
+        if line.startswith("specgate: PARTIAL"):
+            break
+    while proc.poll() is None:
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            break
+        time.sleep(0.002)
+    out = "".join(said) + finish(proc)
+    assert proc.returncode == 4, out[-3000:]  # PARTIAL's exit code, never -2 or -15
+    report, _ = reports(d.report_dir)
+    assert report["overall"] == "PARTIAL" and "Traceback" not in out
+
+
 def test_sigint_while_a_baseline_update_writes_its_report(sim_deployment):
     """Whether the baseline was written before the signal or not, the report and the exit say
     INTERRUPTED, and the report's first line says which."""
