@@ -680,6 +680,8 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
     env_table = t.table("env")
     env = {}
     for key in env_table.names():
+        if not key or "=" in key:
+            raise env_table.error(key, f"{key!r} cannot name an environment variable (empty, or holds '=')")
         values = env_table.str_list(key)
         if not values:
             raise env_table.error(key, "expected a non-empty list of strings (the values to sweep)")
@@ -763,7 +765,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
         launcher=launcher,
         command=command,
         args=args,
-        env=t.str_map("env"),
+        env=t.env_map("env"),
         boot_timeout_s=t.number("boot_timeout_s", 900.0, minimum=0.1, maximum=MAX_WAIT_S),
         # Servers attached by url are up together by definition: measure them interleaved.
         coexist=t.flag("coexist", False) or launcher == "url",
@@ -943,7 +945,7 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec, folder: Path) -> Serv
     config = ServerConfig(
         name=name,
         args=args,
-        env=c.str_map("env"),
+        env=c.env_map("env"),
         url=url,
         description=c.text("description", ""),
         tolerate=tolerate,

@@ -312,6 +312,14 @@ class Table:
                 raise self.error(key, problem)
         return dict(value)
 
+    def env_map(self, key: str) -> dict[str, str]:
+        """An environment table: string values under names a process environment can hold."""
+        value = self.str_map(key)
+        for name in value:
+            if not name or "=" in name:
+                raise self.error(key, f"{name!r} cannot name an environment variable (empty, or holds '=')")
+        return value
+
     def table(self, key: str, required: bool = False) -> Table:
         slot = self._note(key, "table", _MISSING if required else {})
         value = self._get(key, _MISSING if required else {})

@@ -50,6 +50,8 @@ def test_default_deployment_is_the_simulator():
         ({"equivalence": {"top_logprobs": 1}}, "equivalence.top_logprobs", ">= 2"),
         ({"configs": {"baseline": {"argz": []}}}, "configs.baseline.argz", "did you mean 'args'"),
         ({"gpu": "h200"}, "gpu", "unknown field"),
+        ({"launch": {"env": {"A=B": "1"}}}, "launch.env", "cannot name an environment variable"),
+        ({"configs": {"baseline": {"env": {"": "1"}}}}, "configs.baseline.env", "cannot name an environment variable"),
     ],
 )
 def test_bad_field_is_named(tmp_path, overrides, field, expected):
