@@ -50,14 +50,15 @@ def exit_code(verdict: str, partial_allowed: bool, pytest_ok: bool = True) -> in
     return EXIT_CODES.get(verdict, Exit.ERROR)
 
 
-def exit_code_without_report(pytest_code: int, partial_allowed: bool) -> int:
+def exit_code_without_report(pytest_code: int) -> int:
     """The exit code of a run that wrote no report: pytest's usage error is bad input, its
-    internal error an ERROR; no gate test ran at all is PARTIAL, unless partial runs were allowed
-    (0 where pytest succeeded, else an ERROR)."""
+    internal error an ERROR; no gate test ran at all (`--co`, a `-k` that matches nothing) is
+    PARTIAL, even where partial runs were allowed: --allow-uncompared waives gates that could not
+    compare, not a run that measured nothing, which must never merge as a 0."""
     if pytest_code == PYTEST_USAGE_ERROR:
         return Exit.BAD_INPUT
     if pytest_code == PYTEST_INTERNAL_ERROR:
         return Exit.ERROR
-    if pytest_code in (0, PYTEST_NO_TESTS) and not partial_allowed:
+    if pytest_code in (0, PYTEST_NO_TESTS):
         return Exit.PARTIAL
-    return Exit.ERROR if pytest_code else Exit.PASS
+    return Exit.ERROR

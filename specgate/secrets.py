@@ -192,6 +192,28 @@ def _mask_known(text: str, secrets: set[str]) -> str:
         text = text.replace(form, MASK)
     for password in sorted(_url_passwords, key=len, reverse=True):
         text = text.replace(f":{password}@", f":{MASK}@")
+    return _mask_cut(text, {f for s in every | _url_passwords for f in _forms(s)})
+
+
+# A credential's first characters that identify it: a message cut at 300 characters may end in
+# part of a key or a Basic value, which no longer equals the whole one. Shorter runs are left
+# (a few leading characters reveal next to nothing and may occur by chance).
+_CUT_PREFIX = 6
+
+
+def _mask_cut(text: str, forms: set[str]) -> str:
+    """`text` without any run of a credential's leading characters (a cut-off credential)."""
+    for form in sorted(forms, key=len, reverse=True):
+        if len(form) < _CUT_PREFIX:
+            continue
+        head = form[:_CUT_PREFIX]
+        start = text.find(head)
+        while start != -1:
+            end = start + _CUT_PREFIX
+            while end < len(text) and end - start < len(form) and text[end] == form[end - start]:
+                end += 1
+            text = text[:start] + MASK + text[end:]
+            start = text.find(head, start + len(MASK))
     return text
 
 

@@ -119,7 +119,7 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
             print(f"specgate: ERROR — no report (pytest's internal error, exit code {pytest_code})")
         else:
             print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
-        return exit_code_without_report(pytest_code, partial_allowed)
+        return exit_code_without_report(pytest_code)
     words, next_step = closing_words(report) if isinstance(report, Report) else (reasons[0] if reasons else "", None)
     why = f" ({words})" if words else ""
     # The one line a CI log's tail shows: a simulator's PASS must not read as SGLang's.

@@ -320,3 +320,23 @@ def test_a_credential_from_an_unset_variable_is_refused_before_anything_boots(tm
     assert "booting" not in run.stdout + run.stderr and not (tmp_path / "r" / "logs").exists()
     check = specgate("check", str(dep))
     assert f"WARNING: {dep}: {field}" in check.stdout and variable in check.stdout, check.stdout
+
+
+def test_a_credential_cut_off_by_a_messages_length_limit_is_masked_at_every_cut():
+    """Reasons and causes are cut at a few hundred characters, which may fall inside an echoed key
+    or Basic value: the cut-off part no longer equals the remembered credential, and was kept in
+    report.json. Every cut from 6 characters on is masked; the text around it stays."""
+    import base64
+
+    from specgate import secrets
+
+    key = "sk-LIVE-abcdefghij0123456789ZYXWVUT"
+    secrets.remember(key)
+    secrets.remember_url("http://admin:Xq9hunter2Zk7pw@127.0.0.1:47003")
+    basic = base64.b64encode(b"admin:Xq9hunter2Zk7pw").decode()
+    for value in (key, basic):
+        for cut in range(6, len(value) + 1):
+            document = {"cause": f"HTTP 500: Authorization: Bearer {value[:cut]}", "reasons": [f"{value[:cut]}…"]}
+            masked = secrets.redact_document(document)
+            assert value[:cut] not in str(masked), (cut, masked)
+            assert masked["cause"] == "HTTP 500: Authorization: Bearer ***"
