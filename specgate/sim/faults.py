@@ -175,6 +175,10 @@ def parse_faults(specs: list[str]) -> Faults:
                 raise ValueError(f"--sim-fault {spec!r}: expected {name}=<fraction>, e.g. {name}=0.05") from None
             if not (number == number and abs(number) < 100):  # NaN or absurd
                 raise ValueError(f"--sim-fault {spec!r}: expected a finite fraction")
+            # A step that costs (1+F) times as much must still cost something; jitter is a spread.
+            low, what = (0.0, ">= 0") if name == "boundary-jitter" else (-1.0, "> -1 (a cost cannot fall to zero)")
+            if number < low or (low == -1.0 and number <= low):
+                raise ValueError(f"--sim-fault {spec!r}: expected {name} {what}")
             values[key] = number
         else:
             if value:

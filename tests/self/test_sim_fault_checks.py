@@ -5,6 +5,7 @@ to show a gate going red proved nothing. `specgate check` and `specgate run` ref
 
 from __future__ import annotations
 
+import pytest
 import tomli_w
 from helpers import sim_deployment_dict
 
@@ -77,3 +78,14 @@ def test_the_run_refuses_an_unknown_fault_before_any_server_boots(sim_deployment
     err = result.stderr.str()
     assert "SPECGATE_SIM_FAULTS entry 'eagle3-decode:bogus': 'bogus': unknown fault" in err, err
     assert not (d.report_dir / "logs").exists()  # no server was started
+
+
+@pytest.mark.parametrize("spec", ["slowdown=-5", "slowdown=-1", "drift=-2", "boundary-jitter=-0.1", "slowdown=nan"])
+def test_a_fault_value_that_proves_nothing_is_refused(spec):
+    """A step cost of 1+F at F <= -1 is zero or negative: the fault would prove nothing (a run once
+    passed under slowdown=-5), so it is refused like NaN."""
+    from specgate.sim.faults import parse_faults
+
+    with pytest.raises(ValueError, match="expected"):
+        parse_faults([spec])
+    assert parse_faults(["slowdown=-0.5"]).slowdown == -0.5  # a speed-up is a fault too (much faster than stored)
