@@ -96,6 +96,10 @@ refused: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A stop signal's KeyboardInterrupt that lands where Python cannot raise it (Hypothesis's gc
+    # callback) is recorded by specgate.interrupts and ends the run at its next check; pytest's
+    # unraisable hook would print it as a traceback above the INTERRUPTED closing line.
+    config.addinivalue_line("filterwarnings", "ignore:.*specgate. stopped by SIG:pytest.PytestUnraisableExceptionWarning")
     try:
         _configure(config)
     except pytest.UsageError as exc:

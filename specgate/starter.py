@@ -355,6 +355,22 @@ url = {json.dumps(url)}
 {_gates_tail("speculative")}"""
 
 
+# The report folder each run rewrites: committed, a run dirtied the tree that the next
+# `baseline update` refuses ("the tree is dirty"), and the dirt was specgate's own.
+_REPORT_IGNORE = "specgate-report/"
+
+
+def _ignore_report_folder(folder: Path) -> Path | None:
+    """`.gitignore` names the report folder (appended to, or written); None where it did already."""
+    gitignore = folder / ".gitignore"
+    text = gitignore.read_text(encoding="utf-8") if gitignore.is_file() else ""
+    if any(line.strip().strip("/") == _REPORT_IGNORE.strip("/") for line in text.splitlines()):
+        return None
+    with gitignore.open("a", encoding="utf-8") as f:
+        f.write(("" if not text or text.endswith("\n") else "\n") + "# specgate's report of the last run\n" + _REPORT_IGNORE + "\n")
+    return gitignore
+
+
 def write_project(
     folder: Path,
     *,
@@ -418,6 +434,8 @@ def write_project(
         encoding="utf-8",
     )
     out.files.append(settings)
+    if (ignored := _ignore_report_folder(folder)) is not None:
+        out.files.append(ignored)
     relative = f"deployments/{name}.toml"
     update = f"specgate baseline update {relative}"
     if simulator and name == "sim":

@@ -115,7 +115,9 @@ def closing_words(report: Report) -> tuple[str, str | None]:
     words = [reasons[0]] if reasons else []
     if report.overall not in (RunVerdict.PASS, RunVerdict.INTERRUPTED):  # a lever answers no interruption
         failing = {g.config for g in report.gates if g.status in (Status.FAIL, Status.INCONCLUSIVE)}
-        levers = [(c, lever) for c, lever in _first_levers(report) if c in failing or not failing]
+        # Only a config whose speed or accept gate failed: a divergence or a crash is not answered
+        # by a speed lever, least of all a sibling's.
+        levers = [(c, lever) for c, lever in _first_levers(report) if c in failing]
         words += [f"{config}: try {_action(lever)} ({lever.strength}{_gain(lever)})" for config, lever in levers[:1]]
     more = "; …" if len(reasons) > 1 else ""
     return "; ".join(words) + more, (later[0] if later else None)
@@ -160,7 +162,9 @@ def render_markdown(report: Report) -> str:
     out.extend(_stand_in_banner(report))
     tally = report.tests
     out.append(
-        f"\nTests: {tally.passed} passed, {tally.failed} failed, {tally.errors} errors, {tally.skipped} skipped."
+        # The gate's tests only: a project's own tests in the same pytest are pytest's to count.
+        f"\nGate tests: {tally.passed} passed, {tally.failed} failed, {tally.errors} errors, {tally.skipped} skipped "
+        "(a project's own tests in the same pytest run are not counted here)."
     )
     fp = report.fingerprint
     by_url = _by_url(report)

@@ -243,9 +243,11 @@ def test_signals_from_the_closing_line_to_the_exit_never_kill_the_process(sim_de
             break
         time.sleep(0.002)
     out = "".join(said) + finish(proc)
-    assert proc.returncode == 4, out[-3000:]  # PARTIAL's exit code, never -2 or -15
     report, _ = reports(d.report_dir)
-    assert report["overall"] == "PARTIAL" and "Traceback" not in out
+    # The report's code, never -2 or -15: PARTIAL, or INTERRUPTED where the first signal came
+    # before the outcome was settled (the report is then marked, and says so on the next line).
+    assert (report["overall"], proc.returncode) in (("PARTIAL", 4), ("INTERRUPTED", 5)), (proc.returncode, out[-3000:])
+    assert "Traceback" not in out
 
 
 def test_sigint_while_a_baseline_update_writes_its_report(sim_deployment):
