@@ -114,6 +114,25 @@ def _head_commit() -> str:
     return (head or "unknown") + ("+dirty" if dirty else "")
 
 
+def dirty_tree_paths(limit: int = 5) -> list[str]:
+    """The tracked paths that make the tree dirty (git status's own list, the history excluded as
+    in git_commit), at most `limit` and a count of the rest: a refusal names them, since the dirt
+    may be specgate's own (a replay file a failed run appended cases to)."""
+    root = project.current().root
+    try:
+        listed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude,glob)**/history/*.json"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return []
+    paths = [line[3:] for line in listed if len(line) > 3]
+    return paths[:limit] + ([f"{len(paths) - limit} more"] if len(paths) > limit else [])
+
+
 def why_no_commit() -> str:
     """Why git_commit() is "unknown": the project is no git checkout, or one without commits yet
     (`git init` alone), which is told apart because its fix differs (a first commit, not a clone)."""

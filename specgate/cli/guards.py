@@ -40,7 +40,7 @@ def dirty_tree_refusal(what: str, dep: Deployment) -> str | None:
     clean one whose deployment file (or a file it names) is untracked or modified. Under
     SPECGATE_ALLOW_DIRTY the record says "+dirty" and the paths, and the terminal says so."""
 
-    from specgate.provenance import dirty_inputs, git_commit, why_no_commit
+    from specgate.provenance import dirty_inputs, dirty_tree_paths, git_commit, why_no_commit
 
     commit = git_commit(dep.input_files)
     dirty = dirty_inputs(dep.input_files)
@@ -60,6 +60,9 @@ def dirty_tree_refusal(what: str, dep: Deployment) -> str | None:
             f"record carries the commit it was measured at, and later runs show it beside their own); {first} "
             f"(or set {escapes})"
         )
+    changed = [] if os.environ.get("SPECGATE_COMMIT") else dirty_tree_paths()  # a given commit is no git state
+    if changed and not dirty:
+        paths += f"; changed: {', '.join(changed)}"
     return (
         f"{what} refused: the tree is dirty ({commit}{paths}), so no commit would name what produced the figures; "
         f"commit first (git add the deployment and the files it names), or set {escapes}"

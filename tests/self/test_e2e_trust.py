@@ -222,3 +222,30 @@ def test_a_baseline_from_an_untracked_or_modified_deployment_is_never_recorded_a
         assert provenance(inputs=[outside])["dirty_inputs"][0].endswith(f"(outside the repository {tmp_path.resolve()})")
     finally:
         project.use(None)
+
+
+def test_a_dirty_tree_refusal_names_what_changed(tmp_path):
+    """A tracked file changed outside the deployment's inputs (a replay file a failed run appended
+    cases to) is named: the user sees the dirt may be specgate's own, not only 'commit first'."""
+    import tomli_w
+    from helpers import sim_deployment_dict
+
+    def git(*words: str) -> None:
+        subprocess.run(["git", *words], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "specgate.toml").write_text('deployment = "dep.toml"\n')
+    (tmp_path / "dep.toml").write_text(tomli_w.dumps(sim_deployment_dict()))
+    replay = tmp_path / "baselines" / "sim" / "equivalence" / "replay.json"
+    replay.parent.mkdir(parents=True)
+    replay.write_text("[]\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "project")
+    replay.write_text('[{"case": "a failing one"}]\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("SPECGATE_ALLOW_DIRTY", "SPECGATE_COMMIT")}
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "baseline", "update", "dep.toml"],
+        capture_output=True, text=True, cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO_ROOT)}, timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 2 and "refused: the tree is dirty" in run.stderr, run.stderr
+    assert "changed: baselines/sim/equivalence/replay.json" in run.stderr, run.stderr
