@@ -73,3 +73,15 @@ def test_every_relative_link_in_the_readme_and_docs_leads_to_a_file():
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert broken == []
+
+
+def test_the_readmes_stored_simulator_figures_are_the_stored_files():
+    import json
+
+    line = next(x for x in README.read_text().splitlines() if x.startswith("The stored simulator baseline has them at"))
+    quoted = [float(v) for v in re.findall(r"(\d+\.\d+)", line)]
+    (stored,) = (ROOT / "baselines" / "sim").glob("*.json")
+    configs = json.loads(stored.read_text())["configs"]
+    ratios = [configs[c]["concurrency"]["1"]["ratio_to_reference"] for c in ("eagle3-prefill", "eagle3-decode")]
+    expected = [r["estimate"] for r in ratios] + [v for r in ratios for v in (r["low"], r["high"])]
+    assert quoted == [round(v, 2) for v in expected], (quoted, expected)
