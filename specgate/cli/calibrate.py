@@ -23,6 +23,7 @@ def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:
     from specgate.calibrate.run import run_rounds
     from specgate.provenance import provenance
     from specgate.verdicts.calibration import write_calibration
+    from specgate.verdicts.stored_files import check_stored_documents
 
     if args.boots < 2:
         print("specgate: error: --boots: expected at least 2 (one boot has no between-boot spread)", file=sys.stderr)
@@ -42,6 +43,14 @@ def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:
         return 2
     try:
         report_dir = require_writable(Path(args.report_dir), "--report-dir", "calibration.md and the servers' logs")
+    except SpecgateError as exc:
+        print(f"specgate: error: {exc}", file=sys.stderr)
+        return 2
+    root = Path(args.baselines_dir).resolve() if args.baselines_dir else project.current().baselines_dir
+    try:
+        # What the record joins (the runner history, other records) must be readable before any
+        # boot: a broken history once failed with a traceback after the record was written.
+        check_stored_documents(root, dep.name)
     except SpecgateError as exc:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
@@ -107,7 +116,6 @@ def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:
             {c: [round(s.decode_tps, 3) for s in r[c].samples] for c in dep.configs} for r in complete
         ],
     }
-    root = Path(args.baselines_dir).resolve() if args.baselines_dir else project.current().baselines_dir
     try:
         path = write_calibration(root, dep.name, fingerprint, document)
     except SpecgateError as exc:  # rounds whose spread came out 0 are no calibration

@@ -1,6 +1,6 @@
 """Every stored document of a deployment, read before anything boots.
 
-A run reads its stored baselines, calibration records and equivalence replay files (greedy and sampling) only when a
+A run reads its stored baselines, calibration records, runner histories and equivalence replay files (greedy and sampling) only when a
 gate or the first equivalence test needs them: after the servers booted and much was measured. A
 broken file then failed those tests with a stack into specgate, minutes in. Read here at the start
 of the run (the plugin's configure, `specgate check`), any of them that cannot be used is one error
@@ -17,6 +17,7 @@ from specgate.equivalence.oracle import REPLAY_FILE, load_replay
 from specgate.sampling.replay import SAMPLING_REPLAY_FILE, load_sampling_replay
 from specgate.verdicts.baselines import load_baseline
 from specgate.verdicts.calibration import load_calibration
+from specgate.verdicts.history import load_history
 
 
 def check_stored_documents(baselines_root: Path, deployment: str) -> int:
@@ -31,8 +32,11 @@ def check_stored_documents(baselines_root: Path, deployment: str) -> int:
     records = sorted((folder / "calibration").glob("*.json"))
     for path in records:
         load_calibration(path)
+    histories = sorted((folder / "history").glob("*.json"))  # a passing run and calibrate append to them
+    for path in histories:
+        load_history(path)
     replay = folder / REPLAY_FILE
     load_replay(replay)
     sampling_replay = folder / SAMPLING_REPLAY_FILE  # the sampling test's failed cases, asked first
     load_sampling_replay(sampling_replay)
-    return len(baselines) + len(records) + replay.is_file() + sampling_replay.is_file()
+    return len(baselines) + len(records) + len(histories) + replay.is_file() + sampling_replay.is_file()

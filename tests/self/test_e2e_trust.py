@@ -249,3 +249,19 @@ def test_a_dirty_tree_refusal_names_what_changed(tmp_path):
     )  # fmt: skip
     assert run.returncode == 2 and "refused: the tree is dirty" in run.stderr, run.stderr
     assert "changed: baselines/sim/equivalence/replay.json" in run.stderr, run.stderr
+
+
+def test_calibrate_refuses_a_broken_runner_history_before_any_boot(sim_deployment):
+    d = sim_deployment()
+    history = d.baselines_dir / "sim" / "history"
+    history.mkdir(parents=True)
+    (history / "machine.json").write_text("[1,2")
+    env = {**os.environ, "SPECGATE_ALLOW_DIRTY": "1", "SPECGATE_TEST_TAG": d.tag}
+    run = subprocess.run(
+        [sys.executable, "-m", "specgate.cli", "calibrate", str(d.path), "--boots", "2",
+         "--baselines-dir", str(d.baselines_dir), "--report-dir", str(d.report_dir)],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 2 and "runner history cannot be read" in run.stderr, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and not (d.baselines_dir / "sim" / "calibration").exists()
+    assert not (d.report_dir / "logs").exists() or not any((d.report_dir / "logs").iterdir())  # nothing booted

@@ -207,6 +207,13 @@ BROKEN_STORED = [
         lambda f: _edit(next(f.glob("*.json")), lambda d: d.update(deployment="other")),
         "field 'deployment': expected 'sim' (the deployment whose folder holds it), got 'other'",
     ),
+    # The runner history (calibrate and passing runs append to it): broken, it failed every gate
+    # test as a FAIL of the change, and calibrate with a traceback after writing its record.
+    (
+        "runner-history",
+        lambda f: (f / "history").mkdir() or (f / "history" / "machine.json").write_text("[1,2"),
+        "runner history cannot be read",
+    ),
     (
         "baseline-deployment-with-a-nul",
         lambda f: _edit(next(f.glob("*.json")), lambda d: d.update(deployment="sim\x00")),
