@@ -138,6 +138,10 @@ def overall_verdict(
     return outcome.verdict, reasons_of(outcome)
 
 
+# The gate tests that judge outputs (greedy and sampling equivalence), by their pytest names.
+_OUTPUT_TESTS = ("test_speculative_output_is_greedy_baseline", "test_speculative_sampling_matches_reference")
+
+
 def reasons_of(outcome: RunOutcome) -> list[str]:
     """Why the run is not PASS, in words: what failed first (gate failures, then failed tests that
     are no gate verdict, such as equivalence), then what cannot tell, then what did not compare,
@@ -156,9 +160,13 @@ def reasons_of(outcome: RunOutcome) -> list[str]:
         )
     if c.interrupted:
         reasons.append(str(c.interrupted))
+    # Wrong outputs first: they are the graver failure, and they void that config's speed figures.
+    shown = list(outcome.failed_tests[:FAILED_TESTS_SAID])
+    wrong = [f for f in shown if f.test.startswith(_OUTPUT_TESTS)]
+    reasons += [f"failed: {f}" for f in wrong]
     reasons += _grouped(decided)
     reasons += _grouped(not_run)
-    reasons += [f"failed: {f}" for f in outcome.failed_tests[:FAILED_TESTS_SAID]]
+    reasons += [f"failed: {f}" for f in shown if f not in wrong]
     reasons += _grouped(undecided)
     reasons += _grouped(unjudged)
     for gap in outcome.shortfalls:

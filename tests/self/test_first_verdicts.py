@@ -239,3 +239,15 @@ def test_a_first_baseline_update_is_not_partial_for_what_it_is_recording():
     other = Verdict("regression:e:c1:decode_tps", "e", NOT_COMPARED, "other flags")
     got, reasons = overall_verdict(TestTally(1), [_v("beats:e", PASS), other], completeness)
     assert got == RunVerdict.PARTIAL and any("other flags" in r for r in reasons)
+
+
+def test_wrong_outputs_are_said_before_a_speed_regression():
+    verdicts = [_v("regression:d:c1:decode_tps", FAIL, "REGRESSED -30%")]
+    failed = [
+        "test_no_regression_against_stored_baseline[d-c1-decode_tps]: Failed: REGRESSED -30%",
+        "test_speculative_output_is_greedy_baseline[p]: AssertionError: decisive divergence at output token 5",
+    ]
+    got, reasons = overall_verdict(TestTally(8, failed=2), verdicts, {"uncompared_allowed": False}, failed)
+    assert got == RunVerdict.FAIL
+    assert reasons[1].startswith("failed: test_speculative_output_is_greedy_baseline[p]: "), reasons
+    assert reasons[2] == "regression:d:c1:decode_tps: FAIL — REGRESSED -30%", reasons
