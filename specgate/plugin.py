@@ -714,6 +714,8 @@ def _write_report(gate: GateSession, messages: list[str], interrupted: str | Non
             f"SIMULATOR run: {named}; the figures are specgate's simulated engine's, not SGLang's "
             f"(so labelled in the report, though {gate.deployment.path} does not say simulator = true)"
         )
+    if report.simulator and (faults := report.provenance.get("sim_faults")):
+        messages.append(f"SIMULATOR faults injected (SPECGATE_SIM_FAULTS): {faults}: a failure this run reports is the fault's, on purpose")
     write_report(gate.options.report_dir, report, chart=True, messages=messages)
     return gate.judge.fingerprint_if_known(), report
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specgate import __version__, hardware, project
+from specgate.envvars import injected_faults
 from specgate.errors import SpecgateError
 
 
@@ -187,6 +188,8 @@ def provenance(command: list[str] | None = None, launcher: str = "local", inputs
     }
     if launcher == "url":
         said["servers"] = URL_SERVERS
+    if (faults := injected_faults(os.environ)) is not None:
+        said["sim_faults"] = faults  # the figures are a fault's on purpose: the report says which
     if dirty := dirty_inputs(inputs):
         said["dirty_inputs"] = dirty
     return said

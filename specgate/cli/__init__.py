@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from specgate import interrupts
+from specgate import envvars, interrupts
 from specgate.cli.calibrate import calibrate_command
 from specgate.cli.check import check_command
 from specgate.cli.guards import missing_credentials
@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     mask_standard_streams()  # whatever the CLI and the pytest run in it print: secrets.py
     ours, extra = split_pytest_args(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(ours)
+    for warning in envvars.misspelt(os.environ):
+        print(f"specgate: warning: {warning}", file=sys.stderr)
     if args.command == "spread":
         from specgate.report.spread import load_runs, render_spread
 

@@ -142,6 +142,9 @@ def render_markdown(report: Report) -> str:
             "\n> **SIMULATOR run.** These figures come from specgate's simulated engine, not SGLang; "
             "they prove the gates work, not how fast anything is."
         )
+        if faults := report.provenance.get("sim_faults"):
+            # A failure below is the fault's, on purpose: read as a real regression, it misleads.
+            out.append(f"> **Faults injected** (SPECGATE_SIM_FAULTS): `{faults}`.")
     # The verdict, then why, then what to change: advice read before the reason it answers misleads
     # (an INTERRUPTED run's levers are no answer to the interruption).
     if report.overall != RunVerdict.PASS and reasons:

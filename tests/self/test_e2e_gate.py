@@ -330,6 +330,9 @@ def test_slowdown_of_speculation_is_a_regression_not_drift(sim_deployment, pytes
     failed = [line for line in result.stdout.str().splitlines() if line.startswith("FAILED")]
     assert not any("baseline-c1" in line for line in failed), failed
     assert "speculation itself lost ground" in result.stdout.str()
+    # The regression is the fault's on purpose, and the report says so beside its SIMULATOR banner.
+    assert "> **Faults injected** (SPECGATE_SIM_FAULTS): `eagle3-decode:slowdown=1.0`." in (d.report_dir / "report.md").read_text()
+    assert d.report()["provenance"]["sim_faults"] == "eagle3-decode:slowdown=1.0"
 
 
 def test_slowdown_of_everything_is_reported_as_machine_drift(sim_deployment, pytester, healthy_baselines):

@@ -89,3 +89,11 @@ def test_a_fault_value_that_proves_nothing_is_refused(spec):
     with pytest.raises(ValueError, match="expected"):
         parse_faults([spec])
     assert parse_faults(["slowdown=-0.5"]).slowdown == -0.5  # a speed-up is a fault too (much faster than stored)
+
+
+def test_a_misspelt_control_variable_is_warned_of_and_a_users_own_name_is_not():
+    from specgate.envvars import misspelt
+
+    warned = misspelt({"SPECGATE_SIM_FAULT": "eagle3-decode:diverge-at=5", "SPECGATE_API_KEY": "theirs"})
+    assert warned == ["SPECGATE_SIM_FAULT is set but specgate reads no such variable: did you mean SPECGATE_SIM_FAULTS?"]
+    assert misspelt({"SPECGATE_SIM_FAULTS": "x", "SPECGATE_COMMIT": "abc"}) == []
