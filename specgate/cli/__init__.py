@@ -33,6 +33,7 @@ from specgate.cli.schema import schema_command
 from specgate.cli.sweep import sweep_command
 from specgate.deployment import load_deployment
 from specgate.errors import SpecgateError
+from specgate.exits import Exit
 from specgate.secrets import mask_standard_streams
 
 
@@ -42,23 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(ours)
     for warning in envvars.misspelt(os.environ):
         print(f"specgate: warning: {warning}", file=sys.stderr)
-    if args.command == "spread":
-        from specgate.report.spread import load_runs, render_spread
-
+    if args.command in ("spread", "rejudge", "init", "schema", "check"):
         try:
-            print(render_spread(*load_runs([Path(r) for r in args.reports])), end="")
-        except SpecgateError as exc:
-            print(f"specgate: error: {exc}", file=sys.stderr)
-            return 2
-        return 0
-    if args.command == "rejudge":
-        return rejudge_command(args, extra)
-    if args.command == "init":
-        return init_command(args)
-    if args.command == "schema":
-        return schema_command(args)
-    if args.command == "check":
-        return check_command(args)
+            return _quick(args, extra)
+        except KeyboardInterrupt:
+            # These start no server (init asks a url's /get_server_info before it writes a file):
+            # a Ctrl-C ends them in one line, never a traceback.
+            print(f"specgate: {args.command} interrupted (Ctrl-C)", file=sys.stderr)
+            return Exit.INTERRUPTED
     # First: a stop signal from here on ends the command cleanly (specgate.interrupts), never as
     # a raw traceback or a silent 143 that leaves the previous run's report standing.
     # Called as this process's command (argv from its command line: the console script, python -m),
@@ -76,6 +68,26 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     return code
+
+
+def _quick(args: argparse.Namespace, extra: list[str]) -> int:
+    """The commands that boot nothing."""
+    if args.command == "spread":
+        from specgate.report.spread import load_runs, render_spread
+
+        try:
+            print(render_spread(*load_runs([Path(r) for r in args.reports])), end="")
+        except SpecgateError as exc:
+            print(f"specgate: error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command == "rejudge":
+        return rejudge_command(args, extra)
+    if args.command == "init":
+        return init_command(args)
+    if args.command == "schema":
+        return schema_command(args)
+    return check_command(args)
 
 
 def _stoppable(args: argparse.Namespace, extra: list[str]) -> int:

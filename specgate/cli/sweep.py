@@ -20,13 +20,15 @@ def sweep_command(args: argparse.Namespace, dep: Deployment) -> int:
     from specgate.sweep.run import run_sweep
     from specgate.sweep.table import render_sweep
 
-    if args.max_seconds is not None and args.max_seconds <= 0:
+    if args.max_seconds is not None and not (0 < args.max_seconds < float("inf")):  # NaN too
         print("specgate: error: --max-seconds: expected a positive number of seconds", file=sys.stderr)
         return 2
     if args.gpus is not None and dep.sweep is not None:
-        gpus = tuple(g.strip() for g in args.gpus.split(",") if g.strip())
-        if not gpus:
-            print("specgate: error: --gpus: expected e.g. 0,1", file=sys.stderr)
+        given = [g.strip() for g in args.gpus.split(",")]
+        gpus = tuple(given)
+        # CUDA_VISIBLE_DEVICES takes indices or GPU UUIDs; an empty or other entry hides every GPU.
+        if not gpus or any(not (g.isdigit() or g.startswith(("GPU-", "MIG-"))) for g in gpus):
+            print(f"specgate: error: --gpus: expected GPU indices or UUIDs, comma-separated (e.g. 0,1), got {args.gpus!r}", file=sys.stderr)
             return 2
         dep = dataclasses.replace(dep, sweep=dataclasses.replace(dep.sweep, gpus=gpus))
     try:

@@ -356,3 +356,29 @@ def test_calibrate_and_sweep_refuse_a_symlinked_logs_folder_before_anything_boot
     assert main([command, "sim", "--report-dir", str(tmp_path / "r")]) == 2
     assert f"{tmp_path / 'r' / 'logs'}: is a symbolic link" in capsys.readouterr().err
     assert list(elsewhere.iterdir()) == []
+
+
+def test_ctrl_c_while_init_waits_on_a_url_ends_in_one_line(tmp_path):
+    """init asks each url's /get_server_info (up to a minute): a Ctrl-C there was a traceback."""
+    import select
+    import socket
+
+    listeners = [socket.socket(), socket.socket()]
+    for listener in listeners:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)  # takes the connection, never answers
+    spec, ref = (f"http://127.0.0.1:{listener.getsockname()[1]}" for listener in listeners)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "specgate.cli", "init", str(tmp_path), "--url", spec, "--reference-url", ref,
+             "--model", "M"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_sigint,
+        )  # fmt: skip
+        wait_for(lambda: select.select(listeners, [], [], 0)[0], "init's request to a url", proc, timeout_s=60)
+        proc.send_signal(signal.SIGINT)
+        out = finish(proc, timeout_s=60)
+    finally:
+        for listener in listeners:
+            listener.close()
+    assert proc.returncode == 5 and "Traceback" not in out, out
+    assert "specgate: init interrupted (Ctrl-C)" in out and not (tmp_path / "specgate.toml").exists()

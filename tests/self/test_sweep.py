@@ -142,3 +142,17 @@ def test_a_corrupt_entry_of_a_sweep_state_names_its_field(tmp_path):
     point["decode_tps"] = [1.0, 2.0]
     path.write_text(json.dumps(doc))
     assert SweepState.open(path, "sim", "g").points["p"].median_tps == 1.5
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [(["--max-seconds", "nan"], "--max-seconds"), (["--gpus", ",,x"], "--gpus"), (["--gpus", "0,"], "--gpus")],
+)
+def test_sweep_refuses_flags_that_would_run_nothing_it_was_asked_for(tmp_path, capsys, flags, named):
+    """NaN seconds ran a whole sweep; `--gpus ,,x` ran every point 'on GPU x', which on a GPU host
+    hides every GPU: both refused before anything boots, naming the flag."""
+    from specgate import cli
+
+    code = cli.main(["sweep", "sim", "--report-dir", str(tmp_path / "r"), *flags])
+    assert code == 2 and f"--{named.lstrip('-')}: expected" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "logs").exists()
