@@ -34,6 +34,13 @@ class Option:
     def pytest_flag(self) -> str:
         return f"--specgate-{self.name}"
 
+    @property
+    def said(self) -> str:
+        """The option as a message names it: a user may have started `specgate run` or pytest."""
+        if not self.on_cli:
+            return self.pytest_flag
+        return f"--{self.name} ({self.pytest_flag} under pytest)"
+
 
 DEPLOYMENT = Option(
     "deployment",

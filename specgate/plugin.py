@@ -882,7 +882,7 @@ def _update_baselines(
         except SpecgateError as exc:
             reason = str(exc)
         except OSError as exc:
-            reason = f"--specgate-baselines-dir {gate.options.baselines_dir}: {exc}"
+            reason = f"{options.BASELINES_DIR.said} {gate.options.baselines_dir}: {exc}"
         else:
             messages.append(f"baseline written: {path}")
             for name, why in excluded.items():

@@ -9,6 +9,7 @@ from specgate import provenance as run_provenance
 from specgate.measure.drafters import drafters
 from specgate.measure.drift import ReferenceDrift
 from specgate.measure.pairing import Series
+from specgate.options import ALLOW_FINGERPRINT_MISMATCH
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
@@ -294,7 +295,7 @@ class Evidence(Sampler):
             return newest, f"compared against {newest.path.name} although the fingerprint differs ({diff})"
         return None, (
             f"stored baselines are for other hardware/software, not compared: {newest.path.name} differs in {diff}. "
-            "Pass --specgate-allow-fingerprint-mismatch to compare anyway, or record a baseline for this machine."
+            f"Pass {ALLOW_FINGERPRINT_MISMATCH.said} to compare anyway, or record a baseline for this machine."
         )
 
     def host_drift(self, config: str, concurrency: int) -> ReferenceDrift | None:

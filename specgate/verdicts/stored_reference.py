@@ -22,6 +22,7 @@ from specgate.deployment import Deployment
 from specgate.equivalence.golden import GoldenAnswers, case_settings_digest
 from specgate.errors import SpecgateError
 from specgate.measure.speed import ConfigSpeed, SpeedMeter, SpeedSample
+from specgate.options import ALLOW_FINGERPRINT_MISMATCH
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, StoredFigures
 from specgate.verdicts.fingerprint import Fingerprint
 
@@ -139,7 +140,7 @@ def resolve_stored_reference(
                 f"{NOT_BOOTED}, and the stored baselines are for other hardware/software: {newest.path.name} differs "
                 f"in {diff} (this run's fingerprint read from the booted {fingerprint_from!r}). A reference measured "
                 "elsewhere says nothing about this machine: record a baseline here (specgate baseline update), or "
-                "pass --specgate-allow-fingerprint-mismatch to use it anyway"
+                f"pass {ALLOW_FINGERPRINT_MISMATCH.said} to use it anyway"
             )
         baseline = newest
         note = f"the stored reference is from {newest.path.name} although the fingerprint differs ({diff}): allowed by the user"
