@@ -12,7 +12,7 @@ from specgate.measure.pairing import Series
 from specgate.options import ALLOW_FINGERPRINT_MISMATCH
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
-from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint
+from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint, unread_fields
 from specgate.verdicts.gates import PASS
 from specgate.verdicts.history import (
     BootValue,
@@ -293,6 +293,14 @@ class Evidence(Sampler):
         diff = "; ".join(self.fingerprint().differences(newest.fingerprint))
         if self.allow_fingerprint_mismatch:
             return newest, f"compared against {newest.path.name} although the fingerprint differs ({diff})"
+        if unread := unread_fields(self.fingerprint(), newest.fingerprint):
+            # Not another machine: this run could not read what the stored one could. A baseline
+            # recorded now would be filed under 'unknown', and no later run would find it.
+            return None, (
+                f"not compared: this run could not read the {', '.join(unread)} that {newest.path.name} records "
+                f"({diff}): the reference server's /get_server_info (or the GPUs) did not tell it; fix that, do not "
+                "record a baseline under 'unknown'"
+            )
         return None, (
             f"stored baselines are for other hardware/software, not compared: {newest.path.name} differs in {diff}. "
             f"Pass {ALLOW_FINGERPRINT_MISMATCH.said} to compare anyway, or record a baseline for this machine."

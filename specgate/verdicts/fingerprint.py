@@ -59,6 +59,15 @@ class Fingerprint:
         ]
 
 
+def unread_fields(now: Fingerprint, stored: Fingerprint) -> list[str]:
+    """The fields this run could not read (unknown) that the stored record did: not another machine,
+    and a baseline recorded now would be filed under 'unknown', where no later run finds it."""
+    def unknown(value: object) -> bool:
+        return str(value).startswith("unknown")
+
+    return [f.name for f in fields(now) if unknown(getattr(now, f.name)) and not unknown(getattr(stored, f.name))]
+
+
 # A server attached by url runs on a machine this client knows nothing of: its GPUs are not this
 # host's, and SGLang's /get_server_info names no GPU, driver or CUDA. Said so, never guessed, and
 # the same on every run, so baselines of url servers match on what is known (SGLang, model, GPUs

@@ -15,6 +15,7 @@ from specgate.measure.stats import Interval, widened
 from specgate.verdicts import vacuity
 from specgate.verdicts.baselines import StoredBaseline, StoredFigures
 from specgate.verdicts.evidence import Evidence
+from specgate.verdicts.fingerprint import unread_fields
 from specgate.verdicts.gates import (
     FAIL,
     INCONCLUSIVE,
@@ -68,6 +69,13 @@ class GateBase(Evidence):
         if lookup.others and self.allow_fingerprint_mismatch:
             return None  # compared with another machine's, as asked; each gate says so
         name = self.deployment.name
+        if lookup.others and (unread := unread_fields(self.fingerprint(), lookup.others[0].fingerprint)):
+            return (
+                f"{NEXT_STEP}this run could not read the {', '.join(unread)} of its servers that "
+                f"{lookup.others[0].path.name} records, so nothing here is compared with it; find why the reference "
+                "server's /get_server_info (or the GPUs) did not tell it. Recording a baseline now would file it "
+                "under 'unknown'"
+            )
         found = (
             f"the stored baselines of {name!r} are for other hardware/software ({lookup.others[0].path.name})"
             if lookup.others

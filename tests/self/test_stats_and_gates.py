@@ -124,3 +124,14 @@ def test_measuring_more_while_undecided_keeps_the_false_pass_rate():
 def test_planned_looks_and_levels():
     assert planned_looks(9, 45, 6) == 7 and planned_looks(9, 9, 6) == 1 and planned_looks(9, 10, 6) == 2
     assert per_look_confidence(0.95, 5) == pytest.approx(0.99)
+
+
+def test_a_fingerprint_field_this_run_could_not_read_is_not_another_machine():
+    """A server whose /get_server_info hung gave sglang 'unknown': the report advised recording a
+    baseline for 'this machine', which would be filed under 'unknown' and found by no later run."""
+    from specgate.verdicts.fingerprint import Fingerprint, unread_fields
+
+    stored = Fingerprint("H200", 1, "580", "12.8", "0.5.14", "M")
+    assert unread_fields(Fingerprint("H200", 1, "580", "12.8", "unknown", "M"), stored) == ["sglang"]
+    assert unread_fields(Fingerprint("A100", 1, "580", "12.8", "0.5.14", "M"), stored) == []  # another machine
+    assert unread_fields(stored, Fingerprint("H200", 1, "580", "12.8", "unknown", "M")) == []
