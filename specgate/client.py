@@ -357,7 +357,8 @@ class SglangClient:
     def _timeout(self, url: str, how: str) -> RequestTimeout:
         return RequestTimeout(
             f"POST {url}: no complete answer within workload.request_timeout_s = {self.timeout_s:g} s "
-            f"({how}); the server hangs",
+            f"({how}); the server hangs, or that deadline is too short for one answer of the workload"
+            + (" (it is under a second)" if self.timeout_s < 1 else ""),
             url=url,
         )
 

@@ -201,6 +201,29 @@ def _unreachable(url: str) -> str | None:
         return f"{type(exc).__name__}: {exc}"
 
 
+# How long a url that takes the connection may stay silent before check says so (a server busy
+# with a request answers /health in far less; a listener that never answers does not in minutes).
+SILENT_AFTER_S = 2.0
+
+
+def _silent(url: str) -> str | None:
+    """Why a url that takes connections does not answer HTTP, or None where it answers (any byte,
+    a closed connection included) or cannot be asked in plain HTTP (https)."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        return None
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 80), timeout=CONNECT_TIMEOUT_S) as conn:
+            conn.sendall(f"GET /health HTTP/1.0\r\nHost: {parts.hostname}\r\n\r\n".encode())
+            conn.settimeout(SILENT_AFTER_S)
+            conn.recv(1)
+    except TimeoutError:
+        return f"it takes the connection but sent no byte of an answer to GET /health within {SILENT_AFTER_S:g} s"
+    except OSError:
+        return None  # refused or reset now: said by the run, which waits for it
+    return None
+
+
 def credential_problems(dep: Deployment) -> list[str]:
     """Every credential `dep` reads from this environment that is missing or unusable, each
     naming the file, the field, the variable and the configs it keeps from starting."""
@@ -236,6 +259,9 @@ def boot_problems(dep: Deployment) -> list[Problem]:
             why = _unreachable(cfg.url) if cfg.url else None
             if why is not None:
                 out.append(Problem(f"config {name}: {cfg.url} does not answer from this host ({why})", True))
+            elif cfg.url and (silent := _silent(cfg.url)) is not None:
+                # Not certain (a server may be stalled for a moment): a warning, never a skip.
+                out.append(Problem(f"config {name}: {cfg.url} does not answer from this host ({silent})", False))
         return out
     root = project.current().root
     values = {"python": sys.executable, "repo": str(root), "model": dep.model}

@@ -127,3 +127,33 @@ def test_an_interrupt_while_waiting_for_url_servers_leaves_nothing_waiting(tmp_p
     for url in urls.values():
         assert url in stderr.read_text()
     assert Path(tmp_path / "r" / "report.json").is_file()
+
+
+def test_check_says_a_url_that_takes_the_connection_but_never_answers(monkeypatch):
+    import socket
+    from http.server import BaseHTTPRequestHandler
+
+    from helpers import serving
+
+    from specgate import preflight
+
+    monkeypatch.setattr(preflight, "SILENT_AFTER_S", 0.3)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    try:
+        said = preflight._silent(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    finally:
+        listener.close()
+    assert said is not None and "sent no byte of an answer to GET /health" in said
+
+    class Healthy(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    with serving(Healthy) as url:
+        assert preflight._silent(url) is None
