@@ -99,13 +99,20 @@ def _from_settings(folder: Path, path: Path, data: dict) -> Project:
         raise t.error("deployment", "is empty: give a built-in name (sim) or a .toml path")
     if deployment is not None and (deployment.endswith(".toml") or "/" in deployment):
         deployment = str((folder / deployment).resolve())
+    folders = {}
+    for key, default in (("deployments", "deployments"), ("baselines", "baselines"), ("report_dir", DEFAULT_REPORT_DIR)):
+        where = (folder / t.text(key, default)).resolve()
+        # A folder, or none yet (made when first written); never a file (README.md once passed).
+        if where.exists() and not where.is_dir():
+            raise t.error(key, f"expected a folder, got {where}, which is no folder")
+        folders[key] = where
     project = Project(
         root=folder,
         settings_file=path,
         deployment=deployment,
-        deployments_dir=(folder / t.text("deployments", "deployments")).resolve(),
-        baselines_dir=(folder / t.text("baselines", "baselines")).resolve(),
-        report_dir=(folder / t.text("report_dir", DEFAULT_REPORT_DIR)).resolve(),
+        deployments_dir=folders["deployments"],
+        baselines_dir=folders["baselines"],
+        report_dir=folders["report_dir"],
         gate=t.flag("gate", True),
     )
     t.reject_unknown()

@@ -130,6 +130,7 @@ def test_tool_specgate_in_pyproject_is_read_like_specgate_toml(project):
         ('gate = "yes"\n', "gate"),
         ('deployment = ""\n', "deployment"),
         ("deployment = [\n", "not valid TOML"),
+        ('deployments = "specgate.toml"\n', "field 'deployments': expected a folder"),  # a file, not a folder
     ],
 )
 def test_a_broken_settings_file_is_an_error_naming_file_and_field(project, text, named):
