@@ -12,6 +12,7 @@ from specgate.measure.fidelity import CONTRADICTED, UNCHECKED
 from specgate.measure.pairing import Series, across_boots, pooled, ratio_series, truncated
 from specgate.measure.speed import ConfigSpeed
 from specgate.measure.stats import Interval, widened
+from specgate.resources import builtin_baselines_dir
 from specgate.verdicts import vacuity
 from specgate.verdicts.baselines import StoredBaseline, StoredFigures
 from specgate.verdicts.evidence import Evidence
@@ -81,6 +82,13 @@ class GateBase(Evidence):
             if lookup.others
             else f"no stored baseline for deployment {name!r}"
         )
+        shipped = builtin_baselines_dir() / name
+        if self.deployment.simulator and not lookup.others and shipped.is_dir() and shipped != self.baselines_root / name:
+            # A built-in SIMULATOR deployment run from a user's project: no GPU runner is involved.
+            return (
+                f"{NEXT_STEP}{found} under {self.baselines_root}; this SIMULATOR deployment ships one: add "
+                f"`--baselines-dir {shipped.parent}` to compare with it, or record your own with `{self.update_command()}`"
+            )
         return (
             f"{NEXT_STEP}{found} on this machine, so nothing here is compared with it. Record one on this machine "
             f"(the GPU runner), at a committed tree, with `{self.update_command()}`, and commit "

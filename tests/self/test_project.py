@@ -310,3 +310,15 @@ def test_a_url_whose_host_does_not_resolve_fails_at_once_naming_the_field(tmp_pa
     launcher = UrlLauncher(dep)
     with pytest.raises(ServerBootError, match="does not resolve.*configs.speculative.url"):
         launcher.wait_ready(ServerHandle("speculative", "http://no-such-host.invalid:30001", None), None)
+
+
+def test_a_builtin_simulator_deployment_in_a_users_project_points_at_the_baseline_it_ships(project):
+    """The user's project stores no baseline for the built-in simulator twin it runs: the next step
+    names the one specgate ships, not a record 'on the GPU runner'."""
+    import shutil
+
+    shutil.rmtree(project / "baselines")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    run = _run([sys.executable, "-m", "specgate.cli", "run", "sim", "--", "-k", "speed or decode_tps"], project, env)
+    step = next((line for line in run.stdout.splitlines() if line.startswith("specgate: NEXT STEP")), run.stdout[-2000:])
+    assert "this SIMULATOR deployment ships one: add `--baselines-dir " in step and "GPU runner" not in step, step
