@@ -17,9 +17,9 @@ def launch_warnings(dep: Deployment) -> list[str]:
     python`, `bash -c "... python -m sglang..."`) cannot import the module it runs (e.g. a CPU
     machine checking a GPU deployment), an address that does not answer, a key that is not set.
     Warnings, not errors: the file may be meant for another host (specgate.preflight)."""
-    from specgate.preflight import boot_problems, credential_problems
+    from specgate.preflight import boot_problems, credential_problems, flag_typos
 
-    return credential_problems(dep) + [p.text for p in boot_problems(dep)]
+    return credential_problems(dep) + flag_typos(dep) + [p.text for p in boot_problems(dep)]
 
 
 def describe_ssh(ssh: SshSpec) -> list[str]:
