@@ -277,6 +277,24 @@ def _reference_note(reference_url: str, timeout_s: float = 10.0) -> str | None:
     return f"the reference server (--reference-url {redact(reference_url)}): {why}"
 
 
+def _pairing_notes(url: str, reference_url: str, model: str, timeout_s: float = 10.0) -> list[str]:
+    """What the two servers' /get_server_info say against how init was called: another model
+    than --model, or the urls swapped (the plain one speculative, the speculative one plain)."""
+    from specgate.server_info import lookup
+
+    spec, _ = _server_info_at(url, timeout_s)
+    ref, _ = _server_info_at(reference_url, timeout_s)
+    notes = []
+    for option, info in (("--url", spec), ("--reference-url", ref)):
+        served = lookup(info, "model_path") if info is not None else None
+        if isinstance(served, str) and served.rstrip("/") != model.rstrip("/"):
+            notes.append(f"the {option} server serves {served!r}, not --model {model!r}: another pair of servers?")
+    if spec is not None and ref is not None:
+        if lookup(spec, "speculative_algorithm") is None and lookup(ref, "speculative_algorithm") is not None:
+            notes.append("the --reference-url server runs speculative decoding and the --url one does not: swapped?")
+    return notes
+
+
 def served_speculative_args(url: str, timeout_s: float = 10.0) -> tuple[list[str] | None, str]:
     """(the flags the server at `url` reports it runs with, or None; why not), read from its
     /get_server_info when init writes the file."""
@@ -326,10 +344,11 @@ def url_deployment(name: str, url: str, reference_url: str, model: str, notes: l
         )
     args_lines, args_note = _speculative_args_lines(url)
     reachable_note = _reference_note(reference_url)
+    pairing = _pairing_notes(url, reference_url, model)
     url, url_note = password_to_env("--url", url)
     reference_url, reference_note = password_to_env("--reference-url", reference_url)
     if notes is not None:
-        notes.extend(n for n in (url_note, reference_note, args_note, reachable_note) if n)
+        notes.extend(n for n in (url_note, reference_note, args_note, reachable_note, *pairing) if n)
     return f"""\
 # Written by `specgate init --url`: two servers someone else runs, a plain one and a
 # speculative one, on the same model. Check it with `specgate check {name}`.

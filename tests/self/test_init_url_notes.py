@@ -59,3 +59,32 @@ def test_the_closing_words_of_a_url_deployment_say_it_measures_running_servers(t
         out = write_project(tmp_path, url=url, reference_url=reference, model="/m")
     steps = " ".join(out.next_steps)
     assert "boots the servers" not in steps and "measures the running servers" in steps, steps
+
+
+def _answering(info: dict) -> type[BaseHTTPRequestHandler]:
+    class Answering(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = json.dumps(info).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return Answering
+
+
+def test_init_says_servers_of_another_model_and_swapped_urls(tmp_path):
+    plain = _answering({"version": "0.5.14", "model_path": "toy"})
+    eagle = _answering({"version": "0.5.14", "model_path": "toy", "speculative_algorithm": "EAGLE3"})
+    with serving(plain) as url, serving(eagle) as reference:  # swapped
+        out = write_project(tmp_path, url=url, reference_url=reference, model="meta-llama/Llama-3.1-8B")
+    said = " ".join(out.notes)
+    assert "the --url server serves 'toy', not --model 'meta-llama/Llama-3.1-8B'" in said, said
+    assert "the --reference-url server runs speculative decoding and the --url one does not: swapped?" in said
+    with serving(eagle) as url, serving(plain) as reference:
+        out = write_project(tmp_path / "right", url=url, reference_url=reference, model="toy")
+    assert not any("swapped" in n or "another pair" in n for n in out.notes), out.notes
