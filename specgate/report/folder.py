@@ -155,7 +155,7 @@ def claim(folder: Path, source: str) -> ReportFolder:
         folder.mkdir(parents=True, exist_ok=True)
         fd = _open_lock(folder, source)
     except OSError as exc:
-        raise _refuse(folder, source, str(exc)) from None
+        raise _refuse(folder, source, str(exc) + _stale_removed(folder, source, exc)) from None
     try:
         notes = _lock(fd, folder, source)
         written = _manifest(folder, source)
@@ -171,6 +171,21 @@ def claim(folder: Path, source: str) -> ReportFolder:
     claimed = ReportFolder(folder, source, fd, frozenset(_files(folder)), notes)
     _held[folder] = claimed
     return claimed
+
+
+def _stale_removed(folder: Path, source: str, exc: OSError) -> str:
+    """Where the lock could not even be made for want of space, no run holds the folder (a holder
+    keeps its lock file): the previous run's report is removed, freeing space rather than taking
+    it, so its PASS cannot stand beside this run's refusal. Said as a clause of the refusal."""
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or (folder / LOCK).exists() or not (folder / MARKER).is_file():
+        return ""
+    try:
+        removed = [rel for rel in _manifest(folder, source) if (folder / rel).is_file()]
+        for rel in removed:
+            (folder / rel).unlink()
+    except (OSError, SpecgateError):
+        return ""
+    return f"; the previous run's report ({', '.join(removed)}) was removed so that it cannot stand for this run" if removed else ""
 
 
 def check_logs_folder(folder: Path, source: str) -> None:

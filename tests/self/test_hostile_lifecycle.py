@@ -382,3 +382,21 @@ def test_ctrl_c_while_init_waits_on_a_url_ends_in_one_line(tmp_path):
             listener.close()
     assert proc.returncode == 5 and "Traceback" not in out, out
     assert "specgate: init interrupted (Ctrl-C)" in out and not (tmp_path / "specgate.toml").exists()
+
+
+def test_a_full_disk_refusal_leaves_no_previous_pass_report_standing(tmp_path, monkeypatch):
+    """No space for the lock (so no run holds the folder): the refusal removes the previous run's
+    report, as the unlink frees space, instead of leaving its PASS beside an exit 2."""
+    import errno
+
+    from specgate.report import folder as report_folder
+
+    previous_pass_report(tmp_path / "r")
+
+    def no_space(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(report_folder, "_open_lock", no_space)
+    with pytest.raises(ReportFolderError, match="No space left on device.*previous run's report .* was removed"):
+        claim(tmp_path / "r", "--report-dir")
+    assert not (tmp_path / "r" / "report.md").exists() and not (tmp_path / "r" / "report.json").exists()
