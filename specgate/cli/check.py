@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
 from specgate import project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import SpecgateError
+
+# A tie margin past this many nats is no bf16 tie (the shipped H200 deployments use 0.3 to 0.625).
+WIDE_TIE_MARGIN = 1.0
 
 
 def launch_warnings(dep: Deployment) -> list[str]:
@@ -138,6 +142,15 @@ def describe(dep: Deployment) -> str:
         # The file, the field, the value and why: a gate that cannot fail is said before anything boots.
         lines.append(f"  WARNING: {dep.path}: {found.field} = {found.value:g} makes its gate VACUOUS: {found.why}")
 
+    if dep.equivalence.tie_margin > WIDE_TIE_MARGIN:
+        # Not VACUOUS (a flip between tokens further apart still fails), but near it: every such
+        # parting is excused as a tie, and bf16's own ties are far narrower.
+        lines.append(
+            f"  WARNING: {dep.path}: equivalence.tie_margin = {dep.equivalence.tie_margin:g} nats excuses a parting "
+            f"wherever the two tokens are within {math.exp(dep.equivalence.tie_margin):.0f}x of each other in "
+            f"probability: greedy equivalence then fails on almost nothing (the shipped H200 deployments use 0.3 to "
+            "0.625; `specgate calibrate --numerics` measures this runner's)"
+        )
     for name in dep.speculative_configs:
         if simulated_tau(dep, name) is not None:
             lines.append(
