@@ -176,14 +176,20 @@ args = {_toml_list([*spec, "--speculative-attention-mode", "prefill"])}
 description = "the same, verify in decode attention mode"
 args = {_toml_list([*spec, "--speculative-attention-mode", "decode"])}
 
-{_gates_tail("eagle3-decode")}"""
+{_gates_tail("eagle3-decode", model)}"""
     return text, notes
 
 
-def _gates_tail(speculative: str) -> str:
+def prompt_format_for(model: str) -> str:
+    """The chat template a model's name points to: Llama 3's for a Llama-3 model (a Llama-3.1 model
+    prompted in ChatML decodes off its template, and its accept length says little), else ChatML."""
+    return "llama3" if re.search(r"llama[-_ ]?3", model, re.IGNORECASE) else "chatml"
+
+
+def _gates_tail(speculative: str, model: str) -> str:
     """What every starting deployment measures and demands of `speculative` (one place for the defaults)."""
     return f"""[workload]
-prompt_format = "chatml"   # raw | chatml | llama3: the template your model was trained with
+prompt_format = "{prompt_format_for(model)}"   # raw | chatml | llama3: the template your model was trained with
 max_new_tokens = 256
 repeats = 9
 
@@ -371,7 +377,7 @@ description = "the speculative server"
 url = {json.dumps(url)}
 {args_lines}
 
-{_gates_tail("speculative")}"""
+{_gates_tail("speculative", model)}"""
 
 
 # The report folder each run rewrites: committed, a run dirtied the tree that the next

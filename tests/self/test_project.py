@@ -322,3 +322,15 @@ def test_a_builtin_simulator_deployment_in_a_users_project_points_at_the_baselin
     run = _run([sys.executable, "-m", "specgate.cli", "run", "sim", "--", "-k", "speed or decode_tps"], project, env)
     step = next((line for line in run.stdout.splitlines() if line.startswith("specgate: NEXT STEP")), run.stdout[-2000:])
     assert "this SIMULATOR deployment ships one: add `--baselines-dir " in step and "GPU runner" not in step, step
+
+
+def test_init_picks_the_llama3_template_for_a_llama_3_model(tmp_path):
+    from specgate.starter import prompt_format_for
+
+    assert prompt_format_for("meta-llama/Llama-3.1-8B-Instruct") == "llama3"
+    assert prompt_format_for("meta-llama/Meta-Llama-3-8B") == "llama3"
+    assert prompt_format_for("Qwen/Qwen2.5-7B-Instruct") == "chatml"
+    from specgate.starter import write_project
+
+    write_project(tmp_path, launch="python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct", draft="d")
+    assert 'prompt_format = "llama3"' in (tmp_path / "deployments" / "mine.toml").read_text()
