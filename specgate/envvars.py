@@ -32,9 +32,11 @@ def misspelt(environ: Mapping[str, str]) -> list[str]:
     """A warning per set variable that is not one specgate reads but close to one."""
     out = []
     for name in sorted(environ):
-        if not name.startswith("SPECGATE_") or name in READ:
+        # Any case, and the words run together or split (specgate_sim_faults, SPEC_GATE_SIM_FAULTS).
+        folded = name.upper().replace("SPEC_GATE", "SPECGATE")
+        if not folded.startswith("SPECGATE") or name in READ:
             continue
-        close = difflib.get_close_matches(name, READ, n=1, cutoff=0.85)
+        close = difflib.get_close_matches(folded, READ, n=1, cutoff=0.85)
         if close:
             out.append(f"{name} is set but specgate reads no such variable: did you mean {close[0]}?")
     return out

@@ -97,3 +97,5 @@ def test_a_misspelt_control_variable_is_warned_of_and_a_users_own_name_is_not():
     warned = misspelt({"SPECGATE_SIM_FAULT": "eagle3-decode:diverge-at=5", "SPECGATE_API_KEY": "theirs"})
     assert warned == ["SPECGATE_SIM_FAULT is set but specgate reads no such variable: did you mean SPECGATE_SIM_FAULTS?"]
     assert misspelt({"SPECGATE_SIM_FAULTS": "x", "SPECGATE_COMMIT": "abc"}) == []
+    for name in ("specgate_sim_faults", "SPEC_GATE_SIM_FAULTS", "SPECGATESIM_FAULTS"):
+        assert misspelt({name: "x"}) and "did you mean SPECGATE_SIM_FAULTS?" in misspelt({name: "x"})[0], name
