@@ -124,9 +124,10 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
     why = f" ({words})" if words else ""
     # The one line a CI log's tail shows: a simulator's PASS must not read as SGLang's.
     simulated = " — SIMULATOR run, not SGLang" if isinstance(report, Report) and report.simulator else ""
-    print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}{simulated}"))  # reasons quote servers
     if next_step is not None:
-        print(visible(f"specgate: {next_step}"))  # after the failure: no baseline is not what failed
+        # Said above the closing line, which a CI log's tail shows last: no baseline is not what failed.
+        print(visible(f"specgate: {next_step}"))
+    print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}{simulated}"))  # reasons quote servers
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
         report = _mark_late(report_dir, report)  # came while the line above was said
         overall = report.overall

@@ -103,7 +103,7 @@ _TALLY = re.compile(r"^\d+ test\(s\) failed, \d+ errored; gates: ")
 
 
 def closing_words(report: Report) -> tuple[str, str | None]:
-    """What the CLI's closing line says in brackets, and a next step said on a line after it (or
+    """What the CLI's closing line says in brackets, and a next step said on the line above it (or
     None): the lead where one leads; else what failed first (past the tally line, which names
     nothing) with the diagnosed lever of the first slow config, so the one line a user reads
     names what failed and what to change."""

@@ -29,8 +29,10 @@ def test_a_failure_leads_the_first_lines_and_the_missing_baseline_follows(tmp_pa
     closing = next(line for line in run.stdout.splitlines() if line.startswith("specgate: FAIL"))
     assert closing.startswith("specgate: FAIL (beats:eagle3-prefill-beats-baseline: FAIL"), closing
     assert "try `--speculative-attention-mode decode`" in closing and "NEXT STEP" not in closing, closing
-    after = run.stdout[run.stdout.index(closing) :].splitlines()[1]
-    assert after.startswith("specgate: NEXT STEP: no stored baseline"), after
+    lines = run.stdout.splitlines()
+    before = lines[lines.index(closing) - 1]  # the closing line is the last word, the next step above it
+    assert before.startswith("specgate: NEXT STEP: no stored baseline"), before
+    assert not any(line.startswith("specgate: NEXT STEP") for line in lines[lines.index(closing) :]), lines[-5:]
     for text in ((tmp_path / "report" / "report.md").read_text(), summary.read_text()):
         head = text[: text.index("**What to change**") + 200]
         assert "NEXT STEP" not in head and "`--speculative-attention-mode decode`" in head
