@@ -891,7 +891,24 @@ def _update_baselines(
     messages.append(f"baseline NOT written: {reason}")
     if not interrupted:  # an interrupted run keeps pytest's exit status for an interrupt
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    return f"{BASELINE_NOT_RECORDED}{reason}; nothing stored changed", None if interrupted else reason
+    return f"{BASELINE_NOT_RECORDED}{reason}; {_replays_changed(gate)}", None if interrupted else reason
+
+
+def _replays_changed(gate: GateSession) -> str:
+    """What a baseline update that stored no baseline still changed: its failing cases joined the
+    replay files (a tracked file the user must commit, or the next update finds the tree dirty)."""
+    sampling = gate.sampling.replay if gate.sampling is not None else None
+    changed = [
+        f"{n} failing case(s) joined {path}"
+        for n, path in (
+            (gate.oracle.replay_added, gate.oracle.replay_path),
+            (sampling.added if sampling is not None else 0, sampling.path if sampling is not None else None),
+        )
+        if n and path is not None
+    ]
+    if not changed:
+        return "nothing stored changed"
+    return "the stored baseline is unchanged; " + "; ".join(changed) + " (commit it: later runs try those first)"
 
 
 def _recorded(path: Path, document: dict, excluded: dict[str, str]) -> str:

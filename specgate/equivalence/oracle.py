@@ -115,6 +115,7 @@ class EquivalenceOracle:
         self.seed = commit_seed(commit) if case_seed is None else case_seed
         self.replay_path = replay_path
         self._replay: list[dict] | None = None
+        self.replay_added = 0  # cases this run wrote to the replay file
         self.baselines: dict[str, GenerateResult] = {}
         # Answers of a config's own reference (`[configs.X] reference`), asked live.
         self.other_baselines: dict[tuple[str, str], GenerateResult] = {}
@@ -251,6 +252,7 @@ class EquivalenceOracle:
         self._replay = [*(self._replay or []), entry]
         try:
             write_json_atomic(self.replay_path, {"deployment": self.deployment.name, "cases": self._replay})
+            self.replay_added += 1
         except OSError:
             pass  # the failure itself is reported either way; only its replay is lost
 

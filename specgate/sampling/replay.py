@@ -65,6 +65,7 @@ class SamplingReplay:
         self.path = path
         self.deployment = deployment
         self._cases: list[ReplayCase] | None = None
+        self.added = 0  # cases this run wrote to the file (a failed baseline update still changed it)
 
     @property
     def cases(self) -> list[ReplayCase]:
@@ -103,5 +104,6 @@ class SamplingReplay:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.path, document.model_dump())
+            self.added += 1
         except OSError:
             pass

@@ -566,6 +566,9 @@ def test_a_failed_baseline_update_writes_nothing(sim_deployment, pytester):
     assert {p: p.read_bytes() for p in d.baselines_dir.glob("*/*.json")} == before
     report = d.report()
     assert report["overall"] == "FAIL" and report["overall_reasons"][0].startswith("BASELINE NOT RECORDED: ")
+    # What did change is said (a tracked file the next update would find dirty), not "nothing".
+    lead = report["overall_reasons"][0]
+    assert "the stored baseline is unchanged; 1 failing case(s) joined " in lead and "replay.json" in lead, lead
 
 
 def test_a_config_not_verified_is_left_out_of_the_baseline(sim_deployment, pytester):
