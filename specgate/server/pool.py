@@ -101,6 +101,7 @@ class LiveServer:
     pool: ServerPool
     server_info: dict[str, Any] = field(default_factory=dict)
     model_info: dict[str, Any] = field(default_factory=dict)
+    unanswered: list[str] = field(default_factory=list)  # what it did not tell of itself, and why
 
     @property
     def name(self) -> str:
@@ -308,7 +309,7 @@ class ServerPool:
                 self.launcher.stop(handle)
                 continue
             problem, said = self._not_as_declared(server)
-            notes = "; ".join(n for n in (note, said) if n)
+            notes = "; ".join(n for n in (note, said, *server.unanswered) if n)
             self.boots.append(BootRecord(handle.config, handle.boot_s, ok=problem is None, note=notes, cause=problem or ""))
             if self.progress is not None:
                 self.progress.finished(handle.config, handle.boot_s, ok=problem is None, why=problem or "")
@@ -333,6 +334,12 @@ class ServerPool:
         """The server once ready, or why it never was."""
         try:
             self.launcher.wait_ready(handle, self.progress)
+        except ServerBootError as exc:
+            return exc
+        return self._described(handle)
+
+    def _described(self, handle: ServerHandle) -> LiveServer | ServerBootError:
+        try:
             return self._describe(handle)
         except ServerBootError as exc:
             return exc
@@ -345,8 +352,17 @@ class ServerPool:
         said only after the others' waits. An interrupt, or anything else ending the wait early,
         ends every other wait too (launcher.stop_all): no thread is left polling at exit."""
         if not getattr(self.launcher, "concurrent_waits", False) or len(started) < 2:
+            # Every server's readiness first, then what each says of itself: one whose
+            # /get_server_info hangs must not add its wait to the boot times of the others.
+            ready: list[tuple[ServerHandle, ServerBootError | None]] = []
             for handle in started:
-                yield handle, self._ready(handle)
+                try:
+                    self.launcher.wait_ready(handle, self.progress)
+                    ready.append((handle, None))
+                except ServerBootError as exc:
+                    ready.append((handle, exc))
+            for handle, failed in ready:
+                yield handle, failed if failed is not None else self._described(handle)
             return
         ended: queue.Queue[tuple[ServerHandle, LiveServer | ServerBootError | BaseException]] = queue.Queue()
 
@@ -402,6 +418,8 @@ class ServerPool:
                     client.close()
                     said = f"GET {redact(exc.url or handle.base_url)}"
                     raise Unauthorized(unauthorized(self.deployment, handle.config, exc.status, said)) from None
+                if attr == "server_info":  # its version and settings are unknown to this run: said at its boot
+                    server.unanswered.append(f"its /get_server_info did not answer ({_first_line(redact(str(exc)))[:320]})")
         self.server_infos[handle.config] = server.server_info
         self.model_infos[handle.config] = server.model_info
         return server

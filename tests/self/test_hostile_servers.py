@@ -206,3 +206,13 @@ def test_a_port_taken_before_the_server_binds_it_is_retried_on_another(tmp_path,
     finally:
         pool.close()
         taken.close()
+
+
+def test_a_server_whose_server_info_hangs_is_named_and_charges_no_other_servers_boot(sim_deployment, pytester):
+    """One server's /get_server_info trickles past its deadline: its boot row says so, and the
+    servers booted beside it keep their own boot times (they were charged the wait)."""
+    d = sim_deployment({"workload": {"request_timeout_s": 2.0}})
+    d.run(pytester, "-k", "speed", faults="baseline:trickle-get=/get_server_info")
+    boots = {b["config"]: b for b in d.report()["boots"]}
+    assert "its /get_server_info did not answer" in boots["baseline"]["note"], boots["baseline"]
+    assert boots["eagle3-prefill"]["seconds"] < 2.0 and boots["eagle3-decode"]["seconds"] < 2.0, boots
