@@ -446,14 +446,15 @@ class Deployment:
 
     def sim_fault_problems(self, environ: dict[str, str]) -> list[str]:
         """SPECGATE_SIM_FAULTS (from `environ`) and the configs' `--sim-fault` arguments, checked
-        before any server boots (the simulator would refuse them only at its boot, or never see them)."""
+        before any server boots (the simulator would refuse them only at its boot, or never see them).
+        Each names its source: the variable's as itself, the file's after the file's path."""
         from specgate.sim.faults import fault_arg_problems, fault_env_problems
 
         out = fault_env_problems(environ, self.simulated) if environ.get("SPECGATE_SIM_FAULTS", "").strip() else []
         for name, simulated in self.simulated.items():
             config = self.configs[name]
             args = [*config.launch_command(self.launch), *self.launch.args, *config.args]
-            out += [f"config {name!r}: {p}" for p in (fault_arg_problems(args) if simulated else [])]
+            out += [f"{self.path}: config {name!r}: {p}" for p in (fault_arg_problems(args) if simulated else [])]
         return out
 
     @property

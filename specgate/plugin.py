@@ -244,7 +244,7 @@ def deployment(config: pytest.Config) -> Deployment:
         dep = config.stash[_DEPLOYMENT]
         problems = dep.sim_fault_problems(dict(os.environ))
         if problems:
-            raise pytest.UsageError(f"specgate: {dep.path}: " + "\nspecgate: ".join(problems))
+            raise pytest.UsageError("specgate: " + "\nspecgate: ".join(problems))
     return config.stash[_DEPLOYMENT]
 
 

@@ -108,6 +108,6 @@ def _stoppable(args: argparse.Namespace, extra: list[str]) -> int:
         return sweep_command(args, dep)  # its servers are the grid's points, named by it: not dep's configs
     problems = dep.sim_fault_problems(dict(os.environ))
     if problems:
-        print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
+        print("specgate: error: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
         return 2
     return calibrate_command(args, dep)

@@ -187,7 +187,7 @@ def check_command(args: argparse.Namespace) -> int:
         return 2
     problems = dep.sim_fault_problems(dict(os.environ))  # what the run would refuse at its start
     if problems:
-        print(f"specgate: error: {dep.path}: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
+        print("specgate: error: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
         return 2
     print(describe(dep))
     for warning in launch_warnings(dep):

@@ -78,6 +78,7 @@ def test_a_refused_fault_injection_is_named_in_the_closing_line(tmp_path):
     assert run.returncode == Exit.BAD_INPUT, run.stdout[-2000:] + run.stderr[-2000:]
     closing = run.stdout.strip().splitlines()[-1]
     assert closing.startswith("specgate: BAD INPUT — ") and "SPECGATE_SIM_FAULTS names no config" in closing, closing
+    assert "sim.toml:" not in closing  # the variable is wrong, not the deployment file
 
 
 def test_the_failing_configs_lever_leads_and_the_closing_line_says_simulator(sim_deployment, tmp_path):
