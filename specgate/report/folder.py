@@ -158,9 +158,12 @@ def claim(folder: Path, source: str) -> ReportFolder:
         raise _refuse(folder, source, str(exc) + _stale_removed(folder, source, exc)) from None
     try:
         notes = _lock(fd, folder, source)
+        # Held: the previous run's files go first, so that a write this run cannot make (a full
+        # disk) leaves no report of that run standing beside its refusal.
         written = _manifest(folder, source)
         for rel in written:
             (folder / rel).unlink(missing_ok=True)
+        _write_holder(fd)
         write_json_atomic(folder / MARKER, {"format": FORMAT, "written": list(REPORT_FILES)})
     except OSError as exc:
         os.close(fd)
@@ -245,9 +248,13 @@ def _lock(fd: int, folder: Path, source: str) -> list[str]:
             f"{folder}: took over the report folder's lock of pid {previous.get('pid', '?')}, which ended without "
             "releasing it (killed?): its files there are removed as usual"
         )
+    return notes
+
+
+def _write_holder(fd: int) -> None:
+    """This run's pid in the lock it holds, for a second run's refusal to name."""
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps({"pid": os.getpid(), "started": time.time(), "command": " ".join(sys.argv)}).encode(), 0)
-    return notes
 
 
 def _holder(fd: int) -> dict:

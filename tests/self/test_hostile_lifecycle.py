@@ -400,3 +400,22 @@ def test_a_full_disk_refusal_leaves_no_previous_pass_report_standing(tmp_path, m
     with pytest.raises(ReportFolderError, match="No space left on device.*previous run's report .* was removed"):
         claim(tmp_path / "r", "--report-dir")
     assert not (tmp_path / "r" / "report.md").exists() and not (tmp_path / "r" / "report.json").exists()
+
+
+def test_a_full_disk_after_the_lock_is_held_leaves_no_previous_pass_report_standing(tmp_path, monkeypatch):
+    """The lock file is kept between runs, so on a full disk it opens and locks, and writing this
+    run's pid into it fails: the previous run's report is already gone by then."""
+    import errno
+
+    from specgate.report import folder as report_folder
+
+    previous_pass_report(tmp_path / "r")
+    (tmp_path / "r" / LOCK).write_text("{}")  # left by the previous run
+
+    def no_space(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(report_folder, "_write_holder", no_space)
+    with pytest.raises(ReportFolderError, match="No space left on device"):
+        claim(tmp_path / "r", "--report-dir")
+    assert not (tmp_path / "r" / "report.md").exists() and not (tmp_path / "r" / "report.json").exists()
