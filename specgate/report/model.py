@@ -504,7 +504,7 @@ class SamplingSettingRow(_Part):
     aa_p: float
     aa_passed: bool
     detectable_shift: float  # nats per token, 80% power, from the A/A's spread
-    detectable_violation_rate: float  # seen with 95% probability in checked_tokens
+    detectable_violation_rate: float  # failed with 80% power against a clean reference (1: no filter)
     seconds: float  # the config's own draws
     reference_seconds: float  # the reference's draws for this setting (shared by every config)
     evidence: list[str]

@@ -410,6 +410,14 @@ class SamplingChecker:
                 f"(p = {v_p:.2g} < {v_bar:.2g} that speculation breaks it no more often)" + _known_cause(kind)
             )
             culprit = where_spec[kind]
+        elif v_p is not None and v_bar is not None and sum(v_spec.values()) > sum(v_ref.values()):
+            # Below the bar of a failure, yet more breaks than the reference's: said beside the PASS, so a
+            # fault that drops every filter is not read as min_p's alone where min_p's side failed.
+            evidence.append(
+                f"not a failure: {sum(v_spec.values())} of {checked} sampled tokens break the setting "
+                f"({_kinds(v_spec, setting)}) against the reference's {sum(v_ref.values())} (p = {v_p:.2g}, "
+                f"not below {v_bar:.2g})"
+            )
         if ll.p < ll_bar:
             how = (
                 "more likely under the target than its own samples: sharper than the setting (verify taking the "
@@ -462,7 +470,7 @@ class SamplingChecker:
             "aa_p": ll_aa.p,
             "aa_passed": aa_passed,
             "detectable_shift": detectable_shift(ll_aa.se, ll_bar),
-            "detectable_violation_rate": detectable_rate(checked),
+            "detectable_violation_rate": detectable_rate(checked, v_bar if setting.filters else None),
             "seconds": round(seconds, 3),
             "reference_seconds": round(ref.seconds, 3),
             "evidence": evidence,
@@ -509,9 +517,9 @@ def _violation_p(
 # Known upstream causes a violation kind points to: said beside the evidence, as a lead, not a verdict.
 _KNOWN_CAUSES = {
     "min_p": (
-        "; SGLang's speculative verify builds its target probabilities from temperature, top_k and top_p only "
-        "(speculative/eagle_utils.py, 0.5.14 to 0.5.23 at least), so min_p is not applied to accepted tokens: "
-        "sgl-project/sglang#10617"
+        "; on SGLang, a known cause: its speculative verify builds its target probabilities from temperature, "
+        "top_k and top_p only (speculative/eagle_utils.py, 0.5.14 to 0.5.23 at least), so min_p is not applied "
+        "to accepted tokens (sgl-project/sglang#10617); a filter dropped altogether breaks the other settings too"
     ),
 }
 

@@ -128,9 +128,25 @@ def detectable_shift(se: float, alpha: float) -> float:
     return (float(_st().norm.isf(alpha / 2)) + POWER_Z) * se
 
 
-def detectable_rate(checked: int) -> float:
-    """The violation rate seen at least once with 95% probability in `checked` tokens."""
-    return 1.0 if checked <= 0 else 1.0 - 0.05 ** (1.0 / checked)
+def breaks_to_fail(bar: float, share: float = 0.5) -> int:
+    """The fewest speculative breaks the violation test fails at `bar` against a reference that
+    breaks the setting nowhere: given n = k breaks all on the speculative side, p = share**k."""
+    return max(1, math.ceil(math.log(bar) / math.log(share))) if 0 < bar < 1 else 1
+
+
+def detectable_rate(checked: int, bar: float | None) -> float:
+    """The violation rate (share of the `checked` tokens) the violation test fails with 80% power at
+    `bar`, against a reference that breaks the setting nowhere and as many reference tokens: the
+    rate at which `breaks_to_fail` breaks or more come with probability 0.8. 1 where the setting
+    filters nothing (bar None) or nothing was checked."""
+    if checked <= 0 or bar is None:
+        return 1.0
+    k = breaks_to_fail(bar)
+    if k > checked:
+        return 1.0
+    from scipy.special import betaincinv  # P(Binomial(n, p) >= k) = I_p(k, n - k + 1)
+
+    return float(betaincinv(k, checked - k + 1, 0.8))
 
 
 def violation_test(spec: int, reference: int, spec_tokens: int, reference_tokens: int) -> float:

@@ -356,3 +356,18 @@ def test_min_p_left_off_in_verify_names_sglangs_known_cause(checker):
     line = next(x for x in text.splitlines() if x.startswith("min_p0.1: stage 1 rejected"))
     assert "violations p " in line and "confirmation on fresh draws, " in line and "{" not in line
     assert line.endswith("**confirmed, FAIL**.")
+
+
+def test_the_detectable_violation_rate_is_the_violation_tests_own_power():
+    """The report's 'violations >= X%' is the rate the binomial test fails with 80% power against a
+    clean reference (it was the rate seen once, which a test needing 8 breaks does not detect)."""
+    from scipy.stats import binom
+
+    from specgate.sampling.stats import breaks_to_fail, detectable_rate, violation_test
+
+    bar = 0.05 / 4 / 2  # stage 1's violation bar with two filtering settings
+    k = breaks_to_fail(bar)
+    assert violation_test(k, 0, 1440, 1440) < bar <= violation_test(k - 1, 0, 1440, 1440)
+    rate = detectable_rate(1440, bar)
+    assert abs(binom.sf(k - 1, 1440, rate) - 0.8) < 1e-6
+    assert detectable_rate(1440, None) == 1.0  # a setting that filters nothing
