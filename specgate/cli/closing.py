@@ -120,6 +120,12 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
         else:
             print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
         return exit_code_without_report(pytest_code)
+    # The outcome is final from here: a signal from now on is recorded and said (`late`), and
+    # changes neither the report nor the exit code; one that came before is in the report.
+    interrupts.settle()
+    if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
+        report = _mark_late(report_dir, report)
+        overall = report.overall
     words, next_step = closing_words(report) if isinstance(report, Report) else (reasons[0] if reasons else "", None)
     why = f" ({words})" if words else ""
     # The one line a CI log's tail shows: a simulator's PASS must not read as SGLang's.
@@ -128,11 +134,6 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
         # Said above the closing line, which a CI log's tail shows last: no baseline is not what failed.
         print(visible(f"specgate: {next_step}"))
     print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}{simulated}"))  # reasons quote servers
-    if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
-        report = _mark_late(report_dir, report)  # came while the line above was said
-        overall = report.overall
-        print(f"specgate: {overall} (a signal after the line above) — report in {report_dir / 'report.md'}")
-    interrupts.settle()  # the report is final from here: a later signal is recorded and said, nothing else
     if os.environ.get("GITHUB_ACTIONS") == "true" and report is not None:
         for line in github_annotations(report):
             print(line)
