@@ -239,6 +239,8 @@ def flag_typos(dep: Deployment) -> list[str]:
             flag = arg.split("=", 1)[0]
             if not flag.startswith("--") or flag in known:
                 continue
+            if sum(k.startswith(flag) for k in known) == 1:
+                continue  # an unambiguous prefix, which SGLang's argparse takes for the whole flag
             close = difflib.get_close_matches(flag, known, n=1, cutoff=0.9)
             if close:
                 out.append(

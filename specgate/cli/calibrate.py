@@ -16,6 +16,10 @@ from specgate.report.folder import require_writable
 from specgate.secrets import write_masked
 
 
+# More boots than this is a typo (100000), not a plan: the spread's upper bound barely moves past ~30.
+MAX_BOOTS = 100
+
+
 def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:
     """0: recorded; 1: rounds failed or too few to split the noise; 2: bad input."""
     from specgate.calibrate.analyse import analyse, render
@@ -27,6 +31,9 @@ def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:
 
     if args.boots < 2:
         print("specgate: error: --boots: expected at least 2 (one boot has no between-boot spread)", file=sys.stderr)
+        return 2
+    if args.boots > MAX_BOOTS:  # a unit mistake, not a calibration: each boot of a GPU model takes minutes
+        print(f"specgate: error: --boots: expected at most {MAX_BOOTS}, got {args.boots}", file=sys.stderr)
         return 2
     if (refused := dirty_tree_refusal("specgate calibrate", dep)) is not None:
         print(f"specgate: error: {refused}", file=sys.stderr)

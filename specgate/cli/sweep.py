@@ -27,8 +27,10 @@ def sweep_command(args: argparse.Namespace, dep: Deployment) -> int:
         given = [g.strip() for g in args.gpus.split(",")]
         gpus = tuple(given)
         # CUDA_VISIBLE_DEVICES takes indices or GPU UUIDs; an empty or other entry hides every GPU.
-        if not gpus or any(not (g.isdigit() or g.startswith(("GPU-", "MIG-"))) for g in gpus):
-            print(f"specgate: error: --gpus: expected GPU indices or UUIDs, comma-separated (e.g. 0,1), got {args.gpus!r}", file=sys.stderr)
+        uuid = ("GPU-", "MIG-")
+        named = [g for g in gpus if g.isdigit() or (g.startswith(uuid) and len(g) > 4)]
+        if not gpus or len(named) != len(gpus) or len(set(gpus)) != len(gpus):  # a GPU twice is no second GPU
+            print(f"specgate: error: --gpus: expected distinct GPU indices or UUIDs, comma-separated (e.g. 0,1), got {args.gpus!r}", file=sys.stderr)
             return 2
         dep = dataclasses.replace(dep, sweep=dataclasses.replace(dep.sweep, gpus=gpus))
     try:

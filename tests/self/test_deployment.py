@@ -276,6 +276,8 @@ def test_check_names_a_launch_flag_that_is_a_near_miss_of_one_and_no_shipped_dep
     typo = dataclasses.replace(config, args=(*config.args, "--speculative-num-stepz", "3"))
     said = flag_typos(dataclasses.replace(dep, configs={**dep.configs, "eagle3-decode": typo}))
     assert said and "--speculative-num-stepz is no SGLang flag specgate knows: did you mean --speculative-num-steps?" in said[0]
+    prefix = dataclasses.replace(config, args=(*config.args, "--speculative-attention-mod", "decode"))
+    assert flag_typos(dataclasses.replace(dep, configs={**dep.configs, "eagle3-decode": prefix})) == []  # argparse takes it
 
 
 def test_check_warns_of_a_tie_margin_wider_than_any_bf16_tie(tmp_path, capsys):

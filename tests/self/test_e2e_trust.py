@@ -82,6 +82,8 @@ def test_calibrate_refuses_one_boot_and_names_the_flag(sim_deployment):
     d = sim_deployment()
     cal = _calibrate(d, "--boots", "1")
     assert cal.returncode == 2 and "--boots: expected at least 2" in cal.stderr
+    cal = _calibrate(d, "--boots", "100000")  # ran until killed: every number is bounded
+    assert cal.returncode == 2 and "--boots: expected at most 100" in cal.stderr
 
 
 def test_replicate_boots_measure_every_config_twice_and_nest_the_interval(sim_deployment, pytester):

@@ -146,7 +146,13 @@ def test_a_corrupt_entry_of_a_sweep_state_names_its_field(tmp_path):
 
 @pytest.mark.parametrize(
     ("flags", "named"),
-    [(["--max-seconds", "nan"], "--max-seconds"), (["--gpus", ",,x"], "--gpus"), (["--gpus", "0,"], "--gpus")],
+    [
+        (["--max-seconds", "nan"], "--max-seconds"),
+        (["--gpus", ",,x"], "--gpus"),
+        (["--gpus", "0,"], "--gpus"),
+        (["--gpus", "GPU-"], "--gpus"),
+        (["--gpus", "0,0"], "--gpus"),
+    ],
 )
 def test_sweep_refuses_flags_that_would_run_nothing_it_was_asked_for(tmp_path, capsys, flags, named):
     """NaN seconds ran a whole sweep; `--gpus ,,x` ran every point 'on GPU x', which on a GPU host
