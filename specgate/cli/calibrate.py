@@ -15,7 +15,6 @@ from specgate.exits import Exit
 from specgate.report.folder import require_writable
 from specgate.secrets import write_masked
 
-
 # More boots than this is a typo (100000), not a plan: the spread's upper bound barely moves past ~30.
 MAX_BOOTS = 100
 
