@@ -59,11 +59,12 @@ def _first_levers(report: Report) -> list[tuple[str, Lever]]:
     config whose own gates failed (the evidence is then the diagnosis's to weigh, not the headline's)."""
     contradicted = {f.config for f in report.fidelity if f.state == "contradicted"}
     failing = {g.config for g in report.gates if g.status in (Status.FAIL, Status.INCONCLUSIVE)}
+    unproven = failing | {g.config for g in report.gates if g.status == Status.NOT_RUN}  # a sibling that never served proves nothing
     out = []
     for d in report.diagnosis or []:
         if d.underperforms and d.levers and d.config not in contradicted:
             lever = d.levers[0]
-            if lever.sibling is not None and (lever.sibling in failing or lever.sibling in contradicted):
+            if lever.sibling is not None and (lever.sibling in unproven or lever.sibling in contradicted):
                 continue
             out.append((d.config, lever))
     # A config whose own gates failed first: a slow config that no gate holds (prefill mode where
