@@ -338,13 +338,30 @@ def _speculative_args_lines(url: str) -> tuple[str, str | None]:
     )
 
 
+def _same_address(a: str, b: str) -> bool:
+    """Whether two urls reach one server: the same port on a host both names resolve to
+    (localhost and 127.0.0.1). A name that does not resolve here is not the other's."""
+    import socket
+
+    pa, pb = urlsplit(a), urlsplit(b)
+    try:
+        port_a = pa.port or (443 if pa.scheme == "https" else 80)
+        port_b = pb.port or (443 if pb.scheme == "https" else 80)
+        if port_a != port_b or not pa.hostname or not pb.hostname:
+            return False
+        addresses = [{info[4][0] for info in socket.getaddrinfo(h, port_a)} for h in (pa.hostname, pb.hostname)]
+    except (OSError, ValueError):
+        return False
+    return bool(addresses[0] & addresses[1])
+
+
 def url_deployment(name: str, url: str, reference_url: str, model: str, notes: list[str] | None = None) -> str:
     remember_url(url)  # masked in init's own messages too
     remember_url(reference_url)
     for option, value in (("--url", url), ("--reference-url", reference_url)):
         if not value.startswith(("http://", "https://")) or not urlsplit(value).hostname:
             raise InitError(f"{option}: expected an http:// or https:// address with a host, got {value!r}")
-    if url.rstrip("/") == reference_url.rstrip("/"):
+    if url.rstrip("/") == reference_url.rstrip("/") or _same_address(url, reference_url):
         raise InitError(
             "--url and --reference-url name the same server; the speculative one is compared with another, plain one"
         )

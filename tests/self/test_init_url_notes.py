@@ -88,3 +88,14 @@ def test_init_says_servers_of_another_model_and_swapped_urls(tmp_path):
     with serving(eagle) as url, serving(plain) as reference:
         out = write_project(tmp_path / "right", url=url, reference_url=reference, model="toy")
     assert not any("swapped" in n or "another pair" in n for n in out.notes), out.notes
+
+
+def test_one_server_under_two_spellings_is_refused_as_the_same_server(tmp_path):
+    import pytest
+
+    from specgate.starter import InitError
+
+    with serving(_Plain) as url:
+        port = url.rsplit(":", 1)[1]
+        with pytest.raises(InitError, match="name the same server"):
+            write_project(tmp_path, url=f"http://localhost:{port}/", reference_url=f"http://127.0.0.1:{port}", model="/m")
