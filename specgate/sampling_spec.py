@@ -152,7 +152,7 @@ def parse_sampling(t: Table) -> SamplingSpec:
         alpha=read(lambda: t.number("alpha", 0.05, minimum=1e-6, maximum=0.5), 0.05),
         confirm_alpha=read(lambda: t.number("confirm_alpha", 0.2, minimum=0.0, maximum=0.5), 0.2),
         boundary_margin=read(lambda: t.number("boundary_margin", 0.1, minimum=0.0, maximum=5.0), 0.1),
-        seed_param=read(lambda: t.text("seed_param", "sampling_seed"), "sampling_seed"),
+        seed_param=read(lambda: _seed_param(t), "sampling_seed"),
         # The top logprobs asked per scored position (at least top_k + 5 of every setting): the
         # more, the tighter the top_p nucleus bound; 20 is plenty for a real vocabulary's tail.
         top_logprobs_floor=read(lambda: t.integer("top_logprobs", 20, minimum=2, maximum=1000), 20),
@@ -161,6 +161,19 @@ def parse_sampling(t: Table) -> SamplingSpec:
     if errors:
         raise DeploymentErrors(errors)
     return spec
+
+
+# The sampling_params keys the check sends itself: a seed under one of those names overwrote it
+# (seed_param = "temperature" sent a temperature of ~1e18, and every setting passed, uniform).
+_SENT_PARAMS = ("temperature", "top_p", "top_k", "min_p", "max_new_tokens", "ignore_eos", "n", "stop")
+
+
+def _seed_param(t: Table) -> str:
+    name = t.text("seed_param", "sampling_seed")
+    if name in _SENT_PARAMS:
+        raise t.error("seed_param", f"{name!r} is a sampling parameter the check sends itself; name the seed's own "
+                      "parameter (SGLang's is sampling_seed), or \"\" where the release has none")
+    return name
 
 
 def _parse_setting(t: Table, index: int) -> SamplingSetting:

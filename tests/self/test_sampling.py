@@ -371,3 +371,13 @@ def test_the_detectable_violation_rate_is_the_violation_tests_own_power():
     rate = detectable_rate(1440, bar)
     assert abs(binom.sf(k - 1, 1440, rate) - 0.8) < 1e-6
     assert detectable_rate(1440, None) == 1.0  # a setting that filters nothing
+
+
+@pytest.mark.parametrize("name", ["temperature", "max_new_tokens", "top_k", "ignore_eos"])
+def test_a_seed_parameter_that_is_a_sampling_parameter_is_refused(tmp_path, name):
+    """The seed overwrote it: seed_param = "temperature" sampled at ~1e18, uniform on both sides,
+    and every setting passed."""
+    with pytest.raises(DeploymentErrors) as caught:
+        _deployment(tmp_path, {"seed_param": name})
+    fields = {e.field: e.problem for e in caught.value.errors}
+    assert "is a sampling parameter the check sends itself" in fields["sampling.seed_param"]
