@@ -381,3 +381,9 @@ def test_a_seed_parameter_that_is_a_sampling_parameter_is_refused(tmp_path, name
         _deployment(tmp_path, {"seed_param": name})
     fields = {e.field: e.problem for e in caught.value.errors}
     assert "is a sampling parameter the check sends itself" in fields["sampling.seed_param"]
+
+
+def test_an_empty_settings_list_is_refused_not_read_as_the_defaults(tmp_path):
+    with pytest.raises(DeploymentErrors) as caught:
+        _deployment(tmp_path, {"settings": []})
+    assert "is empty" in {e.field: e.problem for e in caught.value.errors}["sampling.settings"]
