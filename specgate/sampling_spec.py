@@ -128,7 +128,7 @@ def parse_sampling(t: Table) -> SamplingSpec:
     enabled = read(lambda: t.flag("enabled", True), True)
     no_tables: list[Table] = []
     tables = read(lambda: t.table_list("settings"), no_tables)
-    if "settings" in t.names() and not tables and not errors:
+    if "settings" in t.keys() and not tables and not errors:
         # `settings = []` reads as "none", yet an empty list fell back to the defaults.
         errors.append(t.error("settings", "is empty: list the settings, leave it out for the defaults, or set enabled = false"))
     parsed: list[SamplingSetting | None] = []
