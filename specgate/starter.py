@@ -274,22 +274,25 @@ def _server_info_at(url: str, timeout_s: float) -> tuple[dict[str, Any] | None, 
         client.close()
 
 
-def _reference_note(reference_url: str, timeout_s: float = 10.0) -> str | None:
+# How long init waits for each server's /get_server_info (asked once per server).
+INFO_TIMEOUT_S = 10.0
+ServerAnswer = tuple[dict[str, Any] | None, str]  # _server_info_at's: the info, or None and why
+
+
+def _reference_note(reference_url: str, answer: ServerAnswer) -> str | None:
     """A note for init's closing words where the plain server did not answer (it is read only
     by the run, so nothing in the file depends on it): said now, not first at the run."""
-    info, why = _server_info_at(reference_url, timeout_s)
+    info, why = answer
     if info is not None:
         return None
     return f"the reference server (--reference-url {redact(reference_url)}): {why}"
 
 
-def _pairing_notes(url: str, reference_url: str, model: str, timeout_s: float = 10.0) -> list[str]:
+def _pairing_notes(spec: dict[str, Any] | None, ref: dict[str, Any] | None, model: str) -> list[str]:
     """What the two servers' /get_server_info say against how init was called: another model
     than --model, or the urls swapped (the plain one speculative, the speculative one plain)."""
     from specgate.server_info import lookup
 
-    spec, _ = _server_info_at(url, timeout_s)
-    ref, _ = _server_info_at(reference_url, timeout_s)
     notes = []
     for option, info in (("--url", spec), ("--reference-url", ref)):
         served = lookup(info, "model_path") if info is not None else None
@@ -301,12 +304,12 @@ def _pairing_notes(url: str, reference_url: str, model: str, timeout_s: float = 
     return notes
 
 
-def served_speculative_args(url: str, timeout_s: float = 10.0) -> tuple[list[str] | None, str]:
-    """(the flags the server at `url` reports it runs with, or None; why not), read from its
+def _served_speculative_args(answer: ServerAnswer) -> tuple[list[str] | None, str]:
+    """(the flags the server reports it runs with, or None; why not), read from its
     /get_server_info when init writes the file."""
     from specgate.server_info import lookup
 
-    info, why = _server_info_at(url, timeout_s)
+    info, why = answer
     if info is None:
         return None, why
     if lookup(info, "speculative_algorithm") is None:
@@ -319,10 +322,10 @@ def served_speculative_args(url: str, timeout_s: float = 10.0) -> tuple[list[str
     return args, ""
 
 
-def _speculative_args_lines(url: str) -> tuple[str, str | None]:
+def _speculative_args_lines(answer: ServerAnswer) -> tuple[str, str | None]:
     """The `args` line of the speculative url config, and a note for init's closing words where
     they could not be read."""
-    args, why = served_speculative_args(url)
+    args, why = _served_speculative_args(answer)
     if args is not None:
         return f"args = {_toml_list(args)}   # as its /get_server_info reported them when init wrote this file", None
     lines = (
@@ -365,9 +368,12 @@ def url_deployment(name: str, url: str, reference_url: str, model: str, notes: l
         raise InitError(
             "--url and --reference-url name the same server; the speculative one is compared with another, plain one"
         )
-    args_lines, args_note = _speculative_args_lines(url)
-    reachable_note = _reference_note(reference_url)
-    pairing = _pairing_notes(url, reference_url, model)
+    # Each server asked once: its flags, whether it answered, and what it serves come from one answer.
+    spec_answer = _server_info_at(url, INFO_TIMEOUT_S)
+    ref_answer = _server_info_at(reference_url, INFO_TIMEOUT_S)
+    args_lines, args_note = _speculative_args_lines(spec_answer)
+    reachable_note = _reference_note(reference_url, ref_answer)
+    pairing = _pairing_notes(spec_answer[0], ref_answer[0], model)
     url, url_note = password_to_env("--url", url)
     reference_url, reference_note = password_to_env("--reference-url", reference_url)
     if notes is not None:
