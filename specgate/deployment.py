@@ -681,8 +681,7 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
     env_table = t.table("env")
     env = {}
     for key in env_table.names():
-        if not key or "=" in key:
-            raise env_table.error(key, f"{key!r} cannot name an environment variable (empty, or holds '=')")
+        env_table.check_env_name(key, key)
         values = env_table.str_list(key)
         if not values:
             raise env_table.error(key, "expected a non-empty list of strings (the values to sweep)")

@@ -897,15 +897,10 @@ def _update_baselines(
 def _replays_changed(gate: GateSession) -> str:
     """What a baseline update that stored no baseline still changed: its failing cases joined the
     replay files (a tracked file the user must commit, or the next update finds the tree dirty)."""
-    sampling = gate.sampling.replay if gate.sampling is not None else None
-    changed = [
-        f"{n} failing case(s) joined {path}"
-        for n, path in (
-            (gate.oracle.replay_added, gate.oracle.replay_path),
-            (sampling.added if sampling is not None else 0, sampling.path if sampling is not None else None),
-        )
-        if n and path is not None
-    ]
+    added = [(gate.oracle.replay_added, gate.oracle.replay_path)]
+    if gate.sampling is not None and gate.sampling.replay is not None:
+        added.append((gate.sampling.replay.added, gate.sampling.replay.path))
+    changed = [f"{n} failing case(s) joined {path}" for n, path in added if n and path is not None]
     if not changed:
         return "nothing stored changed"
     return "the stored baseline is unchanged; " + "; ".join(changed) + " (commit it: later runs try those first)"

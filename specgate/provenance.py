@@ -101,33 +101,31 @@ def _head_commit() -> str:
         head = (
             rev.stdout.strip() if rev.returncode == 0 and re.fullmatch(r"[0-9a-f]{40,64}", rev.stdout.strip()) else ""
         )
-        dirty = subprocess.run(
-            # The runner history (verdicts/history.py) is what passing runs append, not what produced
-            # the figures: a tree changed only there is clean, or the next baseline update is refused.
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude,glob)**/history/*.json"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
+        dirty = any(line.strip() for line in _tracked_changes(root))
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+dirty" if dirty else "")
+
+
+def _tracked_changes(root: Path) -> list[str]:
+    """git status's lines for the tracked files changed under `root`. The runner history
+    (verdicts/history.py) is what passing runs append, not what produced the figures: a tree
+    changed only there is clean, or the next baseline update is refused."""
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude,glob)**/history/*.json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout.splitlines()
 
 
 def dirty_tree_paths(limit: int = 5) -> list[str]:
     """The tracked paths that make the tree dirty (git status's own list, the history excluded as
     in git_commit), at most `limit` and a count of the rest: a refusal names them, since the dirt
     may be specgate's own (a replay file a failed run appended cases to)."""
-    root = project.current().root
     try:
-        listed = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude,glob)**/history/*.json"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.splitlines()
+        listed = _tracked_changes(project.current().root)
     except (OSError, subprocess.SubprocessError):
         return []
     paths = [line[3:] for line in listed if len(line) > 3]

@@ -186,13 +186,13 @@ def _forms(secret: str) -> list[str]:
 
 def _mask_known(text: str, secrets: set[str]) -> str:
     """`text` without `secrets` and the remembered credentials, matched as strings only."""
-    every = secrets | _known
+    forms = {f for s in secrets | _known for f in _forms(s)}
     # Longest first: a form that holds another (an escaped one, a key holding a password) goes whole.
-    for form in sorted({f for s in every for f in _forms(s)}, key=len, reverse=True):
+    for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, MASK)
     for password in sorted(_url_passwords, key=len, reverse=True):
         text = text.replace(f":{password}@", f":{MASK}@")
-    return _mask_cut(text, {f for s in every | _url_passwords for f in _forms(s)})
+    return _mask_cut(text, forms | {f for s in _url_passwords for f in _forms(s)})
 
 
 # A credential's first characters that identify it: a message cut at 300 characters may end in

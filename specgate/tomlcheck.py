@@ -316,9 +316,13 @@ class Table:
         """An environment table: string values under names a process environment can hold."""
         value = self.str_map(key)
         for name in value:
-            if not name or "=" in name:
-                raise self.error(key, f"{name!r} cannot name an environment variable (empty, or holds '=')")
+            self.check_env_name(key, name)
         return value
+
+    def check_env_name(self, key: str, name: str) -> None:
+        """Refuse `name` (an entry of the table under `key`) that no process environment can hold."""
+        if not name or "=" in name:
+            raise self.error(key, f"{name!r} cannot name an environment variable (empty, or holds '=')")
 
     def table(self, key: str, required: bool = False) -> Table:
         slot = self._note(key, "table", _MISSING if required else {})

@@ -104,6 +104,9 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
         else:
             overall = report.overall
             reasons = [report.error] if isinstance(report, ErrorReport) else report.overall_reasons
+    # The outcome is final from here: a signal from now on is recorded and said (`late`), and
+    # changes neither the report nor the exit code; one that came before is in the report.
+    interrupts.settle()
     if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
         report = _mark_late(report_dir, report)
         overall, reasons = report.overall, [] if isinstance(report, ErrorReport) else report.overall_reasons
@@ -120,12 +123,6 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
         else:
             print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
         return exit_code_without_report(pytest_code)
-    # The outcome is final from here: a signal from now on is recorded and said (`late`), and
-    # changes neither the report nor the exit code; one that came before is in the report.
-    interrupts.settle()
-    if report is not None and interrupts.received() is not None and overall != RunVerdict.INTERRUPTED:
-        report = _mark_late(report_dir, report)
-        overall = report.overall
     words, next_step = closing_words(report) if isinstance(report, Report) else (reasons[0] if reasons else "", None)
     why = f" ({words})" if words else ""
     # The one line a CI log's tail shows: a simulator's PASS must not read as SGLang's.

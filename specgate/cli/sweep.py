@@ -24,8 +24,7 @@ def sweep_command(args: argparse.Namespace, dep: Deployment) -> int:
         print("specgate: error: --max-seconds: expected a positive number of seconds", file=sys.stderr)
         return 2
     if args.gpus is not None and dep.sweep is not None:
-        given = [g.strip() for g in args.gpus.split(",")]
-        gpus = tuple(given)
+        gpus = tuple(g.strip() for g in args.gpus.split(","))
         # CUDA_VISIBLE_DEVICES takes indices or GPU UUIDs; an empty or other entry hides every GPU.
         uuid = ("GPU-", "MIG-")
         named = [g for g in gpus if g.isdigit() or (g.startswith(uuid) and len(g) > 4)]

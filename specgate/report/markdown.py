@@ -53,12 +53,17 @@ def _next_steps(report: Report) -> list[str]:
     return out
 
 
+def _failing_configs(report: Report) -> set[str]:
+    """The configs with a gate that failed or could not tell."""
+    return {g.config for g in report.gates if g.status in (Status.FAIL, Status.INCONCLUSIVE)}
+
+
 def _first_levers(report: Report) -> list[tuple[str, Lever]]:
     """The first lever of each underperforming speculative config, for the first screen: not where
     the config's figures are contradicted by the server's own, nor one that points at a sibling
     config whose own gates failed (the evidence is then the diagnosis's to weigh, not the headline's)."""
     contradicted = {f.config for f in report.fidelity if f.state == "contradicted"}
-    failing = {g.config for g in report.gates if g.status in (Status.FAIL, Status.INCONCLUSIVE)}
+    failing = _failing_configs(report)
     unproven = failing | {g.config for g in report.gates if g.status == Status.NOT_RUN}  # a sibling that never served proves nothing
     out = []
     for d in report.diagnosis or []:
@@ -115,7 +120,7 @@ def closing_words(report: Report) -> tuple[str, str | None]:
         reasons = reasons[1:]
     words = [reasons[0]] if reasons else []
     if report.overall not in (RunVerdict.PASS, RunVerdict.INTERRUPTED):  # a lever answers no interruption
-        failing = {g.config for g in report.gates if g.status in (Status.FAIL, Status.INCONCLUSIVE)}
+        failing = _failing_configs(report)
         # Only a config whose speed or accept gate failed: a divergence or a crash is not answered
         # by a speed lever, least of all a sibling's.
         levers = [(c, lever) for c, lever in _first_levers(report) if c in failing]
