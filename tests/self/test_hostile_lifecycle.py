@@ -383,19 +383,20 @@ def test_ctrl_c_while_init_waits_on_a_url_ends_in_one_line(tmp_path):
     assert "specgate: init interrupted (Ctrl-C)" in out and not (tmp_path / "specgate.toml").exists()
 
 
+def _no_space(*_args):
+    """A write to a full disk."""
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
 def test_a_full_disk_refusal_leaves_no_previous_pass_report_standing(tmp_path, monkeypatch):
     """No space for the lock (so no run holds the folder): the refusal removes the previous run's
     report, as the unlink frees space, instead of leaving its PASS beside an exit 2."""
-    import errno
-
     from specgate.report import folder as report_folder
 
     previous_pass_report(tmp_path / "r")
-
-    def no_space(*_args):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(report_folder, "_open_lock", no_space)
+    monkeypatch.setattr(report_folder, "_open_lock", _no_space)
     with pytest.raises(ReportFolderError, match="No space left on device.*previous run's report .* was removed"):
         claim(tmp_path / "r", "--report-dir")
     assert not (tmp_path / "r" / "report.md").exists() and not (tmp_path / "r" / "report.json").exists()
@@ -404,17 +405,11 @@ def test_a_full_disk_refusal_leaves_no_previous_pass_report_standing(tmp_path, m
 def test_a_full_disk_after_the_lock_is_held_leaves_no_previous_pass_report_standing(tmp_path, monkeypatch):
     """The lock file is kept between runs, so on a full disk it opens and locks, and writing this
     run's pid into it fails: the previous run's report is already gone by then."""
-    import errno
-
     from specgate.report import folder as report_folder
 
     previous_pass_report(tmp_path / "r")
     (tmp_path / "r" / LOCK).write_text("{}")  # left by the previous run
-
-    def no_space(*_args):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(report_folder, "_write_holder", no_space)
+    monkeypatch.setattr(report_folder, "_write_holder", _no_space)
     with pytest.raises(ReportFolderError, match="No space left on device"):
         claim(tmp_path / "r", "--report-dir")
     assert not (tmp_path / "r" / "report.md").exists() and not (tmp_path / "r" / "report.json").exists()

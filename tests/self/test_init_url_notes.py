@@ -23,17 +23,25 @@ class _Denied(BaseHTTPRequestHandler):
         pass
 
 
-class _Plain(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        body = json.dumps({"version": "0.5.14"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+def _answering(info: dict) -> type[BaseHTTPRequestHandler]:
+    """A stub server whose every GET answers `info` as JSON (its /get_server_info)."""
 
-    def log_message(self, *args):
-        pass
+    class Answering(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = json.dumps(info).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return Answering
+
+
+_Plain = _answering({"version": "0.5.14"})
 
 
 def test_a_server_that_wants_a_key_is_said_to_have_answered_401_naming_api_key_env(tmp_path):
@@ -59,22 +67,6 @@ def test_the_closing_words_of_a_url_deployment_say_it_measures_running_servers(t
         out = write_project(tmp_path, url=url, reference_url=reference, model="/m")
     steps = " ".join(out.next_steps)
     assert "boots the servers" not in steps and "measures the running servers" in steps, steps
-
-
-def _answering(info: dict) -> type[BaseHTTPRequestHandler]:
-    class Answering(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            body = json.dumps(info).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    return Answering
 
 
 def test_init_says_servers_of_another_model_and_swapped_urls(tmp_path):
