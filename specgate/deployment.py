@@ -13,11 +13,13 @@ import re
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from specgate import project as _project
 from specgate.drafter_card import load_card
 from specgate.errors import DeploymentError, DeploymentErrors
+from specgate.gate_kinds import declared_kinds
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompt_set
 from specgate.resources import builtin_deployments_dir
 from specgate.sampling_spec import SamplingSpec, parse_sampling
@@ -303,36 +305,6 @@ class EquivalenceSpec:
 
 
 @dataclass(frozen=True)
-class BeatsGate:
-    config: str
-    over: str
-    ratio: float
-    concurrency: int
-    # "run": `over` measured in this run, side by side; "stored": `over`'s figures in the stored
-    # baseline (same fingerprint), for a reference too slow to boot on every merge, or a promise
-    # made against a number ("EAGLE-3 must beat the 82 tok/s plain decoding gave").
-    against: str = "run"
-
-    @property
-    def name(self) -> str:
-        return f"{self.config}-beats-{'stored-' if self.against == 'stored' else ''}{self.over}"
-
-
-@dataclass(frozen=True)
-class AcceptFloorGate:
-    """A trained drafter's promise: this config's accept length (tokens per verify step, pooled over
-    the measured requests) is at least `at_least` on this workload."""
-
-    config: str
-    at_least: float
-    concurrency: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.config}-accepts-{self.at_least:g}"
-
-
-@dataclass(frozen=True)
 class Tolerances:
     # Allowed relative change against the stored baseline (`[gates.tolerance] decode_tps`, 0.10 = 10%).
     decode_tps_fraction: float
@@ -358,7 +330,6 @@ class BetweenBootSpread:
 
 @dataclass(frozen=True)
 class Gates:
-    beats: tuple[BeatsGate, ...]
     tolerance: Tolerances
     confidence: float
     sample_batch: int
@@ -366,10 +337,24 @@ class Gates:
     # or "warn" (listed loudly, exit 0) for teams that want warnings only.
     uncompared: str = "fail"
     between_boot: BetweenBootSpread | None = None
-    accept_length: tuple[AcceptFloorGate, ...] = ()
     # `[gates] detect`: the regression a no-regression gate should catch with 80% power; `specgate
     # check` and the report say the boots and minutes that would reach it (verdicts.sensitivity).
     detect: float | None = None
+    # The `[[gates.<table>]]` entries, by table, each parsed by its gate kind (specgate.gate_kinds).
+    declared: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def of(self, table: str) -> tuple[Any, ...]:
+        return self.declared.get(table, ())
+
+    @property
+    def beats(self) -> tuple[Any, ...]:
+        """`[[gates.beats]]` (specgate.verdicts.beats_gate.BeatsGate)."""
+        return self.of("beats")
+
+    @property
+    def accept_length(self) -> tuple[Any, ...]:
+        """`[[gates.accept_length]]` (specgate.verdicts.accept_gate.AcceptFloorGate)."""
+        return self.of("accept_length")
 
 
 @dataclass(frozen=True)
@@ -1089,80 +1074,24 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
 
 
 def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload) -> Gates:
-    beats = []
+    declared: dict[str, tuple[Any, ...]] = {}
     errors: list[DeploymentError] = []  # every broken gate is listed, not only the first
-    for g in t.table_list("beats"):
-        try:
-            beats.append(_parse_beats(g, configs, workload))
-        except DeploymentError as exc:
-            errors.append(exc)
-    floors = []
-    for g in t.table_list("accept_length"):
-        try:
-            floors.append(_parse_floor(g, configs, workload))
-        except DeploymentError as exc:
-            errors.append(exc)
+    for kind in declared_kinds():
+        assert kind.table is not None
+        entries = []
+        for g in t.table_list(kind.table):
+            try:
+                entries.append(kind.parse(g, configs, workload))
+                g.reject_unknown()
+            except DeploymentError as exc:
+                errors.append(exc)
+        declared[kind.table] = tuple(entries)
     if errors:
         raise DeploymentErrors(errors)
-    return _parse_gate_settings(t, configs, tuple(beats), tuple(floors))
+    return _parse_gate_settings(t, configs, declared)
 
 
-def _parse_beats(g: Table, configs: dict[str, ServerConfig], workload: Workload) -> BeatsGate:
-    gate = BeatsGate(
-        config=g.text("config"),
-        over=g.text("over", "baseline"),
-        ratio=g.number("ratio", 1.0, minimum=0.0, maximum=MAX_RATIO),
-        concurrency=g.integer("concurrency", 1, minimum=1, maximum=MAX_CONCURRENCY),
-        against=g.text("against", "run", choices=("run", "stored")),
-    )
-    for key in ("config", "over"):
-        if getattr(gate, key) not in configs:
-            raise g.error(
-                key, f"names config {getattr(gate, key)!r}, which is not under [configs]; have {sorted(configs)}"
-            )
-    # A config compared with itself is refused here, before anything boots. A ratio too low to fail
-    # (0 included) is no error of the file: the gate is VACUOUS (specgate.verdicts.vacuity), which
-    # `specgate check` warns of and the run reports, never a pass.
-    if gate.config == gate.over:
-        raise g.error("over", f"is {gate.over!r}, the gate's own config: a config compared with itself cannot fail")
-    if gate.concurrency not in workload.concurrency:
-        raise g.error(
-            "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
-        )
-    g.reject_unknown()
-    return gate
-
-
-def _parse_floor(g: Table, configs: dict[str, ServerConfig], workload: Workload) -> AcceptFloorGate:
-    gate = AcceptFloorGate(
-        config=g.text("config"),
-        at_least=g.number("at_least", minimum=0.0, maximum=MAX_TOKENS_PER_STEP),
-        concurrency=g.integer("concurrency", 1, minimum=1, maximum=MAX_CONCURRENCY),
-    )
-    if gate.config not in configs:
-        raise g.error("config", f"names config {gate.config!r}, which is not under [configs]; have {sorted(configs)}")
-    if not configs[gate.config].speculative:
-        raise g.error("config", f"{gate.config!r} does not speculate: it has no accept length")
-    # A floor at or below 1.0 cannot fail (every accept length is at least 1): VACUOUS, warned of by
-    # `specgate check` and reported by the run (specgate.verdicts.vacuity), not refused.
-    steps = flag_int(configs[gate.config].args, "--speculative-num-steps")
-    if steps is not None and gate.at_least > steps + 1:
-        raise g.error(
-            "at_least",
-            f"is {gate.at_least:g}, above {steps + 1} (--speculative-num-steps {steps} + the verified token), "
-            "the most one verify step can accept: this gate cannot pass",
-        )
-    if gate.concurrency not in workload.concurrency:
-        raise g.error(
-            "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
-        )
-    g.reject_unknown()
-    return gate
-
-
-def _parse_gate_settings(
-    t: Table, configs: dict[str, ServerConfig], beats: tuple[BeatsGate, ...], floors: tuple[AcceptFloorGate, ...]
-) -> Gates:
+def _parse_gate_settings(t: Table, configs: dict[str, ServerConfig], declared: dict[str, tuple[Any, ...]]) -> Gates:
     tol = t.table("tolerance")
     by_config_table = tol.table("decode_tps_by_config")
     by_config = {}
@@ -1190,13 +1119,12 @@ def _parse_gate_settings(
             raise spread.error("source", "say where the spread was measured (e.g. the specgate spread of results/…)")
         spread.reject_unknown()
     gates = Gates(
-        beats=beats,
         tolerance=tolerance,
         confidence=t.number("confidence", 0.95, minimum=0.5, maximum=0.999),
         sample_batch=t.integer("sample_batch", 6, minimum=1, maximum=MAX_REPEATS),
         uncompared=t.text("uncompared", "fail", choices=("fail", "warn")),
         between_boot=between_boot,
-        accept_length=floors,
+        declared=declared,
         detect=t.number("detect", None, minimum=0.001, maximum=0.9),
     )
     t.reject_unknown()

@@ -22,6 +22,7 @@ from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.errors import SpecgateError
+from specgate.gate_kinds import kind_of_test, planned_gates
 from specgate.measure.fidelity import check_fidelity, fidelity_of
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import Measurements, SpeedMeter
@@ -251,34 +252,29 @@ def deployment(config: pytest.Config) -> Deployment:
 # --- parametrization ------------------------------------------------------------------
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = set(metafunc.fixturenames)
-    if not names & {"spec_config", "speed_target", "beats_gate", "accept_gate", "regression_target"}:
+    if not names & {"spec_config", "speed_target", "planned_gate"}:
         return
     dep = deployment(metafunc.config)
     # A reference taken from the stored baseline is not measured: no speed test, no regression gate of its own.
-    unbooted = (
-        {dep.reference} if reference_stored(dep, options.given(metafunc.config, options.UPDATE_BASELINES)) else set()
-    )
+    unbooted = _unbooted(dep, metafunc.config)
     if "spec_config" in names:
         metafunc.parametrize("spec_config", dep.speculative_configs, ids=dep.speculative_configs)
     if "speed_target" in names:
         targets = [(c, n) for n in dep.workload.concurrency for c in dep.configs if c not in unbooted]
         metafunc.parametrize("speed_target", targets, ids=[f"{c}-c{n}" for c, n in targets])
-    if "beats_gate" in names:
-        metafunc.parametrize("beats_gate", list(dep.gates.beats), ids=[g.name for g in dep.gates.beats])
-    if "accept_gate" in names:
-        floors = list(dep.gates.accept_length)
-        metafunc.parametrize("accept_gate", floors, ids=[g.name for g in floors])
-    if "regression_target" in names:
-        regression_targets = [
-            (c, n, metric)
-            for n in dep.workload.concurrency
-            for c in dep.configs
-            if c not in unbooted
-            for metric in (("decode_tps", "accept_length") if dep.configs[c].speculative else ("decode_tps",))
-        ]
-        metafunc.parametrize(
-            "regression_target", regression_targets, ids=[f"{c}-c{n}-{m}" for c, n, m in regression_targets]
-        )
+    if "planned_gate" in names:
+        kind = kind_of_test(metafunc.function.__name__)
+        if kind is None:
+            raise pytest.UsageError(
+                f"specgate: {metafunc.function.__name__} asks for planned_gate, but no gate kind has that test "
+                "(specgate.gate_kinds)"
+            )
+        gates = kind.planned(dep, unbooted)
+        metafunc.parametrize("planned_gate", gates, ids=[g.test_id for g in gates])
+
+
+def _unbooted(dep: Deployment, config: pytest.Config) -> set[str]:
+    return {dep.reference} if reference_stored(dep, options.given(config, options.UPDATE_BASELINES)) else set()
 
 
 def _item_phase_and_config(item: pytest.Item, dep: Deployment) -> tuple[str, str] | None:
@@ -742,9 +738,7 @@ def _run_facts(gate: GateSession, interrupted: str | None, not_recorded: str | N
         # Where samples cannot be compared here the report's sampling section says why instead.
         "sampling": 0 if gate.sampling_not_checkable else len(dep.speculative_configs),
         "speed": len(measured) * len(dep.workload.concurrency),
-        "gates": len(dep.gates.beats)
-        + len(dep.gates.accept_length)
-        + sum(len(dep.workload.concurrency) * (2 if dep.configs[c].speculative else 1) for c in measured),
+        "gates": len(planned_gates(dep, {dep.reference} if gate.reference_stored else set())),
     }
     ran = {
         phase: sum(
@@ -812,7 +806,8 @@ def _stand_in(gate: GateSession) -> dict | None:
     if stand_in is None and problem is None:
         problem = "no speculative server answered, so this machine's fingerprint and the stored baseline were never matched"
     # Which noise the intervals of the timing gates that crossed boots hold (beats, decode regression).
-    timing = [v for v in gate.judge.verdicts if v.gate.startswith("beats:") or v.gate.endswith(":decode_tps")]
+    timing_gates = {g.name for g in planned_gates(dep, set()) if g.timing}
+    timing = [v for v in gate.judge.verdicts if v.gate in timing_gates]
     noise = {v.gate: v.noise for v in timing if v.noise}
     stored_boot = None
     if stand_in is not None:

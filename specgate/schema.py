@@ -42,7 +42,23 @@ def _sweep_and_tolerances(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_SKETCHES = (_url_launcher, _ssh_launcher, _sweep_and_tolerances)
+def _gate_kinds(data: dict[str, Any]) -> dict[str, Any]:
+    """One entry of every declared gate kind, from the kind's own example (specgate.gate_kinds)."""
+    from specgate.gate_kinds import declared_kinds
+
+    speculative = next(n for n, c in data["configs"].items() if "--speculative-algorithm" in c.get("args", []))
+    names = {"speculative": speculative, "reference": data.get("reference", "baseline")}
+    fill = lambda v: v.format(**names) if isinstance(v, str) else v  # noqa: E731
+    return {
+        "gates": {
+            kind.table: [{key: fill(value) for key, value in kind.example.items()}]
+            for kind in declared_kinds()
+            if kind.table is not None and kind.example is not None
+        }
+    }
+
+
+_SKETCHES = (_url_launcher, _ssh_launcher, _sweep_and_tolerances, _gate_kinds)
 
 _TYPES: dict[str, dict[str, Any]] = {
     "string": {"type": "string"},

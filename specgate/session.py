@@ -11,6 +11,7 @@ from pathlib import Path
 
 from specgate.deployment import Deployment
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
+from specgate.gate_kinds import planned_gates
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import SpeedMeter
 from specgate.report.build import TestTally
@@ -91,10 +92,8 @@ class GateSession:
     def _speed_verdict(self, failed: FailedTest) -> bool:
         """`failed` (a failed test) is a beats or no-regression gate on speed that
         judged and did not pass, not one that raised before judging."""
-        return any(
-            v.failed and (v.gate.startswith("beats:") or v.gate.endswith(":decode_tps"))
-            for v in verdicts_of_failure(str(failed), self.judge.verdicts)
-        )
+        timing = {g.name for g in planned_gates(self.deployment, set()) if g.timing}
+        return any(v.failed and v.gate in timing for v in verdicts_of_failure(str(failed), self.judge.verdicts))
 
     def why_no_baseline(self) -> str | None:
         """A baseline states that what it holds is correct and measured in full."""

@@ -10,6 +10,7 @@ import sys
 from specgate import project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import SpecgateError
+from specgate.gate_kinds import kinds
 
 # A tie margin past this many nats is no bf16 tie (the shipped H200 deployments use 0.3 to 0.625).
 WIDE_TIE_MARGIN = 1.0
@@ -114,20 +115,8 @@ def describe(dep: Deployment) -> str:
             lines.append(f"    launched with its own command: {' '.join(cfg.command)}")
         if cfg.tolerate:
             lines.append(f"    declared known differences (counted, not failed): {', '.join(cfg.tolerate)}")
-    for gate in dep.gates.beats:
-        as_stored = gate.against == "stored" or (dep.launch.reference_stored and gate.over == dep.reference)
-        stored = " as stored in the baseline" if as_stored else ""
-        lines.append(f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over}{stored} (concurrency {gate.concurrency})")
-    for floor in dep.gates.accept_length:
-        lines.append(
-            f"  gate: {floor.config} must accept >= {floor.at_least:g} tokens per verify step (concurrency {floor.concurrency})"
-        )
-    tol = dep.gates.tolerance
-    lines.append(
-        f"  no-regression tolerance: {tol.decode_tps_fraction:.0%}"
-        + "".join(f", {c} {t:.0%}" for c, t in tol.decode_tps_by_config.items())
-        + f"; accept length {tol.accept_length:.0%}"
-    )
+    for kind in kinds():
+        lines.extend(kind.describe(dep))
     lines.append(
         f"  {dep.launch.boots} boot(s) per config; gates that cannot compare or cannot fail: "
         + ("fail their tests: the run ends PARTIAL, exit 4" if dep.gates.uncompared == "fail" else "warn only ([gates] uncompared = \"warn\")")

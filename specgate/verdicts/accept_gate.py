@@ -4,14 +4,34 @@ measured requests, against the deployment's floor."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from specgate.deployment import AcceptFloorGate
+from specgate.deployment import MAX_CONCURRENCY, MAX_TOKENS_PER_STEP, Deployment, ServerConfig, Workload, flag_int
+from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.measure.answer_end import past_the_end
 from specgate.measure.stats import Interval, pooled_ratio
 from specgate.prompts import set_of
-from specgate.verdicts import vacuity
 from specgate.verdicts.gate_base import SIMULATED_TAU_ENV, GateBase, _level, simulated_tau
 from specgate.verdicts.gates import FAIL, PASS, VACUOUS, Verdict, at_least, decide_sequentially, planned_looks
+from specgate.verdicts.vacuity import TAU_FLOOR, Vacuity
+
+if TYPE_CHECKING:
+    from specgate.tomlcheck import Table
+
+
+@dataclass(frozen=True)
+class AcceptFloorGate:
+    """A trained drafter's promise: this config's accept length (tokens per verify step, pooled over
+    the measured requests) is at least `at_least` on this workload."""
+
+    config: str
+    at_least: float
+    concurrency: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.config}-accepts-{self.at_least:g}"
 
 
 class AcceptFloorGates(GateBase):
@@ -19,7 +39,7 @@ class AcceptFloorGates(GateBase):
         """The drafter's accept length on this workload, pooled over the measured requests, is at
         least `gate.at_least`: the whole interval above it passes, below it fails."""
         name = f"accept:{gate.name}"
-        if (vacuous := self._vacuous(name, gate.config, vacuity.accept_floor(self.deployment, gate))) is not None:
+        if (vacuous := self._vacuous(name, gate.config, accept_floor(self.deployment, gate))) is not None:
             return vacuous
         conf = self.deployment.gates.confidence
         wl = self.deployment.workload
@@ -141,3 +161,73 @@ class AcceptFloorGates(GateBase):
             else f" — still INCONCLUSIVE at the cap of {wl.max_repeats} requests per boot: no pass can be shown"
         )
         return self._record(Verdict(name, gate.config, status, head + suffix, notes, figures, noise))
+
+
+def accept_floor(deployment: Deployment, gate: AcceptFloorGate) -> Vacuity | None:
+    if gate.at_least > TAU_FLOOR:
+        return None
+    index = deployment.gates.accept_length.index(gate)
+    return Vacuity(
+        f"gates.accept_length[{index}].at_least",
+        gate.at_least,
+        f"every verify step accepts at least the verified token, so {gate.config}'s accept length is at least "
+        f"{TAU_FLOOR:g}: a floor of {gate.at_least:g} passes a drafter that accepts nothing",
+    )
+
+
+class AcceptFloor(GateKind):
+    """A speculative config's accept length on this workload is at least a floor."""
+
+    name = "accept"
+    test = "test_accept_length_floor"
+    table = "accept_length"
+    example = {"config": "{speculative}", "at_least": 1.5, "concurrency": 1}
+
+    def parse(self, g: Table, configs: dict[str, ServerConfig], workload: Workload) -> AcceptFloorGate:
+        gate = AcceptFloorGate(
+            config=g.text("config"),
+            at_least=g.number("at_least", minimum=0.0, maximum=MAX_TOKENS_PER_STEP),
+            concurrency=g.integer("concurrency", 1, minimum=1, maximum=MAX_CONCURRENCY),
+        )
+        if gate.config not in configs:
+            raise g.error(
+                "config", f"names config {gate.config!r}, which is not under [configs]; have {sorted(configs)}"
+            )
+        if not configs[gate.config].speculative:
+            raise g.error("config", f"{gate.config!r} does not speculate: it has no accept length")
+        # A floor at or below 1.0 cannot fail (every accept length is at least 1): VACUOUS, warned of
+        # by `specgate check` and reported by the run (accept_floor), not refused.
+        steps = flag_int(configs[gate.config].args, "--speculative-num-steps")
+        if steps is not None and gate.at_least > steps + 1:
+            raise g.error(
+                "at_least",
+                f"is {gate.at_least:g}, above {steps + 1} (--speculative-num-steps {steps} + the verified token), "
+                "the most one verify step can accept: this gate cannot pass",
+            )
+        if gate.concurrency not in workload.concurrency:
+            raise g.error(
+                "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
+            )
+        return gate
+
+    def planned(self, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
+        return [
+            PlannedGate(self.name, f"accept:{floor.name}", floor.config, (floor.config,), floor.name, floor)
+            for floor in dep.gates.accept_length
+        ]
+
+    def decide(self, judge: AcceptFloorGates, gate: PlannedGate) -> Verdict:
+        return judge.accept_floor(gate.spec)
+
+    def describe(self, dep: Deployment) -> list[str]:
+        return [
+            f"  gate: {floor.config} must accept >= {floor.at_least:g} tokens per verify step "
+            f"(concurrency {floor.concurrency})"
+            for floor in dep.gates.accept_length
+        ]
+
+    def vacuities(self, dep: Deployment) -> list[Vacuity]:
+        return [v for floor in dep.gates.accept_length if (v := accept_floor(dep, floor)) is not None]
+
+
+KIND = AcceptFloor()

@@ -3,11 +3,14 @@ ratios, paired by request and boot), or against the stored reference."""
 
 from __future__ import annotations
 
-from specgate.deployment import BeatsGate
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from specgate.deployment import MAX_CONCURRENCY, MAX_RATIO, Deployment, ServerConfig, Workload
+from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.measure.pairing import pooled, ratio_series
 from specgate.measure.stats import Interval, median_interval, widened
 from specgate.measure.summary import accept_interval
-from specgate.verdicts import vacuity
 from specgate.verdicts.baselines import StoredBaseline
 from specgate.verdicts.gate_base import GateBase, _level
 from specgate.verdicts.gates import (
@@ -23,11 +26,33 @@ from specgate.verdicts.gates import (
 )
 from specgate.verdicts.noise import HeldNoise, ratio_interval_held
 from specgate.verdicts.stored_reference import NOT_BOOTED, StoredReferenceError
+from specgate.verdicts.vacuity import BEATS_RATIO_VACUOUS, Vacuity
+
+if TYPE_CHECKING:
+    from specgate.tomlcheck import Table
+
+
+@dataclass(frozen=True)
+class BeatsGate:
+    """`[[gates.beats]]`: `config` decodes at least `ratio` times as fast as `over`."""
+
+    config: str
+    over: str
+    ratio: float
+    concurrency: int
+    # "run": `over` measured in this run, side by side; "stored": `over`'s figures in the stored
+    # baseline (same fingerprint), for a reference too slow to boot on every merge, or a promise
+    # made against a number ("EAGLE-3 must beat the 82 tok/s plain decoding gave").
+    against: str = "run"
+
+    @property
+    def name(self) -> str:
+        return f"{self.config}-beats-{'stored-' if self.against == 'stored' else ''}{self.over}"
 
 
 class BeatsGates(GateBase):
     def beats(self, gate: BeatsGate) -> Verdict:
-        if (vacuous := self._vacuous(f"beats:{gate.name}", gate.config, vacuity.beats_ratio(self.deployment, gate))) is not None:
+        if (vacuous := self._vacuous(f"beats:{gate.name}", gate.config, beats_ratio(self.deployment, gate))) is not None:
             return vacuous
         if gate.against == "stored" or (self.reference_stored and gate.over == self.deployment.reference):
             # Over the unbooted reference a gate can only be "now vs stored", whatever it says.
@@ -156,3 +181,78 @@ class BeatsGates(GateBase):
         suffix = " — FAILS" if status == FAIL else f" — still INCONCLUSIVE at {cap} requests per boot: no pass can be shown"
         verdict = Verdict(name, gate.config, status, head + suffix, notes, figures, noise.words, covers)
         return self._cannot_tell_uncalibrated(verdict, head)
+
+
+def beats_ratio(deployment: Deployment, gate: BeatsGate) -> Vacuity | None:
+    if gate.ratio >= BEATS_RATIO_VACUOUS:
+        return None
+    index = deployment.gates.beats.index(gate)
+    return Vacuity(
+        f"gates.beats[{index}].ratio",
+        gate.ratio,
+        f"{gate.config} passes at {gate.ratio:g}x {gate.over}: a speculative cycle yields at least one token (the "
+        "verified one) for its draft steps and one verify pass, so even with every draft rejected a config whose "
+        "drafter is no dearer than its target decodes at 1/(steps + 1) of plain decoding or faster (0.125x at 7 "
+        f"steps); a bar under {BEATS_RATIO_VACUOUS:g}x passes any speculative config "
+        "that answers at all",
+    )
+
+
+class Beats(GateKind):
+    """A config decodes at least `ratio` times as fast as another, both measured in this run (or the
+    other as stored): the gate that says speculation pays."""
+
+    name = "beats"
+    test = "test_speculation_beats_reference"
+    table = "beats"
+    example = {"config": "{speculative}", "over": "{reference}", "ratio": 1.0, "concurrency": 1, "against": "run"}
+
+    def parse(self, g: Table, configs: dict[str, ServerConfig], workload: Workload) -> BeatsGate:
+        gate = BeatsGate(
+            config=g.text("config"),
+            over=g.text("over", "baseline"),
+            ratio=g.number("ratio", 1.0, minimum=0.0, maximum=MAX_RATIO),
+            concurrency=g.integer("concurrency", 1, minimum=1, maximum=MAX_CONCURRENCY),
+            against=g.text("against", "run", choices=("run", "stored")),
+        )
+        for key in ("config", "over"):
+            if getattr(gate, key) not in configs:
+                raise g.error(
+                    key, f"names config {getattr(gate, key)!r}, which is not under [configs]; have {sorted(configs)}"
+                )
+        # A config compared with itself is refused here, before anything boots. A ratio too low to
+        # fail (0 included) is no error of the file: the gate is VACUOUS (beats_ratio), which
+        # `specgate check` warns of and the run reports, never a pass.
+        if gate.config == gate.over:
+            raise g.error("over", f"is {gate.over!r}, the gate's own config: a config compared with itself cannot fail")
+        if gate.concurrency not in workload.concurrency:
+            raise g.error(
+                "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
+            )
+        return gate
+
+    def planned(self, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
+        out = []
+        for gate in dep.gates.beats:
+            needs = (gate.config, gate.over) if gate.against == "run" else (gate.config,)
+            out.append(PlannedGate(self.name, f"beats:{gate.name}", gate.config, needs, gate.name, gate, timing=True))
+        return out
+
+    def decide(self, judge: BeatsGates, gate: PlannedGate) -> Verdict:
+        return judge.beats(gate.spec)
+
+    def describe(self, dep: Deployment) -> list[str]:
+        lines = []
+        for gate in dep.gates.beats:
+            as_stored = gate.against == "stored" or (dep.launch.reference_stored and gate.over == dep.reference)
+            stored = " as stored in the baseline" if as_stored else ""
+            lines.append(
+                f"  gate: {gate.config} must reach {gate.ratio:g}x {gate.over}{stored} (concurrency {gate.concurrency})"
+            )
+        return lines
+
+    def vacuities(self, dep: Deployment) -> list[Vacuity]:
+        return [v for gate in dep.gates.beats if (v := beats_ratio(dep, gate)) is not None]
+
+
+KIND = Beats()

@@ -48,6 +48,38 @@ def simulated_tau(deployment: Deployment, config: str) -> str | None:
 
 
 class GateBase(Evidence):
+    # --- what a gate kind's `decide` calls (specgate.gate_kinds; docs/gate-kinds.md) ---
+    def records(self, configs: list[str], concurrency: int) -> list[ConfigSpeed]:
+        """This run's records of `configs`, measured to the workload's `repeats` per boot first
+        (raises where a server it needs never served: the gate's NOT RUN row says why)."""
+        self._gather(configs, concurrency, self.deployment.workload.repeats)
+        return [self._record_of(c, concurrency) for c in configs]
+
+    def sequential(
+        self,
+        configs: list[str],
+        concurrency: int,
+        interval_at: Callable[[float], Interval],
+        decide: Callable[[Interval], Status],
+    ) -> tuple[Status, Interval, int, int]:
+        """Decide on `interval_at(level)`, measuring `configs` more while undecided, up to the
+        workload's `max_repeats`, with the error budget split over the looks: (status, the last
+        interval, looks taken, looks planned). `records` must have been called first."""
+        wl = self.deployment.workload
+        looks = planned_looks(self.plan.per_boot(configs, concurrency), wl.max_repeats, self._batch())
+        status, interval, taken = decide_sequentially(
+            interval_at,
+            decide,
+            lambda: self.plan.more(configs, concurrency, wl.max_repeats, self._batch()),
+            self.deployment.gates.confidence,
+            looks,
+        )
+        return status, interval, taken, looks
+
+    def record(self, verdict: Verdict) -> Verdict:
+        """Keep `verdict` among the run's verdicts (the report reads them) and return it."""
+        return self._record(verdict)
+
     def _cannot_tell_uncalibrated(self, verdict: Verdict, head: str) -> Verdict:
         """An absolute gate that did not pass on an uncalibrated runner is INCONCLUSIVE, never a regression."""
         why = self.uncalibrated(verdict.config)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from specgate.gate_kinds import kinds
 from specgate.measure.stats import Interval
 
 
@@ -90,14 +91,15 @@ class Verdict:
         return self.status in UNJUDGED
 
 
-# The gate tests whose failure is a gate verdict (tests/gate/test_gates.py).
-GATE_TESTS = ("test_speculation_beats_reference[", "test_accept_length_floor[", "test_no_regression_against_stored_baseline[")
+def gate_tests() -> tuple[str, ...]:
+    """How the gate tests' names start, one per gate kind (tests/gate/test_gates.py)."""
+    return tuple(f"{kind.test}[" for kind in kinds())
 
 
 def verdicts_of_failure(failed: str, verdicts: list[Verdict]) -> list[Verdict]:
     """The gate verdicts a failed test ("name: why") reports, or [] where it failed otherwise
     (a gate test that raised before judging: a server that died or hung)."""
-    if not failed.startswith(GATE_TESTS):
+    if not failed.startswith(gate_tests()):
         return []
     return [v for v in verdicts if v.status != PASS and v.summary[:80] and v.summary[:80] in failed]
 
@@ -107,6 +109,15 @@ def at_least(interval: Interval, bar: float) -> Status:
     if interval.low >= bar:
         return PASS
     if interval.high < bar:
+        return FAIL
+    return INCONCLUSIVE
+
+
+def at_most(interval: Interval, bar: float) -> Status:
+    """Is the true value <= bar? Judged on the whole interval."""
+    if interval.high <= bar:
+        return PASS
+    if interval.low > bar:
         return FAIL
     return INCONCLUSIVE
 

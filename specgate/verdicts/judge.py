@@ -13,11 +13,13 @@ are said, never passed.
 from __future__ import annotations
 
 from specgate.equivalence.golden import GoldenAnswers
+from specgate.gate_kinds import PlannedGate, kind_named
 from specgate.measure.summary import summarise_speed
 from specgate.verdicts.accept_gate import AcceptFloorGates
 from specgate.verdicts.beats_gate import BeatsGates
 from specgate.verdicts.evidence import other_machine
 from specgate.verdicts.gate_base import SIMULATED_TAU_ENV, simulated_tau
+from specgate.verdicts.gates import Verdict
 from specgate.verdicts.regression_gate import RegressionGates
 
 # Read from here by the CLI, the plugin and the self-tests.
@@ -25,9 +27,13 @@ __all__ = ["SIMULATED_TAU_ENV", "Judge", "baseline_document", "other_machine", "
 
 
 class Judge(BeatsGates, AcceptFloorGates, RegressionGates):
-    """The run's judge: one kind of gate per module (beats_gate, accept_gate, regression_gate) over
-    the shared sampler (sampler.py) and store of stored evidence (evidence.py); gate_base.py holds
-    what the kinds share. Its verdicts are recorded in `verdicts`."""
+    """The run's judge: one kind of gate per module (specgate.gate_kinds names them) over the shared
+    sampler (sampler.py) and store of stored evidence (evidence.py); gate_base.py holds what the
+    kinds share. Its verdicts are recorded in `verdicts`."""
+
+    def decide(self, gate: PlannedGate) -> Verdict:
+        """The verdict of one planned gate, by its kind (the gate tests call this)."""
+        return kind_named(gate.kind).decide(self, gate)
 
 
 def baseline_document(

@@ -11,30 +11,8 @@ from __future__ import annotations
 import re
 
 from specgate.deployment import Deployment
+from specgate.gate_kinds import planned_gates
 from specgate.verdicts.gates import NOT_RUN, UNJUDGED, Verdict
-
-
-def gate_servers(deployment: Deployment, unbooted: set[str]) -> list[tuple[str, str, list[str]]]:
-    """(gate name, its config, the configs whose servers it needs) for every gate of the run, named
-    as the judge names them; `unbooted` configs (a reference taken from the stored baseline) have
-    no regression gate and are needed by none."""
-    out: list[tuple[str, str, list[str]]] = []
-    for beats in deployment.gates.beats:
-        needs = [beats.config] + ([beats.over] if beats.against == "run" else [])
-        out.append((f"beats:{beats.name}", beats.config, needs))
-    for floor in deployment.gates.accept_length:
-        out.append((f"accept:{floor.name}", floor.config, [floor.config]))
-    for n in deployment.workload.concurrency:
-        for config, spec in deployment.configs.items():
-            if config in unbooted:
-                continue
-            reference = deployment.reference_of(config)
-            for metric in ("decode_tps", "accept_length") if spec.speculative else ("decode_tps",):
-                # A speculative config's speed gate is its speedup over its reference: both must serve.
-                live_reference = reference != config and reference not in unbooted
-                needs = [config] + ([reference] if metric == "decode_tps" and live_reference else [])
-                out.append((f"regression:{config}:c{n}:{metric}", config, needs))
-    return out
 
 
 def with_not_run(
@@ -47,8 +25,9 @@ def with_not_run(
         return verdicts
     by_gate = {v.gate: v for v in verdicts}
     out = list(verdicts)
-    for gate, config, needs in gate_servers(deployment, unbooted):
-        cause = next((_cause_of(s, failed_servers) for s in needs if _cause_of(s, failed_servers)), None)
+    for planned in planned_gates(deployment, unbooted):
+        gate, config = planned.name, planned.config
+        cause = next((_cause_of(s, failed_servers) for s in planned.needs if _cause_of(s, failed_servers)), None)
         had = by_gate.get(gate)
         if cause is None or (had is not None and had.status not in UNJUDGED):
             continue

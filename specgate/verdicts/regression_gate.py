@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from specgate.deployment import MAX_BOOTS
+from specgate.deployment import MAX_BOOTS, Deployment
+from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.measure.pairing import Series, across_boots, pooled, ratio_series, truncated
 from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio
 from specgate.measure.summary import accept_interval
@@ -31,7 +32,7 @@ from specgate.verdicts.history import BootValue
 from specgate.verdicts.noise import HeldNoise, detection, ratio_interval, ratio_interval_held
 from specgate.verdicts.sensitivity import Design, minutes, plan_sentence, sentence
 from specgate.verdicts.stored_reference import NOT_BOOTED
-from specgate.verdicts.vacuity import TAU_FLOOR
+from specgate.verdicts.vacuity import TAU_FLOOR, Vacuity
 
 
 def _plain_explains(absolute: float, reference: float, tolerance: float) -> str | None:
@@ -481,3 +482,58 @@ class RegressionGates(GateBase):
             notes.append(why)
         suffix = " — REGRESSED" if status == FAIL else " — INCONCLUSIVE"
         return Verdict(name, config, status, head + suffix, notes, figures, noise)
+
+
+class NoRegression(GateKind):
+    """Each measured config against the stored baseline of this machine: the reference's decode speed
+    both ways, a speculative config's speedup over its reference and its accept length."""
+
+    name = "regression"
+    test = "test_no_regression_against_stored_baseline"
+
+    def planned(self, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
+        out = []
+        for n in dep.workload.concurrency:
+            for config, spec in dep.configs.items():
+                if config in unbooted:
+                    continue
+                reference = dep.reference_of(config)
+                for metric in ("decode_tps", "accept_length") if spec.speculative else ("decode_tps",):
+                    # A speculative config's speed gate is its speedup over its reference: both must serve.
+                    live_reference = reference != config and reference not in unbooted
+                    needs = (config, reference) if metric == "decode_tps" and live_reference else (config,)
+                    out.append(
+                        PlannedGate(
+                            self.name,
+                            f"regression:{config}:c{n}:{metric}",
+                            config,
+                            needs,
+                            f"{config}-c{n}-{metric}",
+                            (config, n, metric),
+                            timing=metric == "decode_tps",
+                        )
+                    )
+        return out
+
+    def decide(self, judge: RegressionGates, gate: PlannedGate) -> Verdict:
+        return judge.regression(*gate.spec)
+
+    def describe(self, dep: Deployment) -> list[str]:
+        tol = dep.gates.tolerance
+        return [
+            f"  no-regression tolerance: {tol.decode_tps_fraction:.0%}"
+            + "".join(f", {c} {t:.0%}" for c, t in tol.decode_tps_by_config.items())
+            + f"; accept length {tol.accept_length:.0%}"
+        ]
+
+    def vacuities(self, dep: Deployment) -> list[Vacuity]:
+        found = []
+        for config, spec in dep.configs.items():
+            if (v := vacuity.speed_tolerance(dep, config)) is not None:
+                found.append(v)
+            if spec.speculative and (v := vacuity.accept_tolerance(dep, config)) is not None:
+                found.append(v)
+        return found
+
+
+KIND = NoRegression()

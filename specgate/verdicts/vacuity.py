@@ -37,7 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specgate.deployment import AcceptFloorGate, BeatsGate, Deployment, flag_int
+from specgate.deployment import Deployment, flag_int
+from specgate.gate_kinds import kinds
 
 # The least accept length there is: the verified token (verdicts.judge uses the same figure).
 TAU_FLOOR = 1.0
@@ -100,47 +101,9 @@ def accept_tolerance(deployment: Deployment, config: str) -> Vacuity | None:
     return Vacuity("gates.tolerance.accept_length", tol, why)
 
 
-def accept_floor(deployment: Deployment, gate: AcceptFloorGate) -> Vacuity | None:
-    if gate.at_least > TAU_FLOOR:
-        return None
-    index = deployment.gates.accept_length.index(gate)
-    return Vacuity(
-        f"gates.accept_length[{index}].at_least",
-        gate.at_least,
-        f"every verify step accepts at least the verified token, so {gate.config}'s accept length is at least "
-        f"{TAU_FLOOR:g}: a floor of {gate.at_least:g} passes a drafter that accepts nothing",
-    )
-
-
-def beats_ratio(deployment: Deployment, gate: BeatsGate) -> Vacuity | None:
-    if gate.ratio >= BEATS_RATIO_VACUOUS:
-        return None
-    index = deployment.gates.beats.index(gate)
-    return Vacuity(
-        f"gates.beats[{index}].ratio",
-        gate.ratio,
-        f"{gate.config} passes at {gate.ratio:g}x {gate.over}: a speculative cycle yields at least one token (the "
-        "verified one) for its draft steps and one verify pass, so even with every draft rejected a config whose "
-        "drafter is no dearer than its target decodes at 1/(steps + 1) of plain decoding or faster (0.125x at 7 "
-        f"steps); a bar under {BEATS_RATIO_VACUOUS:g}x passes any speculative config "
-        "that answers at all",
-    )
-
-
 def vacuities(deployment: Deployment) -> list[Vacuity]:
     """Every threshold of the deployment under which some gate cannot fail, each once."""
-    found: list[Vacuity] = []
-    for gate in deployment.gates.beats:
-        if (v := beats_ratio(deployment, gate)) is not None:
-            found.append(v)
-    for floor in deployment.gates.accept_length:
-        if (v := accept_floor(deployment, floor)) is not None:
-            found.append(v)
-    for config in deployment.configs:
-        if (v := speed_tolerance(deployment, config)) is not None:
-            found.append(v)
-        if deployment.configs[config].speculative and (v := accept_tolerance(deployment, config)) is not None:
-            found.append(v)
+    found = [v for kind in kinds() for v in kind.vacuities(deployment)]
     # One field may make several configs' gates vacuous: said once per field, with each config's reason.
     merged: dict[str, Vacuity] = {}
     for v in found:

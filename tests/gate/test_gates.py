@@ -1,6 +1,8 @@
-"""The verdicts: speculation beats the plain baseline, and nothing regressed.
+"""The verdicts: one test per gate kind (specgate.gate_kinds), parametrized by the gates the
+deployment asks of it (the plugin's `planned_gate`): speculation beats the plain reference, the
+accept length holds its floor, nothing regressed against the stored baseline, and any kind added.
 
-Both are decided on bootstrap intervals, measuring more while undecided; see
+Each is decided on bootstrap intervals, measuring more while undecided; see
 specgate/verdicts/gates.py for the rules. A gate that could not compare (NOT COMPARED)
 or could not have failed (VACUOUS) is never a pass: it fails the run unless the user
 allowed it (--specgate-allow-uncompared, or `[gates] uncompared = "warn"`), and then it
@@ -8,6 +10,8 @@ is skipped with the reason, loudly.
 """
 
 import pytest
+
+from specgate.gate_kinds import kinds
 
 pytestmark = pytest.mark.specgate("gates")
 
@@ -28,14 +32,15 @@ def _settle(specgate, verdict):
     assert not verdict.failed, _explain(verdict)
 
 
-def test_speculation_beats_reference(specgate, beats_gate):
-    _settle(specgate, specgate.judge.beats(beats_gate))
+def _gate_test(kind):
+    def test(specgate, planned_gate):
+        _settle(specgate, specgate.judge.decide(planned_gate))
+
+    test.__name__ = test.__qualname__ = kind.test
+    test.__doc__ = type(kind).__doc__
+    return test
 
 
-def test_accept_length_floor(specgate, accept_gate):
-    _settle(specgate, specgate.judge.accept_floor(accept_gate))
-
-
-def test_no_regression_against_stored_baseline(specgate, regression_target):
-    config, concurrency, metric = regression_target
-    _settle(specgate, specgate.judge.regression(config, concurrency, metric))
+# The kind's test name is its own (users select gates with `-k`): one module-level test per kind.
+for _kind in kinds():
+    globals()[_kind.test] = _gate_test(_kind)

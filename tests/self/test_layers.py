@@ -175,3 +175,27 @@ def test_the_judge_is_in_parts():
     parts = ["judge", "sampler", "evidence", "gate_base", "beats_gate", "accept_gate", "regression_gate"]
     sizes = {part: len((PACKAGE / "verdicts" / f"{part}.py").read_text().splitlines()) for part in parts}
     assert max(sizes.values()) < 600, sizes
+
+
+def test_every_gate_kind_is_one_module_named_once():
+    """A gate kind is one module of `verdicts` defining KIND, named in gate_kinds.KIND_MODULES: the
+    one place a lower layer reaches up, by name. Every module defining a kind is listed (none is
+    silently left out of the run), and every name listed is a layer-5 module."""
+    from specgate.gate_kinds import KIND_MODULES, GateKind, kinds
+
+    assert layers()["verdicts"] == 5
+    assert all((PACKAGE / "verdicts" / f"{name}.py").is_file() for name in KIND_MODULES)
+    defining = sorted(
+        path.stem
+        for path in (PACKAGE / "verdicts").glob("*.py")
+        if re.search(r"^KIND = ", path.read_text(), re.MULTILINE)
+    )
+    assert defining == sorted(KIND_MODULES)
+    assert all(isinstance(k, GateKind) for k in kinds())
+    # Nothing but gate_kinds imports a module by a computed name (the layer check reads literals only).
+    computed = [
+        str(path.relative_to(ROOT))
+        for path in PACKAGE.rglob("*.py")
+        if re.search(r"import_module\((?![\"'])", path.read_text()) and path.name != "gate_kinds.py"
+    ]
+    assert computed == [], "a computed import escapes the layer check"

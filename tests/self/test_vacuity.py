@@ -16,6 +16,7 @@ from specgate.report.build import TestTally as Tally  # noqa: I001
 from specgate.report.build import build_report, overall_verdict
 from specgate.report.markdown import render_markdown
 from specgate.verdicts import vacuity
+from specgate.verdicts.beats_gate import beats_ratio
 from specgate.verdicts.gates import VACUOUS
 from specgate.verdicts.judge import Judge
 
@@ -83,11 +84,11 @@ def test_a_beats_ratio_of_00001_is_vacuous_and_never_measured():
     # 0 itself, once refused by the parser, is the same case: vacuous, said, never a pass
     zero = _dep({"gates": {"beats": [{"config": "eagle3-decode", "over": "baseline", "ratio": 0.0}]}})
     assert _judge(zero).beats(zero.gates.beats[0]).status == VACUOUS
-    assert vacuity.beats_ratio(dep, BeatsLike(0.1)) is None
+    assert beats_ratio(dep, BeatsLike(0.1)) is None
 
 
 def BeatsLike(ratio):  # noqa: N802 - a gate of the deployment's kind with another ratio
-    from specgate.deployment import BeatsGate
+    from specgate.verdicts.beats_gate import BeatsGate
 
     return BeatsGate("eagle3-decode", "baseline", ratio, 1)
 
