@@ -26,6 +26,7 @@ from specgate.diagnosis.settings import EffectiveSettings
 from specgate.diagnosis.signals import DraftConfig, GraphUse
 from specgate.measure.speed import ConfigSpeed
 from specgate.measure.stats import Interval
+from specgate.measure.summary import accept_length_of
 from specgate.server_flags import NEW_BOUND, graph_bound_args, parse_release
 
 MEASURED, OBSERVED, SETTING = 3, 2, 1
@@ -402,9 +403,8 @@ def draft_context(ctx: Context) -> list[Lever]:
         f"requests run past it (longest {longest} tokens)"
     ]
     strength = SETTING
-    if within and any(s.verify_ct for s in past):
-        tau_past = sum(s.completion_tokens for s in past) / sum(s.verify_ct or 0 for s in past)
-        tau_within = sum(s.completion_tokens for s in within) / sum(s.verify_ct or 0 for s in within)
+    tau_past, tau_within = accept_length_of(past), accept_length_of(within)
+    if tau_past is not None and tau_within is not None:
         evidence.append(f"τ {tau_past:.2f} on those requests vs {tau_within:.2f} on the rest")
         if tau_past >= 0.9 * tau_within:
             return []  # measured: the draft holds up past its trained length here

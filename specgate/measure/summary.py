@@ -4,13 +4,27 @@ to the reference config, each with its bootstrap interval."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from specgate.measure.pairing import groups, pooled, ratio_series
 from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.measure.stats import Interval, median_interval, pooled_ratio, two_level_median
 from specgate.prompts import set_of
+
+
+def pooled_accept_length(tokens: Iterable[int], steps: Iterable[int]) -> float | None:
+    """Σ completion tokens / Σ verify steps of requests taken together: the one accept length
+    specgate states (from each request's own meta_info counters, never the server's average since
+    boot); None where no request made a verify step."""
+    t, v = sum(tokens), sum(steps)
+    return t / v if v > 0 else None
+
+
+def accept_length_of(samples: Iterable[SpeedSample]) -> float | None:
+    """The pooled accept length of the speculative requests among `samples`."""
+    spec = [s for s in samples if s.verify_ct]
+    return pooled_accept_length((s.completion_tokens for s in spec), (s.verify_ct or 0 for s in spec))
 
 
 def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
@@ -24,14 +38,14 @@ def accept_interval(speed: ConfigSpeed, confidence: float) -> Interval | None:
 def accept_by_set(speed: ConfigSpeed, label_of: Callable[[SpeedSample], str]) -> dict[str, dict]:
     """Pooled accept length per prompt set (the part of a label before '/'), in the order the
     sets first appear: which kind of traffic the drafter serves worst."""
-    out: dict[str, list[int]] = {}
+    by_set: dict[str, list[SpeedSample]] = {}
     for s in speed.samples:
         if s.verify_ct:
-            tokens_steps = out.setdefault(set_of(label_of(s)), [0, 0, 0])
-            tokens_steps[0] += s.completion_tokens
-            tokens_steps[1] += s.verify_ct
-            tokens_steps[2] += 1
-    return {name: {"accept_length": round(t / v, 3), "requests": n} for name, (t, v, n) in out.items()}
+            by_set.setdefault(set_of(label_of(s)), []).append(s)
+    return {
+        name: {"accept_length": round(accept_length_of(samples) or 0.0, 3), "requests": len(samples)}
+        for name, samples in by_set.items()
+    }
 
 
 @dataclass(frozen=True)
