@@ -11,11 +11,21 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import TypedDict
 
 import numpy as np
 
 N_RESAMPLES = 4000
 SEED = 20261129
+
+
+class IntervalFigure(TypedDict):
+    """An interval as documents store it (report.json, baselines)."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
 
 
 @dataclass(frozen=True)
@@ -32,7 +42,7 @@ class Interval:
         """The same interval in other units (seconds to milliseconds, say)."""
         return Interval(self.estimate * factor, self.low * factor, self.high * factor, self.confidence)
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> IntervalFigure:
         return {"estimate": self.estimate, "low": self.low, "high": self.high, "confidence": self.confidence}
 
 

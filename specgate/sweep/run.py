@@ -203,8 +203,8 @@ def _result(
     )
     model = cycle_model(record, baseline, deployment.gates.confidence) if baseline else None
     if model is not None:
-        result.ratio = model.measured.as_dict()
-        result.tau = model.tau.as_dict()
+        result.ratio = {k: float(v) for k, v in model.measured.as_dict().items()}  # type: ignore[arg-type]
+        result.tau = {k: float(v) for k, v in model.tau.as_dict().items()}  # type: ignore[arg-type]
         result.t_c_ms = round(model.t_c_ms.estimate, 4)
         result.cycle_cost = round(model.cycle_cost, 4)
     else:

@@ -10,10 +10,20 @@ from typing import TYPE_CHECKING
 from specgate.deployment import MAX_CONCURRENCY, MAX_TOKENS_PER_STEP, Deployment, ServerConfig, Workload, flag_int
 from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.measure.answer_end import past_the_end
-from specgate.measure.stats import Interval, pooled_ratio
+from specgate.measure.stats import Interval
+from specgate.measure.summary import accept_interval
 from specgate.prompts import set_of
 from specgate.verdicts.gate_base import SIMULATED_TAU_ENV, GateBase, _level, simulated_tau
-from specgate.verdicts.gates import FAIL, PASS, VACUOUS, Verdict, at_least, decide_sequentially, planned_looks
+from specgate.verdicts.gates import (
+    FAIL,
+    PASS,
+    VACUOUS,
+    GateFigures,
+    Verdict,
+    at_least,
+    decide_sequentially,
+    planned_looks,
+)
 from specgate.verdicts.vacuity import TAU_FLOOR, Vacuity
 
 if TYPE_CHECKING:
@@ -58,10 +68,7 @@ class AcceptFloorGates(GateBase):
         record = self._record_of(gate.config, gate.concurrency)
 
         def interval_at(level: float) -> Interval:
-            spec = [s for s in record.samples if s.verify_ct]
-            if not spec:
-                return Interval(math.nan, math.nan, math.nan, level)
-            return pooled_ratio([s.completion_tokens for s in spec], [s.verify_ct or 0 for s in spec], level)
+            return accept_interval(record, level) or Interval(math.nan, math.nan, math.nan, level)
 
         if not any(s.verify_ct for s in record.samples):
             return self._record(
@@ -89,7 +96,7 @@ class AcceptFloorGates(GateBase):
             f"({_level(tau, conf, looks)}, {len(spec)} requests, {sum(s.verify_ct or 0 for s in spec)} verify steps); "
             f"required >= {gate.at_least:g}"
         )
-        figures: dict = {"accept_length": tau.as_dict(), "required": gate.at_least, "n": len(spec)}
+        figures: GateFigures = {"accept_length": tau.as_dict(), "required": gate.at_least, "n": len(spec)}
         noise = "requests (which prompt, which answer); accept length does not depend on timing"
         notes = []
         if not wl.ignore_eos:

@@ -18,6 +18,7 @@ from specgate.verdicts.gates import (
     INCONCLUSIVE,
     NOT_COMPARED,
     PASS,
+    GateFigures,
     Verdict,
     at_least,
     decide_sequentially,
@@ -90,7 +91,7 @@ class BeatsGates(GateBase):
         )
         paired = len(pooled(ratio_series(cfg.decode_tps_by_boot(), ref.decode_tps_by_boot())))
         tau = accept_interval(cfg, conf)
-        figures = {
+        figures: GateFigures = {
             "ratio": interval.as_dict(),
             "required": gate.ratio,
             "n": [len(cfg.samples), len(ref.samples)],
@@ -166,7 +167,7 @@ class BeatsGates(GateBase):
             f"({_level(ratio, conf, looks)}, {self._paired_with_stored(record, figs, cap)} paired requests); "
             f"required >= {gate.ratio:g}x"
         )
-        figures = {"ratio": ratio.as_dict(), "required": gate.ratio, "now": now.as_dict(), "stored": figs.decode_tps_median}
+        figures: GateFigures = {"ratio": ratio.as_dict(), "required": gate.ratio, "now": now.as_dict(), "stored": figs.decode_tps_median}
         notes = [f"{gate.over}'s figures are the stored baseline's ({stored.path.name}), not this run's"]
         if unbooted:
             notes.append(

@@ -13,7 +13,7 @@ from specgate.options import ALLOW_FINGERPRINT_MISMATCH
 from specgate.verdicts.baselines import BaselineLookup, StoredBaseline, find_baselines
 from specgate.verdicts.calibration import Calibration, find_calibration
 from specgate.verdicts.fingerprint import Fingerprint, collect_fingerprint, unread_fields
-from specgate.verdicts.gates import PASS
+from specgate.verdicts.gates import PASS, GateFigures
 from specgate.verdicts.history import (
     BootValue,
     Entry,
@@ -269,10 +269,10 @@ class Evidence(Sampler):
         lookup = self.lookup()
         return self.recording and lookup.exact is None and not lookup.others
 
-    def _first_record_mark(self) -> dict:
+    def _first_record_mark(self) -> GateFigures:
         """figures of a gate left uncompared because this is the first record: expected there, so
         the run's verdict does not count it as missing."""
-        return {"first_record": True} if self._first_record() else {}
+        return GateFigures(first_record=True) if self._first_record() else GateFigures()
 
     def stored_for_comparison(self) -> tuple[StoredBaseline | None, str]:
         """The baseline to compare with, or None and the reason it is not compared."""

@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any, TypedDict
 
 from specgate.gate_kinds import kinds
-from specgate.measure.stats import Interval
+from specgate.measure.stats import Interval, IntervalFigure
 
 
 class Status(StrEnum):
@@ -62,6 +63,43 @@ NOT_COMPARED, VACUOUS, NOT_RUN = Status.NOT_COMPARED, Status.VACUOUS, Status.NOT
 UNJUDGED = (NOT_COMPARED, VACUOUS)
 
 
+class GateFigures(TypedDict, total=False):
+    """The figures a verdict carries (report.json's `gates[].figures`), one shape for every gate kind:
+    each key means one thing, and a kind fills the keys it has. Intervals are `IntervalFigure`s."""
+
+    # What was compared, and the bar.
+    ratio: IntervalFigure  # beats: the config's decode tok/s over the other config's, paired per request
+    required: float  # beats: the ratio asked for; accept: the floor
+    n: int | list[int]  # requests judged (beats in this run: [the config's, the other's])
+    now: IntervalFigure  # this run's figure (decode tok/s, or accept length) where it is compared with a stored one
+    stored: float | None  # the stored figure it is compared with
+    baseline_file: str  # the stored baseline compared with (its file name)
+    accept_length: IntervalFigure | None  # the config's pooled accept length in this run
+    ratio_to_stored: IntervalFigure  # regression: now over stored, paired per request
+    speedup_now: IntervalFigure  # regression of a speculative config: its speedup over its reference now
+    speedup_stored: IntervalFigure  # … and as stored
+    absolute_ratio_to_stored: IntervalFigure  # … its decode tok/s now over stored
+    reference_ratio_to_stored: IntervalFigure  # … its reference's decode tok/s now over stored
+    # What the verdict rests on, and what it could detect.
+    fidelity: dict[str, dict[str, Any]]  # per config: the server's own figure against the suite's (measure.fidelity)
+    counters: str  # the spec counters' contradiction that voided an accept length (measure.accept_counts)
+    history: dict[str, Any]  # what the runner's history pools of this comparison (verdicts.history)
+    detects: dict[str, float | None]  # the regression this design catches with 80% power, and its false-alarm rate
+    sensitivity: dict[str, Any] | None  # the between-boot spread it was designed on (verdicts.sensitivity)
+    uncalibrated: bool  # INCONCLUSIVE where no calibration told the between-boot spread
+    first_record: bool  # NOT COMPARED because this run records the first baseline (expected, not missing)
+    # The accept-length floor's evidence of the drafter (measure.drafters, measure.answer_end).
+    answers_only: bool  # accept length over the model's answers alone (workload.ignore_eos = false)
+    past_answer_end: dict[str, Any]  # requests that ran past the model's end of sequence
+    walked_tau: float  # the accept length training's walk predicts for these prompts
+    served_over_walked: IntervalFigure
+    served_over_walked_unparted: IntervalFigure
+    answers_parted_from_walk: int
+    answers_compared_by_token_ids: int
+    answers_parted_by_token_ids: int
+    answers_walked_by_token_ids: int
+
+
 @dataclass
 class Verdict:
     gate: str  # e.g. "beats:eagle3-decode-beats-baseline", "regression:eagle3-decode:c1:decode_tps"
@@ -69,7 +107,7 @@ class Verdict:
     status: Status
     summary: str
     notes: list[str] = field(default_factory=list)
-    figures: dict = field(default_factory=dict)
+    figures: GateFigures = field(default_factory=lambda: GateFigures())
     # Which noise the interval holds, in words ("requests within one boot; between-boot spread
     # 4.1% from calibration …"): a reader must know what a narrow interval does not cover.
     noise: str = ""

@@ -5,12 +5,13 @@ directions, so "the machine drifted" is told apart from "speculation regressed".
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from specgate.deployment import MAX_BOOTS, Deployment
 from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.measure.pairing import Series, across_boots, pooled, ratio_series, truncated
 from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio
-from specgate.measure.summary import accept_interval
+from specgate.measure.summary import accept_interval, accept_length_of, pooled_accept_length
 from specgate.verdicts import vacuity
 from specgate.verdicts.baselines import StoredBaseline, StoredFigures
 from specgate.verdicts.gate_base import SIMULATED_TAU_ENV, GateBase, _level, simulated_tau
@@ -20,6 +21,7 @@ from specgate.verdicts.gates import (
     NOT_COMPARED,
     PASS,
     VACUOUS,
+    GateFigures,
     Status,
     Verdict,
     at_least,
@@ -180,7 +182,7 @@ class RegressionGates(GateBase):
         cap: int,
         stored_n: int,
         notes: list[str],
-        figures: dict,
+        figures: GateFigures,
         noise: HeldNoise,
     ) -> Verdict:
         tol = self.deployment.gates.tolerance.decode_tps_for(config)
@@ -210,7 +212,7 @@ class RegressionGates(GateBase):
         )
         return Verdict(name, config, status, f"{head} — {suffix}", notes, figures, said, covers)
 
-    def _sensitivity(self, config: str, figures: dict, cap: int) -> str:
+    def _sensitivity(self, config: str, figures: GateFigures, cap: int) -> str:
         """The regression this gate's design detects (verdicts.sensitivity), kept in figures and
         said; with `[gates] detect`, the boots and minutes that would reach it."""
         history = figures.get("history") or {}
@@ -233,7 +235,7 @@ class RegressionGates(GateBase):
             false_alarm=1 - self.deployment.gates.confidence,
             two_sided=kind == "decode_tps" and config in self.deployment.references,
         )
-        figures["sensitivity"] = {
+        sensitivity: dict[str, Any] = {
             "detects_80pct": design.detects(),
             "false_alarm": design.false_alarm,
             "boots_now": design.boots_now,
@@ -243,13 +245,14 @@ class RegressionGates(GateBase):
             "within_log_sd": within,
             "spread_source": spread.source,
         }
+        figures["sensitivity"] = sensitivity
         said = sentence(design, spread.source)
         target = self.deployment.gates.detect
         if target is not None:
             servers = [config, self.deployment.reference_of(config)] if kind == "speedup" else [config]
             boot_s, request_s = self._measured_seconds(servers)
             boots = design.boots_for(target, MAX_BOOTS)
-            figures["sensitivity"]["plan"] = {
+            sensitivity["plan"] = {
                 "detect": target,
                 "boots_per_side": boots,
                 "gpu_minutes_per_side": minutes(boots, boot_s, request_s, cap) if boots else None,
@@ -278,7 +281,7 @@ class RegressionGates(GateBase):
             f"{ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({_level(ratio, conf, looks)}) over {pairs} "
             f"paired requests ({pct(ratio.estimate - 1)}); allowed {'±' if two_sided else '-'}{allowed:.0%}"
         )
-        figures = {
+        figures: GateFigures = {
             "ratio_to_stored": ratio.as_dict(),
             "now": now.as_dict(),
             "stored": figs.decode_tps_median,
@@ -375,7 +378,7 @@ class RegressionGates(GateBase):
             f"absolute: {config} {pct(absolute.estimate - 1)} and plain {ref} {pct(ref_change.estimate - 1)} "
             f"vs stored ({median_interval(record.decode_tps_per_request, conf).estimate:.1f} tok/s now, {figs.decode_tps_median:.1f} stored)"
         )
-        figures = {
+        figures: GateFigures = {
             "ratio_to_stored": ratio.as_dict(),
             "speedup_now": speedup_now.as_dict(),
             "speedup_stored": speedup_then.as_dict(),
@@ -460,14 +463,14 @@ class RegressionGates(GateBase):
         status = at_least(ratio, 1 - tol)
         # Both pooled over the same pinned requests, so the headline agrees with the paired ratio
         # (the stored figure over all its requests and this run's over its own did not: +1.5% beside +0.0%).
-        now_pooled = sum(s.completion_tokens for s, _ in pairs) / max(sum(s.verify_ct or 0 for s, _ in pairs), 1)
-        stored_pooled = sum(stored_tokens[i] for _, i in pairs) / max(sum(stored_counts[i] for _, i in pairs), 1)
+        now_pooled = accept_length_of(s for s, _ in pairs) or 0.0
+        stored_pooled = pooled_accept_length((stored_tokens[i] for _, i in pairs), (stored_counts[i] for _, i in pairs)) or 0.0
         head = (
             f"{config} accept length {now_pooled:.3f} vs stored {stored_pooled:.3f} over the same {len(pairs)} pinned "
             f"requests: paired ratio {ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({pct(ratio.estimate - 1)}); "
             f"allowed -{tol:.0%}"
         )
-        figures = {"ratio_to_stored": ratio.as_dict(), "now": tau.as_dict(), "stored": figs.accept_length}
+        figures: GateFigures = {"ratio_to_stored": ratio.as_dict(), "now": tau.as_dict(), "stored": figs.accept_length}
         # Boots of one build accept alike only nearly (near-tie flips part the answers; draft-side
         # numerics could too): that spread belongs inside the tolerance, not inside this interval
         # (results/2026-12-02-h200-answers).
