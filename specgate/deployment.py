@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from specgate import project as _project
 from specgate.drafter_card import load_card
 from specgate.errors import DeploymentError, DeploymentErrors
-from specgate.gate_kinds import declared_kinds
+from specgate.gate_kinds import calling, check_planned, declared_kinds
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompt_set
 from specgate.resources import builtin_deployments_dir
 from specgate.sampling_spec import SamplingSpec, parse_sampling
@@ -521,7 +521,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     # Every section that failed left an error; the None checks only tell the type checker so.
     if errors or configs is None or reference is None or gates is None:
         raise DeploymentErrors(errors)
-    return Deployment(
+    deployment = Deployment(
         path=path,
         name=name,
         description=description,
@@ -538,6 +538,8 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         sweep=sweep,
         sampling=sampling,
     )
+    check_planned(deployment)
+    return deployment
 
 
 def _parse_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerConfig]) -> str:
@@ -1081,7 +1083,8 @@ def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         entries = []
         for g in t.table_list(kind.table):
             try:
-                entries.append(kind.parse(g, configs, workload))
+                with calling(kind, f"parse (of {g.field('').rstrip('.')} in {g.error(None, '').path})"):
+                    entries.append(kind.parse(g, configs, workload))
                 g.reject_unknown()
             except DeploymentError as exc:
                 errors.append(exc)

@@ -39,6 +39,10 @@ class DeploymentErrors(DeploymentError):
         self.field = first.field
 
 
+class GateKindError(SpecgateError):
+    """A gate kind's own code is broken (specgate.gate_kinds): its module, its KIND, or a call of it."""
+
+
 class BaselineError(SpecgateError):
     """A stored baseline file is corrupt or of an unknown format."""
 

@@ -11,10 +11,15 @@ the judge (`Judge.decide`), the vacuity warnings, `specgate check` and the JSON 
 from __future__ import annotations
 
 import importlib
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from specgate.errors import DeploymentError, GateKindError, SpecgateError
 
 if TYPE_CHECKING:
     from specgate.deployment import Deployment, ServerConfig, Workload
@@ -25,6 +30,9 @@ if TYPE_CHECKING:
 # judge with what the layers above the deployment provide, and the deployment parser reads their
 # declarations through this list, as pytest's core loads its built-in plugins by name.
 KIND_MODULES = ("beats_gate", "accept_gate", "regression_gate")
+# The [gates] keys that are settings, not a kind's table (deployment._parse_gate_settings reads them).
+GATE_SETTINGS = frozenset({"tolerance", "confidence", "sample_batch", "uncompared", "between_boot", "detect"})
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -79,17 +87,69 @@ class GateKind(ABC):
 
 @cache
 def kinds() -> tuple[GateKind, ...]:
-    """Every gate kind, in KIND_MODULES's order."""
-    found = []
+    """Every gate kind, in KIND_MODULES's order, each checked (GateKindError names its module)."""
+    found: dict[str, GateKind] = {}
     for module in KIND_MODULES:
-        kind = getattr(importlib.import_module(f"specgate.verdicts.{module}"), "KIND", None)
+        where = f"specgate/verdicts/{module}.py (named in specgate/gate_kinds.py KIND_MODULES)"
+        try:
+            loaded = importlib.import_module(f"specgate.verdicts.{module}")
+        except Exception as exc:  # a kind's module that cannot load names itself, not a traceback
+            raise GateKindError(f"{where} cannot be imported: {type(exc).__name__}: {exc}") from exc
+        kind = getattr(loaded, "KIND", None)
+        if isinstance(kind, type) and issubclass(kind, GateKind):
+            raise GateKindError(f"{where}: KIND is the class {kind.__name__}; expected an instance: KIND = {kind.__name__}()")
+        if kind is None:
+            raise GateKindError(f"{where} defines no KIND (an instance of a GateKind subclass)")
         if not isinstance(kind, GateKind):
-            raise TypeError(f"specgate.verdicts.{module} is listed in KIND_MODULES but defines no KIND (a GateKind)")
-        found.append(kind)
-    names = [k.name for k in found]
-    if len(set(names)) != len(names):
-        raise TypeError(f"two gate kinds share a name: {names}")
-    return tuple(found)
+            raise GateKindError(f"{where}: KIND is a {type(kind).__name__}, not an instance of a GateKind subclass")
+        for problem in _problems(kind):
+            raise GateKindError(f"{where}: {problem}")
+        for other_module, other in found.items():
+            for attribute in ("name", "test", "table"):
+                mine = getattr(kind, attribute)
+                if mine is not None and mine == getattr(other, attribute):
+                    raise GateKindError(
+                        f"{where} and specgate/verdicts/{other_module}.py are both gate kinds with {attribute} {mine!r}: "
+                        "each kind's name, test and table are its own"
+                    )
+        found[module] = kind
+    return tuple(found.values())
+
+
+def _problems(kind: GateKind) -> list[str]:
+    out = []
+    if not isinstance(getattr(kind, "name", None), str) or not _NAME.match(kind.name):
+        out.append(f"its name {getattr(kind, 'name', None)!r} must be lower case letters, digits and '_'")
+    test = getattr(kind, "test", None)
+    if not isinstance(test, str) or not re.match(r"^test_\w+$", test):
+        out.append(f"its test {test!r} must be a name starting 'test_' (pytest collects no other)")
+    table = kind.table
+    if table is not None:
+        if not isinstance(table, str) or not _NAME.match(table):
+            out.append(f"its table {table!r} must be lower case letters, digits and '_'")
+        elif table in GATE_SETTINGS:
+            out.append(f"its table {table!r} is a [gates] setting, not a table of gates; have another name")
+        if kind.example is None:
+            out.append(f"it declares table {table!r} but no example (the JSON Schema learns the table's fields from it)")
+        if type(kind).parse is GateKind.parse:
+            out.append(f"it declares table {table!r} but does not define parse")
+    return out
+
+
+def where(kind: GateKind) -> str:
+    """A kind as messages name it: its name and its module's file."""
+    return f"gate kind {kind.name!r} ({type(kind).__module__.replace('.', '/')}.py)"
+
+
+@contextmanager
+def calling(kind: GateKind, what: str) -> Iterator[None]:
+    """A kind's method raising anything but specgate's own errors is a defect of the kind, named."""
+    try:
+        yield
+    except SpecgateError:
+        raise
+    except Exception as exc:
+        raise GateKindError(f"{where(kind)} raised in {what}: {type(exc).__name__}: {exc}") from exc
 
 
 def kind_named(name: str) -> GateKind:
@@ -105,6 +165,48 @@ def declared_kinds() -> tuple[GateKind, ...]:
     return tuple(k for k in kinds() if k.table is not None)
 
 
+def planned_of(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
+    """`kind.planned`, each gate checked: a kind's own, named "<kind>:…", of configs the deployment has."""
+    with calling(kind, "planned"):
+        gates = kind.planned(dep, unbooted)
+    for gate in gates:
+        if not isinstance(gate, PlannedGate):
+            raise GateKindError(f"{where(kind)}: planned returned {type(gate).__name__}, not a PlannedGate")
+        if gate.kind != kind.name or not gate.name.startswith(f"{kind.name}:"):
+            raise GateKindError(
+                f"{where(kind)}: planned gate {gate.name!r} (kind {gate.kind!r}) must be of kind {kind.name!r} "
+                f"and be named {kind.name + ':…'!r}"
+            )
+        unknown = [c for c in (gate.config, *gate.needs) if c not in dep.configs]
+        if unknown:
+            raise GateKindError(f"{where(kind)}: planned gate {gate.name!r} names configs not in the deployment: {unknown}")
+    return gates
+
+
 def planned_gates(dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
     """Every gate of the run, kind by kind."""
-    return [gate for kind in kinds() for gate in kind.planned(dep, unbooted)]
+    return [gate for kind in kinds() for gate in planned_of(kind, dep, unbooted)]
+
+
+def check_planned(dep: Deployment) -> None:
+    """Two gates of one name would share a verdict and a test id: the second is refused, by its table."""
+    for kind in kinds():
+        names: set[str] = set()
+        ids: set[str] = set()
+        for gate in planned_of(kind, dep, set()):
+            for said, seen in ((gate.name, names), (gate.test_id, ids)):
+                if said in seen:
+                    field = f"gates.{kind.table}" if kind.table else None
+                    raise DeploymentError(
+                        dep.path, field, f"two gates are both {said!r}: each gate must differ from the others in what it judges"
+                    )
+                seen.add(said)
+
+
+def descriptions(dep: Deployment) -> list[str]:
+    """`specgate check`'s lines of every kind."""
+    lines: list[str] = []
+    for kind in kinds():
+        with calling(kind, "describe"):
+            lines.extend(kind.describe(dep))
+    return lines

@@ -22,7 +22,7 @@ from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.errors import SpecgateError
-from specgate.gate_kinds import kind_of_test, planned_gates
+from specgate.gate_kinds import kind_of_test, planned_gates, planned_of
 from specgate.measure.fidelity import check_fidelity, fidelity_of
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import Measurements, SpeedMeter
@@ -269,7 +269,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 f"specgate: {metafunc.function.__name__} asks for planned_gate, but no gate kind has that test "
                 "(specgate.gate_kinds)"
             )
-        gates = kind.planned(dep, unbooted)
+        gates = planned_of(kind, dep, unbooted)
         metafunc.parametrize("planned_gate", gates, ids=[g.test_id for g in gates])
 
 

@@ -161,7 +161,11 @@ class Table:
         if key in self._data:
             return self._data[key]
         if default is _MISSING:
-            raise self.error(key, "is required but missing")
+            # A misspelt required key fails here, before the unknown keys are looked at: say it now.
+            unread = [k for k in self._data if k not in self._read]
+            near = difflib.get_close_matches(key, unread, n=1, cutoff=0.75)
+            hint = f" (the table has {near[0]!r}: misspelt?)" if near else ""
+            raise self.error(key, "is required but missing" + hint)
         return default
 
     @overload

@@ -10,7 +10,7 @@ import sys
 from specgate import project
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import SpecgateError
-from specgate.gate_kinds import kinds
+from specgate.gate_kinds import descriptions
 
 # A tie margin past this many nats is no bf16 tie (the shipped H200 deployments use 0.3 to 0.625).
 WIDE_TIE_MARGIN = 1.0
@@ -115,8 +115,7 @@ def describe(dep: Deployment) -> str:
             lines.append(f"    launched with its own command: {' '.join(cfg.command)}")
         if cfg.tolerate:
             lines.append(f"    declared known differences (counted, not failed): {', '.join(cfg.tolerate)}")
-    for kind in kinds():
-        lines.extend(kind.describe(dep))
+    lines.extend(descriptions(dep))
     lines.append(
         f"  {dep.launch.boots} boot(s) per config; gates that cannot compare or cannot fail: "
         + ("fail their tests: the run ends PARTIAL, exit 4" if dep.gates.uncompared == "fail" else "warn only ([gates] uncompared = \"warn\")")

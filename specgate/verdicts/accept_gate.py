@@ -41,7 +41,8 @@ class AcceptFloorGate:
 
     @property
     def name(self) -> str:
-        return f"{self.config}-accepts-{self.at_least:g}"
+        at = f"-c{self.concurrency}" if self.concurrency != 1 else ""  # as a beats gate names it
+        return f"{self.config}-accepts-{self.at_least:g}{at}"
 
 
 class AcceptFloorGates(GateBase):

@@ -48,7 +48,9 @@ class BeatsGate:
 
     @property
     def name(self) -> str:
-        return f"{self.config}-beats-{'stored-' if self.against == 'stored' else ''}{self.over}"
+        # The concurrency is named where it is not 1: one promise per concurrency is two gates.
+        at = f"-c{self.concurrency}" if self.concurrency != 1 else ""
+        return f"{self.config}-beats-{'stored-' if self.against == 'stored' else ''}{self.over}{at}"
 
 
 class BeatsGates(GateBase):

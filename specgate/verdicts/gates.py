@@ -69,9 +69,9 @@ class GateFigures(TypedDict, total=False):
 
     # What was compared, and the bar.
     ratio: IntervalFigure  # beats: the config's decode tok/s over the other config's, paired per request
-    required: float  # beats: the ratio asked for; accept: the floor
+    required: float  # the bar: beats, the ratio asked for; accept, the floor
     n: int | list[int]  # requests judged (beats in this run: [the config's, the other's])
-    now: IntervalFigure  # this run's figure (decode tok/s, or accept length) where it is compared with a stored one
+    now: IntervalFigure  # this run's figure that the gate judges (decode tok/s, accept length) against a bar or a stored figure
     stored: float | None  # the stored figure it is compared with
     baseline_file: str  # the stored baseline compared with (its file name)
     accept_length: IntervalFigure | None  # the config's pooled accept length in this run

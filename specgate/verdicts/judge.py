@@ -13,7 +13,8 @@ are said, never passed.
 from __future__ import annotations
 
 from specgate.equivalence.golden import GoldenAnswers
-from specgate.gate_kinds import PlannedGate, kind_named
+from specgate.errors import GateKindError
+from specgate.gate_kinds import PlannedGate, calling, kind_named, where
 from specgate.measure.summary import summarise_speed
 from specgate.verdicts.accept_gate import AcceptFloorGates
 from specgate.verdicts.beats_gate import BeatsGates
@@ -32,8 +33,19 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates):
     kinds share. Its verdicts are recorded in `verdicts`."""
 
     def decide(self, gate: PlannedGate) -> Verdict:
-        """The verdict of one planned gate, by its kind (the gate tests call this)."""
-        return kind_named(gate.kind).decide(self, gate)
+        """The verdict of one planned gate, by its kind (the gate tests call this), kept among the
+        run's verdicts whether or not the kind recorded it: a verdict the report never saw would
+        leave its gate out of the table while its test passed."""
+        kind = kind_named(gate.kind)
+        with calling(kind, f"decide (of {gate.name})"):
+            verdict = kind.decide(self, gate)
+        if not isinstance(verdict, Verdict):
+            raise GateKindError(f"{where(kind)}: decide returned {type(verdict).__name__}, not a Verdict ({gate.name})")
+        if verdict.gate != gate.name:
+            raise GateKindError(f"{where(kind)}: decide of {gate.name!r} returned a verdict named {verdict.gate!r}")
+        if not any(v is verdict for v in self.verdicts):
+            self._record(verdict)
+        return verdict
 
 
 def baseline_document(

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specgate.deployment import Deployment, flag_int
-from specgate.gate_kinds import kinds
+from specgate.gate_kinds import calling, kinds
 
 # The least accept length there is: the verified token (verdicts.judge uses the same figure).
 TAU_FLOOR = 1.0
@@ -103,7 +103,10 @@ def accept_tolerance(deployment: Deployment, config: str) -> Vacuity | None:
 
 def vacuities(deployment: Deployment) -> list[Vacuity]:
     """Every threshold of the deployment under which some gate cannot fail, each once."""
-    found = [v for kind in kinds() for v in kind.vacuities(deployment)]
+    found: list[Vacuity] = []
+    for kind in kinds():
+        with calling(kind, "vacuities"):
+            found.extend(kind.vacuities(deployment))
     # One field may make several configs' gates vacuous: said once per field, with each config's reason.
     merged: dict[str, Vacuity] = {}
     for v in found:

@@ -13,7 +13,7 @@ from helpers import merge, sim_deployment_dict
 from specgate import gate_kinds
 from specgate.cli.check import describe
 from specgate.deployment import parse_deployment
-from specgate.errors import DeploymentErrors
+from specgate.errors import DeploymentErrors, GateKindError
 from specgate.resources import SOURCE_ROOT
 
 PAGE = SOURCE_ROOT / "docs" / "gate-kinds.md"
@@ -61,17 +61,6 @@ def test_without_the_kind_its_table_is_refused():
         _dep([{"config": "eagle3-decode", "seconds": 0.5}])
 
 
-def test_a_listed_module_without_a_kind_is_named(monkeypatch):
-    monkeypatch.setattr(gate_kinds, "KIND_MODULES", (*gate_kinds.KIND_MODULES, "gates"))
-    gate_kinds.kinds.cache_clear()
-    try:
-        with pytest.raises(TypeError, match=r"specgate\.verdicts\.gates is listed in KIND_MODULES but defines no KIND"):
-            gate_kinds.kinds()
-    finally:
-        monkeypatch.undo()
-        gate_kinds.kinds.cache_clear()
-
-
 def test_the_example_kind_fails_a_run_for_its_own_reason(sim_deployment, pytester):
     pytester.makepyfile(ttft_kind_loader=_LOADER)
     d = sim_deployment({"gates": {"ttft": [{"config": "eagle3-decode", "seconds": 0.0001}]}})
@@ -81,3 +70,121 @@ def test_the_example_kind_fails_a_run_for_its_own_reason(sim_deployment, pyteste
     [gate] = [g for g in report["gates"] if g["gate"] == "ttft:eagle3-decode-c1"]
     assert gate["status"] == "fail" and "required <= 0.0001 s" in gate["summary"]
     assert report["overall"] != "PASS"
+
+
+# --- a broken kind is named, never a traceback, never a gate silently left out ---------------
+_TOY = """
+from specgate.gate_kinds import GateKind, PlannedGate
+from specgate.verdicts.gates import PASS, Verdict
+
+
+class Toy(GateKind):
+    name = {name!r}
+    test = {test!r}
+    table = {table!r}
+    example = {example!r}
+
+    def parse(self, g, configs, workload):
+        return g.text("config")
+
+    def planned(self, dep, unbooted):
+        return [PlannedGate(self.name, f"{{self.name}}:{{c}}", c, (c,), c, c) for c in dep.gates.of(self.table or "")]
+
+    def decide(self, judge, gate):
+        return Verdict(gate.name, gate.config, PASS, "a toy verdict, returned unrecorded")
+
+
+KIND = {kind}
+"""
+
+
+@pytest.fixture
+def register(monkeypatch):
+    import sys
+    import types
+
+    def add(module, **fields):
+        values = {"name": "toy", "test": "test_toy", "table": "toy", "example": {"config": "{speculative}"}, "kind": "Toy()"}
+        values.update(fields)
+        loaded = types.ModuleType(f"specgate.verdicts.{module}")
+        monkeypatch.setitem(sys.modules, loaded.__name__, loaded)
+        exec(compile(_TOY.format(**values), module, "exec"), loaded.__dict__)
+        monkeypatch.setattr(gate_kinds, "KIND_MODULES", (*gate_kinds.KIND_MODULES, module))
+        gate_kinds.kinds.cache_clear()
+
+    yield add
+    monkeypatch.undo()
+    gate_kinds.kinds.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"kind": "Toy"}, "KIND is the class Toy; expected an instance: KIND = Toy()"),
+        ({"kind": "None"}, "defines no KIND"),
+        ({"test": "check_toy"}, "its test 'check_toy' must be a name starting 'test_'"),
+        ({"test": "test_accept_length_floor"}, "are both gate kinds with test 'test_accept_length_floor'"),
+        ({"name": "beats"}, "are both gate kinds with name 'beats'"),
+        ({"table": "beats"}, "are both gate kinds with table 'beats'"),
+        ({"table": "tolerance"}, "its table 'tolerance' is a [gates] setting"),
+        ({"example": None}, "declares table 'toy' but no example"),
+        ({"name": "Toy Kind"}, "its name 'Toy Kind' must be lower case"),
+    ],
+)
+def test_a_broken_kind_is_refused_naming_its_module(register, fields, said):
+    register("toy_gate", **fields)
+    with pytest.raises(GateKindError) as err:
+        gate_kinds.kinds()
+    assert "specgate/verdicts/toy_gate.py (named in specgate/gate_kinds.py KIND_MODULES)" in str(err.value)
+    assert said in str(err.value)
+
+
+def test_a_kind_module_that_cannot_import_is_named(monkeypatch):
+    monkeypatch.setattr(gate_kinds, "KIND_MODULES", (*gate_kinds.KIND_MODULES, "ghost_gate"))
+    gate_kinds.kinds.cache_clear()
+    try:
+        with pytest.raises(GateKindError, match=r"specgate/verdicts/ghost_gate\.py .* cannot be imported: ModuleNotFoundError"):
+            _dep([])
+    finally:
+        monkeypatch.undo()
+        gate_kinds.kinds.cache_clear()
+
+
+def test_a_kind_that_raises_is_named_not_a_traceback(register, monkeypatch):
+    register("toy_gate")
+    toy = gate_kinds.kind_named("toy")
+    monkeypatch.setattr(type(toy), "parse", lambda self, g, configs, workload: 1 / 0)
+    with pytest.raises(GateKindError, match=r"gate kind 'toy' \(specgate/verdicts/toy_gate\.py\) raised in parse \(of gates\.toy\[0\]"):
+        parse_deployment(merge(sim_deployment_dict(), {"gates": {"toy": [{"config": "eagle3-decode"}]}}), Path("d.toml"))
+
+
+def test_a_verdict_the_kind_did_not_record_is_kept(register):
+    from specgate.verdicts.judge import Judge
+
+    register("toy_gate")
+    dep = parse_deployment(merge(sim_deployment_dict(), {"gates": {"toy": [{"config": "eagle3-decode"}]}}), Path("d.toml"))
+    [gate] = [g for g in gate_kinds.planned_gates(dep, set()) if g.kind == "toy"]
+    judge = Judge(dep, None, Path("/nonexistent"))  # type: ignore[arg-type]
+    verdict = judge.decide(gate)
+    assert judge.verdicts == [verdict] and verdict.gate == "toy:eagle3-decode"
+
+
+def test_two_gates_of_one_name_are_refused_and_a_concurrency_names_its_gate():
+    beats = {"config": "eagle3-decode", "over": "baseline", "ratio": 1.1}
+    data = merge(sim_deployment_dict(), {"workload": {"concurrency": [1, 4]}, "gates": {"beats": [beats, beats]}})
+    with pytest.raises(Exception, match=r"gates\.beats.*two gates are both 'beats:eagle3-decode-beats-baseline'"):
+        parse_deployment(data, Path("d.toml"))
+    data["gates"]["beats"] = [beats, {**beats, "concurrency": 4}]
+    dep = parse_deployment(data, Path("d.toml"))
+    assert [g.name for g in gate_kinds.kind_named("beats").planned(dep, set())] == [
+        "beats:eagle3-decode-beats-baseline",
+        "beats:eagle3-decode-beats-baseline-c4",
+    ]
+
+
+def test_a_misspelt_required_field_is_named_beside_the_missing_one():
+    with pytest.raises(DeploymentErrors, match=r"at_least'.*is required but missing \(the table has 'at_leats': misspelt\?\)"):
+        parse_deployment(
+            merge(sim_deployment_dict(), {"gates": {"accept_length": [{"config": "eagle3-decode", "at_leats": 2}]}}),
+            Path("d.toml"),
+        )
