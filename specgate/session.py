@@ -93,7 +93,7 @@ class GateSession:
         """`failed` (a failed test) is a beats or no-regression gate on speed that
         judged and did not pass, not one that raised before judging."""
         timing = {g.name for g in planned_gates(self.deployment, set()) if g.timing}
-        return any(v.failed and v.gate in timing for v in verdicts_of_failure(str(failed), self.judge.verdicts))
+        return any(v.failed and v.gate in timing for v in verdicts_of_failure(failed.test, self.judge.verdicts))
 
     def why_no_baseline(self) -> str | None:
         """A baseline states that what it holds is correct and measured in full."""

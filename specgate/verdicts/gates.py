@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypedDict
 
-from specgate.gate_kinds import kinds
 from specgate.measure.stats import Interval, IntervalFigure
 
 
@@ -114,6 +113,9 @@ class Verdict:
     # Whether that interval holds the noise between boots of one build (verdicts.noise.HeldNoise):
     # False where it holds one boot's requests alone, None where the gate is no timing across boots.
     covers_between_boot: bool | None = None
+    # The gate test that judged it (pytest's item name, "test_…[id]"; Judge.decide sets it): a
+    # failed test is tied to its verdict by this, so no reader matches a verdict's sentence.
+    test: str = ""
 
     @property
     def failed(self) -> bool:
@@ -129,17 +131,11 @@ class Verdict:
         return self.status in UNJUDGED
 
 
-def gate_tests() -> tuple[str, ...]:
-    """How the gate tests' names start, one per gate kind (tests/gate/test_gates.py)."""
-    return tuple(f"{kind.test}[" for kind in kinds())
-
-
-def verdicts_of_failure(failed: str, verdicts: list[Verdict]) -> list[Verdict]:
-    """The gate verdicts a failed test ("name: why") reports, or [] where it failed otherwise
-    (a gate test that raised before judging: a server that died or hung)."""
-    if not failed.startswith(gate_tests()):
-        return []
-    return [v for v in verdicts if v.status != PASS and v.summary[:80] and v.summary[:80] in failed]
+def verdicts_of_failure(test: str, verdicts: list[Verdict]) -> list[Verdict]:
+    """The gate verdicts a failed test (pytest's item name, "test_…[id]") judged and did not pass,
+    or [] where it failed otherwise (a gate test that raised before judging: a server that died or
+    hung). Tied by the test that judged each verdict (`Verdict.test`), never by its wording."""
+    return [v for v in verdicts if v.test and v.test == test and v.status != PASS]
 
 
 def at_least(interval: Interval, bar: float) -> Status:

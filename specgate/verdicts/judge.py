@@ -32,10 +32,11 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates):
     sampler (sampler.py) and store of stored evidence (evidence.py); gate_base.py holds what the
     kinds share. Its verdicts are recorded in `verdicts`."""
 
-    def decide(self, gate: PlannedGate) -> Verdict:
-        """The verdict of one planned gate, by its kind (the gate tests call this), kept among the
-        run's verdicts whether or not the kind recorded it: a verdict the report never saw would
-        leave its gate out of the table while its test passed."""
+    def decide(self, gate: PlannedGate, test: str = "") -> Verdict:
+        """The verdict of one planned gate, by its kind, judged by gate test `test` (its pytest item
+        name, which ties the test's failure to this verdict); kept among the run's verdicts whether
+        or not the kind recorded it: a verdict the report never saw would leave its gate out of the
+        table while its test passed."""
         kind = kind_named(gate.kind)
         with calling(kind, f"decide (of {gate.name})"):
             verdict = kind.decide(self, gate)
@@ -43,6 +44,7 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates):
             raise GateKindError(f"{where(kind)}: decide returned {type(verdict).__name__}, not a Verdict ({gate.name})")
         if verdict.gate != gate.name:
             raise GateKindError(f"{where(kind)}: decide of {gate.name!r} returned a verdict named {verdict.gate!r}")
+        verdict.test = test
         if not any(v is verdict for v in self.verdicts):
             self._record(verdict)
         return verdict

@@ -120,7 +120,7 @@ def decide(
         unjudged=tuple(v for v in verdicts if v.unjudged and v not in first_record),
         # A gate test's failure is told by its verdict; one that raised before judging (a server that
         # died or hung) has none, and is told as a failure of its own.
-        failed_tests=tuple(f for f in failures if not verdicts_of_failure(str(f), list(verdicts))),
+        failed_tests=tuple(f for f in failures if not verdicts_of_failure(f.test, list(verdicts))),
         shortfalls=_shortfalls(facts, len(first_record)),
     )
 

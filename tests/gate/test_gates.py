@@ -33,8 +33,8 @@ def _settle(specgate, verdict):
 
 
 def _gate_test(kind):
-    def test(specgate, planned_gate):
-        _settle(specgate, specgate.judge.decide(planned_gate))
+    def test(specgate, planned_gate, request):
+        _settle(specgate, specgate.judge.decide(planned_gate, test=request.node.name))
 
     test.__name__ = test.__qualname__ = kind.test
     test.__doc__ = type(kind).__doc__

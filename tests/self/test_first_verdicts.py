@@ -136,8 +136,8 @@ def test_drift_needs_two_paired_requests():
 
 
 # --- cannot tell is not got worse ---------------------------------------------------------------
-def _v(gate, status, summary="s"):
-    return Verdict(gate, "c", status, summary)
+def _v(gate, status, summary="s", test=""):
+    return Verdict(gate, "c", status, summary, test=test)
 
 
 def test_a_gate_that_cannot_tell_makes_the_run_inconclusive_not_fail():
@@ -150,7 +150,9 @@ def test_a_gate_that_cannot_tell_makes_the_run_inconclusive_not_fail():
 
 def test_why_fail_puts_failures_first_groups_repeated_causes_and_counts_tests_as_pytest_does():
     missing = "no stored baseline for deployment 'x'; record one with: specgate baseline update x.toml"
-    verdicts = [_v(f"regression:{i}", NOT_COMPARED, missing) for i in range(6)] + [_v("beats:p", FAIL, "0.68x — FAILS")]
+    verdicts = [
+        _v(f"regression:{i}", NOT_COMPARED, missing, test=f"test_no_regression_against_stored_baseline[{i}]") for i in range(6)
+    ] + [_v("beats:p", FAIL, "0.68x — FAILS", test="test_speculation_beats_reference[p]")]
     failed = [f"test_no_regression_against_stored_baseline[{i}]: Failed: NOT COMPARED: {missing}" for i in range(6)]
     failed.append("test_speculation_beats_reference[p]: AssertionError: 0.68x — FAILS")
     got, reasons = overall_verdict(TestTally(8, failed=7), verdicts, {"uncompared_allowed": False}, failed)
@@ -242,7 +244,9 @@ def test_a_first_baseline_update_is_not_partial_for_what_it_is_recording():
 
 
 def test_wrong_outputs_are_said_before_a_speed_regression():
-    verdicts = [_v("regression:d:c1:decode_tps", FAIL, "REGRESSED -30%")]
+    verdicts = [
+        _v("regression:d:c1:decode_tps", FAIL, "REGRESSED -30%", test="test_no_regression_against_stored_baseline[d-c1-decode_tps]")
+    ]
     failed = [
         "test_no_regression_against_stored_baseline[d-c1-decode_tps]: Failed: REGRESSED -30%",
         "test_speculative_output_is_greedy_baseline[p]: AssertionError: decisive divergence at output token 5",

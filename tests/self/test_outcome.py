@@ -12,8 +12,8 @@ from specgate.verdicts.noise import BootSpread, ratio_interval_held
 from specgate.verdicts.outcome import FailedTest, RunFacts, Shortfall, TestTally, decide
 
 
-def _v(status, gate="g", summary="s", **figures):
-    return Verdict(gate, "c", status, summary, figures=figures)
+def _v(status, gate="g", summary="s", test="", **figures):
+    return Verdict(gate, "c", status, summary, figures=figures, test=test)
 
 
 RAISED = "test_speculation_beats_reference[e]: ServerDiedError: the server hung"
@@ -62,7 +62,10 @@ def test_each_mix_of_gate_statuses_gives_one_verdict_and_one_exit_code(tally, ve
 
 def test_the_outcome_holds_what_did_not_run_and_the_failures_no_gate_tells():
     told = "test_speculation_beats_reference[p]: AssertionError: 0.68x — FAILS"
-    verdicts = [_v(FAIL, "beats:p", "0.68x — FAILS"), _v(NOT_RUN, "accept:e", "its server never served")]
+    verdicts = [
+        _v(FAIL, "beats:p", "0.68x — FAILS", test="test_speculation_beats_reference[p]"),
+        _v(NOT_RUN, "accept:e", "its server never served"),
+    ]
     facts = RunFacts(expected={"gates": 4, "speed": 2}, ran={"gates": 2, "speed": 2})
     outcome = decide(TestTally(0, failed=2), verdicts, facts, [told, RAISED])
     # The gate's own failure is told by its verdict; the one that raised before judging is kept typed.
@@ -154,3 +157,11 @@ def test_the_report_and_its_markdown_read_the_between_boot_flag():
     assert "1 timing gate(s) judged on intervals that do not hold the noise between boots" in render_markdown(report)
     held = Verdict(blind.gate, "baseline", PASS, "s", noise="NOT the between-boot noise, as words", covers_between_boot=True)
     assert "do not hold the noise between boots" not in render_markdown(_report_with([held], []))
+
+
+def test_a_failed_test_is_tied_to_the_verdict_it_judged_not_to_a_like_sentence():
+    """Two gates may say the same words; a failure is told by the verdict its own test judged."""
+    judged = _v(FAIL, "beats:a", "0.68x — FAILS", test="test_speculation_beats_reference[a]")
+    alike = "test_speculation_beats_reference[b]: AssertionError: 0.68x — FAILS"  # b's test, a's words
+    outcome = decide(TestTally(0, failed=2), [judged], RunFacts(), ["test_speculation_beats_reference[a]: x", alike])
+    assert outcome.failed_tests == (FailedTest("test_speculation_beats_reference[b]", "AssertionError: 0.68x — FAILS"),)
