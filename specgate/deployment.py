@@ -549,7 +549,7 @@ def _parse_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerCo
             "reference", f"names config {reference!r}, which is not under [configs]; have {sorted(configs)}"
         )
     if configs[reference].speculative:
-        raise top.error("reference", f"config {reference!r} is speculative; the reference must be the plain baseline")
+        raise top.error("reference", f"config {reference!r} is speculative; the reference must decode plainly (no --speculative-algorithm)")
     _check_config_references(top.table("configs"), configs, reference)
     if launch.reference_stored:
         _check_stored_reference(top, configs, reference)

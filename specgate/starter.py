@@ -48,7 +48,7 @@ gate = false                  # your SGLang servers boot only for `specgate run`
                               # skipped with its reason where the servers cannot start (no SGLang here)"""
 
 # The speculative flags `--launch` may carry: they make the speculative configs; the rest of
-# the command is the plain baseline.
+# the command is the plain reference.
 SPEC_PREFIX = "--speculative-"
 # SGLang's multi-node flags: one local process cannot be several nodes (launcher = "ssh" starts them).
 MULTI_NODE_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
@@ -149,7 +149,7 @@ def launch_deployment(name: str, command_line: str, draft: str | None) -> tuple[
     elif draft is not None:
         notes.append("--draft ignored: the command already names its --speculative-* flags")
     text = f"""\
-# Written by `specgate init --launch`: your command's flags are the plain baseline, its
+# Written by `specgate init --launch`: your command's flags are the plain reference, its
 # speculative flags run in both attention modes. Check it with `specgate check {name}`.
 name = {json.dumps(name)}
 description = "plain vs EAGLE-3 in prefill and decode attention mode"

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write specgate.toml and a starting deployment into a repository (default: the SIMULATOR's)",
     )
     init.add_argument("folder", nargs="?", default=".", help="the repository's folder (default: here)")
-    init.add_argument("--launch", default=None, help="an SGLang launch command: its flags become the plain baseline")
+    init.add_argument("--launch", default=None, help="an SGLang launch command: its flags become the plain reference")
     init.add_argument("--draft", default=None, help="with --launch: the EAGLE-3 draft model, where the command has none")
     init.add_argument("--url", default=None, help="a running speculative server (with --reference-url and --model)")
     init.add_argument("--reference-url", default=None, help="the running plain server it is compared with")

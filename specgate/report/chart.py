@@ -76,5 +76,5 @@ def _colour(row: SpeedRow) -> str:
         return "#c0392b"
     ratio = row.ratio_to_reference
     if ratio is not None and ratio.high < 1.0:
-        return "#e67e22"  # slower than the plain baseline, even if no gate asks otherwise
+        return "#e67e22"  # slower than the plain reference, even if no gate asks otherwise
     return "#27ae60" if row.verdict == RunVerdict.PASS else "#7f8c8d"

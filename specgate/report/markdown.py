@@ -387,7 +387,7 @@ def render_markdown(report: Report) -> str:
                 "another tie margin, no server needed."
             )
     if report.baseline_problems:
-        out.append("\n**The plain baseline itself broke an invariant:**\n")
+        out.append("\n**The plain reference itself broke an invariant:**\n")
         out.extend(f"- {p}" for p in report.baseline_problems[:10])
     out.extend(sampling_section(report))
 

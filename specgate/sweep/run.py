@@ -1,6 +1,6 @@
-"""Boot the sweep's points in waves beside a resident plain baseline, measure, record as we go.
+"""Boot the sweep's points in waves beside a resident plain reference, measure, record as we go.
 
-One plain baseline per GPU boots first and stays up for the whole session, holding one of
+One plain reference per GPU boots first and stays up for the whole session, holding one of
 the `parallel` slots of its GPU. A wave fills the other slots; its servers boot at once
 (staggered per GPU as the deployment says), then each GPU's baseline is measured again on
 the same pinned requests, and each point is measured alone and stopped, so no two
@@ -155,19 +155,19 @@ def _measure_baselines(
     out = {}
     for gpu, name in baseline_of.items():
         if name not in pool.live:
-            echo(f"  {name}: plain baseline NOT RUNNING ({pool.failed.get(name, 'not booted')[:200]}): no ratios")
+            echo(f"  {name}: plain reference NOT RUNNING ({pool.failed.get(name, 'not booted')[:200]}): no ratios")
             continue
         try:
             samples = meter.sample(pool.live[name], 1, repeats)
         except SpecgateError as exc:
-            echo(f"  {name}: plain baseline FAILED in wave {wave + 1}: {str(exc)[:200]}")
+            echo(f"  {name}: plain reference FAILED in wave {wave + 1}: {str(exc)[:200]}")
             pool.release(name)
             continue
         record = ConfigSpeed(name, 1, samples=samples)
         out[gpu] = record
         session.baselines.setdefault(gpu, []).append([round(v, 3) for v in record.decode_tps_per_request])
         where = f" on GPU {gpu}" if gpu else ""
-        echo(f"  {name}: {median(record.decode_tps_per_request):.1f} tok/s (plain baseline{where}, wave {wave + 1})")
+        echo(f"  {name}: {median(record.decode_tps_per_request):.1f} tok/s (plain reference{where}, wave {wave + 1})")
     return out
 
 
@@ -210,7 +210,7 @@ def _result(
     else:
         # Measured, but with nothing to pair it with: not done, so the next sweep measures it again.
         result.status = "unpaired"
-        result.error = "no plain baseline measured beside it (same wave, same GPU): no ratio"
+        result.error = "no plain reference measured beside it (same wave, same GPU): no ratio"
     return result
 
 

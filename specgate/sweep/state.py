@@ -2,7 +2,7 @@
 
 An interrupted sweep (a CI job cancelled, a machine's time limit) resumes from this file
 and boots only the points it lacks. Speeds are compared as ratios measured side by side,
-so each session (one invocation) measures its own plain baseline and every point's ratio
+so each session (one invocation) measures its own plain reference and every point's ratio
 is taken against the baseline measured in its own wave of its own session, on its own GPU.
 """
 
@@ -50,7 +50,7 @@ class PointResult:
 class SessionRecord:
     id: str
     provenance: dict[str, Any]
-    # GPU -> per wave, per-request decode tok/s of that GPU's resident plain baseline
+    # GPU -> per wave, per-request decode tok/s of that GPU's resident plain reference
     baselines: dict[str, list[list[float]]] = field(default_factory=dict)
     complete: bool = False
 

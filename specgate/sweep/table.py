@@ -1,6 +1,6 @@
 """The sweep's verdict for a person: a ranked table, and where speculation starts to win.
 
-Ranked by the paired ratio over the plain baseline of the same session and GPU; a point
+Ranked by the paired ratio over the plain reference of the same session and GPU; a point
 "beats" the baseline only when its whole interval is above 1 (✓), "loses" when it is
 wholly below (✗), and is undecided (~) otherwise.
 """
@@ -39,7 +39,7 @@ def render_sweep(plan: SweepPlan, state: SweepState, complete: bool) -> str:
     )
     out.append(
         f"{done} of {len(plan.points)} points measured ({status}); {len(state.sessions)} session(s). Each ratio is "
-        "paired per request against the plain baseline measured in the same wave, on the same GPU; ✓ beats it "
+        "paired per request against the plain reference measured in the same wave, on the same GPU; ✓ beats it "
         "(interval above 1), ✗ loses (below 1), ~ undecided.\n"
     )
     out.append(

@@ -296,7 +296,7 @@ class RegressionGates(GateBase):
         if status == FAIL and two_sided:
             direction = "faster" if ratio.low > 1 + allowed else "slower"
             notes.append(
-                f"the plain baseline itself is {direction} than stored: the machine (or plain decoding) moved since the "
+                f"the plain reference itself is {direction} than stored: the machine (or plain decoding) moved since the "
                 "stored run (not within this run: the report's drift line says that); "
                 "speculative configs are judged on their speedup over it, which such a move leaves alone"
             )
