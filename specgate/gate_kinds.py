@@ -33,6 +33,8 @@ KIND_MODULES = ("beats_gate", "accept_gate", "regression_gate")
 # The [gates] keys that are settings, not a kind's table (deployment._parse_gate_settings reads them).
 GATE_SETTINGS = frozenset({"tolerance", "confidence", "sample_batch", "uncompared", "between_boot", "detect"})
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# A gate's test id: what `-k` and a node id can select (no brackets, spaces, "::" or non-ASCII).
+_TEST_ID = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ class GateKind(ABC):
 
     @abstractmethod
     def decide(self, judge: Any, gate: PlannedGate) -> Any:
-        """The gate's verdict (`specgate.verdicts.gates.Verdict`), recorded by the judge
-        (`judge._record`); the judge (`specgate.verdicts.judge.Judge`) measures what it asks."""
+        """The gate's verdict (`specgate.verdicts.gates.Verdict`), named as `gate` and of its config;
+        the judge (`specgate.verdicts.judge.Judge`) measures what it asks and keeps the verdict."""
 
     def describe(self, dep: Deployment) -> list[str]:
         """`specgate check`'s lines for this kind's gates."""
@@ -93,7 +95,7 @@ def kinds() -> tuple[GateKind, ...]:
         where = f"specgate/verdicts/{module}.py (named in specgate/gate_kinds.py KIND_MODULES)"
         try:
             loaded = importlib.import_module(f"specgate.verdicts.{module}")
-        except Exception as exc:  # a kind's module that cannot load names itself, not a traceback
+        except (Exception, SystemExit) as exc:  # a kind's module that cannot load names itself, not a traceback
             raise GateKindError(f"{where} cannot be imported: {type(exc).__name__}: {exc}") from exc
         kind = getattr(loaded, "KIND", None)
         if isinstance(kind, type) and issubclass(kind, GateKind):
@@ -180,6 +182,11 @@ def planned_of(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[Plan
         unknown = [c for c in (gate.config, *gate.needs) if c not in dep.configs]
         if unknown:
             raise GateKindError(f"{where(kind)}: planned gate {gate.name!r} names configs not in the deployment: {unknown}")
+        if gate.name == f"{kind.name}:" or not isinstance(gate.test_id, str) or not _TEST_ID.match(gate.test_id):
+            raise GateKindError(
+                f"{where(kind)}: planned gate {gate.name!r} has test id {gate.test_id!r}: a gate needs a name after "
+                f"{kind.name + ':'!r} and an id of ASCII letters, digits and '_.+-' (what -k and a node id select)"
+            )
     return gates
 
 
@@ -195,18 +202,31 @@ def check_planned(dep: Deployment) -> None:
         ids: set[str] = set()
         for gate in planned_of(kind, dep, set()):
             for said, seen in ((gate.name, names), (gate.test_id, ids)):
+                if said in seen and kind.table is None:  # planned from the configs: the kind's own doing
+                    raise GateKindError(f"{where(kind)}: planned two gates both {said!r}")
                 if said in seen:
-                    field = f"gates.{kind.table}" if kind.table else None
                     raise DeploymentError(
-                        dep.path, field, f"two gates are both {said!r}: each gate must differ from the others in what it judges"
+                        dep.path,
+                        f"gates.{kind.table}",
+                        f"two gates are both {said!r}: each gate must differ from the others in what it judges",
                     )
                 seen.add(said)
+        # What `specgate check` and the vacuity warnings will ask of the kind, asked once now.
+        _described(kind, dep)
+        with calling(kind, "vacuities"):
+            found = kind.vacuities(dep)
+        if not isinstance(found, list) or not all(hasattr(v, "field") and hasattr(v, "why") for v in found):
+            raise GateKindError(f"{where(kind)}: vacuities must return a list of Vacuity, not {found!r:.80}")
+
+
+def _described(kind: GateKind, dep: Deployment) -> list[str]:
+    with calling(kind, "describe"):
+        lines = kind.describe(dep)
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        raise GateKindError(f"{where(kind)}: describe must return a list of lines (str), not {lines!r:.80}")
+    return lines
 
 
 def descriptions(dep: Deployment) -> list[str]:
     """`specgate check`'s lines of every kind."""
-    lines: list[str] = []
-    for kind in kinds():
-        with calling(kind, "describe"):
-            lines.extend(kind.describe(dep))
-    return lines
+    return [line for kind in kinds() for line in _described(kind, dep)]

@@ -288,6 +288,8 @@ def _item_phase_and_config(item: pytest.Item, dep: Deployment) -> tuple[str, str
         config = params["spec_config"]
     elif "speed_target" in params:
         config = params["speed_target"][0]
+    elif "planned_gate" in params:
+        config = params["planned_gate"].config
     else:
         config = dep.reference
     return phase, config

@@ -18,9 +18,14 @@ def schema_command(args: argparse.Namespace) -> int:
 
         schema = report_schema()
     else:
+        from specgate.errors import SpecgateError
         from specgate.schema import deployment_schema
 
-        schema = deployment_schema()
+        try:
+            schema = deployment_schema()
+        except SpecgateError as exc:  # a gate kind that breaks on its own example
+            print(f"specgate: error: {exc}", file=sys.stderr)
+            return 2
     if args.output in (None, "-"):
         try:
             if sys.stdout is None:

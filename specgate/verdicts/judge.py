@@ -20,7 +20,7 @@ from specgate.verdicts.accept_gate import AcceptFloorGates
 from specgate.verdicts.beats_gate import BeatsGates
 from specgate.verdicts.evidence import other_machine
 from specgate.verdicts.gate_base import SIMULATED_TAU_ENV, simulated_tau
-from specgate.verdicts.gates import Verdict
+from specgate.verdicts.gates import Status, Verdict
 from specgate.verdicts.regression_gate import RegressionGates
 
 # Read from here by the CLI, the plugin and the self-tests.
@@ -38,15 +38,27 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates):
         or not the kind recorded it: a verdict the report never saw would leave its gate out of the
         table while its test passed."""
         kind = kind_named(gate.kind)
+        before = len(self.verdicts)
         with calling(kind, f"decide (of {gate.name})"):
             verdict = kind.decide(self, gate)
+        recorded = self.verdicts[before:]
+        del self.verdicts[before:]  # kept below, once, if it is what the gate decided
         if not isinstance(verdict, Verdict):
             raise GateKindError(f"{where(kind)}: decide returned {type(verdict).__name__}, not a Verdict ({gate.name})")
-        if verdict.gate != gate.name:
-            raise GateKindError(f"{where(kind)}: decide of {gate.name!r} returned a verdict named {verdict.gate!r}")
+        if verdict.gate != gate.name or verdict.config != gate.config:
+            raise GateKindError(
+                f"{where(kind)}: decide of {gate.name!r} (config {gate.config!r}) returned a verdict of "
+                f"{verdict.gate!r} (config {verdict.config!r})"
+            )
+        if not isinstance(verdict.status, Status):
+            raise GateKindError(f"{where(kind)}: decide of {gate.name!r} returned status {verdict.status!r}, not a Status")
+        if any(v is not verdict for v in recorded):
+            raise GateKindError(
+                f"{where(kind)}: decide of {gate.name!r} recorded {len(recorded)} verdict(s) other than the one it "
+                "returned: one gate, one verdict"
+            )
         verdict.test = test
-        if not any(v is verdict for v in self.verdicts):
-            self._record(verdict)
+        self._record(verdict)
         return verdict
 
 

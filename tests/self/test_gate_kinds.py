@@ -74,6 +74,7 @@ def test_the_example_kind_fails_a_run_for_its_own_reason(sim_deployment, pyteste
 
 # --- a broken kind is named, never a traceback, never a gate silently left out ---------------
 _TOY = """
+{head}
 from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.verdicts.gates import PASS, Verdict
 
@@ -92,7 +93,7 @@ class Toy(GateKind):
 
     def decide(self, judge, gate):
         return Verdict(gate.name, gate.config, PASS, "a toy verdict, returned unrecorded")
-
+{methods}
 
 KIND = {kind}
 """
@@ -104,7 +105,10 @@ def register(monkeypatch):
     import types
 
     def add(module, **fields):
-        values = {"name": "toy", "test": "test_toy", "table": "toy", "example": {"config": "{speculative}"}, "kind": "Toy()"}
+        values = {
+            "name": "toy", "test": "test_toy", "table": "toy", "example": {"config": "{speculative}"}, "kind": "Toy()",
+            "head": "", "methods": "",
+        }  # fmt: skip
         values.update(fields)
         loaded = types.ModuleType(f"specgate.verdicts.{module}")
         monkeypatch.setitem(sys.modules, loaded.__name__, loaded)
@@ -188,3 +192,76 @@ def test_a_misspelt_required_field_is_named_beside_the_missing_one():
             merge(sim_deployment_dict(), {"gates": {"accept_length": [{"config": "eagle3-decode", "at_leats": 2}]}}),
             Path("d.toml"),
         )
+
+
+def _method(source):
+    return "\n".join("    " + line for line in source.strip().splitlines())
+
+
+_TOY_DEP = {"gates": {"toy": [{"config": "eagle3-decode"}]}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"methods": _method("def describe(self, dep):\n    return 'a string'")}, "describe must return a list of lines"),
+        ({"methods": _method("def describe(self, dep):\n    raise RuntimeError('boom')")}, "raised in describe: RuntimeError: boom"),
+        ({"methods": _method("def vacuities(self, dep):\n    return None")}, "vacuities must return a list of Vacuity"),
+        (
+            {"methods": _method("def planned(self, dep, unbooted):\n    return [PlannedGate('toy', 'toy:a', 'baseline', (), 'x]y z', None)]")},
+            "has test id 'x]y z'",
+        ),
+        (
+            {
+                "table": None,
+                "example": None,
+                "methods": _method("def planned(self, dep, unbooted):\n    return [PlannedGate('toy', 'toy:a', 'baseline', (), 'a', None)] * 2"),
+            },
+            "planned two gates both 'toy:a'",
+        ),
+    ],
+)
+def test_a_kind_that_breaks_its_contract_is_named_when_the_deployment_loads(register, fields, said):
+    register("toy_gate", **fields)
+    with pytest.raises(GateKindError, match=re.escape(said)):
+        parse_deployment(merge(sim_deployment_dict(), _TOY_DEP if fields.get("table", "toy") else {}), Path("d.toml"))
+
+
+@pytest.mark.parametrize(
+    ("decide", "said"),
+    [
+        ("return Verdict('beats:eagle3-decode-beats-baseline', gate.config, PASS, 'forged')", "returned a verdict of 'beats:"),
+        ("return Verdict(gate.name, 'baseline', PASS, 'another config')", "(config 'baseline')"),
+        ("return Verdict(gate.name, gate.config, 'pass-ish', 'odd')", "returned status 'pass-ish', not a Status"),
+        (
+            "judge.record(Verdict(gate.name, gate.config, FAIL, 'one'))\n    return Verdict(gate.name, gate.config, PASS, 'two')",
+            "recorded 1 verdict(s) other than the one it returned",
+        ),
+    ],
+)
+def test_a_verdict_that_is_not_its_gates_own_is_refused(register, decide, said):
+    from specgate.verdicts.judge import Judge
+
+    register("toy_gate", head="from specgate.verdicts.gates import FAIL", methods=_method(f"def decide(self, judge, gate):\n    {decide}"))
+    dep = parse_deployment(merge(sim_deployment_dict(), _TOY_DEP), Path("d.toml"))
+    [gate] = [g for g in gate_kinds.planned_gates(dep, set()) if g.kind == "toy"]
+    judge = Judge(dep, None, Path("/nonexistent"))  # type: ignore[arg-type]
+    with pytest.raises(GateKindError, match=re.escape(said)):
+        judge.decide(gate)
+    assert judge.verdicts == []
+
+
+def test_a_kind_module_that_exits_as_it_imports_is_named(tmp_path, monkeypatch):
+    """`sys.exit(0)` while the kinds load would end `specgate run` at exit 0, a PASS with no report."""
+    import specgate.verdicts
+
+    (tmp_path / "exiting_gate.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.setattr(specgate.verdicts, "__path__", [*specgate.verdicts.__path__, str(tmp_path)])
+    monkeypatch.setattr(gate_kinds, "KIND_MODULES", (*gate_kinds.KIND_MODULES, "exiting_gate"))
+    gate_kinds.kinds.cache_clear()
+    try:
+        with pytest.raises(GateKindError, match=r"exiting_gate\.py \(named in .*\) cannot be imported: SystemExit"):
+            _dep([])
+    finally:
+        monkeypatch.undo()
+        gate_kinds.kinds.cache_clear()
