@@ -265,3 +265,19 @@ def test_a_kind_module_that_exits_as_it_imports_is_named(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         gate_kinds.kinds.cache_clear()
+
+
+def test_a_gate_test_belongs_to_its_gates_config():
+    """What a stopped run says was running ("X's was running when the signal came") is the gate's
+    config, not the reference's."""
+    from types import SimpleNamespace
+
+    from specgate.plugin import _item_phase_and_config
+
+    dep = parse_deployment(sim_deployment_dict(), Path("d.toml"))
+    [gate] = [g for g in gate_kinds.planned_gates(dep, set()) if g.kind == "accept"]
+    item = SimpleNamespace(
+        get_closest_marker=lambda name: SimpleNamespace(args=("gates",)),
+        callspec=SimpleNamespace(params={"planned_gate": gate}),
+    )
+    assert _item_phase_and_config(item, dep) == ("gates", "eagle3-decode")  # type: ignore[arg-type]
