@@ -20,7 +20,8 @@ two stages: a row's `confirm_alpha` and `false_alarm_rate`, a setting's `confirm
 gate's `covers_between_boot` (whether its interval holds the noise between boots); 12 a boot's
 `cause` and `log_tail` (why a server never came up, and the end of its log); 13 the sampling test's
 violation test (a setting's and a confirmation's `violation_p`, a row's `violation_threshold`: the
-speculative side's tokens outside the setting against the reference's own). Reports written
+speculative side's tokens outside the setting against the reference's own); 14 a sampling setting's
+`within_chance` (more breaks than the reference's, below the bar of a failure). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -43,7 +44,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[13] = 13
+SCHEMA_VERSION: Literal[14] = 14
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -52,7 +53,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -480,7 +481,7 @@ class SamplingSettingRow(_Part):
     """One sampling setting of one config: what was compared, the statistics, the verdict, and
     for a failure the prompt, the seed, the evidence and a curl reproducer."""
 
-    _since: ClassVar[dict[str, int]] = {"confirmation": 10, "violation_p": 13}
+    _since: ClassVar[dict[str, int]] = {"confirmation": 10, "violation_p": 13, "within_chance": 14}
 
     setting: str
     described: str
@@ -512,6 +513,9 @@ class SamplingSettingRow(_Part):
     seed: int | None
     reproducer: str | None
     confirmation: SamplingConfirmation | None = None  # stage 2, where stage 1 rejected on statistics
+    # More speculative tokens break the setting than the reference's, below the bar of a failure:
+    # said beside the verdict, never a failure; None where there are no more.
+    within_chance: str | None = None
 
 
 class SamplingRow(_Part):

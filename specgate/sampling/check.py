@@ -401,6 +401,7 @@ class SamplingChecker:
         top1_a, top1_b = _top1_share(a), _top1_share(b)
         rejected = sorted((t for t in pos if t.p < pos_bar), key=lambda t: t.p)
         evidence: list[str] = []
+        within_chance: str | None = None
         culprit: tuple[str, int] | None = None  # (prompt label, seed) of the failure's reproducer
         if v_rejected:
             kind, _ = max(v_spec.items(), key=lambda kv: kv[1])
@@ -413,7 +414,7 @@ class SamplingChecker:
         elif v_p is not None and v_bar is not None and sum(v_spec.values()) > sum(v_ref.values()):
             # Below the bar of a failure, yet more breaks than the reference's: said beside the PASS, so a
             # fault that drops every filter is not read as min_p's alone where min_p's side failed.
-            evidence.append(
+            within_chance = (
                 f"not a failure: {sum(v_spec.values())} of {checked} sampled tokens break the setting "
                 f"({_kinds(v_spec, setting)}) against the reference's {sum(v_ref.values())} (p = {v_p:.2g}, "
                 f"not below {v_bar:.2g})"
@@ -478,6 +479,7 @@ class SamplingChecker:
             "seed": None,
             "reproducer": None,
             "confirmation": None,
+            "within_chance": within_chance,
         }
         return row, culprit if failed else None
 

@@ -343,6 +343,16 @@ def test_healthy_samplers_whose_scoring_pass_jitters_at_the_boundary_pass_though
     typed = SamplingRow.model_validate(json.loads(json.dumps(row)))
     text = "\n".join(sampling_section(types.SimpleNamespace(sampling=[typed])))  # type: ignore[arg-type]
     assert "within chance of each other, not a failure" in text
+    # More speculative breaks than a reference that broke none, below the bar: its own typed field,
+    # said beside the PASS (the report reads the field, not a sentence's first words).
+    clean = json.loads(json.dumps(row))
+    setting = next(s for s in clean["settings"] if s["setting"] == "min_p0.1")
+    setting["violations_reference"] = {}
+    setting["within_chance"] = "not a failure: 3 of 900 sampled tokens break the setting"
+    setting["evidence"] = ["not a failure: a sentence in the evidence is not the field"]
+    text = "\n".join(sampling_section(types.SimpleNamespace(sampling=[SamplingRow.model_validate(clean)])))  # type: ignore[arg-type]
+    assert "min_p0.1: not a failure: 3 of 900 sampled tokens break the setting." in text
+    assert "a sentence in the evidence is not the field" not in text
 
 
 def test_min_p_left_off_in_verify_names_sglangs_known_cause(checker):
