@@ -90,7 +90,12 @@ def _row(row: SamplingRow) -> list[str]:
     for s in row.settings:
         if s.status != "FAIL":
             continue
-        out.append(f"\n**{s.setting} ({s.described}) FAILED** on prompt `{s.prompt}`, seed {s.seed}:\n")
+        seeded = (
+            f"seed {s.seed}"
+            if s.seed is not None
+            else "no seed (`sampling.seed_param = \"\"`: the server drew its own, so the curl below draws anew)"
+        )
+        out.append(f"\n**{s.setting} ({s.described}) FAILED** on prompt `{s.prompt}`, {seeded}:\n")
         out.extend(f"- {e}" for e in s.evidence)
         if s.within_chance:
             out.append(f"- {s.within_chance}")

@@ -339,7 +339,10 @@ class SamplingChecker:
             "input_ids": ref.prompt_ids[label],
             "sampling_params": wire.sample_params(setting, self.spec.max_new_tokens, seed, self.spec.seed_param),
         }
-        row.update(prompt=label, seed=seed, reproducer=wire.curl(spec_url, payload, api_key_env))
+        # Without a seed parameter the server drew its own: no seed reproduces the failing draw.
+        row.update(
+            prompt=label, seed=seed if self.spec.seed_param else None, reproducer=wire.curl(spec_url, payload, api_key_env)
+        )
         if self.replay is not None:
             text = next(p.text for p in self._prompts(setting) if p.label == label)
             self.replay.remember(config, setting, SamplingPrompt(label, text), seed, row["evidence"][0])

@@ -72,6 +72,20 @@ def test_greedy_acceptance_at_temperature_is_caught_by_sharper_samples(checker):
     assert by["t1.0"]["reproducer"] and '"sampling_seed"' in by["t1.0"]["reproducer"]
 
 
+def test_without_a_seed_parameter_a_failure_claims_no_seed():
+    """`seed_param = ""` (a release without per-request seeds): the server drew its own, so the
+    report names no seed and says its curl draws anew, rather than a seed that reproduces nothing."""
+    import dataclasses
+
+    unseeded = SamplingChecker(dataclasses.replace(SPEC, settings=SETTINGS[:1], seed_param=""), PROMPTS, seed=7)
+    row = unseeded.check("eagle3+greedy-accept", "baseline", in_process(EAGLE, parse_faults(["greedy-accept"])), REFERENCE)
+    [setting] = row["settings"]
+    assert setting["status"] == "FAIL" and setting["seed"] is None and "sampling_seed" not in setting["reproducer"]
+    typed = SamplingRow.model_validate(json.loads(json.dumps(row)))
+    text = "\n".join(sampling_section(types.SimpleNamespace(sampling=[typed])))  # type: ignore[arg-type]
+    assert "no seed (`sampling.seed_param = \"\"`: the server drew its own" in text and "seed None" not in text
+
+
 def test_filters_left_off_accepted_drafts_are_caught_as_tokens_outside_the_setting(checker):
     _, by = _judged(checker, ["drafts-unfiltered"])
     assert by["t0.7"]["status"] == by["t1.0"]["status"] == "PASS"  # no filter to leave off
