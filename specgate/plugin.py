@@ -115,7 +115,7 @@ def _refuse(config: pytest.Config, why: str) -> None:
     folder = config.stash.get(_FOLDER, None)
     if folder is not None:
         messages: list[str] = []
-        _write_short(folder.path, refused_input(why), messages)
+        _write_short(folder.path, refused_input(why, _simulator(config)), messages)
         for message in messages:
             print(f"specgate: {message}", file=sys.stderr)
 
@@ -576,7 +576,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             signum = interrupts.received()
             how = interrupts.name(signum) if signum is not None else "a signal or Ctrl-C"
             why = f"the run was interrupted ({how}) before any gate test started: no server was booted"
-            short = interrupted_before_gate(why)
+            short = interrupted_before_gate(why, _simulator(config))
             config.stash[_REPORT] = short
             _write_short(config.stash[_FOLDER].path, short, config.stash[_MESSAGES])
         return
@@ -589,7 +589,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     try:
         fingerprint, report = _write_report(gate, messages, interrupted)
     except Exception as exc:  # a report must exist and say the run failed, whatever broke it
-        report = _write_error_report(gate.options.report_dir, exc, messages)
+        report = _write_error_report(gate.options.report_dir, exc, messages, gate.deployment.simulator)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if gate.options.update_baselines:
             messages.append("baseline NOT written: the run's report could not be built")
@@ -718,14 +718,20 @@ def _write_report(gate: GateSession, messages: list[str], interrupted: str | Non
     return gate.judge.fingerprint_if_known(), report
 
 
-def _write_error_report(out: Path, exc: Exception, messages: list[str]) -> ErrorReport:
+def _simulator(config: pytest.Config) -> bool | None:
+    """The deployment's simulator flag, where this run read its deployment."""
+    dep = config.stash.get(_DEPLOYMENT, None)
+    return dep.simulator if dep is not None else None
+
+
+def _write_error_report(out: Path, exc: Exception, messages: list[str], simulator: bool | None = None) -> ErrorReport:
     """The verdict when the report itself could not be built: ERROR, with the cause."""
     import traceback
 
     cause = f"{type(exc).__name__}: {exc}"
     where = "".join(traceback.format_exception(exc)[-3:])
     messages.append(f"report NOT built, run counted as failed: {cause}")
-    error = ErrorReport(schema_version=SCHEMA_VERSION, overall="ERROR", error=cause)
+    error = ErrorReport(schema_version=SCHEMA_VERSION, overall="ERROR", error=cause, simulator=simulator)
     _write_short(out, error, messages, detail=f"```\n{where}```\n\n")
     return error
 

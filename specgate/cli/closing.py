@@ -112,8 +112,10 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
         overall, reasons = report.overall, [] if isinstance(report, ErrorReport) else report.overall_reasons
     if overall is None and interrupts.received() is not None:
         return short_interrupted(report_dir)
+    # The one line a CI log's tail shows: a simulator's verdict must not read as SGLang's.
+    simulated = " — SIMULATOR run, not SGLang" if report is not None and report.simulator else ""
     if overall == BAD_INPUT:
-        print(visible(f"specgate: {BAD_INPUT} — {reasons[0] if reasons else ''} — report in {report_dir / 'report.md'}"))
+        print(visible(f"specgate: {BAD_INPUT} — {reasons[0] if reasons else ''} — report in {report_dir / 'report.md'}{simulated}"))
         return Exit.BAD_INPUT
     if overall is None:
         if pytest_code == PYTEST_USAGE_ERROR:  # a usage error: the input, named where specgate refused it
@@ -125,8 +127,6 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
         return exit_code_without_report(pytest_code)
     words, next_step = closing_words(report) if isinstance(report, Report) else (reasons[0] if reasons else "", None)
     why = f" ({words})" if words else ""
-    # The one line a CI log's tail shows: a simulator's PASS must not read as SGLang's.
-    simulated = " — SIMULATOR run, not SGLang" if isinstance(report, Report) and report.simulator else ""
     if next_step is not None:
         # Said above the closing line, which a CI log's tail shows last: no baseline is not what failed.
         print(visible(f"specgate: {next_step}"))

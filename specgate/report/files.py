@@ -41,7 +41,8 @@ def short_markdown(report: ErrorReport, detail: str = "") -> str:
     else:  # before its gate session began, or while an ERROR report was written
         head = "The run was interrupted: no gate is known to pass."
     logs = "" if report.overall == BAD_INPUT else "Server logs: `logs/`.\n"  # none booted
-    return visible(f"# specgate: {report.overall}\n\n{head}\n\nCause: `{report.error}`\n\n{detail}{logs}")
+    title = f"specgate: {report.overall}" + (" (SIMULATOR run)" if report.simulator else "")
+    return visible(f"# {title}\n\n{head}\n\nCause: `{report.error}`\n\n{detail}{logs}")
 
 
 def write_short_report(out: Path, report: ErrorReport, detail: str = "") -> None:
@@ -53,14 +54,15 @@ def write_short_report(out: Path, report: ErrorReport, detail: str = "") -> None
     (out / "report.png").unlink(missing_ok=True)
 
 
-def refused_input(why: str) -> ErrorReport:
+def refused_input(why: str, simulator: bool | None = None) -> ErrorReport:
     """The short report of a run whose input (a deployment, a stored document, an option) was
-    refused: the same verdict as its exit code (2) and its closing line."""
-    return ErrorReport(schema_version=SCHEMA_VERSION, overall=BAD_INPUT, error=why)
+    refused: the same verdict as its exit code (2) and its closing line. `simulator`: the
+    deployment's flag, None where it was never read."""
+    return ErrorReport(schema_version=SCHEMA_VERSION, overall=BAD_INPUT, error=why, simulator=simulator)
 
 
-def interrupted_before_gate(why: str) -> ErrorReport:
-    return ErrorReport(schema_version=SCHEMA_VERSION, overall="INTERRUPTED", error=why)
+def interrupted_before_gate(why: str, simulator: bool | None = None) -> ErrorReport:
+    return ErrorReport(schema_version=SCHEMA_VERSION, overall="INTERRUPTED", error=why, simulator=simulator)
 
 
 def mark_interrupted(report: AnyReport, why: str) -> AnyReport:

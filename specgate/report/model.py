@@ -21,7 +21,8 @@ gate's `covers_between_boot` (whether its interval holds the noise between boots
 `cause` and `log_tail` (why a server never came up, and the end of its log); 13 the sampling test's
 violation test (a setting's and a confirmation's `violation_p`, a row's `violation_threshold`: the
 speculative side's tokens outside the setting against the reference's own); 14 a sampling setting's
-`within_chance` (more breaks than the reference's, below the bar of a failure). Reports written
+`within_chance` (more breaks than the reference's, below the bar of a failure) and a short report's
+`simulator`. Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -592,9 +593,13 @@ class ErrorReport(_Part):
     be built (ERROR), the run was stopped before its gate session began (INTERRUPTED), or its
     input was refused before anything booted (BAD INPUT, exit 2)."""
 
+    _since: ClassVar[dict[str, int]] = {"simulator": 14}
+
     schema_version: _Version = 0
     overall: Literal["ERROR", "INTERRUPTED", "BAD INPUT"]
     error: str  # the cause: exception type and message, which signal stopped the run and when, or which input was refused and why
+    # The deployment's `simulator` flag, as a full report says it; None where no deployment was read.
+    simulator: bool | None = None
 
 
 class _Dated(_Part):

@@ -4,6 +4,7 @@ baseline is a next step said after the failure, not the headline of a FAIL."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -64,6 +65,7 @@ def test_refused_input_is_bad_input_in_the_label_the_report_and_the_exit_code(tm
     assert "ERROR" not in closing and "exit code 4" not in closing
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["overall"] == "BAD INPUT" and str(broken) in report["error"]
+    assert report["simulator"] is True  # the deployment was read: a stored document was refused
     assert (tmp_path / "report" / "report.md").read_text().startswith("# specgate: BAD INPUT")
 
 
@@ -79,6 +81,10 @@ def test_a_refused_fault_injection_is_named_in_the_closing_line(tmp_path):
     closing = run.stdout.strip().splitlines()[-1]
     assert closing.startswith("specgate: BAD INPUT — ") and "SPECGATE_SIM_FAULTS names no config" in closing, closing
     assert "sim.toml:" not in closing  # the variable is wrong, not the deployment file
+    # The deployment was read: its refusal says it is the simulator's, as a full report would.
+    assert closing.endswith("— SIMULATOR run, not SGLang"), closing
+    assert json.loads((tmp_path / "report" / "report.json").read_text())["simulator"] is True
+    assert (tmp_path / "report" / "report.md").read_text().startswith("# specgate: BAD INPUT (SIMULATOR run)")
 
 
 def test_the_failing_configs_lever_leads_and_the_closing_line_says_simulator(sim_deployment, tmp_path):
