@@ -198,19 +198,23 @@ def planned_gates(dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
 def check_planned(dep: Deployment) -> None:
     """Two gates of one name would share a verdict and a test id: the second is refused, by its table."""
     for kind in kinds():
-        names: set[str] = set()
-        ids: set[str] = set()
+        named: dict[str, PlannedGate] = {}
         for gate in planned_of(kind, dep, set()):
-            for said, seen in ((gate.name, names), (gate.test_id, ids)):
-                if said in seen and kind.table is None:  # planned from the configs: the kind's own doing
+            for said in (gate.name, gate.test_id):
+                first = named.get(said)
+                if first is not None and kind.table is None:  # planned from the configs: the kind's own doing
                     raise GateKindError(f"{where(kind)}: planned two gates both {said!r}")
-                if said in seen:
+                if first is not None:
+                    entries = dep.gates.of(kind.table or "")
+                    at = [i for i, e in enumerate(entries) if e is first.spec or e is gate.spec]
                     raise DeploymentError(
                         dep.path,
-                        f"gates.{kind.table}",
-                        f"two gates are both {said!r}: each gate must differ from the others in what it judges",
+                        f"gates.{kind.table}[{at[-1]}]" if len(at) == 2 else f"gates.{kind.table}",
+                        f"names the same gate as gates.{kind.table}[{at[0]}], {said!r}: the same comparison (its configs "
+                        "and concurrency) under another bar is one gate, so keep the stricter; or rename a config "
+                        "whose name makes two gates read alike",
                     )
-                seen.add(said)
+                named[said] = gate
         # What `specgate check` and the vacuity warnings will ask of the kind, asked once now.
         _described(kind, dep)
         with calling(kind, "vacuities"):

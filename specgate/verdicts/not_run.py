@@ -34,6 +34,8 @@ def with_not_run(
         server, why = cause
         verdict = Verdict(gate, config, NOT_RUN, f"the server of {server!r} {_what_became_of(why)}: {why}")
         if had is not None:
+            verdict.test = had.test  # the test that judged it before: its failure is this row's
+        if had is not None:
             out[out.index(had)] = verdict
         else:
             out.append(verdict)

@@ -176,8 +176,12 @@ def test_a_verdict_the_kind_did_not_record_is_kept(register):
 def test_two_gates_of_one_name_are_refused_and_a_concurrency_names_its_gate():
     beats = {"config": "eagle3-decode", "over": "baseline", "ratio": 1.1}
     data = merge(sim_deployment_dict(), {"workload": {"concurrency": [1, 4]}, "gates": {"beats": [beats, beats]}})
-    with pytest.raises(Exception, match=r"gates\.beats.*two gates are both 'beats:eagle3-decode-beats-baseline'"):
+    with pytest.raises(Exception, match=r"gates\.beats\[1\]': names the same gate as gates\.beats\[0\], 'beats:eagle3-decode-beats-baseline'"):
         parse_deployment(data, Path("d.toml"))
+    # The same comparison under another bar is one gate too: refused, with what to do.
+    stricter = {**beats, "ratio": 1.3}
+    with pytest.raises(Exception, match=r"under another bar is one gate, so keep the stricter"):
+        parse_deployment({**data, "gates": {"beats": [beats, stricter]}}, Path("d.toml"))
     data["gates"]["beats"] = [beats, {**beats, "concurrency": 4}]
     dep = parse_deployment(data, Path("d.toml"))
     assert [g.name for g in gate_kinds.kind_named("beats").planned(dep, set())] == [
@@ -281,3 +285,17 @@ def test_a_gate_test_belongs_to_its_gates_config():
         callspec=SimpleNamespace(params={"planned_gate": gate}),
     )
     assert _item_phase_and_config(item, dep) == ("gates", "eagle3-decode")  # type: ignore[arg-type]
+
+
+def test_a_not_run_row_keeps_the_test_that_judged_it_before():
+    """A gate judged NOT COMPARED before its server died becomes NOT RUN; its test's failure is
+    that row's, not a second failure of its own."""
+    from specgate.verdicts.gates import NOT_COMPARED, NOT_RUN, Verdict
+    from specgate.verdicts.not_run import with_not_run
+
+    dep = parse_deployment(sim_deployment_dict(), Path("d.toml"))
+    test = "test_no_regression_against_stored_baseline[eagle3-decode-c1-accept_length]"
+    had = Verdict("regression:eagle3-decode:c1:accept_length", "eagle3-decode", NOT_COMPARED, "no baseline", test=test)
+    assert [(v.gate, v.status, v.test) for v in with_not_run(dep, [had], {"eagle3-decode": "exited"}, set()) if v.gate == had.gate] == [
+        (had.gate, NOT_RUN, test)
+    ]
