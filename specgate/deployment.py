@@ -542,12 +542,21 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     return deployment
 
 
+def check_config_named(t: Table, key: str, name: str, configs: dict[str, ServerConfig]) -> None:
+    """`t`'s `key` names a config of the deployment (a reference, a sweep's base, a gate's config)."""
+    if name not in configs:
+        raise t.error(key, f"names config {name!r}, which is not under [configs]; have {sorted(configs)}")
+
+
+def check_concurrency(t: Table, concurrency: int, workload: Workload) -> None:
+    """A gate's `concurrency` is one the workload measures."""
+    if concurrency not in workload.concurrency:
+        raise t.error("concurrency", f"{concurrency} is not among workload.concurrency {list(workload.concurrency)}")
+
+
 def _parse_reference(top: Table, launch: LaunchSpec, configs: dict[str, ServerConfig]) -> str:
     reference = top.text("reference", "baseline")
-    if reference not in configs:
-        raise top.error(
-            "reference", f"names config {reference!r}, which is not under [configs]; have {sorted(configs)}"
-        )
+    check_config_named(top, "reference", reference, configs)
     if configs[reference].speculative:
         raise top.error("reference", f"config {reference!r} is speculative; the reference must decode plainly (no --speculative-algorithm)")
     _check_config_references(top.table("configs"), configs, reference)
@@ -623,8 +632,7 @@ def _check_config_references(t: Table, configs: dict[str, ServerConfig], referen
         if own is None:
             continue
         where = t.table(name)
-        if own not in configs:
-            raise where.error("reference", f"names config {own!r}, which is not under [configs]; have {sorted(configs)}")
+        check_config_named(where, "reference", own, configs)
         if own == name:
             raise where.error("reference", f"is {own!r}, the config itself: a config compared with itself cannot fail")
         if configs[own].speculative:
@@ -652,8 +660,7 @@ def _parse_hardware(top: Table) -> dict[str, str]:
 
 def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload) -> SweepSpec:
     base = t.text("base")
-    if base not in configs:
-        raise t.error("base", f"names config {base!r}, which is not under [configs]; have {sorted(configs)}")
+    check_config_named(t, "base", base, configs)
     if not configs[base].speculative:
         raise t.error("base", f"config {base!r} is not speculative: a sweep varies speculative settings")
     if configs[base].command is not None or configs[base].reference is not None:

@@ -7,7 +7,16 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specgate.deployment import MAX_CONCURRENCY, MAX_TOKENS_PER_STEP, Deployment, ServerConfig, Workload, flag_int
+from specgate.deployment import (
+    MAX_CONCURRENCY,
+    MAX_TOKENS_PER_STEP,
+    Deployment,
+    ServerConfig,
+    Workload,
+    check_concurrency,
+    check_config_named,
+    flag_int,
+)
 from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.measure.answer_end import past_the_end
 from specgate.measure.stats import Interval
@@ -197,10 +206,7 @@ class AcceptFloor(GateKind):
             at_least=g.number("at_least", minimum=0.0, maximum=MAX_TOKENS_PER_STEP),
             concurrency=g.integer("concurrency", 1, minimum=1, maximum=MAX_CONCURRENCY),
         )
-        if gate.config not in configs:
-            raise g.error(
-                "config", f"names config {gate.config!r}, which is not under [configs]; have {sorted(configs)}"
-            )
+        check_config_named(g, "config", gate.config, configs)
         if not configs[gate.config].speculative:
             raise g.error("config", f"{gate.config!r} does not speculate: it has no accept length")
         # A floor at or below 1.0 cannot fail (every accept length is at least 1): VACUOUS, warned of
@@ -212,10 +218,7 @@ class AcceptFloor(GateKind):
                 f"is {gate.at_least:g}, above {steps + 1} (--speculative-num-steps {steps} + the verified token), "
                 "the most one verify step can accept: this gate cannot pass",
             )
-        if gate.concurrency not in workload.concurrency:
-            raise g.error(
-                "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
-            )
+        check_concurrency(g, gate.concurrency, workload)
         return gate
 
     def planned(self, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:

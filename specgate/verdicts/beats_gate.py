@@ -6,7 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specgate.deployment import MAX_CONCURRENCY, MAX_RATIO, Deployment, ServerConfig, Workload
+from specgate.deployment import (
+    MAX_CONCURRENCY,
+    MAX_RATIO,
+    Deployment,
+    ServerConfig,
+    Workload,
+    check_concurrency,
+    check_config_named,
+)
 from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.measure.pairing import pooled, ratio_series
 from specgate.measure.stats import Interval, median_interval, widened
@@ -218,20 +226,14 @@ class Beats(GateKind):
             concurrency=g.integer("concurrency", 1, minimum=1, maximum=MAX_CONCURRENCY),
             against=g.text("against", "run", choices=("run", "stored")),
         )
-        for key in ("config", "over"):
-            if getattr(gate, key) not in configs:
-                raise g.error(
-                    key, f"names config {getattr(gate, key)!r}, which is not under [configs]; have {sorted(configs)}"
-                )
+        check_config_named(g, "config", gate.config, configs)
+        check_config_named(g, "over", gate.over, configs)
         # A config compared with itself is refused here, before anything boots. A ratio too low to
         # fail (0 included) is no error of the file: the gate is VACUOUS (beats_ratio), which
         # `specgate check` warns of and the run reports, never a pass.
         if gate.config == gate.over:
             raise g.error("over", f"is {gate.over!r}, the gate's own config: a config compared with itself cannot fail")
-        if gate.concurrency not in workload.concurrency:
-            raise g.error(
-                "concurrency", f"{gate.concurrency} is not among workload.concurrency {list(workload.concurrency)}"
-            )
+        check_concurrency(g, gate.concurrency, workload)
         return gate
 
     def planned(self, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
