@@ -104,8 +104,8 @@ def kinds() -> tuple[GateKind, ...]:
             raise GateKindError(f"{where} defines no KIND (an instance of a GateKind subclass)")
         if not isinstance(kind, GateKind):
             raise GateKindError(f"{where}: KIND is a {type(kind).__name__}, not an instance of a GateKind subclass")
-        for problem in _problems(kind):
-            raise GateKindError(f"{where}: {problem}")
+        if problems := _problems(kind):
+            raise GateKindError(f"{where}: {problems[0]}")
         for other_module, other in found.items():
             for attribute in ("name", "test", "table"):
                 mine = getattr(kind, attribute)
@@ -193,6 +193,11 @@ def planned_of(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[Plan
 def planned_gates(dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
     """Every gate of the run, kind by kind."""
     return [gate for kind in kinds() for gate in planned_of(kind, dep, unbooted)]
+
+
+def timing_gates(dep: Deployment) -> set[str]:
+    """The names of the gates decided on decode timing across boots (`PlannedGate.timing`)."""
+    return {gate.name for gate in planned_gates(dep, set()) if gate.timing}
 
 
 def check_planned(dep: Deployment) -> None:

@@ -22,7 +22,7 @@ from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.errors import SpecgateError
-from specgate.gate_kinds import kind_of_test, planned_gates, planned_of
+from specgate.gate_kinds import kind_of_test, planned_gates, planned_of, timing_gates
 from specgate.measure.fidelity import check_fidelity, fidelity_of
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import Measurements, SpeedMeter
@@ -814,8 +814,8 @@ def _stand_in(gate: GateSession) -> dict | None:
     if stand_in is None and problem is None:
         problem = "no speculative server answered, so this machine's fingerprint and the stored baseline were never matched"
     # Which noise the intervals of the timing gates that crossed boots hold (beats, decode regression).
-    timing_gates = {g.name for g in planned_gates(dep, set()) if g.timing}
-    timing = [v for v in gate.judge.verdicts if v.gate in timing_gates]
+    timed = timing_gates(dep)
+    timing = [v for v in gate.judge.verdicts if v.gate in timed]
     noise = {v.gate: v.noise for v in timing if v.noise}
     stored_boot = None
     if stand_in is not None:

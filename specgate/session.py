@@ -11,7 +11,7 @@ from pathlib import Path
 
 from specgate.deployment import Deployment
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
-from specgate.gate_kinds import planned_gates
+from specgate.gate_kinds import timing_gates
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import SpeedMeter
 from specgate.report.build import TestTally
@@ -92,7 +92,7 @@ class GateSession:
     def _speed_verdict(self, failed: FailedTest) -> bool:
         """`failed` (a failed test) is a beats or no-regression gate on speed that
         judged and did not pass, not one that raised before judging."""
-        timing = {g.name for g in planned_gates(self.deployment, set()) if g.timing}
+        timing = timing_gates(self.deployment)
         return any(v.failed and v.gate in timing for v in verdicts_of_failure(failed.test, self.judge.verdicts))
 
     def why_no_baseline(self) -> str | None:
