@@ -100,7 +100,20 @@ KIND = {kind}
 
 
 @pytest.fixture
-def register(monkeypatch):
+def listed(monkeypatch):
+    """Names more modules in KIND_MODULES for one test; the kinds are loaded anew before and after."""
+
+    def add(module):
+        monkeypatch.setattr(gate_kinds, "KIND_MODULES", (*gate_kinds.KIND_MODULES, module))
+        gate_kinds.kinds.cache_clear()
+
+    yield add
+    monkeypatch.undo()
+    gate_kinds.kinds.cache_clear()
+
+
+@pytest.fixture
+def register(monkeypatch, listed):
     import sys
     import types
 
@@ -113,12 +126,9 @@ def register(monkeypatch):
         loaded = types.ModuleType(f"specgate.verdicts.{module}")
         monkeypatch.setitem(sys.modules, loaded.__name__, loaded)
         exec(compile(_TOY.format(**values), module, "exec"), loaded.__dict__)
-        monkeypatch.setattr(gate_kinds, "KIND_MODULES", (*gate_kinds.KIND_MODULES, module))
-        gate_kinds.kinds.cache_clear()
+        listed(module)
 
-    yield add
-    monkeypatch.undo()
-    gate_kinds.kinds.cache_clear()
+    return add
 
 
 @pytest.mark.parametrize(
@@ -143,15 +153,10 @@ def test_a_broken_kind_is_refused_naming_its_module(register, fields, said):
     assert said in str(err.value)
 
 
-def test_a_kind_module_that_cannot_import_is_named(monkeypatch):
-    monkeypatch.setattr(gate_kinds, "KIND_MODULES", (*gate_kinds.KIND_MODULES, "ghost_gate"))
-    gate_kinds.kinds.cache_clear()
-    try:
-        with pytest.raises(GateKindError, match=r"specgate/verdicts/ghost_gate\.py .* cannot be imported: ModuleNotFoundError"):
-            _dep([])
-    finally:
-        monkeypatch.undo()
-        gate_kinds.kinds.cache_clear()
+def test_a_kind_module_that_cannot_import_is_named(listed):
+    listed("ghost_gate")
+    with pytest.raises(GateKindError, match=r"specgate/verdicts/ghost_gate\.py .* cannot be imported: ModuleNotFoundError"):
+        _dep([])
 
 
 def test_a_kind_that_raises_is_named_not_a_traceback(register, monkeypatch):
@@ -255,20 +260,15 @@ def test_a_verdict_that_is_not_its_gates_own_is_refused(register, decide, said):
     assert judge.verdicts == []
 
 
-def test_a_kind_module_that_exits_as_it_imports_is_named(tmp_path, monkeypatch):
+def test_a_kind_module_that_exits_as_it_imports_is_named(tmp_path, monkeypatch, listed):
     """`sys.exit(0)` while the kinds load would end `specgate run` at exit 0, a PASS with no report."""
     import specgate.verdicts
 
     (tmp_path / "exiting_gate.py").write_text("import sys\nsys.exit(0)\n")
     monkeypatch.setattr(specgate.verdicts, "__path__", [*specgate.verdicts.__path__, str(tmp_path)])
-    monkeypatch.setattr(gate_kinds, "KIND_MODULES", (*gate_kinds.KIND_MODULES, "exiting_gate"))
-    gate_kinds.kinds.cache_clear()
-    try:
-        with pytest.raises(GateKindError, match=r"exiting_gate\.py \(named in .*\) cannot be imported: SystemExit"):
-            _dep([])
-    finally:
-        monkeypatch.undo()
-        gate_kinds.kinds.cache_clear()
+    listed("exiting_gate")
+    with pytest.raises(GateKindError, match=r"exiting_gate\.py \(named in .*\) cannot be imported: SystemExit"):
+        _dep([])
 
 
 def test_a_gate_test_belongs_to_its_gates_config():
