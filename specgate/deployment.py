@@ -97,15 +97,15 @@ HARDWARE_KEYS = ("gpu", "gpu_count", "driver", "cuda", "sglang")
 TOLERABLE = {
     # SGLang 0.5.11's STANDALONE speculation generates on past the stop string that ended the
     # baseline's answer: the text is cut at the same place, but output_ids and completion_tokens
-    # hold extra tokens (results/2026-11-29-h200-smollm2).
+    # hold extra tokens.
     "stop-overshoot": "the speculative answer has the baseline's text and tokens, then more token ids past the "
     "stop string that ended the baseline (its text cut at the same place)",
     # SGLang up to 0.5.17 checks max_new_tokens before its stop checks, so one verify step can
-    # accept the stop and reach the limit (results/2026-11-30-h200-drafter-retry).
+    # accept the stop and reach the limit.
     "past-stop-at-length": "the speculative answer has the baseline's tokens up to the stop string or stop token "
     "(EOS) that ended the baseline, then ran on to max_new_tokens within the same verify step",
     # SGLang tries the stop strings in list order, not in the order they occur, so a verify step
-    # that completes two stops ends on the one listed first (results/2026-12-02-h200-round3).
+    # that completes two stops ends on the one listed first.
     "stop-list-order": "the speculative answer has the baseline's tokens up to the stop string that ended the "
     "baseline, then ran on within the same verify step to another stop string listed before it in the request",
 }

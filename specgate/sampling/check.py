@@ -7,7 +7,7 @@ batched), each scored on the reference (its prompt logprobs), then:
 2. per-position token frequencies (stats.position_tests) where dense enough;
 3. violations (violations.py): tokens outside the setting as the reference's scoring pass ranks
    them, the speculative side's count against the reference's own (stats.violation_test). Not
-   "must be 0": on SGLang 0.5.14 (results/2026-12-04-h200-sampling) the reference's own samples
+   "must be 0": on SGLang 0.5.14 the reference's own samples
    break top_p 0.9 and top_k 20 in about 0.1% of tokens as bf16 scoring ranks them, and a healthy
    speculative side as often.
 

@@ -472,8 +472,7 @@ class RegressionGates(GateBase):
         )
         figures: GateFigures = {"ratio_to_stored": ratio.as_dict(), "now": tau.as_dict(), "stored": figs.accept_length}
         # Boots of one build accept alike only nearly (near-tie flips part the answers; draft-side
-        # numerics could too): that spread belongs inside the tolerance, not inside this interval
-        # (results/2026-12-02-h200-answers).
+        # numerics could too): that spread belongs inside the tolerance, not inside this interval.
         noise = "requests (accept length does not depend on timing; not covered: the spread between boots of one build)"
         if status == PASS:
             return Verdict(name, config, PASS, head, notes, figures, noise)
