@@ -1,57 +1,47 @@
-"""Which spelling of a server flag each SGLang release accepts, and the graph bound read back.
+"""Which spelling of a server flag to write for an SGLang release, and the graph bound read back.
 
-Evidence: results/2026-12-03-sglang-server-args-from-wheels/ (every release's own argparse and
-ServerArgs fields, read from its wheel, 0.5.11 and 0.5.14-0.5.23). In short:
+What each release's parser takes is read from its table (`specgate/sglang_cli.py`, built from the
+released wheels by `tools/sglang_cli_tables.py`). In short:
 
-- the largest batch a decode CUDA graph covers is `--cuda-graph-max-bs` up to 0.5.11;
+- the largest batch a decode CUDA graph covers is `--cuda-graph-max-bs` up to 0.5.13;
   `--cuda-graph-max-bs-decode` (or `--cuda-graph-config '{"decode":{"max_bs":N}}'`) from 0.5.14,
-  where the old name is a deprecated alias, until 0.5.19; from 0.5.20 the old name is refused;
-- prefill graphs are turned off by `--disable-piecewise-cuda-graph` up to 0.5.11; from 0.5.14 by
+  where the old name is a deprecated alias until 0.5.19; from 0.5.20 the old name is refused as
+  an ambiguous prefix of `--cuda-graph-max-bs-decode` and `--cuda-graph-max-bs-prefill`;
+- prefill graphs are turned off by `--disable-piecewise-cuda-graph` up to 0.5.13; from 0.5.14 by
   `--cuda-graph-backend-prefill disabled`, the old flag an alias until 0.5.19, refused from 0.5.20;
-- `/get_server_info` reports `cuda_graph_max_bs` up to 0.5.11; from 0.5.14 `cuda_graph_max_bs_decode`
+- `/get_server_info` reports `cuda_graph_max_bs` up to 0.5.13; from 0.5.14 `cuda_graph_max_bs_decode`
   (None where the bound came from the JSON) and the resolved `cuda_graph_config.decode.max_bs`.
 
-A release is compared as a tuple of ints ("0.5.15.post1" is (0, 5, 15, 1)). An unknown release is
-None: the flags it is written with are then the old ones, which every release up to 0.5.19 takes.
+A flag written for no release in particular (None: the server's release is not known) is the
+spelling every supported release takes (0.5.14 to the newest table).
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-Release = tuple[int, ...]
+from specgate.sglang_cli import Release, ReleaseTable, parse_release, replacement, supported, table_for
 
-NEW_GRAPH_FLAGS_FROM: Release = (0, 5, 14)  # --cuda-graph-max-bs-decode, --cuda-graph-config, per-phase backends
-OLD_GRAPH_FLAGS_UNTIL: Release = (0, 5, 19)  # the last release taking --cuda-graph-max-bs, --disable-piecewise-cuda-graph
+__all__ = [
+    "parse_release", "accepts", "graph_bound_args", "prefill_graphs_off_args", "graph_bound_from_args",
+    "supported_spelling",
+]  # fmt: skip
 
 OLD_BOUND, NEW_BOUND, GRAPH_CONFIG = "--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", "--cuda-graph-config"
 GRAPH_BOUND_FLAGS = (OLD_BOUND, NEW_BOUND)  # one option, old and new names
 OLD_PREFILL_OFF = "--disable-piecewise-cuda-graph"
 NEW_PREFILL_OFF = ("--cuda-graph-backend-prefill", "disabled")
-# The old spellings, and the releases that take them.
-OLD_SPELLINGS = {OLD_BOUND: NEW_BOUND, OLD_PREFILL_OFF: " ".join(NEW_PREFILL_OFF)}
-
-_RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?")
-
-
-def parse_release(text: str | None) -> Release | None:
-    """The release in "0.5.14", "0.5.15.post1", "sglang==0.5.14", "0.5.14-specgate-sim"; else None."""
-    match = _RELEASE.search(text or "")
-    if not match:
-        return None
-    return tuple(int(g) for g in match.groups() if g is not None)
 
 
 def accepts(release: Release | None, flag: str) -> bool:
-    """Whether `release`'s parser takes `flag` (only the spellings named above are known)."""
-    if flag in OLD_SPELLINGS:
-        return release is None or release[:3] <= OLD_GRAPH_FLAGS_UNTIL
-    if flag in (NEW_BOUND, GRAPH_CONFIG, NEW_PREFILL_OFF[0]):
-        return release is not None and release[:3] >= NEW_GRAPH_FLAGS_FROM
-    return True
+    """Whether `release`'s parser has `flag` under that exact name (None: every supported release
+    has it). A release specgate has no table for is read as the newest table before it."""
+    if release is None:
+        return all(t.option(flag) is not None for t in supported())
+    table = table_for(release)
+    return table is not None and table.option(flag) is not None
 
 
 def graph_bound_args(release: Release | None, bound: int) -> list[str]:
@@ -62,17 +52,6 @@ def graph_bound_args(release: Release | None, bound: int) -> list[str]:
 def prefill_graphs_off_args(release: Release | None) -> list[str]:
     """The flags that turn prefill (piecewise) CUDA graphs off on `release`."""
     return list(NEW_PREFILL_OFF) if accepts(release, NEW_PREFILL_OFF[0]) else [OLD_PREFILL_OFF]
-
-
-def refused_flags(release: Release | None, args: Sequence[str]) -> list[str]:
-    """The graph flags in `args` that `release` does not take, each with what it takes instead."""
-    out = []
-    for arg in args:
-        flag = arg.partition("=")[0]
-        if flag.startswith("--") and not accepts(release, flag):
-            instead = OLD_SPELLINGS.get(flag)
-            out.append(f"{flag} (use {instead})" if instead else flag)
-    return out
 
 
 def _int(value: Any) -> int | None:
@@ -113,3 +92,34 @@ def graph_bound_from_args(args: Sequence[str]) -> int | None:
     if from_json is not None:
         return from_json
     return _int(_last_value(args, *GRAPH_BOUND_FLAGS))
+
+
+def _releases_where(test: Callable[[ReleaseTable], bool]) -> str:
+    names = [t.name for t in supported() if test(t)]
+    if not names:
+        return ""
+    return names[0] if len(names) == 1 else f"{names[0]}-{names[-1]}"
+
+
+def supported_spelling(group: Sequence[str]) -> tuple[list[str], str | None]:
+    """A flag as a command line gives it (`--flag`, `--flag V`, `--flag=V`), rewritten into the
+    spelling every supported release takes where one exists, with a note saying why; a flag that
+    only some supported release refuses or deprecates and has no such spelling keeps its words, noted."""
+    words = list(group)
+    flag, eq, inline = words[0].partition("=")
+    values = [inline] if eq else words[1:]
+    missing = _releases_where(lambda t: t.option(flag) is None)
+    old = _releases_where(lambda t: (o := t.option(flag)) is not None and o.deprecated is not None)
+    if not missing and not old:
+        return words, None
+    why = (f"refused by SGLang {missing}" if missing else "") + (", " if missing and old else "") + (
+        f"deprecated in {old}" if old else ""
+    )
+    instead = replacement(flag)
+    if not instead or "{" in instead or not accepts(None, instead.partition("=")[0]):
+        return words, f"{flag} is {why}" + (f": SGLang says to use {instead}" if instead else "")
+    new_flag, new_eq, new_value = instead.partition("=")
+    if new_eq and values:
+        return words, f"{flag} is {why}: SGLang says to use {instead}"  # a value where SGLang's word has one too
+    rewritten = [new_flag, new_value] if new_eq else [new_flag, *values]
+    return rewritten, f"wrote {' '.join(words)} as {' '.join(rewritten)}: {flag} is {why}"

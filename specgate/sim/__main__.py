@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from specgate.sglang_cli import ReleaseTable, parse_release, table_for
 from specgate.sim import SIM_LABEL, SIM_VERSION
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import SpecSettings
@@ -96,21 +97,26 @@ def _graph_config(text: str) -> dict:
     return value
 
 
-NEW_GRAPH_NAMES_FROM = (0, 5, 14)
-OLD_GRAPH_NAMES_UNTIL = (0, 5, 19)
-OLD_GRAPH_FLAGS = ("--cuda-graph-max-bs", "--cuda-graph-bs", "--disable-piecewise-cuda-graph")
+def _claimed_table(text: str | None) -> ReleaseTable | None:
+    """The parser table of the release this server claims to be (None: it claims none, or one
+    specgate has no table for: then it takes every spelling, as before any table)."""
+    return table_for(parse_release(text))
 
 
-def _release(text: str | None) -> tuple[int, ...] | None:
-    parts = (text or "").split(".")[:3]
-    return tuple(int(p) for p in parts) if len(parts) == 3 and all(p.isdigit() for p in parts) else None
-
-
-def _refused_graph_flags(release: tuple[int, ...] | None, argv: list[str]) -> list[str]:
-    """The old graph flags SGLang's parser refuses on `release` (0.5.20 on)."""
-    if release is None or release <= OLD_GRAPH_NAMES_UNTIL:
-        return []
-    return [a for a in argv if a.partition("=")[0] in OLD_GRAPH_FLAGS]
+def _refusal(table: ReleaseTable | None, argv: list[str]) -> str | None:
+    """What the claimed release's own parser says of the SGLang part of `argv` (the --sim-* flags
+    are the simulator's): the same words as SGLang at boot, from the release's table."""
+    if table is None:
+        return None
+    sglang_argv, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.startswith("--sim-"):
+            skip = "=" not in arg
+        else:
+            sglang_argv.append(arg)
+    return table.refusal(sglang_argv)
 
 
 def _decode_graph(args: argparse.Namespace) -> tuple[bool, int | None]:
@@ -127,13 +133,13 @@ def _decode_graph(args: argparse.Namespace) -> tuple[bool, int | None]:
 
 
 def _graph_fields(
-    release: tuple[int, ...] | None, args: argparse.Namespace, on: bool, bound: int | None
+    table: ReleaseTable | None, args: argparse.Namespace, on: bool, bound: int | None
 ) -> dict[str, object]:
     """The graph fields /get_server_info reports, under the names of the release the server claims
-    to be: `cuda_graph_max_bs` up to 0.5.11 (and without --sim-release); from 0.5.14 the flag's own
-    field `cuda_graph_max_bs_decode` (None where the bound came from the JSON) and the resolved
-    `cuda_graph_config`."""
-    if release is None or release < NEW_GRAPH_NAMES_FROM:
+    to be: `cuda_graph_max_bs` up to 0.5.13 (and without --sim-release); from 0.5.14, where the
+    parser has `--cuda-graph-max-bs-decode`, that flag's own field `cuda_graph_max_bs_decode` (None
+    where the bound came from the JSON) and the resolved `cuda_graph_config`."""
+    if table is None or table.option("--cuda-graph-max-bs-decode") is None:
         return {"cuda_graph_max_bs": bound}
     return {
         "cuda_graph_max_bs_decode": args.cuda_graph_max_bs,
@@ -182,9 +188,9 @@ def _draft_context(draft_path: str | None) -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     args, unknown = build_parser().parse_known_args(argv)
-    release = _release(args.sim_release)
-    if refused := _refused_graph_flags(release, sys.argv[1:] if argv is None else argv):
-        print(f"error: unrecognized arguments: {' '.join(refused)} (SGLang {args.sim_release})", file=sys.stderr)
+    table = _claimed_table(args.sim_release)
+    if refused := _refusal(table, sys.argv[1:] if argv is None else argv):
+        print(f"sglang serve: error: {refused} (SGLang {args.sim_release}, as the SIMULATOR claims)", file=sys.stderr)
         return 2
     graphs_on, graph_bound = _decode_graph(args)
     try:
@@ -247,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "prefill_attention_backend": prefill_backend,
         "decode_attention_backend": decode_backend,
         "disable_cuda_graph": args.disable_cuda_graph,
-        **_graph_fields(release, args, graphs_on, graph_bound),
+        **_graph_fields(table, args, graphs_on, graph_bound),
         "disable_overlap_schedule": args.disable_overlap_schedule,
         "context_length": args.context_length,
         # As SGLang's scheduler reports it where the KV pool is larger: max_req_len (the context

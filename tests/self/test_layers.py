@@ -92,9 +92,17 @@ def test_no_module_imports_from_a_lower_layer():
     assert upward == []
 
 
+# What the simulator may read besides itself: what SGLang's own parser takes per release (data
+# about SGLang, not the gate), which itself imports nothing of specgate.
+SIM_MAY_READ = {"sglang_cli"}
+
+
 def test_the_simulator_stands_alone():
     """SIMULATOR code imports nothing of the gate: it stands in for SGLang, which knows no specgate."""
-    assert [(where, target) for where, unit, target in imports() if unit == "sim" and target != "sim"] == []
+    assert [
+        (where, target) for where, unit, target in imports() if unit == "sim" and target not in {"sim", *SIM_MAY_READ}
+    ] == []
+    assert [(where, target) for where, unit, target in imports() if unit in SIM_MAY_READ and target != unit] == []
 
 
 def test_the_check_would_see_an_upward_import():
