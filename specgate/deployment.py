@@ -32,6 +32,7 @@ from specgate.secrets import (
     secret_flag,
     url_password_env,
 )
+from specgate.sglang_cli import digest_spelling, parse_release
 from specgate.tomlcheck import Table, read_toml, safe_name_problem
 
 DEFAULT_DEPLOYMENT = "sim"
@@ -173,6 +174,9 @@ class LaunchSpec:
     # "split": each local server booted side by side pinned to its own fixed slice of this host's
     # CPUs (specgate.server.affinity); "none": where the kernel puts it.
     cpu_affinity: str = "none"
+    # The SGLang release the servers run, where specgate cannot ask that SGLang itself (an ssh
+    # host, a CI runner without it): their launch flags are checked against its parser's table.
+    sglang_release: str | None = None
 
     @property
     def reference_stored(self) -> bool:
@@ -214,9 +218,15 @@ class ServerConfig:
     reference: str | None = None
     # The config's drafter card (specgate.drafter_card), resolved against the deployment's folder.
     drafter_card: Path | None = None
+    # The SGLang release this config's own command runs, where it differs from launch.sglang_release.
+    sglang_release: str | None = None
 
     def launch_command(self, launch: LaunchSpec) -> tuple[str, ...]:
         return self.command if self.command is not None else launch.command
+
+    def declared_release(self, launch: LaunchSpec) -> str | None:
+        """The SGLang release the deployment says this config's server runs (None: not said)."""
+        return self.sglang_release or launch.sglang_release
 
     @property
     def max_tokens_per_step(self) -> int | None:
@@ -232,9 +242,17 @@ class ServerConfig:
         )
 
     def args_digest(self, launch: LaunchSpec) -> str:
-        """Identifies what was booted, so a baseline of other flags is never compared."""
+        """Identifies what was booted, so a baseline of other flags is never compared. A flag is
+        digested in its first spelling (sglang_cli.digest_spelling): one option under two names
+        boots the same server, and baselines recorded under the old name stay comparable."""
         blob = json.dumps(
-            [list(self.launch_command(launch)), list(launch.args), list(self.args), launch.env, self.env],
+            [
+                digest_spelling(self.launch_command(launch)),
+                digest_spelling(launch.args),
+                digest_spelling(self.args),
+                launch.env,
+                self.env,
+            ],
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -772,6 +790,7 @@ def _parse_launch(t: Table) -> LaunchSpec:
         reference_from=t.text("reference_from", "boot", choices=REFERENCE_SOURCES),
         drift_check=t.flag("drift_check", True),
         cpu_affinity=cpu_affinity,
+        sglang_release=_sglang_release(t),
     )
     if spec.reference_stored and launcher == "url":
         raise t.error(
@@ -946,10 +965,19 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec, folder: Path) -> Serv
         command=tuple(command) if command is not None else None,
         reference=c.text("reference", None),
         drafter_card=_drafter_card(c, folder),
+        sglang_release=_sglang_release(c),
     )
     remember_env(config.env)  # as launch.env's
     c.reject_unknown()
     return config
+
+
+def _sglang_release(t: Table) -> str | None:
+    """A declared SGLang release ("0.5.23"), checked to read as one."""
+    text = t.text("sglang_release", None)
+    if text is not None and parse_release(text) is None:
+        raise t.error("sglang_release", f'expected an SGLang release such as "0.5.23", got {text!r}')
+    return text
 
 
 def _url_credentials(url: str) -> bool:

@@ -164,6 +164,8 @@ def _configure(config: pytest.Config) -> None:
         dep = deployment(config)  # a bad file named on the command line fails before collection
         if gate_too and not dep.simulator:
             _note_cannot_boot(config, dep, found)
+        if _CANNOT_BOOT not in config.stash:  # a gate skipped on this host boots nothing to refuse
+            refuse_launch_flags(dep)
         baselines = baselines_dir(config)
         if baselines.exists() and not baselines.is_dir():
             raise pytest.UsageError(
@@ -181,6 +183,16 @@ def _configure(config: pytest.Config) -> None:
                     f"specgate: {_named_by(config, 'baselines_dir')} ({baselines}): the baseline update could not "
                     f"store its figures there: {exc}"
                 ) from None
+
+
+def refuse_launch_flags(dep: Deployment) -> None:
+    """A launch SGLang's parser (or its release's table) refuses is bad input, said before a boot
+    that would only fail (specgate.flag_check); what is not certain is `specgate check`'s to warn of."""
+    from specgate.flag_check import check_flags
+
+    refusals = check_flags(dep).refusals
+    if refusals:
+        raise pytest.UsageError("specgate: " + "\nspecgate: ".join(f.text for f in refusals))
 
 
 def _collects_gate(config: pytest.Config, found: project.Project) -> bool:

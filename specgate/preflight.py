@@ -224,32 +224,6 @@ def _silent(url: str) -> str | None:
     return None
 
 
-def flag_typos(dep: Deployment) -> list[str]:
-    """A config's launch flag that is no flag the simulator's SGLang-shaped parser knows but a near
-    miss of one (--speculative-num-stepz): real SGLang refuses it at boot, the simulator ignores
-    it, and the run then said only 'launch flags changed: update the baseline'."""
-    import difflib
-
-    from specgate.sim.__main__ import build_parser
-
-    known = sorted(o for o in build_parser()._option_string_actions if o.startswith("--"))
-    out = []
-    for name, cfg in dep.configs.items():
-        for arg in [*dep.launch.args, *cfg.args]:
-            flag = arg.split("=", 1)[0]
-            if not flag.startswith("--") or flag in known:
-                continue
-            if sum(k.startswith(flag) for k in known) == 1:
-                continue  # an unambiguous prefix, which SGLang's argparse takes for the whole flag
-            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.9)
-            if close:
-                out.append(
-                    f"config {name}: {flag} is no SGLang flag specgate knows: did you mean {close[0]}? "
-                    "(SGLang refuses an unknown flag at boot; the simulator ignores it)"
-                )
-    return out
-
-
 def credential_problems(dep: Deployment) -> list[str]:
     """Every credential `dep` reads from this environment that is missing or unusable, each
     naming the file, the field, the variable and the configs it keeps from starting."""

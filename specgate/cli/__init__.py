@@ -107,6 +107,9 @@ def _stoppable(args: argparse.Namespace, extra: list[str]) -> int:
     if args.command == "sweep":
         return sweep_command(args, dep)  # its servers are the grid's points, named by it: not dep's configs
     problems = dep.sim_fault_problems(dict(os.environ))
+    from specgate.flag_check import check_flags
+
+    problems += [f.text for f in check_flags(dep).refusals]
     if problems:
         print("specgate: error: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
         return 2

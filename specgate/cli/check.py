@@ -22,9 +22,9 @@ def launch_warnings(dep: Deployment) -> list[str]:
     python`, `bash -c "... python -m sglang..."`) cannot import the module it runs (e.g. a CPU
     machine checking a GPU deployment), an address that does not answer, a key that is not set.
     Warnings, not errors: the file may be meant for another host (specgate.preflight)."""
-    from specgate.preflight import boot_problems, credential_problems, flag_typos
+    from specgate.preflight import boot_problems, credential_problems
 
-    return credential_problems(dep) + flag_typos(dep) + [p.text for p in boot_problems(dep)]
+    return credential_problems(dep) + [p.text for p in boot_problems(dep)]
 
 
 def describe_ssh(ssh: SshSpec) -> list[str]:
@@ -174,11 +174,16 @@ def check_command(args: argparse.Namespace) -> int:
         print(f"specgate: error: {exc}", file=sys.stderr)
         return 2
     problems = dep.sim_fault_problems(dict(os.environ))  # what the run would refuse at its start
+    from specgate.flag_check import check_flags
+
+    flags = check_flags(dep)
+    problems += [f.text for f in flags.refusals]
     if problems:
         print("specgate: error: " + "\nspecgate: error: ".join(problems), file=sys.stderr)
         return 2
     print(describe(dep))
-    for warning in launch_warnings(dep):
+    print("\n".join(f"  {line}" for line in flags.judged_by))
+    for warning in [*(f.text for f in flags.findings), *launch_warnings(dep)]:
         print(f"  WARNING: {warning}")
     from specgate.verdicts.planned import sensitivity_lines
     from specgate.verdicts.stored_files import check_stored_documents

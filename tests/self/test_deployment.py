@@ -263,23 +263,6 @@ def test_the_schema_knows_every_field_the_parser_reads_and_rejects_what_the_pars
     assert not list(validator.iter_errors(tomllib.loads(path.read_text())))
 
 
-def test_check_names_a_launch_flag_that_is_a_near_miss_of_one_and_no_shipped_deployment_has_one():
-    import dataclasses
-
-    from specgate.preflight import flag_typos
-    from specgate.resources import builtin_deployments_dir
-
-    for path in sorted(builtin_deployments_dir().glob("*.toml")):
-        assert flag_typos(load_deployment(str(path))) == [], path
-    dep = load_deployment("sim")
-    config = dep.configs["eagle3-decode"]
-    typo = dataclasses.replace(config, args=(*config.args, "--speculative-num-stepz", "3"))
-    said = flag_typos(dataclasses.replace(dep, configs={**dep.configs, "eagle3-decode": typo}))
-    assert said and "--speculative-num-stepz is no SGLang flag specgate knows: did you mean --speculative-num-steps?" in said[0]
-    prefix = dataclasses.replace(config, args=(*config.args, "--speculative-attention-mod", "decode"))
-    assert flag_typos(dataclasses.replace(dep, configs={**dep.configs, "eagle3-decode": prefix})) == []  # argparse takes it
-
-
 def test_check_warns_of_a_tie_margin_wider_than_any_bf16_tie(tmp_path, capsys):
     from specgate import cli
 
