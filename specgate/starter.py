@@ -28,6 +28,7 @@ from specgate.errors import HTTPStatusError, SpecgateError
 from specgate.project import SETTINGS_FILE
 from specgate.resources import builtin_baselines_dir, builtin_deployments_dir
 from specgate.secrets import redact, remember_url, secret_flag
+from specgate.server_flags import supported_spelling
 from specgate.tomlcheck import safe_name_problem
 
 SETTINGS_TEXT = """\
@@ -135,6 +136,9 @@ def launch_deployment(name: str, command_line: str, draft: str | None) -> tuple[
             continue
         if flag in ("--model-path", "--model"):
             model = value
+        group, spelling = supported_spelling(group)
+        if spelling:
+            notes.append(spelling)
         (spec if flag.startswith(SPEC_PREFIX) else base).extend(group)
     if model is None:
         raise InitError("--launch: the command has no --model-path; specgate needs to know the model it gates")

@@ -14,6 +14,7 @@ from specgate.diagnosis.settings import EffectiveSettings, read_settings
 from specgate.diagnosis.signals import draft_config, graph_use, pooled_histogram
 from specgate.measure.speed import Measurements
 from specgate.measure.summary import paired_speed_ratio
+from specgate.server_flags import parse_release
 
 # Where the cycle model's prediction and the measured speedup part by more than this, the
 # report says time is spent outside the draft-verify cycle.
@@ -135,8 +136,22 @@ def _notes(subject: Subject) -> tuple[str, ...]:
             "--speculative-attention-mode decode is no lever here"
         )
     if s.overlap_disabled:
-        notes.append(
+        notes.append(_overlap_note(parse_release(s.version)))
+    return tuple(notes)
+
+
+# From 0.5.14 the overlapping (v2) speculative worker is SGLang's only EAGLE-3 path; before, the
+# overlap scheduler's absence meant the v1 worker (SGLANG_ENABLE_SPEC_V2 chose).
+SPEC_V2_ONLY_FROM = (0, 5, 14)
+
+
+def _overlap_note(release: tuple[int, ...] | None) -> str:
+    if release is not None and release < SPEC_V2_ONLY_FROM:
+        return (
             "the overlap scheduler is off in this server: SGLang then runs its speculative v1 worker, which does "
             "not overlap CPU scheduling with the GPU (0.5.11 turns it on by default; SGLANG_ENABLE_SPEC_V2)"
         )
-    return tuple(notes)
+    return (
+        "the overlap scheduler is off in this server (--disable-overlap-schedule): the host's scheduling of the next "
+        "cycle no longer overlaps the GPU's work on this one, so every verify cycle pays that host time in full"
+    )

@@ -27,7 +27,7 @@ from specgate.diagnosis.signals import DraftConfig, GraphUse
 from specgate.measure.speed import ConfigSpeed
 from specgate.measure.stats import Interval
 from specgate.measure.summary import accept_length_of
-from specgate.server_flags import NEW_BOUND, graph_bound_args, parse_release
+from specgate.server_flags import NEW_BOUND, OLD_BOUND, accepts, graph_bound_args, parse_release
 
 MEASURED, OBSERVED, SETTING = 3, 2, 1
 STRENGTH_NAMES = {MEASURED: "measured", OBSERVED: "observed", SETTING: "setting"}
@@ -38,7 +38,7 @@ FLAGS = {
     "num_steps": "--speculative-num-steps",
     "topk": "--speculative-eagle-topk",
     "draft_tokens": "--speculative-num-draft-tokens",
-    "cuda_graph_max_bs": "--cuda-graph-max-bs",
+    "cuda_graph_max_bs": NEW_BOUND,  # the spelling every supported release takes (server_flags.py)
     "prefill_backend": "--prefill-attention-backend",
     "decode_backend": "--decode-attention-backend",
     "attention_backend": "--attention-backend",
@@ -56,7 +56,7 @@ SIMULATION_KNOBS = ("env:SGLANG_SIMULATE_",)
 # The settings field each SGLang flag sets, so that a flag given in a deployment and the
 # setting the server reports count as one difference.
 FLAG_KEYS = {flag: key for key, flag in {**FLAGS, **BOOL_FLAGS}.items()}
-FLAG_KEYS.update({"--tp": "tp_size", "--speculative-topk": "topk", NEW_BOUND: "cuda_graph_max_bs"})
+FLAG_KEYS.update({"--tp": "tp_size", "--speculative-topk": "topk", OLD_BOUND: "cuda_graph_max_bs"})
 MODE_FLAG = FLAGS["attention_mode"]
 
 
@@ -291,7 +291,7 @@ def cuda_graphs(ctx: Context) -> list[Lever]:
     if s.cuda_graph_disabled:
         lever = Lever(
             "cuda-graphs",
-            "remove --disable-cuda-graph",
+            _graphs_on_advice(ctx.subject.flags),
             "every draft step and verify is launched kernel by kernel; a cycle launches several forward passes",
             ("server settings: disable_cuda_graph true", *log, _cost_line(ctx.subject.model)),
             OBSERVED if log else SETTING,
@@ -315,13 +315,40 @@ def cuda_graphs(ctx: Context) -> list[Lever]:
         return [
             Lever(
                 "cuda-graph-unused",
-                "find why decode batches miss the captured graphs (--cuda-graph-bs, batch sizes, memory)",
+                "find why decode batches miss the captured graphs "
+                f"({_graph_sizes_flag(parse_release(s.version))}, batch sizes, memory)",
                 "graphs are enabled but the server reports most measured batches ran without one",
                 tuple(log),
                 OBSERVED,
             )
         ]
     return []
+
+
+# How a config may have turned decode CUDA graphs off, in the words to undo it.
+_GRAPHS_OFF = (
+    ("--disable-cuda-graph", "remove --disable-cuda-graph"),
+    ("--disable-decode-cuda-graph", "remove --disable-decode-cuda-graph"),
+    ("--cuda-graph-backend-decode", "remove --cuda-graph-backend-decode disabled (or set it to full)"),
+    ("--cuda-graph-config", "remove the decode backend \"disabled\" from --cuda-graph-config"),
+)
+
+
+def _graphs_on_advice(flags: dict[str, str]) -> str:
+    """Undo what the config gave, where it gave one; else name both ways SGLang turns them off."""
+    for flag, advice in _GRAPHS_OFF:
+        if flag in flags:
+            return advice
+    return (
+        "turn decode CUDA graphs on: the server reports them off, though the config gives no flag that does so "
+        "(look for --disable-cuda-graph or --cuda-graph-backend-decode disabled in the launch command)"
+    )
+
+
+def _graph_sizes_flag(release: tuple[int, ...] | None) -> str:
+    """The flag that lists the captured decode batch sizes: --cuda-graph-bs up to 0.5.13, then
+    --cuda-graph-bs-decode (0.5.20 on refuses --cuda-graph-bs as an ambiguous prefix)."""
+    return "--cuda-graph-bs-decode" if accepts(release, "--cuda-graph-bs-decode") else "--cuda-graph-bs"
 
 
 def drafter(ctx: Context) -> list[Lever]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specgate.deployment import Deployment, ServerConfig, expand_placeholders, flag_value
+from specgate.sglang_cli import parse_release
 
 # (what it is called, its flags, its /get_server_info names across releases, compared as numbers)
 CHECKED: tuple[tuple[str, tuple[str, ...], tuple[str, ...], bool], ...] = (
@@ -24,10 +25,17 @@ CHECKED: tuple[tuple[str, tuple[str, ...], tuple[str, ...], bool], ...] = (
 )
 
 
+# SGLang switches --speculative-attention-mode to decode by itself in a few cases (model overrides,
+# some KV-cache layouts and attention backends) from 0.5.17 on, and /server_info then reports the
+# switched value: a declared "prefill" served as "decode" is that server, not another one.
+SWITCHES_MODE_FROM = (0, 5, 17)
+
+
 @dataclass(frozen=True)
 class ServedCheck:
     mismatches: list[str]  # "field: declared X, served Y"
     not_checked: list[str]  # declared settings the server does not report
+    notes: tuple[str, ...] = ()  # differences accepted, each saying why
 
     def failure(self, config: str, url: str, path: object) -> str | None:
         """The config's failure, naming every setting that differs; None where none does."""
@@ -41,10 +49,13 @@ class ServedCheck:
         )
 
     def note(self) -> str:
-        """The settings left unchecked, said once (the boot's note)."""
-        if not self.not_checked:
-            return ""
-        return f"not checked against /get_server_info (the server does not report them): {', '.join(self.not_checked)}"
+        """The settings left unchecked and the differences accepted, said once (the boot's note)."""
+        parts = list(self.notes)
+        if self.not_checked:
+            parts.append(
+                f"not checked against /get_server_info (the server does not report them): {', '.join(self.not_checked)}"
+            )
+        return "; ".join(parts)
 
 
 def _reported(info: dict[str, Any], names: tuple[str, ...]) -> tuple[bool, Any]:
@@ -74,7 +85,7 @@ def check_served(deployment: Deployment, config: ServerConfig, info: dict[str, A
     """Compare what `config` declares (launch.args, then its own args: the last value wins, as in
     SGLang's parser) with what the server reports in `info`."""
     args = tuple(deployment.launch.args) + tuple(config.args)
-    mismatches, not_checked = [], []
+    mismatches, not_checked, notes = [], [], []
     for field, flags, names, numeric in CHECKED:
         declared = flag_value(args, *flags)
         if declared is not None and "{model}" in declared:
@@ -88,8 +99,23 @@ def check_served(deployment: Deployment, config: ServerConfig, info: dict[str, A
             if declared is not None:
                 not_checked.append(field)
             continue
+        if field == "attention_mode" and _switched_by_sglang(declared, served, info):
+            notes.append(
+                f"speculative_attention_mode: declared {declared!r}, served 'decode': SGLang switches it to decode "
+                "by itself in some cases (0.5.17 on), so this is the declared server; its verify runs in decode mode"
+            )
+            continue
         if not _same(declared, served, numeric):
             said = "none (plain decoding)" if declared is None else repr(declared)
             shown = "none (plain decoding)" if served is None and field == "speculative_algorithm" else repr(served)
             mismatches.append(f"{field}: declared {said}, served {shown}")
-    return ServedCheck(mismatches, not_checked)
+    return ServedCheck(mismatches, not_checked, tuple(notes))
+
+
+def _switched_by_sglang(declared: str | None, served: Any, info: dict[str, Any]) -> bool:
+    """A declared prefill mode served as decode by a release that switches it by itself (or one
+    that does not say its release)."""
+    if str(declared).strip().lower() != "prefill" or str(served).strip().lower() != "decode":
+        return False
+    release = parse_release(str(info.get("version") or ""))
+    return release is None or release >= SWITCHES_MODE_FROM
