@@ -58,6 +58,7 @@ class SpeedSample:
     # accepted, and its own completion_tokens / spec_verify_ct; None where it does not give them.
     accepted_drafts: int | None = None
     server_accept_length: float | None = None
+    proposed_drafts: int | None = None  # drafts the server proposed (SGLang 0.5.19 on), beside those it accepted
 
     @property
     def accept_length(self) -> float | None:
@@ -104,6 +105,7 @@ class SpeedSample:
             else None,
             accepted_drafts=result.spec.accepted_drafts if result.spec else None,
             server_accept_length=result.spec.server_accept_length if result.spec else None,
+            proposed_drafts=result.spec.proposed_drafts if result.spec else None,
         )
 
 

@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from specgate.deployment import Deployment
+from specgate.diagnosis.signals import pooled_histogram
 from specgate.equivalence.check import EquivalenceStats, TokenDivergence
 from specgate.equivalence.known import known_defects_for
 from specgate.equivalence.partings import Parting, met_elsewhere
-from specgate.measure.speed import Measurements
+from specgate.measure.speed import ConfigSpeed, Measurements
 from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
@@ -73,9 +74,19 @@ def _speed_rows(
                 if any(v.undecided for v in judged)
                 else (RunVerdict.PASS if judged else "—"),
                 "stored": stored_from if stored_from and config == deployment.reference else None,
+                "accept_histogram": list(hist) if (hist := pooled_histogram(record)) else None,
+                "draft_accept_rate": _draft_accept_rate(record),
             }
         )
     return rows
+
+
+def _draft_accept_rate(record: ConfigSpeed) -> float | None:
+    """Accepted drafts over proposed ones, pooled over the requests that count both (None where any does not)."""
+    counted = [s for s in record.samples if s.verify_ct]
+    if not counted or any(s.accepted_drafts is None or not s.proposed_drafts for s in counted):
+        return None
+    return round(sum(s.accepted_drafts or 0 for s in counted) / sum(s.proposed_drafts or 0 for s in counted), 4)
 
 
 def _unmeasured_rows(

@@ -271,6 +271,7 @@ def render_markdown(report: Report) -> str:
                     for name, f in sets.items()
                 )
                 out.append(f"- {r.config} (concurrency {r.concurrency}): {parts}")
+        out.extend(_accept_histograms(report))
         stored = next((r.stored for r in report.speed if r.stored), None)
         if stored:
             out.append(
@@ -708,3 +709,19 @@ def _answers_of_the_shapes(e: EquivalenceRow, known: str) -> str:
     if own:
         return f"its {', '.join(own)} answers"
     return f"answers of one of its shapes ({', '.join(e.shapes)})"
+
+
+def _accept_histograms(report: Report) -> list[str]:
+    """Each speculative config's verify cycles by drafts accepted, from the server's own per-request
+    counters (SGLang 0.5.19 on reports them in meta_info; the simulator too)."""
+    rows = [r for r in report.speed if r.accept_histogram and sum(r.accept_histogram)]
+    if not rows:
+        return []
+    out = ["\nVerify cycles by drafts accepted (the server's own counters, pooled over the measured requests):\n"]
+    for r in rows:
+        hist = r.accept_histogram or []
+        cycles = sum(hist)
+        shares = " · ".join(f"{k}: {n / cycles:.0%}" for k, n in enumerate(hist))
+        rate = f"; {r.draft_accept_rate:.0%} of proposed drafts accepted" if r.draft_accept_rate is not None else ""
+        out.append(f"- {r.config} (concurrency {r.concurrency}): {shares} of {cycles} cycles{rate}")
+    return out

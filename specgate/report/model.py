@@ -22,7 +22,8 @@ gate's `covers_between_boot` (whether its interval holds the noise between boots
 violation test (a setting's and a confirmation's `violation_p`, a row's `violation_threshold`: the
 speculative side's tokens outside the setting against the reference's own); 14 a sampling setting's
 `within_chance` (more breaks than the reference's, below the bar of a failure) and a short report's
-`simulator`. Reports written
+`simulator`; 15 a speed row's `accept_histogram` and `draft_accept_rate` (the server's own per-request
+counters, pooled). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -45,7 +46,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[14] = 14
+SCHEMA_VERSION: Literal[15] = 15
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -54,7 +55,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -203,6 +204,11 @@ class SpeedRow(_Part):
     boots: int | None = None
     verdict: _RunVerdict | Literal["—"]  # "—": no gate judged the config
     stored: str | None = None  # the stored baseline whose figures stand in for an unbooted reference
+    # Verify cycles by drafts accepted (index k: cycles that accepted k), pooled over the measured
+    # requests, and accepted drafts over proposed ones: where the server counts them per request.
+    accept_histogram: list[int] | None = None
+    draft_accept_rate: float | None = None
+    _since: ClassVar[dict[str, int]] = {"accept_histogram": 15, "draft_accept_rate": 15}
 
 
 class Unmeasured(_Part):
