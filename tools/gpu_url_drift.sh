@@ -19,7 +19,7 @@ phase=${1:?usage: tools/gpu_url_drift.sh start|measure}
 export NCCL_NVLS_ENABLE=0
 model=/tmp/assets/smollm2-135m-instruct
 common=(--model-path "$model" --host 127.0.0.1 --prefill-attention-backend flashinfer --decode-attention-backend triton
-        --cuda-graph-max-bs 2 --disable-piecewise-cuda-graph --mem-fraction-static 0.15)
+        --cuda-graph-max-bs-decode 2 --cuda-graph-backend-prefill disabled --mem-fraction-static 0.15)
 work=/tmp/url-drift; mkdir -p "$work"
 if [[ $phase == start ]]; then
   bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -3 || exit 3
