@@ -344,6 +344,11 @@ class BetweenBootSpread:
     decode_tps_log_sd: float  # `[gates.between_boot] decode_tps`
     speedup_log_sd: float  # `[gates.between_boot] speedup`
     source: str
+    # The parts of each that the servers of one run share (`decode_tps_shared`, `speedup_shared`;
+    # None: not known), and the requests' lag-1 autocorrelation (`request_lag1`): verdicts/noise.py.
+    decode_tps_shared_log_sd: float | None = None
+    speedup_shared_log_sd: float | None = None
+    request_lag1: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1152,7 +1157,16 @@ def _parse_gate_settings(t: Table, configs: dict[str, ServerConfig], declared: d
             decode_tps_log_sd=spread.number("decode_tps", minimum=0.0, maximum=1.0),
             speedup_log_sd=spread.number("speedup", minimum=0.0, maximum=1.0),
             source=spread.text("source"),
+            decode_tps_shared_log_sd=spread.number("decode_tps_shared", None, minimum=0.0, maximum=1.0),
+            speedup_shared_log_sd=spread.number("speedup_shared", None, minimum=0.0, maximum=1.0),
+            request_lag1=spread.number("request_lag1", None, minimum=0.0, maximum=0.9),
         )
+        for kind, shared, total in (
+            ("decode_tps", between_boot.decode_tps_shared_log_sd, between_boot.decode_tps_log_sd),
+            ("speedup", between_boot.speedup_shared_log_sd, between_boot.speedup_log_sd),
+        ):
+            if shared is not None and shared > total:
+                raise spread.error(f"{kind}_shared", f"is {shared:g}, more than the whole spread {kind} = {total:g}")
         if not between_boot.source.strip():
             raise spread.error("source", "say where the spread was measured (e.g. the specgate spread of results/…)")
         spread.reject_unknown()

@@ -35,6 +35,7 @@ from specgate.verdicts.noise import (
     UPPER_BOUND,
     BootSpread,
     between_boot_spread,
+    lag1_autocorrelation,
     ratio_interval,
 )
 
@@ -49,6 +50,13 @@ class FigureNoise:
     between_boot_log_sd: float  # point estimate
     between_boot_log_sd_upper: float  # its one-sided UPPER_BOUND bound: what gates use
     requests_per_boot: int
+    # Lag-1 autocorrelation of consecutive requests' residuals (each request about its own mean over
+    # the rounds, less its round's level): what widens every requests' interval (noise.py).
+    request_lag1: float | None = None
+    # The part of the upper bound the servers of one run share, where the rounds booted replicas side
+    # by side (launch.boots >= 2): replicas differ by their own part only. None: not measured.
+    shared_log_sd: float | None = None
+    own_log_sd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,28 @@ def _noise(per_round: list[Series]) -> FigureNoise | None:
     within = float(np.sqrt(((residual - boot_level) ** 2).sum() / max(1, (len(rows) - 1) * (n - 1))))
     medians = np.median(logs, axis=1)
     between, upper = between_boot_spread([float(m) for m in medians], within, n)
-    return FigureNoise([float(np.exp(m)) for m in medians], within, between, upper, n)
+    lag1 = lag1_autocorrelation([list(np.exp(row - row.mean())) for row in residual])
+    shared, own = _split(per_round, within, between, upper)
+    return FigureNoise(
+        [float(np.exp(m)) for m in medians], within, between, upper, n,
+        None if lag1 is None else round(lag1, 4), shared, own,
+    )  # fmt: skip
+
+
+def _split(per_round: list[Series], within: float, between: float, upper: float) -> tuple[float | None, float | None]:
+    """(shared, own) parts of the upper bound where every round booted replicas side by side: the
+    replicas of a round differ by each server's own part; the rounds' means by the shared part
+    and what is left of the own. The split of the point estimate is applied to the bound."""
+    rounds = [[float(np.median(np.log(v))) for _, v in sorted(r.items()) if v] for r in per_round]
+    rounds = [levels for levels in rounds if len(levels) >= 2]
+    if len(rounds) < 2 or between <= 0:
+        return None, None
+    n = min(len(v) for r in per_round for v in r.values() if v)
+    median_noise = (MEDIAN_EFFICIENCY * within) ** 2 / n
+    inside = sum(float(np.sum((np.asarray(lv) - np.mean(lv)) ** 2)) for lv in rounds)
+    own_sq = max(0.0, inside / sum(len(lv) - 1 for lv in rounds) - median_noise)
+    share = min(1.0, max(0.0, 1 - own_sq / between**2))
+    return round(upper * math.sqrt(share), 5), round(upper * math.sqrt(1 - share), 5)
 
 
 @dataclass(frozen=True)
@@ -143,7 +172,9 @@ def _aa_pairs(
     wl = deployment.workload
     looks = planned_looks(wl.repeats, wl.max_repeats, deployment.gates.sample_batch)
     level = per_look_confidence(deployment.gates.confidence, looks)
-    spread = BootSpread(noise.between_boot_log_sd_upper, "this calibration")
+    spread = BootSpread(
+        noise.between_boot_log_sd_upper, "this calibration", noise.shared_log_sd, noise.request_lag1
+    )
     counts = {FAIL: 0, INCONCLUSIVE: 0, PASS: 0}
     for i, stored in enumerate(per_round):
         for j, now in enumerate(per_round):

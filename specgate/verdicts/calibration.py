@@ -45,7 +45,14 @@ class Calibration:
         if sd is None or (recorded and args_digest and recorded != args_digest):
             return None
         date = str(self.provenance.get("date", "?"))[:10]
-        return BootSpread(sd, f"80% upper bound from calibration {self.path.name}, {self.boots} boots, {date}")
+        figure = (self.document.get("configs", {}).get(config) or {}).get(kind) or {}
+        shared, lag1 = figure.get("shared_log_sd"), figure.get("request_lag1")
+        return BootSpread(
+            sd,
+            f"80% upper bound from calibration {self.path.name}, {self.boots} boots, {date}",
+            float(shared) if isinstance(shared, (int, float)) else None,
+            float(lag1) if isinstance(lag1, (int, float)) else None,
+        )
 
 
 def calibration_path(root: Path, deployment: str, fingerprint: Fingerprint) -> Path:
@@ -62,6 +69,11 @@ class _Spread(BaseModel):
     boot_medians: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
     within_log_sd: Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)] | None = None
     requests_per_boot: Annotated[int, Field(ge=1)] | None = None
+    # Components (noise.py): the part the servers of one run share, each server's own, and the
+    # requests' lag-1 autocorrelation; absent in records written before them.
+    shared_log_sd: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    own_log_sd: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    request_lag1: Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)] | None = None
 
     @field_validator("between_boot_log_sd", "between_boot_log_sd_upper")
     @classmethod

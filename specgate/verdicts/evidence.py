@@ -147,15 +147,30 @@ class Evidence(Sampler):
         found = self.calibration()
         digest = self.deployment.configs[config].args_digest(self.deployment.launch)
         pooled_now = self.pooled_spread(config, kind)
+        calibrated = found.spread_of(config, kind, digest) if found is not None else None
         if pooled_now is not None and (pooled_now.runs or pooled_now.calibrations > 1):
             where = history_path(self.baselines_root, self.deployment.name, self.fingerprint()).name
-            return BootSpread(pooled_now.log_sd_upper, pooled_now.describe(f"runner history {where}"))
-        if found is not None and (s := found.spread_of(config, kind, digest)) is not None:
-            return s
+            # The history pools levels, not their split: the calibration's split and lag carry over.
+            shared = (
+                pooled_now.log_sd_upper * calibrated.shared_log_sd / calibrated.log_sd
+                if calibrated is not None and calibrated.shared_log_sd is not None and calibrated.log_sd > 0
+                else None
+            )
+            return BootSpread(
+                pooled_now.log_sd_upper,
+                pooled_now.describe(f"runner history {where}"),
+                shared,
+                calibrated.request_lag1 if calibrated is not None else None,
+            )
+        if calibrated is not None:
+            return calibrated
         declared = self.deployment.gates.between_boot
         if declared is not None:
             sd = declared.decode_tps_log_sd if kind == "decode_tps" else declared.speedup_log_sd
-            return BootSpread(sd, f"declared in the deployment ([gates.between_boot]: {declared.source})")
+            shared = declared.decode_tps_shared_log_sd if kind == "decode_tps" else declared.speedup_shared_log_sd
+            return BootSpread(
+                sd, f"declared in the deployment ([gates.between_boot]: {declared.source})", shared, declared.request_lag1
+            )
         return None
 
     def history(self) -> RunnerHistory | None:
@@ -187,6 +202,8 @@ class Evidence(Sampler):
                 found.log_sd_upper,
                 f"80% upper bound from this comparison's own boots ({len(now)} now, {len(stored)} stored; "
                 f"{found.df} degrees of freedom)",
+                shared_log_sd=0.0,  # replicas of one run differ by each server's own part alone
+                covers_runs=False,
             )
         self._spread_used[(config, kind)] = known
         return known

@@ -202,9 +202,23 @@ def pooled_spread(
     ]
     frames: dict[str, list[BootValue]] = {}
     for e in chosen:
-        frames.setdefault(e.frame, []).extend(e.values)
+        # A run's replicas were booted side by side and share that run's state: one level a run,
+        # one degree of freedom, not one per replica (a calibration's values are its rounds).
+        values = [run_level(e.values)] if e.source == "run" and len(e.values) > 1 else e.values
+        frames.setdefault(e.frame, []).extend(values)
     sources = [e.source for e in chosen]
     return pool(frames.values(), sources.count("calibration"), sources.count("run"))
+
+
+def run_level(values: Sequence[BootValue]) -> BootValue:
+    """The replicas of one run as one level: their mean, with the median noise of all their requests."""
+    within = math.sqrt(sum(v.within_log_sd**2 for v in values) / len(values))
+    return BootValue(
+        boot=values[0].boot,
+        level=float(np.mean([v.level for v in values])),
+        within_log_sd=within,
+        requests=sum(v.requests for v in values),
+    )
 
 
 def out_of_control(history: RunnerHistory | None, entry: Entry, stored_boots: int = 1) -> str | None:
