@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # (deployment errors, the check, the report's gate table). Named, not imported, here: the kinds
 # judge with what the layers above the deployment provide, and the deployment parser reads their
 # declarations through this list, as pytest's core loads its built-in plugins by name.
-KIND_MODULES = ("beats_gate", "accept_gate", "regression_gate")
+KIND_MODULES = ("beats_gate", "accept_gate", "regression_gate", "ab_gate")
 # The [gates] keys that are settings, not a kind's table (deployment._parse_gate_settings reads them).
 GATE_SETTINGS = frozenset({"tolerance", "confidence", "sample_batch", "uncompared", "between_boot", "detect"})
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -19,6 +19,7 @@ from specgate.equivalence.check import EquivalenceStats, TokenDivergence
 from specgate.equivalence.known import known_defects_for
 from specgate.equivalence.partings import Parting, met_elsewhere
 from specgate.measure.speed import ConfigSpeed, Measurements
+from specgate.measure.stats import IntervalFigure, median_interval
 from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
 from specgate.server.pool import BootRecord
@@ -76,9 +77,16 @@ def _speed_rows(
                 "stored": stored_from if stored_from and config == deployment.reference else None,
                 "accept_histogram": list(hist) if (hist := pooled_histogram(record)) else None,
                 "draft_accept_rate": _draft_accept_rate(record),
+                "cycle_ms": _cycle_ms(record, conf),
             }
         )
     return rows
+
+
+def _cycle_ms(record: ConfigSpeed, confidence: float) -> IntervalFigure | None:
+    """Median time per verify cycle, ms: a request's accept length over its decode speed."""
+    cycles = [s.accept_length / s.decode_tps * 1000 for s in record.samples if s.accept_length and s.decode_tps > 0]
+    return median_interval(cycles, confidence).as_dict() if len(cycles) >= 2 else None
 
 
 def _draft_accept_rate(record: ConfigSpeed) -> float | None:

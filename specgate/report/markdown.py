@@ -723,5 +723,6 @@ def _accept_histograms(report: Report) -> list[str]:
         cycles = sum(hist)
         shares = " · ".join(f"{k}: {n / cycles:.0%}" for k, n in enumerate(hist))
         rate = f"; {r.draft_accept_rate:.0%} of proposed drafts accepted" if r.draft_accept_rate is not None else ""
-        out.append(f"- {r.config} (concurrency {r.concurrency}): {shares} of {cycles} cycles{rate}")
+        cycle = f"; a verify cycle takes {_iv(r.cycle_ms, '{:.2f}')} ms" if r.cycle_ms is not None else ""
+        out.append(f"- {r.config} (concurrency {r.concurrency}): {shares} of {cycles} cycles{rate}{cycle}")
     return out

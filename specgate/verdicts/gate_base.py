@@ -61,17 +61,19 @@ class GateBase(Evidence):
         concurrency: int,
         interval_at: Callable[[float], Interval],
         decide: Callable[[Interval], Status],
+        confidence: float | None = None,
     ) -> tuple[Status, Interval, int, int]:
         """Decide on `interval_at(level)`, measuring `configs` more while undecided, up to the
-        workload's `max_repeats`, with the error budget split over the looks: (status, the last
-        interval, looks taken, looks planned). `records` must have been called first."""
+        workload's `max_repeats`, with the error budget (the deployment's, or this gate's share of
+        it: `confidence`) split over the looks: (status, the last interval, looks taken, looks
+        planned). `records` must have been called first."""
         wl = self.deployment.workload
         looks = planned_looks(self.plan.per_boot(configs, concurrency), wl.max_repeats, self._batch())
         status, interval, taken = decide_sequentially(
             interval_at,
             decide,
             lambda: self.plan.more(configs, concurrency, wl.max_repeats, self._batch()),
-            self.deployment.gates.confidence,
+            self.deployment.gates.confidence if confidence is None else confidence,
             looks,
         )
         return status, interval, taken, looks

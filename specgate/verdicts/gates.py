@@ -79,6 +79,7 @@ class GateFigures(TypedDict, total=False):
     speedup_stored: IntervalFigure  # … and as stored
     absolute_ratio_to_stored: IntervalFigure  # … its decode tok/s now over stored
     reference_ratio_to_stored: IntervalFigure  # … its reference's decode tok/s now over stored
+    accept_ratio: IntervalFigure  # ab: the candidate's pooled accept length over the base's, paired per prompt
     # What the verdict rests on, and what it could detect.
     fidelity: dict[str, dict[str, Any]]  # per config: the server's own figure against the suite's (measure.fidelity)
     counters: str  # the spec counters' contradiction that voided an accept length (measure.accept_counts)

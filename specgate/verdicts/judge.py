@@ -16,6 +16,7 @@ from specgate.equivalence.golden import GoldenAnswers
 from specgate.errors import GateKindError
 from specgate.gate_kinds import PlannedGate, calling, kind_named, where
 from specgate.measure.summary import summarise_speed
+from specgate.verdicts.ab_gate import AbGates
 from specgate.verdicts.accept_gate import AcceptFloorGates
 from specgate.verdicts.beats_gate import BeatsGates
 from specgate.verdicts.evidence import other_machine
@@ -27,7 +28,7 @@ from specgate.verdicts.regression_gate import RegressionGates
 __all__ = ["SIMULATED_TAU_ENV", "Judge", "baseline_document", "other_machine", "simulated_tau"]
 
 
-class Judge(BeatsGates, AcceptFloorGates, RegressionGates):
+class Judge(BeatsGates, AcceptFloorGates, RegressionGates, AbGates):
     """The run's judge: one kind of gate per module (specgate.gate_kinds names them) over the shared
     sampler (sampler.py) and store of stored evidence (evidence.py); gate_base.py holds what the
     kinds share. Its verdicts are recorded in `verdicts`."""

@@ -1,0 +1,76 @@
+"""A/B in one run ([[gates.ab]], specgate/verdicts/ab_gate.py): a candidate speculative config against a
+base booted beside it, judged on paired per-request ratios with no stored side; its speed gate and its
+accept-length gate each fail for their own reason, and an unchanged candidate passes both."""
+
+from __future__ import annotations
+
+import pytest
+
+from specgate.deployment import parse_deployment
+from specgate.errors import DeploymentError
+from tests.self.helpers import sim_deployment_dict
+
+EAGLE = [
+    "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "specgate-sim/toy-drafter",
+    "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3",
+    "--speculative-attention-mode", "decode",
+]  # fmt: skip
+
+
+def _ab(candidate_args: list[str]) -> dict:
+    return {
+        "configs": {"candidate": {"args": [*EAGLE, *candidate_args]}, "base": {"args": EAGLE}},
+        "gates": {"ab": [{"config": "candidate", "base": "base", "tolerance": 0.1, "accept_tolerance": 0.1}]},
+    }
+
+
+def _without_prefill(d):
+    """The two sides and the plain reference alone: the shipped speculative configs are not gated here."""
+    import tomli_w
+
+    for name in ("eagle3-prefill", "eagle3-decode"):
+        d.data["configs"].pop(name, None)
+    for table in ("beats", "accept_length"):
+        d.data["gates"].pop(table, None)
+    d.data.pop("sweep", None)
+    d.path.write_text(tomli_w.dumps(d.data))
+    return d
+
+
+def _gates(d) -> dict[str, dict]:
+    return {g["gate"]: g for g in d.report()["gates"] if g["gate"].startswith("ab:")}
+
+
+@pytest.mark.parametrize(
+    ("candidate_args", "faults", "speed", "accept"),
+    [
+        ([], "", "pass", "pass"),  # A/A: the same build and flags on both sides
+        ([], "candidate:slowdown=0.3", "fail", "pass"),  # a slower cycle, the same drafts accepted
+        (["--sim-draft-agreement", "0.35"], "", None, "fail"),  # a worse drafter: fewer tokens a step
+    ],
+)
+def test_ab_in_one_run(sim_deployment, pytester, candidate_args, faults, speed, accept):
+    d = _without_prefill(sim_deployment(_ab(candidate_args)))
+    result = d.run(pytester, "-k", "ab_in_one_run", faults=faults)
+    gates = _gates(d)
+    assert set(gates) == {"ab:candidate-vs-base:speed", "ab:candidate-vs-base:accept"}, result.outlines[-20:]
+    assert gates["ab:candidate-vs-base:accept"]["status"] == accept, gates["ab:candidate-vs-base:accept"]["summary"]
+    if speed is not None:
+        assert gates["ab:candidate-vs-base:speed"]["status"] == speed, gates["ab:candidate-vs-base:speed"]["summary"]
+    assert "half of the pair's false-alarm budget" in " ".join(gates["ab:candidate-vs-base:speed"]["notes"])
+    assert result.ret == (0 if (speed, accept) == ("pass", "pass") else 1)
+
+
+@pytest.mark.parametrize(
+    ("gate", "message"),
+    [
+        ({"config": "eagle3-decode", "base": "eagle3-decode"}, "compared with itself"),
+        ({"config": "eagle3-decode", "base": "baseline"}, "declares no --speculative-algorithm"),
+        ({"config": "eagle3-decode", "base": "nope"}, "nope"),
+    ],
+)
+def test_an_ab_entry_is_checked_before_anything_boots(tmp_path, gate, message):
+    data = sim_deployment_dict()
+    data.setdefault("gates", {})["ab"] = [gate]
+    with pytest.raises(DeploymentError, match=message):
+        parse_deployment(data, tmp_path / "d.toml")
