@@ -64,28 +64,37 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
             continue
         frames = {e.frame for e in history.entries} if history else set()
         extra = [e for e in calibration_entries(cal.document, slug) if e.frame not in frames] if cal else []
-        for config, kind in _gates(dep):
+        for config, kind in [*_gates(dep), *_ab_gates(dep)]:
             digest = dep.configs[config].args_digest(dep.launch)
-            found = pooled_spread(history, config, kind, digest, extra)
+            found = pooled_spread(history, config, kind.removeprefix("ab:"), digest, extra)
             if found is None:
                 continue
-            design = _design(dep, config, kind, found.log_sd_upper, found.within_log_sd)
+            split = cal.spread_of(config, kind.removeprefix("ab:"), digest) if cal is not None else None
+            shared = (
+                found.log_sd_upper * split.shared_log_sd / split.log_sd
+                if split is not None and split.shared_log_sd is not None and split.log_sd > 0
+                else None
+            )
+            lag1 = split.request_lag1 if split is not None else None
+            design = _design(dep, config, kind, found.log_sd_upper, found.within_log_sd, shared, lag1)
             said = sentence(design, found.describe(slug))
             if dep.gates.detect is not None:
                 servers = [config, dep.reference_of(config)] if kind == "speedup" else [config]
                 said += "; " + plan_sentence(
                     design, dep.gates.detect, MAX_BOOTS, *_seconds(cal, dep, servers), url=dep.launch.launcher == "url"
                 )
-            lines.append(f"  regression:{config}:{kind} on {slug}: {said}")
+            lines.append(f"  {_gate_name(dep, config, kind)} on {slug}: {said}")
     if not lines and dep.gates.between_boot is not None:
         declared = dep.gates.between_boot
-        for config, kind in _gates(dep):
-            sd = declared.decode_tps_log_sd if kind == "decode_tps" else declared.speedup_log_sd
-            design = _design(dep, config, kind, sd, None)
+        for config, kind in [*_gates(dep), *_ab_gates(dep)]:
+            figure = kind.removeprefix("ab:")
+            sd = declared.decode_tps_log_sd if figure == "decode_tps" else declared.speedup_log_sd
+            shared = declared.decode_tps_shared_log_sd if figure == "decode_tps" else declared.speedup_shared_log_sd
+            design = _design(dep, config, kind, sd, None, shared, declared.request_lag1)
             said = sentence(design, f"declared in [gates.between_boot]: {declared.source}")
             if dep.gates.detect is not None:
                 said += "; " + plan_sentence(design, dep.gates.detect, MAX_BOOTS, None, None, url=dep.launch.launcher == "url")
-            lines.append(f"  regression:{config}:{kind}: {said}")
+            lines.append(f"  {_gate_name(dep, config, kind)}: {said}")
     if not lines:
         lines.append(
             f"  sensitivity not stated: no runner history or calibration under {folder} and no [gates.between_boot] "
@@ -94,13 +103,38 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
     return lines
 
 
-def _design(dep: Deployment, config: str, kind: str, between: float, within: float | None) -> Design:
+def _ab_gates(dep: Deployment) -> list[tuple[str, str]]:
+    """(candidate, "ab:decode_tps") of each A/B speed gate: judged on both servers' decode tok/s."""
+    return [(gate.config, "ab:decode_tps") for gate in dep.gates.of("ab")]
+
+
+def _gate_name(dep: Deployment, config: str, kind: str) -> str:
+    if kind.startswith("ab:"):
+        gate = next(g for g in dep.gates.of("ab") if g.config == config)
+        return f"ab:{gate.name}:speed"
+    return f"regression:{config}:{kind}"
+
+
+def _design(
+    dep: Deployment,
+    config: str,
+    kind: str,
+    between: float,
+    within: float | None,
+    shared: float | None = None,
+    lag1: float | None = None,
+) -> Design:
+    pair = kind.startswith("ab:")
     return Design(
         between_log_sd=between,
         within_log_sd=within,
         boots_now=dep.launch.boots,
         boots_stored=dep.launch.boots,
         requests=dep.workload.max_repeats,
-        false_alarm=1 - dep.gates.confidence,
+        # An A/B speed gate keeps half the pair's budget (verdicts/ab_gate.py).
+        false_alarm=(1 - dep.gates.confidence) / (2 if pair else 1),
         two_sided=kind == "decode_tps" and config in dep.references,
+        shared_log_sd=shared,
+        lag1=lag1,
+        pair=pair,
     )

@@ -234,6 +234,8 @@ class RegressionGates(GateBase):
             requests=cap,
             false_alarm=1 - self.deployment.gates.confidence,
             two_sided=kind == "decode_tps" and config in self.deployment.references,
+            shared_log_sd=spread.shared_log_sd,
+            lag1=spread.request_lag1,
         )
         sensitivity: dict[str, Any] = {
             "detects_80pct": design.detects(),
@@ -242,6 +244,8 @@ class RegressionGates(GateBase):
             "boots_stored": design.boots_stored,
             "requests": design.requests,
             "between_log_sd": design.between_log_sd,
+            "shared_log_sd": design.shared_log_sd,
+            "request_lag1": design.lag1,
             "within_log_sd": within,
             "spread_source": spread.source,
         }

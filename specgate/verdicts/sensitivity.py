@@ -1,10 +1,17 @@
 """What a no-regression speed gate can see, said before and after the run.
 
 A gate compares this run's level of a figure with the stored run's. Its estimate varies with
-the boots on both sides (the between-boot spread s, per boot) and with the requests of each
-boot (the within-boot spread w, a median of n requests: 1.2533·w/√n):
+the runs on both sides (the part s_r of the between-boot spread that the servers of one run
+share), with each side's boots (each server's own part s_o, per boot) and with the requests of
+each boot (the within-boot spread w, a median of n requests: 1.2533·w·f/√n, f the inflation of
+autocorrelated requests, verdicts/noise.py):
 
-    sd² = (s² + (1.2533·w)²/n) · (1/B + 1/M)        B boots now, M stored
+    sd² = 2·s_r² + (s_o² + (1.2533·w·f)²/n) · (1/B + 1/M)        B boots now, M stored
+
+Where the split is not known, all of s is taken as s_r: replicas side by side then do not help.
+A/B in one run (`pair`) has no stored side and, where the split is known, no s_r:
+
+    sd² = (2·s_o² + 2·(1.2533·w·f)²/n) / B
 
 The *sensitivity* is the regression such a comparison catches with 80% power when its bar sits
 where an unchanged build crosses it at the deployment's false-alarm target (1 − `[gates]
@@ -37,11 +44,22 @@ class Design:
     requests: int  # per boot, at the gate's cap
     false_alarm: float
     two_sided: bool
+    shared_log_sd: float | None = None  # the part the servers of one run share (None: not known, all of it)
+    lag1: float | None = None  # the requests' lag-1 autocorrelation (None: taken as independent)
+    pair: bool = False  # A/B in one run: both sides booted side by side, no stored side
 
     def sd(self, boots_now: int | None = None, boots_stored: int | None = None) -> float:
+        from specgate.verdicts.noise import autocorrelation_inflation
+
         b, m = boots_now or self.boots_now, boots_stored or self.boots_stored
-        per_boot = self.between_log_sd**2 + (MEDIAN_EFFICIENCY * (self.within_log_sd or 0.0)) ** 2 / max(1, self.requests)
-        return math.sqrt(per_boot * (1 / max(1, b) + 1 / max(1, m)))
+        within = (self.within_log_sd or 0.0) * autocorrelation_inflation(self.lag1)
+        requests = (MEDIAN_EFFICIENCY * within) ** 2 / max(1, self.requests)
+        shared = self.between_log_sd if self.shared_log_sd is None else min(self.shared_log_sd, self.between_log_sd)
+        own_sq = self.between_log_sd**2 - shared**2
+        if self.pair:
+            between = 2 * (own_sq if self.shared_log_sd is not None else self.between_log_sd**2)
+            return math.sqrt((between + 2 * requests) / max(1, b))
+        return math.sqrt(2 * shared**2 + (own_sq + requests) * (1 / max(1, b) + 1 / max(1, m)))
 
     def detects(self, boots_now: int | None = None, boots_stored: int | None = None) -> float:
         from scipy.stats import norm
@@ -64,10 +82,22 @@ def minutes(boots: int, boot_seconds: float | None, request_seconds: float | Non
 
 def sentence(design: Design, source: str) -> str:
     within = "" if design.within_log_sd is None else f", within-boot {design.within_log_sd:.1%}"
+    if design.lag1 is not None:
+        within += f", requests' lag-1 {design.lag1:.2f}"
+    split = (
+        "all of it taken as shared by a run's servers (split not known)"
+        if design.shared_log_sd is None
+        else f"{design.shared_log_sd:.1%} of it shared by a run's servers"
+    )
+    sides = (
+        f"A/B in one run, {design.boots_now} boot(s) a side"
+        if design.pair
+        else f"{design.boots_now} boot(s) now, {design.boots_stored} stored"
+    )
     return (
         f"sensitivity: detects a regression of {design.detects():.1%} with {POWER:.0%} power at a "
-        f"{design.false_alarm:.0%} false-alarm rate ({design.boots_now} boot(s) now, {design.boots_stored} stored, "
-        f"{design.requests} requests per boot; between-boot spread {design.between_log_sd:.1%}{within}, {source})"
+        f"{design.false_alarm * 100:.3g}% false-alarm rate ({sides}, {design.requests} requests per boot; between-boot "
+        f"spread {design.between_log_sd:.1%}, {split}{within}; {source})"
     )
 
 
@@ -85,9 +115,13 @@ def plan_sentence(
         return f"detect = {target:.0%}: reached with this design"
     boots = design.boots_for(target, most)
     if boots is None:
+        shared = "" if design.pair else (
+            "; replicas in one run do not shrink what the servers of a run share: A/B in one run ([[gates.ab]]) "
+            "cancels it, or calibrate with replicas to learn how much of the spread it is"
+        )
         return (
             f"detect = {target:.0%}: not reached within {most} boots per side (at {most}: {design.detects(most, most):.1%}); "
-            "a smaller between-boot spread (pool more unchanged runs) or a larger detect is needed"
+            f"a smaller between-boot spread (pool more unchanged runs) or a larger detect is needed{shared}"
         )
     cost = minutes(boots, seconds_per_boot, request_seconds, design.requests)
     spent = (

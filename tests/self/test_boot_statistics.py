@@ -70,9 +70,11 @@ class _Plan:
         return None
 
 
-def _deployment(tolerance: float = 0.10, spread: float | None = 0.02, **gates) -> Deployment:
+def _deployment(
+    tolerance: float = 0.10, spread: float | None = 0.02, shared: float | None = None, **gates
+) -> Deployment:
     dep = load_deployment("sim")
-    between = BetweenBootSpread(spread, spread, "self-test") if spread is not None else None
+    between = BetweenBootSpread(spread, spread, "self-test", shared, shared) if spread is not None else None
     tol = dataclasses.replace(dep.gates.tolerance, decode_tps_fraction=tolerance, decode_tps_by_config={})
     return dataclasses.replace(dep, gates=dataclasses.replace(dep.gates, tolerance=tol, between_boot=between, **gates))
 
@@ -262,19 +264,22 @@ def test_each_regression_gate_states_its_sensitivity_after_the_run(tmp_path: Pat
 def test_detect_asks_for_the_boots_and_minutes_that_reach_it(tmp_path: Path):
     from specgate.verdicts.sensitivity import Design
 
-    design = Design(0.049, 0.033, 1, 1, 30, 0.05, False)
+    # Where the spread is known to be each server's own (none shared by a run's servers), replicas help.
+    design = Design(0.049, 0.033, 1, 1, 30, 0.05, False, shared_log_sd=0.0)
     assert design.detects() > 0.15  # one boot a side cannot see 10%
     boots = design.boots_for(0.10, 32)
     assert boots is not None and design.detects(boots, boots) <= 0.10 < design.detects(boots - 1, boots - 1)
+    # Where the split is not known, all of it is taken as shared: replicas of one run cannot reach 10%.
+    assert Design(0.049, 0.033, 1, 1, 30, 0.05, False).boots_for(0.10, 32) is None
     rng = np.random.default_rng(32)
-    dep = _deployment(tolerance=0.2, spread=0.049, detect=0.10)
+    dep = _deployment(tolerance=0.2, spread=0.049, shared=0.0, detect=0.10)
     _store(tmp_path / "baselines", dep, {1: _levels(rng, 1.0, 30, sd=0.033)})
     judge = _judge(tmp_path, dep, {1: _levels(rng, 1.0, 30, sd=0.033)})
     judge.plan.pool.boots = [SimpleNamespace(config=REF, seconds=60.0, ok=True)]
     judge.meter.results = {(REF, 1): judge.meter.record(REF, 1)}
     verdict = judge.regression(REF, 1, "decode_tps")
     plan = verdict.figures["sensitivity"]["plan"]
-    two_sided = Design(0.049, 0.033, 1, 1, 30, 0.05, True)
+    two_sided = Design(0.049, 0.033, 1, 1, 30, 0.05, True, shared_log_sd=0.0)
     assert plan["detect"] == 0.10 and plan["boots_per_side"] == two_sided.boots_for(0.10, 32)
     # each boot: 60 s to boot, 30 requests of 1 s
     assert abs(plan["gpu_minutes_per_side"] - plan["boots_per_side"] * 1.5) < 1e-9
@@ -301,7 +306,8 @@ def test_check_states_the_sensitivity_before_the_run(tmp_path: Path):
     (line,) = sensitivity_lines(dep, tmp_path)
     assert line.startswith(f"  regression:{REF}:decode_tps on {FP.slug}: sensitivity: detects a regression of")
     assert "pooled over 2 degrees of freedom (1 calibration(s), 0 unchanged run(s))" in line
-    assert "detect = 10%: " in line and "minutes unknown" in line  # no calibration record: no measured times
+    # The record says nothing of how much of its spread a run's servers share: replicas are no answer.
+    assert "detect = 10%: not reached within" in line and "[[gates.ab]]" in line
 
 
 def test_detect_is_read_and_bounded_with_its_field_named():

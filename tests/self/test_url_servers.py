@@ -49,7 +49,7 @@ def test_no_advice_to_a_url_deployment_suggests_launch_boots(tmp_path):
     data["gates"]["tolerance"] = {"decode_tps": 0.6}
     dep = parse_deployment(data, tmp_path / "url.toml")
     design = Design(between_log_sd=0.05, within_log_sd=0.02, boots_now=1, boots_stored=1, requests=30,
-                    false_alarm=0.05, two_sided=False)  # fmt: skip
+                    false_alarm=0.05, two_sided=False, shared_log_sd=0.0)  # fmt: skip
     said = [
         _inconclusive_at(45, 45, 45, dep.launch.more_boots),
         plan_sentence(design, 0.08, 32, 60.0, 1.0, url=True),
