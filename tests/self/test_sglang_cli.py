@@ -19,7 +19,13 @@ from specgate.deployment import load_deployment
 from specgate.diagnosis.settings import read_settings
 from specgate.flag_check import check_flags, final_argv
 from specgate.resources import builtin_deployments_dir
-from specgate.server_flags import GRAPH_BOUND_FLAGS, accepts, graph_bound_args, graph_bound_from_args, supported_spelling
+from specgate.server_flags import (
+    GRAPH_BOUND_FLAGS,
+    accepts,
+    graph_bound_args,
+    graph_bound_from_args,
+    supported_spelling,
+)
 from specgate.server_info import graph_bound
 
 SUPPORTED = [t.name for t in sglang_cli.supported()]
