@@ -110,6 +110,27 @@ def describe_affinity(dep: Deployment) -> list[str]:
     ]
 
 
+def idle_neighbour_warnings(dep: Deployment) -> list[str]:
+    """A WARNING naming the configs that run side by side on one host without --sleep-on-idle
+    where their release has it (specgate.server.idle)."""
+    from specgate.server.idle import SLEEP_ON_IDLE, spinning_configs
+
+    spinning = spinning_configs(dep)
+    if not spinning:
+        return []
+    by_release: dict[str, list[str]] = {}
+    for found in spinning:
+        release = f"SGLang {found.release}" + ("" if found.declared else ", the newest release specgate knows")
+        by_release.setdefault(release, []).append(found.config)
+    named = " and ".join(f"{', '.join(configs)} ({release})" for release, configs in by_release.items())
+    return [
+        f"  WARNING: {dep.path}: servers run side by side on one host, and configs {named} boot without "
+        f"{SLEEP_ON_IDLE}, which that release has: an idle SGLang scheduler spins on a host core, so idle neighbours poll on the host cores "
+        f"the measured server's draft-verify cycle needs. Add \"{SLEEP_ON_IDLE}\" to launch.args: it changes how a "
+        "server idles, not what it computes (the launch digest leaves it out: stored baselines stay comparable)"
+    ]
+
+
 def describe(dep: Deployment) -> str:
     lines = [f"deployment {dep.name!r} ({dep.path})" + ("  [SIMULATOR]" if dep.simulator else "")]
     if dep.description:
@@ -120,6 +141,7 @@ def describe(dep: Deployment) -> str:
     if dep.launch.ssh is not None:
         lines.extend(describe_ssh(dep.launch.ssh))
     lines.extend(describe_affinity(dep))
+    lines.extend(idle_neighbour_warnings(dep))
     lines.extend(describe_stored_reference(dep))
     for name, cfg in dep.configs.items():
         if name in dep.references:
