@@ -82,6 +82,9 @@ def test_every_config_and_replicate_gets_a_slice_and_check_says_which(tmp_path, 
     monkeypatch.setattr(affinity, "SYSFS_CPU", fake_sysfs(tmp_path / "cpu", [(k, k + 6) for k in range(6)]))
     text = describe(dep)
     assert "CPU affinity split by whole physical cores" in text
+    from specgate.calibrate.analyse import runner_setup
+
+    assert "own fixed CPU slice, by whole physical cores" in runner_setup(dep)
     assert f"{servers[0]} on 0,6 (1 core, 2 threads)" in text and f"{servers[-1]} on 5,11 (1 core, 2 threads)" in text
     monkeypatch.setattr(affinity, "available_cpus", lambda: [0])
     assert 'WARNING: launch.cpu_affinity = "split"' in describe(dep)

@@ -124,3 +124,15 @@ def test_the_simulator_takes_the_flag_as_sglang_does():
     _, unknown = build_parser().parse_known_args(["--model-path", "m", SLEEP_ON_IDLE])
     assert unknown == [SLEEP_ON_IDLE]  # ignored, as any SGLang flag the simulator has no use for
     assert _refusal(_claimed_table("0.5.14"), ["--model-path", "m", SLEEP_ON_IDLE]) is None
+
+
+def test_a_calibration_names_whether_idle_neighbours_slept(tmp_path):
+    """A spread measured beside spinning neighbours says nothing of quiet ones: calibration.md's
+    runner setup tells them apart, which the launch digest no longer does."""
+    from specgate.calibrate.analyse import runner_setup
+
+    assert "idle neighbours spinning (no --sleep-on-idle)" in runner_setup(_real(tmp_path))
+    assert "idle neighbours asleep (--sleep-on-idle)" in runner_setup(_real(tmp_path, launch_args=[SLEEP_ON_IDLE]))
+    mixed = runner_setup(_real(tmp_path, eagle3_decode=[SLEEP_ON_IDLE]))
+    assert "idle neighbours of baseline, eagle3-prefill spinning" in mixed
+    assert "idle neighbours" not in runner_setup(_real(tmp_path, coexist=False))
