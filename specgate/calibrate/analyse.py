@@ -223,7 +223,7 @@ def runner_setup(deployment: Deployment) -> str:
             else "CPU affinity none (each server where the kernel puts it)"
         )
     if idle.share_a_host(deployment):
-        spinning = [c for c in deployment.configs if not idle.gives_sleep_on_idle([*launch.args, *deployment.configs[c].args])]
+        spinning = [c for c, cfg in deployment.configs.items() if not idle.gives_sleep_on_idle([*launch.args, *cfg.args])]
         if not spinning:
             parts.append(f"idle neighbours asleep ({idle.SLEEP_ON_IDLE})")
         else:

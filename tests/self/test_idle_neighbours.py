@@ -66,7 +66,10 @@ def test_the_digest_leaves_out_only_how_a_server_idles(tmp_path):
         assert plain.configs[name].args_digest(plain.launch) == quiet.configs[name].args_digest(quiet.launch)
     decode = "eagle3-decode"
     assert other.configs[decode].args_digest(other.launch) != quiet.configs[decode].args_digest(quiet.launch)
-    assert sglang_cli.digest_words(["--sleep-on-idle", "--cuda-graph-max-bs-decode", "4"]) == ["--cuda-graph-max-bs", "4"]
+    assert sglang_cli.digest_words(["--sleep-on-idle", "--cuda-graph-max-bs-decode", "4"]) == [
+        "--cuda-graph-max-bs",
+        "4",
+    ]
 
 
 def _real(tmp_path, launcher="local", coexist=True, release=None, launch_args=(), sweep=False, **configs_args):
