@@ -32,7 +32,7 @@ from specgate.secrets import (
     secret_flag,
     url_password_env,
 )
-from specgate.sglang_cli import digest_spelling, parse_release
+from specgate.sglang_cli import digest_words, parse_release
 from specgate.tomlcheck import Table, read_toml, safe_name_problem
 
 DEFAULT_DEPLOYMENT = "sim"
@@ -244,12 +244,13 @@ class ServerConfig:
     def args_digest(self, launch: LaunchSpec) -> str:
         """Identifies what was booted, so a baseline of other flags is never compared. A flag is
         digested in its first spelling (sglang_cli.digest_spelling): one option under two names
-        boots the same server, and baselines recorded under the old name stay comparable."""
+        boots the same server, and baselines recorded under the old name stay comparable. Flags
+        of how an idle server waits (sglang_cli.DIGEST_IGNORED) are left out."""
         blob = json.dumps(
             [
-                digest_spelling(self.launch_command(launch)),
-                digest_spelling(launch.args),
-                digest_spelling(self.args),
+                digest_words(self.launch_command(launch)),
+                digest_words(launch.args),
+                digest_words(self.args),
                 launch.env,
                 self.env,
             ],

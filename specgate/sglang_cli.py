@@ -179,6 +179,23 @@ def digest_spelling(argv: Sequence[str]) -> list[str]:
     return out
 
 
+# Flags that change only how a server waits while it has no request, never what it computes nor
+# how it runs one, left out of the launch digest so that adding one keeps stored baselines.
+# --sleep-on-idle: the idle scheduler blocks on its request sockets (a zmq poll that a request
+# ends at once) instead of spinning a host core; the server's requests run the same code. It
+# matters to its NEIGHBOURS (servers side by side on one host, where a spinning idle scheduler
+# takes host time the measured server's cycle needs), like launch.cpu_affinity, which is a
+# setting of the host the run is measured on and no part of the digest either: a baseline
+# recorded beside spinning neighbours is compared with a run beside quiet ones.
+DIGEST_IGNORED = ("--sleep-on-idle",)
+
+
+def digest_words(argv: Sequence[str]) -> list[str]:
+    """`argv` as it identifies what was booted: the DIGEST_IGNORED flags left out (each a switch,
+    taking no value), each renamed option in its first spelling."""
+    return digest_spelling([arg for arg in argv if arg.partition("=")[0] not in DIGEST_IGNORED])
+
+
 def option_words(argv: Sequence[str]) -> list[str]:
     """The flags a command line gives (`--flag V` and `--flag=V` alike), in order."""
     return [arg.partition("=")[0] for arg in argv if arg.startswith("--")]

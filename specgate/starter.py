@@ -28,6 +28,7 @@ from specgate.errors import HTTPStatusError, SpecgateError
 from specgate.project import SETTINGS_FILE
 from specgate.resources import builtin_baselines_dir, builtin_deployments_dir
 from specgate.secrets import redact, remember_url, secret_flag
+from specgate.server.idle import SLEEP_ON_IDLE, gives_sleep_on_idle
 from specgate.server_flags import supported_spelling
 from specgate.tomlcheck import safe_name_problem
 
@@ -152,6 +153,13 @@ def launch_deployment(name: str, command_line: str, draft: str | None) -> tuple[
         spec = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft, *EAGLE3_DEFAULTS]
     elif draft is not None:
         notes.append("--draft ignored: the command already names its --speculative-* flags")
+    if not gives_sleep_on_idle(base):
+        base.append(SLEEP_ON_IDLE)
+        notes.append(
+            f"added {SLEEP_ON_IDLE} to launch.args: an idle server then waits instead of spinning a host core, so with "
+            "coexist = true the servers idle beside the measured one leave it the cores it needs (one server at a "
+            "time it changes nothing measured)"
+        )
     text = f"""\
 # Written by `specgate init --launch`: your command's flags are the plain reference, its
 # speculative flags run in both attention modes. Check it with `specgate check {name}`.
@@ -163,6 +171,8 @@ reference = "baseline"
 [launch]
 launcher = "local"
 command = {_toml_list(program)}
+# {SLEEP_ON_IDLE}: an idle server waits on its sockets instead of spinning a host core, which servers
+# side by side (coexist = true) need: idle neighbours would poll on the measured server's cores.
 args = {_toml_list(base)}{_env_line(env)}
 boot_timeout_s = 900
 coexist = false            # one server at a time: safe on one GPU; true boots them side by side

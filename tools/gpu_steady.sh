@@ -15,6 +15,9 @@
 #                                        (BASELINES_IN=DIR: start from a stored baseline and calibration
 #                                        kept from an earlier call, e.g. under results/; RUNS=N pairs, default 5)
 #   PIN=1 (either phase): the deployment with launch.cpu_affinity = "split", named …-steady-pinned
+#   SPIN=1 (either phase): the deployment without --sleep-on-idle, idle neighbours spinning on host
+#                          cores as every boot of the first H200 data ran, named …-spinning: against
+#                          the default (quiet) one it measures what quiet neighbours remove
 #
 # Pass SPECGATE_COMMIT=<clean commit>. DEADLINE_S (default 570) bounds each call. Everything comes
 # back under $OUT: summary.txt (provenance, one line per step, every report's first screen),
@@ -34,6 +37,14 @@ if [[ ${PIN:-0} == 1 ]]; then
       -e 's/^coexist = true/coexist = true\ncpu_affinity = "split"/' "$dep" > "$work/pinned.toml"
   dep=$work/pinned.toml
 fi
+if [[ ${SPIN:-0} == 1 ]]; then
+  # Under its own name: the launch digest leaves --sleep-on-idle out, so only the name keeps this
+  # setup's calibration and baselines apart from the quiet one's.
+  name=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$dep" | head -1)
+  sed -e "s/^name = \"$name\"/name = \"$name-spinning\"/" -e 's/, "--sleep-on-idle"\]/]/' "$dep" > "$work/spinning.toml"
+  if grep -q '"--sleep-on-idle"' "$work/spinning.toml"; then echo "SPIN=1: --sleep-on-idle left in the launch"; exit 3; fi
+  dep=$work/spinning.toml
+fi
 # Unpacked once per machine: a judge call on a fresh machine unpacks too.
 if [[ $phase == calibrate || ! -f /tmp/gpu-env.sh ]]; then
   bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -2 || exit 3
@@ -44,7 +55,8 @@ export PYTHONPATH=$PWD/tools/inject:$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "commit: ${SPECGATE_COMMIT:-unknown}"
-  echo "phase: $phase (CAL_BOOTS=${CAL_BOOTS:-4} SLOWDOWN=${SLOWDOWN:-0.10} DEADLINE_S=${DEADLINE_S:-570})"
+  echo "phase: $phase (CAL_BOOTS=${CAL_BOOTS:-4} SLOWDOWN=${SLOWDOWN:-0.10} DEADLINE_S=${DEADLINE_S:-570} PIN=${PIN:-0} SPIN=${SPIN:-0})"
+  echo "deployment: $dep ($(sed -n 's/^name = //p' "$dep" | head -1))"
   echo "host: $(hostname) machine-id $(cat /etc/machine-id 2>/dev/null || echo none)"
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid,clocks.max.sm --format=csv,noheader
   python3 -c 'import importlib.metadata as m; print("sglang", m.version("sglang"), "torch", m.version("torch"), "flashinfer", m.version("flashinfer-python"))'

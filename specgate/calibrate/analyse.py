@@ -241,14 +241,25 @@ def _gate_entry(noise: FigureNoise, per_round: list[Series], tol: float, two_sid
 def runner_setup(deployment: Deployment) -> str:
     """The settings of this host's launch that move speculative speed between boots, in words:
     a spread measured under one setup says nothing of another."""
+    from specgate.server import affinity, idle
+
     launch = deployment.launch
     parts = [f"servers {'side by side' if launch.coexist else 'one at a time'}"]
     if launch.launcher == "local":
+        servers = affinity.side_by_side(deployment)
+        by = "whole physical cores" if affinity.placement(servers, affinity.available_cpus()).whole_cores else "logical CPUs"
         parts.append(
-            "CPU affinity split (each server on its own fixed CPU slice)"
+            f"CPU affinity split (each server on its own fixed CPU slice, by {by})"
             if launch.cpu_affinity == "split"
             else "CPU affinity none (each server where the kernel puts it)"
         )
+    if idle.share_a_host(deployment):
+        spinning = [c for c, cfg in deployment.configs.items() if not idle.gives_sleep_on_idle([*launch.args, *cfg.args])]
+        if not spinning:
+            parts.append(f"idle neighbours asleep ({idle.SLEEP_ON_IDLE})")
+        else:
+            whose = "" if len(spinning) == len(deployment.configs) else f" of {', '.join(spinning)}"
+            parts.append(f"idle neighbours{whose} spinning (no {idle.SLEEP_ON_IDLE})")
     return ", ".join(parts)
 
 

@@ -77,21 +77,58 @@ def describe_stored_reference(dep: Deployment) -> list[str]:
 
 
 def describe_affinity(dep: Deployment) -> list[str]:
-    """Where `launch.cpu_affinity = "split"` pins each server on this host, or why it cannot."""
+    """Where `launch.cpu_affinity = "split"` pins each server on this host (physical cores and
+    logical CPUs), or why it cannot."""
     from specgate.server import affinity
 
     if dep.launch.cpu_affinity != "split":
         return []
     cpus, servers = affinity.available_cpus(), affinity.side_by_side(dep)
     if not servers:
-        return [f"  CPU affinity split: servers take turns, each pinned to all {len(cpus)} CPUs this host allows"]
-    slices = affinity.split(servers, cpus)
-    if not slices:
+        cores = affinity.physical_cores(cpus)
+        held = f" ({len(cores)} physical cores)" if cores is not None else ""
+        return [f"  CPU affinity split: servers take turns, each pinned to all {len(cpus)} CPUs this host allows{held}"]
+    placed = affinity.placement(servers, cpus)
+    if not placed.slices:
         return [
             f"  WARNING: launch.cpu_affinity = \"split\": {len(servers)} servers side by side but {len(cpus)} CPU(s) "
             "here: none is pinned"
         ]
-    return ["  CPU affinity split: " + ", ".join(f"{n} on {affinity.cpu_list(c)}" for n, c in slices.items())]
+    if placed.whole_cores:
+        return [
+            "  CPU affinity split by whole physical cores (no core's two threads go to two servers): "
+            + ", ".join(
+                f"{n} on {affinity.cpu_list(c)} ({placed.cores[n]} core{'s' if placed.cores[n] != 1 else ''}, "
+                f"{len(c)} threads)"
+                for n, c in placed.slices.items()
+            )
+        ]
+    return [
+        f"  CPU affinity split by logical CPU, not whole cores ({placed.why_threads}: the two threads of one core may "
+        "go to two servers, which then slow each other as neighbours on one CPU): "
+        + ", ".join(f"{n} on {affinity.cpu_list(c)} ({len(c)} threads)" for n, c in placed.slices.items())
+    ]
+
+
+def idle_neighbour_warnings(dep: Deployment) -> list[str]:
+    """A WARNING naming the configs that run side by side on one host without --sleep-on-idle
+    where their release has it (specgate.server.idle)."""
+    from specgate.server.idle import SLEEP_ON_IDLE, spinning_configs
+
+    spinning = spinning_configs(dep)
+    if not spinning:
+        return []
+    by_release: dict[str, list[str]] = {}
+    for found in spinning:
+        release = f"SGLang {found.release}" + ("" if found.declared else ", the newest release specgate knows")
+        by_release.setdefault(release, []).append(found.config)
+    named = " and ".join(f"{', '.join(configs)} ({release})" for release, configs in by_release.items())
+    return [
+        f"  WARNING: {dep.path}: servers run side by side on one host, and configs {named} boot without "
+        f"{SLEEP_ON_IDLE}, which that release has: an idle SGLang scheduler spins on a host core, so idle neighbours poll on the host cores "
+        f"the measured server's draft-verify cycle needs. Add \"{SLEEP_ON_IDLE}\" to launch.args: it changes how a "
+        "server idles, not what it computes (the launch digest leaves it out: stored baselines stay comparable)"
+    ]
 
 
 def describe(dep: Deployment) -> str:
@@ -104,6 +141,7 @@ def describe(dep: Deployment) -> str:
     if dep.launch.ssh is not None:
         lines.extend(describe_ssh(dep.launch.ssh))
     lines.extend(describe_affinity(dep))
+    lines.extend(idle_neighbour_warnings(dep))
     lines.extend(describe_stored_reference(dep))
     for name, cfg in dep.configs.items():
         if name in dep.references:

@@ -15,14 +15,53 @@ from specgate.server import affinity
 from specgate.server.supervise import CPUS_ENV
 
 
-def test_slices_are_disjoint_equal_and_in_a_fixed_order():
-    got = affinity.split(["a", "b", "c"], list(range(16)))
+def fake_sysfs(root, cores, name="thread_siblings_list"):
+    """A sysfs cpu tree in which each tuple of `cores` is one physical core's logical CPUs."""
+    for core in cores:
+        for cpu in core:
+            topology = root / f"cpu{cpu}" / "topology"
+            topology.mkdir(parents=True)
+            (topology / name).write_text(affinity.cpu_list(list(core)) + "\n")
+    return root
+
+
+def test_slices_are_disjoint_equal_and_in_a_fixed_order(tmp_path):
+    unreadable = tmp_path / "no-sysfs"
+    got = affinity.split(["a", "b", "c"], list(range(16)), unreadable)
     assert got == {"a": [0, 1, 2, 3, 4], "b": [5, 6, 7, 8, 9], "c": [10, 11, 12, 13, 14]}
-    assert affinity.split(["a", "b", "c"], [0, 1]) == {}  # too few CPUs: nobody pinned
+    assert affinity.split(["a", "b", "c"], [0, 1], unreadable) == {}  # too few CPUs: nobody pinned
     assert affinity.cpu_list([5, 0, 1, 2, 8, 9]) == "0-2,5,8-9"
     assert affinity.parse_cpu_list("0-2,5,8-9") == {0, 1, 2, 5, 8, 9}
     with pytest.raises(ValueError):
         affinity.parse_cpu_list("3-1")
+
+
+def test_slices_keep_each_physical_cores_threads_with_one_server(tmp_path):
+    # Linux numbers the second threads after the first ones: core k is CPUs k and k+8.
+    sysfs = fake_sysfs(tmp_path / "cpu", [(k, k + 8) for k in range(8)])
+    placed = affinity.placement(["a", "b", "c"], list(range(16)), sysfs)
+    assert placed.whole_cores and placed.why_threads == ""
+    assert placed.slices == {"a": [0, 1, 8, 9], "b": [2, 3, 10, 11], "c": [4, 5, 12, 13]}
+    assert placed.cores == {"a": 2, "b": 2, "c": 2}
+    owner = {cpu: name for name, cpus in placed.slices.items() for cpu in cpus}
+    for k in range(8):  # no core's two threads with two servers
+        assert owner.get(k) == owner.get(k + 8)
+    # core_cpus_list (the newer name) is read as well; a core this process holds one thread of is one core
+    sysfs = fake_sysfs(tmp_path / "cpu-new", [(0, 4), (1, 5), (2, 6), (3, 7)], name="core_cpus_list")
+    assert affinity.split(["a", "b"], [0, 1, 2, 3, 5, 7], sysfs) == {"a": [0, 1, 5], "b": [2, 3, 7]}
+
+
+def test_where_the_topology_cannot_be_read_or_holds_too_few_cores_slices_are_logical_cpus(tmp_path):
+    unreadable = affinity.placement(["a", "b"], list(range(4)), tmp_path / "absent")
+    assert not unreadable.whole_cores and unreadable.slices == {"a": [0, 1], "b": [2, 3]}
+    assert "cannot be read from" in unreadable.why_threads
+    sysfs = fake_sysfs(tmp_path / "cpu", [(0, 2), (1, 3)])
+    few = affinity.placement(["a", "b", "c"], [0, 1, 2, 3], sysfs)
+    assert not few.whole_cores and few.why_threads == "2 physical core(s) for 3 servers"
+    assert few.slices == {"a": [0], "b": [1], "c": [2]}
+    contradicting = fake_sysfs(tmp_path / "bad", [(0, 1), (2,)])
+    (contradicting / "cpu1" / "topology" / "thread_siblings_list").write_text("1-2\n")
+    assert affinity.physical_cores([0, 1, 2], contradicting) is None
 
 
 def _dep(tmp_path, **launch):
@@ -36,8 +75,17 @@ def test_every_config_and_replicate_gets_a_slice_and_check_says_which(tmp_path, 
     servers = affinity.side_by_side(dep)
     assert servers == [s for c in dep.configs for s in (c, f"{c}@2")]
     monkeypatch.setattr(affinity, "available_cpus", lambda: list(range(12)))
+    monkeypatch.setattr(affinity, "SYSFS_CPU", tmp_path / "no-sysfs")
     text = describe(dep)
-    assert "CPU affinity split: " in text and f"{servers[0]} on 0-1" in text and f"{servers[-1]} on 10-11" in text
+    assert "CPU affinity split by logical CPU, not whole cores (which CPUs share a physical core cannot be read" in text
+    assert f"{servers[0]} on 0-1 (2 threads)" in text and f"{servers[-1]} on 10-11 (2 threads)" in text
+    monkeypatch.setattr(affinity, "SYSFS_CPU", fake_sysfs(tmp_path / "cpu", [(k, k + 6) for k in range(6)]))
+    text = describe(dep)
+    assert "CPU affinity split by whole physical cores" in text
+    from specgate.calibrate.analyse import runner_setup
+
+    assert "own fixed CPU slice, by whole physical cores" in runner_setup(dep)
+    assert f"{servers[0]} on 0,6 (1 core, 2 threads)" in text and f"{servers[-1]} on 5,11 (1 core, 2 threads)" in text
     monkeypatch.setattr(affinity, "available_cpus", lambda: [0])
     assert 'WARNING: launch.cpu_affinity = "split"' in describe(dep)
 
