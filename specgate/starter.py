@@ -190,8 +190,33 @@ args = {_toml_list([*spec, "--speculative-attention-mode", "prefill"])}
 description = "the same, verify in decode attention mode"
 args = {_toml_list([*spec, "--speculative-attention-mode", "decode"])}
 
+{_ab_offer(spec)}
 {_gates_tail("eagle3-decode", model)}"""
     return text, notes
+
+
+def _ab_offer(spec: list[str]) -> str:
+    """The other no-regression design, commented out: where the servers can run twice side by side,
+    A/B in one run sees a few percent from one run with no stored side (docs/statistics.md)."""
+    flags = _toml_list([*spec, "--speculative-attention-mode", "decode"])
+    return f"""# No-regression, two designs (docs/statistics.md, "Which design"):
+# - a stored baseline (the default here: `specgate baseline update`, then `specgate run`): works
+#   where servers take turns (coexist = false), with the wider bar a run-to-run comparison has;
+# - A/B in one run: the base build (another install, venv or container; or the base flags or
+#   drafter) booted beside the candidate and measured interleaved: the part of the noise the
+#   servers of one run share cancels, so it sees a few percent from one run. It needs
+#   coexist = true and room for both servers. Uncomment and point `command` at the base build:
+# [configs.eagle3-decode-base]
+# description = "the same speculative flags on the base build"
+# command = ["/path/to/base/bin/python", "-m", "sglang.launch_server"]
+# args = {flags}
+#
+# [[gates.ab]]
+# config = "eagle3-decode"
+# base = "eagle3-decode-base"
+# tolerance = 0.05          # at most 5% slower than the base
+# accept_tolerance = 0.03   # at most 3% fewer tokens per verify step
+"""
 
 
 def prompt_format_for(model: str) -> str:

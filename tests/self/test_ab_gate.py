@@ -74,3 +74,26 @@ def test_an_ab_entry_is_checked_before_anything_boots(tmp_path, gate, message):
     data.setdefault("gates", {})["ab"] = [gate]
     with pytest.raises(DeploymentError, match=message):
         parse_deployment(data, tmp_path / "d.toml")
+
+
+def test_init_offers_ab_in_one_run_and_its_block_parses_uncommented(tmp_path):
+    from specgate.deployment import load_deployment
+    from specgate.starter import launch_deployment
+
+    text, _ = launch_deployment(
+        "mine", "python -m sglang.launch_server --model-path M --speculative-algorithm EAGLE3 --speculative-num-steps 3", None
+    )
+    assert "# [[gates.ab]]" in text and "A/B in one run" in text
+    lines, on = [], False
+    for line in text.splitlines():
+        on = on or line.startswith("# [configs.eagle3-decode-base]")
+        if on and line.startswith("# "):
+            line = line[2:].split("  #")[0]
+        elif on and line == "#":
+            line = ""
+        lines.append(line)
+        on = on and not line.startswith("accept_tolerance")
+    (tmp_path / "ab.toml").write_text("\n".join(lines).replace("coexist = false", "coexist = true"))
+    dep = load_deployment(str(tmp_path / "ab.toml"))
+    (gate,) = dep.gates.of("ab")
+    assert (gate.config, gate.base, gate.tolerance, gate.accept_tolerance) == ("eagle3-decode", "eagle3-decode-base", 0.05, 0.03)
