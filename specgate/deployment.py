@@ -32,7 +32,7 @@ from specgate.secrets import (
     secret_flag,
     url_password_env,
 )
-from specgate.sglang_cli import digest_words, parse_release
+from specgate.sglang_cli import declared_release, digest_words
 from specgate.tomlcheck import Table, read_toml, safe_name_problem
 
 DEFAULT_DEPLOYMENT = "sim"
@@ -981,8 +981,10 @@ def _parse_config(t: Table, name: str, launch: LaunchSpec, folder: Path) -> Serv
 def _sglang_release(t: Table) -> str | None:
     """A declared SGLang release ("0.5.23"), checked to read as one."""
     text = t.text("sglang_release", None)
-    if text is not None and parse_release(text) is None:
-        raise t.error("sglang_release", f'expected an SGLang release such as "0.5.23", got {text!r}')
+    if text is not None and declared_release(text) is None:
+        raise t.error(
+            "sglang_release", f'expected an SGLang release such as "0.5.23" or "0.5.15.post1", got {text!r}'
+        )
     return text
 
 

@@ -4,17 +4,20 @@ A refused flag costs a boot to find out: minutes on a small model, an hour on a 
 eight GPUs. So `specgate check` and a run ask first, in this order:
 
 1. the parser of the SGLang that the launch command's Python imports (a local launch whose
-   command is `PYTHON -m sglang.launch_server` or `sglang serve`): SGLang itself decides
-   (`sglang_cli.PROBE_SOURCE`, run in that Python, no model, no GPU);
+   command is `PYTHON -m sglang.launch_server`, or `sglang serve` through its script's Python):
+   SGLang itself decides (`sglang_cli.PROBE_SOURCE`, run in that Python, no model, no GPU);
 2. otherwise the table of the release the deployment declares (`sglang_release`, per config or
    in [launch]), of the release a simulator config claims (`--sim-release`), or of the newest
-   release specgate knows, saying which (`sglang_cli`, tables built from the released wheels).
+   release specgate knows, saying which.
 
-A refusal by SGLang's own parser, by a declared release's table, or (for a local or ssh launch
-that declares nothing) by the newest release's, refuses the run (exit 2), naming the config, the
-flag, the release and what replaces the flag. What only a guess could say is a warning: a
-wrapper command (`bash -c ...`, a container) whose flags may not reach SGLang as written, a
-simulator that claims no release, a url server (its flags are a declaration: it already runs).
+A refusal is certain (bad input, exit 2) where SGLang's own parser gave it, or a table did for a
+plain launch whose release is declared or whose Python has no SGLang here at all. What only a
+guess could say is a warning: a wrapper command (`bash -c ...`, a container) whose flags may not
+reach SGLang as written, a `--config` file SGLang merges before parsing, a launch Python whose
+SGLang could not be asked (it hung, crashed or answered garbage: the reason is said), a release
+newer than any table, a url server (its flags are a declaration: it already runs), a simulator
+that claims no release. An abbreviation SGLang takes (`--tp` for `--tp-size`) is named with its
+full flag: specgate reads flags by their full names.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,6 +40,8 @@ PROBE_TIMEOUT_S = 120.0  # importing SGLang's server_args pulls in torch: tens o
 SGLANG_MODULES = ("sglang.launch_server", "sglang.cli.main", "sglang")
 SIM_MODULE = "specgate.sim"
 SIM_ONLY_PREFIX = "--sim-"  # the simulator's own flags, never SGLang's: each takes one value
+MERGED_FIRST = "--config"  # SGLang merges this YAML file into the command line before parsing it
+MOST_REFUSALS = 5  # argparse stops at a line's first error: the rest are found by asking again without it
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,17 @@ class _Judge:
     certain: bool  # a refusal refuses the run
     asked_sglang: bool = False  # SGLang's own parser answered: `answer` is its word
     answer: str | None = None  # the real parser's message, None where it took the line
+    whole_line: bool = True  # a whole command line (a url config's flags are a declaration: none required)
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """What asking a launch Python's SGLang gave: its answers, or why there are none."""
+
+    release: str | None = None
+    answers: tuple[str | None, ...] = ()
+    absent: bool = False  # that Python has no `sglang` module at all: the table is then certain
+    why: str = ""  # why it could not be asked (it hung, crashed, answered garbage)
 
 
 def _owned_flags(dep: Deployment) -> list[str]:
@@ -88,13 +106,13 @@ def _strip_sim_only(argv: list[str]) -> list[str]:
     return out
 
 
-def _value(argv: list[str], flag: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
+def _claimed_release(argv: list[str]) -> str | None:
+    """The release a simulator command line claims, read by the simulator's own parser (the last
+    one given, an abbreviation too), so that check and the simulator read the same."""
+    from specgate.sim.__main__ import build_parser
+
+    known, _ = build_parser().parse_known_args(argv)
+    return known.sim_release
 
 
 def final_argv(dep: Deployment, cfg: ServerConfig, after_program: list[str]) -> list[str]:
@@ -114,47 +132,101 @@ def _after_module(command: tuple[str, ...], module: str) -> list[str]:
     return []
 
 
-def _probe(python: str, argvs: list[list[str]], env: dict[str, str]) -> dict | None:
-    """SGLang's own parser's answers, in `python`; None where that Python has no usable SGLang."""
+def _script_python(executable: str) -> str | None:
+    """The Python an installed `sglang` script runs, from its first line (`#!/venv/bin/python`)."""
+    path = shutil.which(executable)
+    if path is None:
+        return None
     try:
-        done = subprocess.run(
+        with open(path, "rb") as script:
+            first = script.readline(500).decode(errors="replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    words = first[2:].split()
+    if words and Path(words[0]).name == "env" and len(words) > 1:
+        return shutil.which(words[1])
+    return words[0] if words else None
+
+
+def _probe(python: str, argvs: list[list[str]], env: dict[str, str]) -> _Probe:
+    """SGLang's own parser's answers, in `python`, in a process group of its own (a child it leaves
+    behind is ended with it), within PROBE_TIMEOUT_S."""
+    print(
+        f"specgate: asking the SGLang that {python} imports about the launch flags (up to {PROBE_TIMEOUT_S:g} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        proc = subprocess.Popen(
             [python, "-c", sglang_cli.PROBE_SOURCE],
-            input=json.dumps(argvs),
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            env=env,
-            cwd=project.current().root,
-        )
-        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        return None
-    if not isinstance(answer, dict) or not answer.get("imported") or len(answer.get("answers") or []) != len(argvs):
-        return None
-    return answer
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            cwd=project.current().root, start_new_session=True,
+        )  # fmt: skip
+    except OSError as exc:
+        return _Probe(why=f"it could not be started: {exc}")
+    try:
+        out, err = proc.communicate(json.dumps(argvs), timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _end_group(proc)
+        return _Probe(why=f"it did not answer within {PROBE_TIMEOUT_S:g} s")
+    finally:
+        _end_group(proc)
+    lines = [line for line in out.strip().splitlines() if line.strip()]
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        tail = (err.strip().splitlines() or ["no output"])[-1][:200]
+        return _Probe(why=f"it answered no verdict (exit status {proc.returncode}; {tail})")
+    if not answer.get("imported"):
+        why = str(answer.get("why", ""))
+        absent = why.startswith("ModuleNotFoundError") and "'sglang'" in why
+        return _Probe(absent=absent, why=f"importing SGLang's server_args failed: {why}")
+    answers = answer.get("answers")
+    if not isinstance(answers, list) or len(answers) != len(argvs):
+        return _Probe(why="it answered for other command lines than it was asked about")
+    release = answer.get("release")
+    return _Probe(
+        release=None if release is None else str(release),
+        answers=tuple(None if a is None else str(a) for a in answers),
+    )
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 def _table_judge(declared: str | None, what: str, certain: bool) -> _Judge:
     """The table of a declared release, or of the newest one specgate knows where none is declared
-    or specgate has no table for it."""
+    or specgate has no table for it (then not certain)."""
     newest = sglang_cli.newest()
     if declared is not None:
-        table = sglang_cli.table_for(sglang_cli.parse_release(declared))
-        if table is not None:
+        release = sglang_cli.parse_release(declared)
+        table = sglang_cli.table_for(release)
+        if table is not None and release is not None and release[:3] <= newest.release[:3]:
             same = "" if table.name == declared else f" (read as {table.name})"
-            return _Judge(table, f"SGLang {declared}'s parser table{same}: {what}", certain)
+            return _Judge(table, f"SGLang {declared}'s parser table{same}, {what}", certain)
         return _Judge(
             newest,
-            f"SGLang {newest.name}'s parser table, the newest release specgate knows: {what} {declared}, "
-            "which specgate has no table for (`python3 tools/sglang_cli_tables.py` adds it)",
+            f"SGLang {newest.name}'s parser table, the newest specgate has: no table for {declared} ({what}); "
+            "a specgate release that knows it ships its table",
             False,
         )
-    return _Judge(newest, f"SGLang {newest.name}'s parser table, the newest release specgate knows: {what}", certain)
+    return _Judge(newest, f"SGLang {newest.name}'s parser table, the newest specgate has ({what})", certain)
 
 
-def _judges(dep: Deployment) -> dict[str, tuple[_Judge, list[str]]]:
-    """Per config: what decides its flags, and the command line it is asked about."""
+def _judges(dep: Deployment) -> tuple[dict[str, tuple[_Judge, list[str]]], list[FlagFinding]]:
+    """Per config: what decides its flags, and the command line it is asked about; and what asking
+    found beside (a declared release that is not the one the launch Python imports)."""
     out: dict[str, tuple[_Judge, list[str]]] = {}
+    notes: list[FlagFinding] = []
     root = project.current().root
     values = {"python": sys.executable, "repo": str(root), "model": dep.model}
     to_probe: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
@@ -163,96 +235,146 @@ def _judges(dep: Deployment) -> dict[str, tuple[_Judge, list[str]]]:
         command = cfg.launch_command(dep.launch)
         if dep.launch.launcher == "url":
             argv = [*dep.launch.args, *cfg.args]
-            out[name] = (_table_judge(declared, "declared for a server attached by url, which already runs"
-                                      if declared else "a url server's flags are its declaration", False), argv)
+            what = "declared; a url server already runs" if declared else "a url server's flags are a declaration"
+            out[name] = (_Judge(*_table_parts(declared, what), False, whole_line=False), argv)
             continue
         program = read_program(command, values)
         module = program.module if program is not None else None
         if module == SIM_MODULE:
             argv = final_argv(dep, cfg, _after_module(command, module))
-            claimed = _value(argv, "--sim-release")
-            judge = _table_judge(claimed, "the release the SIMULATOR claims (--sim-release)" if claimed else
-                                 "the SIMULATOR claims no release (--sim-release)", claimed is not None)
-            out[name] = (judge, _strip_sim_only(argv))
+            claimed = _claimed_release(argv)
+            what = "the release the SIMULATOR claims (--sim-release)" if claimed else "the SIMULATOR claims no release"
+            out[name] = (_table_judge(claimed, what, claimed is not None), _strip_sim_only(argv))
             continue
-        wrapped = program is None or program.python is None or module not in SGLANG_MODULES
+        python, after = None, []
         if program is not None and Path(program.executable).name == "sglang" and command[1:2] == ("serve",):
-            wrapped, after = False, list(command[2:])
-        else:
-            after = _after_module(command, module) if module else []
+            python, after = _script_python(expand_placeholders(program.executable, values)), list(command[2:])
+        elif (
+            program is not None
+            and program.python is not None
+            and program.executable == program.python
+            and module in SGLANG_MODULES
+        ):
+            python, after = program.python, _after_module(command, module or "")
         argv = final_argv(dep, cfg, after)
-        if wrapped:
+        if python is None and not (program is not None and Path(program.executable).name == "sglang"):
             what = "its command is a wrapper, whose flags may not reach SGLang as written"
             out[name] = (_table_judge(declared, f"declared; {what}" if declared else what, False), argv)
             continue
-        if dep.launch.launcher == "local" and program is not None and program.python is not None and not declared:
-            env = {**os.environ, **{k: expand_placeholders(v, values) for k, v in {**dep.launch.env, **cfg.env}.items()}}
-            key = (program.python, tuple(sorted((k, v) for k, v in env.items() if k.startswith("PYTHON"))))
-            to_probe.setdefault(key, []).append(name)
+        if MERGED_FIRST in sglang_cli.option_words(argv):
+            what = f"{MERGED_FIRST} names a file SGLang merges into the line before parsing: not checked here"
+            out[name] = (_table_judge(declared, what, False), argv)
+            continue
         where = "declared" if declared else (
             "ssh hosts are not asked" if dep.launch.launcher == "ssh" else "no SGLang importable here"
         ) + ("" if declared else "; where the servers run an older release, declare it (launch.sglang_release)")
         out[name] = (_table_judge(declared, where, True), argv)
+        if dep.launch.launcher == "local" and python is not None:
+            python = expand_placeholders(python, values)
+            env = {**os.environ, **{k: expand_placeholders(v, values) for k, v in {**dep.launch.env, **cfg.env}.items()}}
+            key = (python, tuple(sorted((k, v) for k, v in env.items() if k.startswith("PYTHON"))))
+            to_probe.setdefault(key, []).append(name)
     for (python, _), names in to_probe.items():
         cfg0 = dep.configs[names[0]]
         env = {**os.environ, **{k: expand_placeholders(v, values) for k, v in {**dep.launch.env, **cfg0.env}.items()}}
-        answer = _probe(expand_placeholders(python, values), [out[n][1] for n in names], env)
-        if answer is None:
-            continue  # that Python has no SGLang here: the table stands, as said
-        release = answer.get("release") or "(release unknown)"
-        for name, message in zip(names, answer["answers"], strict=True):
-            argv = out[name][1]
-            judged = sglang_cli.table_for(sglang_cli.parse_release(release))
-            source = f"SGLang {release}'s own parser ({python} imports it)"
-            out[name] = (_Judge(judged, source, True, asked_sglang=True, answer=message), argv)
+        probe = _probe(python, [out[n][1] for n in names], env)
+        for i, name in enumerate(names):
+            judge, argv = out[name]
+            if probe.answers:
+                release = probe.release or "(release unknown)"
+                table = sglang_cli.table_for(sglang_cli.parse_release(release))
+                source = f"SGLang {release}'s own parser ({python} imports it)"
+                out[name] = (_Judge(table, source, True, asked_sglang=True, answer=probe.answers[i]), argv)
+                declared = dep.configs[name].declared_release(dep.launch)
+                if declared and sglang_cli.parse_release(declared) != sglang_cli.parse_release(release):
+                    notes.append(FlagFinding(
+                        (name,), f"declares SGLang {declared} (sglang_release), but {python} imports {release}: "
+                        "its own parser judged the flags", False,
+                    ))  # fmt: skip
+            elif not probe.absent:
+                uncertain = f"SGLang's own parser in {python} could not be asked: {probe.why}"
+                out[name] = (_Judge(judge.table, f"{judge.source}; {uncertain}", False), argv)
+    return out, notes
+
+
+def _table_parts(declared: str | None, what: str) -> tuple[sglang_cli.ReleaseTable | None, str]:
+    judge = _table_judge(declared, what, False)
+    return judge.table, judge.source
+
+
+def _refusals(judge: _Judge, argv: list[str]) -> list[str]:
+    """Every refusal the judge gives `argv`: argparse stops at the first, so each refused flag is
+    taken out and the line asked again (a table's alone: SGLang's own parser was asked once)."""
+    if judge.asked_sglang:
+        return [judge.answer] if judge.answer else []
+    if judge.table is None:
+        return []
+    out: list[str] = []
+    line = list(argv)
+    while len(out) < MOST_REFUSALS:
+        message = judge.table.refusal(line, whole_line=judge.whole_line)
+        if message is None:
+            break
+        out.append(message)
+        flag = sglang_cli.first_refused_flag(message, line)
+        if flag is None or flag not in sglang_cli.option_words(line):
+            break
+        line = sglang_cli.without(line, flag)
     return out
 
 
-def _refusal_text(judge: _Judge, message: str, argv: list[str]) -> str:
-    table = judge.table or sglang_cli.newest()
-    flag = sglang_cli.first_refused_flag(table, message, argv)
-    instead = ""
-    if flag is not None:
-        replacement = sglang_cli.replacement(flag)
-        if replacement:
-            instead = f"; write {replacement} instead"
-        elif "unrecognized" in message:
-            known = sorted(f for o in table.options for f in o.flags)
-            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.85)
-            if close:
-                instead = f"; did you mean {close[0]}?"
-    return f"SGLang would refuse the launch flags: {message} (said by {judge.source}){instead}"
+def _advice(judge: _Judge, message: str, argv: list[str]) -> str:
+    flag = sglang_cli.first_refused_flag(message, argv)
+    if flag is None:
+        return ""
+    replacement = sglang_cli.replacement(flag)
+    if replacement:
+        return f"; write {sglang_cli.pasteable(replacement)} instead"
+    if "unrecognized" in message or "ambiguous" in message:
+        table = judge.table or sglang_cli.newest()
+        known = sorted(f for o in table.options for f in o.flags if f != flag)
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.85)
+        if close:
+            return f"; did you mean {close[0]}?"
+    return ""
+
+
+def _who(judge: _Judge) -> str:
+    """Whose word a refusal is, shortly (`specgate check` lists each judge in full)."""
+    if judge.asked_sglang:
+        return judge.source.split("'s own parser")[0] + " (its own parser)"
+    return f"SGLang {judge.table.name} (its parser table)" if judge.table is not None else "SGLang"
 
 
 def check_flags(dep: Deployment) -> FlagReport:
     """Every config's launch flags against SGLang's parser, or its release's table."""
     findings: dict[tuple[str, bool], list[str]] = {}
     by_source: dict[str, list[str]] = {}
-    for name, (judge, argv) in _judges(dep).items():
+    judges, notes = _judges(dep)
+    for name, (judge, argv) in judges.items():
         by_source.setdefault(judge.source, []).append(name)
-        if judge.asked_sglang:
-            message = judge.answer
-        else:
-            whole = dep.launch.launcher != "url"  # a url config's flags are a declaration, not a command line
-            message = judge.table.refusal(argv, whole_line=whole) if judge.table is not None else None
-        if message:
-            text = _refusal_text(judge, message, argv)
+        for help_flag in ("-h", "--help"):
+            if help_flag in argv:
+                findings.setdefault((f"{help_flag} makes SGLang print its help and exit: no server starts", True), []).append(name)
+        for message in _refusals(judge, argv):
+            who = _who(judge)
+            text = f"{who} would refuse the launch flags: {message}{_advice(judge, message, argv)}"
             if not judge.certain:
                 text += " [a warning: not certain for this launch]"
             findings.setdefault((text, judge.certain), []).append(name)
-            continue
         table = judge.table
         if table is None:
             continue
         for flag, instead in table.deprecated_in(argv):
-            text = f"{flag} is deprecated in SGLang {table.name}" + (
-                f": write {instead}" if instead else ""
-            ) + f" (said by {judge.source})"
+            findings.setdefault((f"{flag} is deprecated in SGLang {table.name}: write {instead}", False), []).append(name)
+        for flag, full in table.abbreviated_in(argv):
+            text = f"{flag} is an abbreviation SGLang reads as {full}; specgate reads flags by their full names: write {full}"
             findings.setdefault((text, False), []).append(name)
+    said = [
+        FlagFinding(tuple(names), f"config{'s' if len(names) > 1 else ''} {', '.join(names)}: {text}", refuses)
+        for (text, refuses), names in findings.items()
+    ]
     return FlagReport(
-        [
-            FlagFinding(tuple(names), f"config{'s' if len(names) > 1 else ''} {', '.join(names)}: {text}", refuses)
-            for (text, refuses), names in findings.items()
-        ],
+        [*said, *(FlagFinding(n.configs, f"config {n.configs[0]}: {n.text}", False) for n in notes)],
         [f"launch flags of {', '.join(names)}: checked by {source}" for source, names in by_source.items()],
     )

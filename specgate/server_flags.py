@@ -22,7 +22,17 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specgate.sglang_cli import Release, ReleaseTable, parse_release, replacement, supported, table_for
+from specgate.sglang_cli import (
+    SUPPORTED_FROM,
+    Release,
+    ReleaseTable,
+    parse_release,
+    pasteable,
+    replacement,
+    supported,
+    table_for,
+    tables,
+)
 
 __all__ = [
     "parse_release", "accepts", "graph_bound_args", "prefill_graphs_off_args", "graph_bound_from_args",
@@ -108,8 +118,8 @@ def supported_spelling(group: Sequence[str]) -> tuple[list[str], str | None]:
     words = list(group)
     flag, eq, inline = words[0].partition("=")
     values = [inline] if eq else words[1:]
-    missing = _releases_where(lambda t: t.option(flag) is None)
-    old = _releases_where(lambda t: (o := t.option(flag)) is not None and o.deprecated is not None)
+    missing = _releases_where(lambda t: t.resolve(flag)[1] is None)
+    old = _releases_where(lambda t: (o := t.resolve(flag)[1]) is not None and o.deprecated is not None)
     if not missing and not old:
         return words, None
     why = (f"refused by SGLang {missing}" if missing else "") + (", " if missing and old else "") + (
@@ -117,9 +127,16 @@ def supported_spelling(group: Sequence[str]) -> tuple[list[str], str | None]:
     )
     instead = replacement(flag)
     if not instead or "{" in instead or not accepts(None, instead.partition("=")[0]):
-        return words, f"{flag} is {why}" + (f": SGLang says to use {instead}" if instead else "")
+        return words, f"{flag} is {why}" + (f": SGLang says to use {pasteable(instead)}" if instead else "")
     new_flag, new_eq, new_value = instead.partition("=")
     if new_eq and values:
         return words, f"{flag} is {why}: SGLang says to use {instead}"  # a value where SGLang's word has one too
     rewritten = [new_flag, new_value] if new_eq else [new_flag, *values]
-    return rewritten, f"wrote {' '.join(words)} as {' '.join(rewritten)}: {flag} is {why}"
+    older = [t.name for t in tables() if t.release < SUPPORTED_FROM and t.option(new_flag) is None]
+    before = (
+        f"; {older[0]}-{older[-1]} take only the old name: for a server that old, keep {flag} and declare "
+        'launch.sglang_release (e.g. "0.5.13")'
+        if older
+        else ""
+    )
+    return rewritten, f"wrote {' '.join(words)} as {' '.join(rewritten)}: {flag} is {why}{before}"

@@ -47,6 +47,15 @@ def parse_release(text: str | None) -> Release | None:
     return tuple(int(g) for g in match.groups() if g is not None)
 
 
+_DECLARED = re.compile(r"\d+\.\d+\.\d+(?:\.post\d+)?")
+
+
+def declared_release(text: str) -> Release | None:
+    """A release as a deployment declares it: exactly "0.5.23" or "0.5.15.post1" (not a pre-release,
+    not a sentence with a release in it); None otherwise."""
+    return parse_release(text) if _DECLARED.fullmatch(text.strip()) else None
+
+
 def release_text(release: Release) -> str:
     head = ".".join(str(p) for p in release[:3])
     return head + (f".post{release[3]}" if len(release) > 3 else "")
@@ -87,6 +96,16 @@ class ReleaseTable:
 
     def option(self, flag: str) -> Option | None:
         return self._by_flag.get(flag)
+
+    def resolve(self, flag: str) -> tuple[str | None, Option | None]:
+        """The full flag `flag` stands for, as argparse reads it: itself, or where abbreviations
+        are allowed the one flag it is a prefix of; (None, None) where none or several are."""
+        if flag in self._by_flag:
+            return flag, self._by_flag[flag]
+        if not self.allow_abbrev or not flag.startswith("--"):
+            return None, None
+        matches = [f for f in self._by_flag if f.startswith(flag)]
+        return (matches[0], self._by_flag[matches[0]]) if len(matches) == 1 else (None, None)
 
     @functools.cached_property
     def _by_flag(self) -> dict[str, Option]:
@@ -130,9 +149,18 @@ class ReleaseTable:
         """(flag, what replaces it) for each deprecated flag `argv` gives that this release still takes."""
         out = []
         for flag in option_words(argv):
-            option = self.option(flag)
+            _, option = self.resolve(flag)
             if option is not None and option.deprecated is not None:
-                out.append((flag, option.deprecated))
+                out.append((flag, pasteable(option.deprecated)))
+        return out
+
+    def abbreviated_in(self, argv: Sequence[str]) -> list[tuple[str, str]]:
+        """(flag, the full flag SGLang reads it as) for each abbreviation `argv` gives."""
+        out = []
+        for flag in option_words(argv):
+            full, _ = self.resolve(flag)
+            if full is not None and full != flag:
+                out.append((flag, full))
         return out
 
 
@@ -248,7 +276,7 @@ def table_for(release: Release | None) -> ReleaseTable | None:
 
 def replacement(flag: str) -> str | None:
     """What replaces `flag` where some release marked it deprecated (`--cuda-graph-max-bs` ->
-    `--cuda-graph-max-bs-decode`), read from the newest release that still took it."""
+    `--cuda-graph-max-bs-decode`), read from the newest release that still took it, as SGLang words it."""
     for table in reversed(tables()):
         option = table.option(flag)
         if option is not None and option.deprecated:
@@ -256,13 +284,47 @@ def replacement(flag: str) -> str | None:
     return None
 
 
-def first_refused_flag(table: ReleaseTable, message: str, argv: Sequence[str]) -> str | None:
-    """The flag of `argv` that argparse's `message` is about, where one can be told."""
+_MESSAGE_FLAG = (
+    re.compile(r"^ambiguous option: (\S+?)(?:=\S*)? could match"),
+    re.compile(r"^unrecognized arguments: (\S+)"),
+    re.compile(r"^argument ([^:\s]+):"),
+)
+
+
+def first_refused_flag(message: str, argv: Sequence[str]) -> str | None:
+    """The flag of `argv` that argparse's `message` is about, where one can be told: the flag it
+    opens with (not one it lists as a possible match)."""
     given = option_words(argv)
-    for flag in given:
-        if re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", message):
-            return flag
+    for pattern in _MESSAGE_FLAG:
+        match = pattern.match(message)
+        if match:
+            named = match.group(1).split("/")  # "argument --model-path/--model: ..." names every alias
+            return next((f for f in given if f in named), named[0])
     return None
+
+
+def without(argv: Sequence[str], flag: str) -> list[str]:
+    """`argv` less every occurrence of `flag` and the values after it (up to the next flag)."""
+    out, dropping = [], False
+    for arg in argv:
+        if arg.startswith("--"):
+            dropping = arg.partition("=")[0] == flag
+            if dropping:
+                continue
+        elif dropping:
+            continue
+        out.append(arg)
+    return out
+
+
+def pasteable(advice: str) -> str:
+    """SGLang's deprecation words in a form a shell takes: "--cuda-graph-backend-{decode,prefill}=disabled"
+    -> "--cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled"."""
+    match = re.fullmatch(r"(--[\w-]*)\{([\w,-]+)\}([\w-]*)(?:=(\S+))?", advice.strip())
+    if not match:
+        return advice.replace("=", " ", 1) if advice.startswith("--") and "=" in advice else advice
+    head, parts, tail, value = match.groups()
+    return " ".join(f"{head}{p}{tail}" + (f" {value}" if value else "") for p in parts.split(","))
 
 
 # Run by the launch command's own Python (which need not have specgate): SGLang's parser, built as

@@ -293,7 +293,12 @@ def cuda_graphs(ctx: Context) -> list[Lever]:
             "cuda-graphs",
             _graphs_on_advice(ctx.subject.flags),
             "every draft step and verify is launched kernel by kernel; a cycle launches several forward passes",
-            ("server settings: disable_cuda_graph true", *log, _cost_line(ctx.subject.model)),
+            (
+                "server settings: decode CUDA graphs off (disable_cuda_graph, disable_decode_cuda_graph or "
+                "cuda_graph_config.decode.backend, as the release reports them)",
+                *log,
+                _cost_line(ctx.subject.model),
+            ),
             OBSERVED if log else SETTING,
         )
         sibling = ctx.sibling_differing_in({"cuda_graph_disabled"}, lambda o: not o.settings.cuda_graph_disabled)
@@ -305,9 +310,14 @@ def cuda_graphs(ctx: Context) -> list[Lever]:
         return [
             Lever(
                 "cuda-graph-batch",
-                f"{flag} (or more)",
-                f"batches of {conc} requests are larger than any captured graph, so they run without one",
-                (f"server settings: cuda_graph_max_bs {s.cuda_graph_max_bs}, measured at concurrency {conc}", *log),
+                flag,
+                f"batches of {conc} requests are larger than any captured graph, so they run without one (a bound "
+                f"of {conc} or more covers them)",
+                (
+                    f"server settings: decode graph bound {s.cuda_graph_max_bs} (cuda_graph_max_bs, or from 0.5.14 "
+                    f"cuda_graph_config.decode.max_bs), measured at concurrency {conc}",
+                    *log,
+                ),
                 OBSERVED if log else SETTING,
             )
         ]

@@ -126,11 +126,11 @@ def edge_cases(deployment: Deployment) -> list[GenerationCase]:
         # concurrency anyway (one case, not two); a lower bound gets a case of its own.
         top = max([max(eq.concurrency), *(b + 1 for b in past)])
         if top > 1:
-            beyond = f", past --cuda-graph-max-bs {top - 1}" if top - 1 in past else ""
+            beyond = f", past the decode graph bound {top - 1}" if top - 1 in past else ""
             out.append(_edge(deployment, f"every stop string, batched{beyond}", eq.max_new_tokens, stops, top))
         for bound in past:
             if bound + 1 < top:
-                name = f"concurrency {bound + 1}, past --cuda-graph-max-bs {bound}"
+                name = f"concurrency {bound + 1}, past the decode graph bound {bound}"
                 out.append(_edge(deployment, name, eq.max_new_tokens, stops, bound + 1))
     return out
 

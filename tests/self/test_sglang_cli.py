@@ -236,3 +236,108 @@ def test_a_url_server_whose_mode_sglang_switched_is_the_declared_server():
 def test_sglang_cli_reads_nothing_of_specgate():
     source = Path(sglang_cli.__file__).read_text()
     assert "from specgate" not in source and "import specgate" not in source
+
+
+def _deployment_file(tmp_path: Path, launch: str, configs: str = '[configs.baseline]\n') -> Path:
+    path = tmp_path / "d.toml"
+    path.write_text(f'name = "d"\nmodel = "M"\nreference = "baseline"\n[launch]\n{launch}\n{configs}')
+    return path
+
+
+def _fake_sglang(folder: Path, version: str = '"0.5.14"', body: str = "") -> None:
+    files = {
+        **FAKE_SGLANG,
+        "sglang/__init__.py": f"__version__ = {version}\n",
+        "sglang/srt/server_args.py": FAKE_SGLANG["sglang/srt/server_args.py"]
+        + "        parser.add_argument('--cuda-graph-max-bs-decode', type=int)\n"
+        + "        parser.add_argument('--cuda-graph-max-bs', type=int)\n"
+        + body,
+    }
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+
+
+def test_a_wrapper_a_config_file_and_an_unaskable_sglang_are_warnings_with_their_reason(tmp_path):
+    wrapper = _deployment_file(
+        tmp_path,
+        'command = ["bash", "-c", "{python} -m sglang.launch_server --model-path /m \\"$@\\"", "x"]\n'
+        'args = ["--cuda-graph-max-bs", "4"]',
+    )
+    report = check_flags(load_deployment(str(wrapper)))
+    assert not report.refusals and any("wrapper" in line for line in report.judged_by)
+    config = _deployment_file(tmp_path, 'args = ["--config", "/tmp/c.yaml"]')
+    report = check_flags(load_deployment(str(config)))
+    assert not report.refusals and any("--config names a file SGLang merges" in line for line in report.judged_by)
+    _fake_sglang(tmp_path, body="        raise RuntimeError('broken install')\n")
+    broken = _deployment_file(
+        tmp_path, f'env = {{PYTHONPATH = "{tmp_path}"}}\nargs = ["--model-path", "M", "--cuda-graph-max-bs", "4"]'
+    )
+    report = check_flags(load_deployment(str(broken)))
+    assert not report.refusals, report.findings  # 0.5.23's table refuses it, but the installed SGLang could not be asked
+    assert any("could not be asked" in line and "answered no verdict" in line for line in report.judged_by), report.judged_by
+
+
+def test_the_installed_sglang_is_asked_even_where_a_release_is_declared(tmp_path):
+    _fake_sglang(tmp_path, version="514")  # a version that is not text: read as text
+    path = _deployment_file(
+        tmp_path,
+        f'sglang_release = "0.5.23"\nenv = {{PYTHONPATH = "{tmp_path}"}}\n'
+        'args = ["--model-path", "M", "--cuda-graph-max-bs", "4"]',
+    )
+    report = check_flags(load_deployment(str(path)))
+    assert not report.refusals  # its own parser takes it
+    assert any("declares SGLang 0.5.23 (sglang_release), but" in f.text for f in report.findings)
+
+
+def test_sglang_serve_is_asked_through_its_scripts_python(tmp_path, monkeypatch):
+    _fake_sglang(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "sglang"
+    script.write_text(f"#!{sys.executable}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    path = _deployment_file(
+        tmp_path,
+        f'command = ["sglang", "serve"]\nenv = {{PYTHONPATH = "{tmp_path}"}}\n'
+        'args = ["--model-path", "M", "--cuda-graph-max-bs", "4"]',
+    )
+    report = check_flags(load_deployment(str(path)))
+    assert any("own parser" in line for line in report.judged_by), report.judged_by
+    assert not report.refusals
+
+
+def test_every_refused_flag_is_named_once_abbreviations_are_named_and_advice_pastes(tmp_path):
+    path = _deployment_file(
+        tmp_path,
+        'sglang_release = "0.5.23"\nargs = ["--model-path", "M", "--cuda-graph-max-bs-decode", "8", '
+        '"--cuda-graph-max-bs", "4", "--disable-piecewise-cuda-graph", "--tp", "2", "--disable-cuda-graph"]',
+    )
+    report = check_flags(load_deployment(str(path)))
+    refused = [f.text for f in report.refusals]
+    assert len(refused) == 2, refused  # both, in one round
+    assert "write --cuda-graph-max-bs-decode instead" in refused[0]
+    assert "write --cuda-graph-backend-prefill disabled instead" in refused[1]
+    warned = " ".join(f.text for f in report.findings if not f.refuses)
+    assert "--tp is an abbreviation SGLang reads as --tp-size" in warned
+    assert "--cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled" in warned  # no braces
+    assert sglang_cli.first_refused_flag(
+        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill",
+        ["--cuda-graph-max-bs-decode", "8", "--cuda-graph-max-bs", "4"],
+    ) == "--cuda-graph-max-bs"
+
+
+@pytest.mark.parametrize("text", ["v0.5.14-junk", "0.5.14 or 0.5.23", "0.5.23rc1", "banana"])
+def test_a_declared_release_is_a_release_and_nothing_else(tmp_path, text):
+    from specgate.errors import DeploymentError
+
+    path = _deployment_file(tmp_path, f'sglang_release = "{text}"')
+    with pytest.raises(DeploymentError, match="sglang_release"):
+        load_deployment(str(path))
+
+
+def test_a_release_newer_than_any_table_is_checked_as_a_warning(tmp_path):
+    path = _deployment_file(tmp_path, 'sglang_release = "0.5.99"\nargs = ["--model-path", "M", "--cuda-graph-max-bs", "4"]')
+    report = check_flags(load_deployment(str(path)))
+    assert not report.refusals and any("no table for 0.5.99" in line for line in report.judged_by)

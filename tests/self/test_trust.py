@@ -494,7 +494,7 @@ def test_an_edge_case_sends_one_more_request_than_the_captured_cuda_graphs_hold(
 
     dep = load_deployment("smollm2-eagle3-h200")  # launch.args: --cuda-graph-max-bs 2
     assert graph_bounds(dep) == [2]
-    edge = [c for c in edge_cases(dep) if "past --cuda-graph-max-bs 2" in c.label]
+    edge = [c for c in edge_cases(dep) if "past the decode graph bound 2" in c.label]
     stops = [c for c in edge_cases(dep) if c.label.endswith("(edge: every stop string)")]
     assert len(edge) == 1 and edge[0].concurrency == 3 and edge[0].key == stops[0].key
     # A config's own value wins over launch.args (SGLang keeps the last one given).
