@@ -11,6 +11,7 @@ sweep state, the stored baseline, golden answers and report.json (specgate.repor
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -85,6 +86,14 @@ def parse_json(text: str) -> Any:
 def read_json(path: Path, expected: str) -> Any:
     """The JSON document in the regular file `path` (read_document, then parse_json)."""
     return parse_json(read_document(path, expected))
+
+
+def content_digest(value: Any) -> str:
+    """The sha256 of a JSON value in one spelling (keys sorted, no spaces): what a stored document
+    records of part of itself, so that a hand edit of that part is found on reading. It proves no
+    more than that: whoever edits and recomputes it passes (docs/baselines.md says what else holds)."""
+    spelled = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(spelled.encode()).hexdigest()
 
 
 # pydantic's error types, in the words this project's other errors use.
