@@ -469,7 +469,7 @@ class SglangClient:
             completion_tokens=completion,
             finish_reason=FinishReason.parse(meta.get("finish_reason")),
             e2e_s=ended - started,
-            server_e2e_s=_float_or_none(meta.get("e2e_latency")),
+            server_e2e_s=_reading(where, meta, "e2e_latency"),
             ttft_s=(st.t_first - started) if st and st.t_first is not None else None,
             decode_s=(st.t_last - st.t_first) if st and st.t_first is not None and st.t_last is not None else None,
             first_chunk_tokens=st.first_tokens if st else 0,
@@ -478,7 +478,7 @@ class SglangClient:
             token_texts=token_texts,
             spec=_parse_spec(where, meta),
             sent_at=time.time() - (time.perf_counter() - started),
-            server_decode_tps=_float_or_none(meta.get("decode_throughput")),
+            server_decode_tps=_reading(where, meta, "decode_throughput"),
         )
 
 
@@ -492,11 +492,17 @@ def _count(where: str, meta: dict[str, Any], key: str, default: int | None = Non
     return value
 
 
-def _float_or_none(value: Any) -> float | None:
-    try:
-        return None if value is None else float(value)
-    except (TypeError, ValueError):
+def _reading(where: str, meta: dict[str, Any], key: str) -> float | None:
+    """A figure the server measured (a time, a rate, an accept length): None where it gave none, a
+    finite number >= 0 where it did. Anything else (NaN, Infinity, a word: Python's json reads the
+    first two) is a misbehaving server, named by the field: a NaN that reached the statistics ended
+    the run as an ERROR with no report."""
+    value = meta.get(key)
+    if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise MalformedAnswer(f"{where}: meta_info.{key}: expected a finite number >= 0, got {str(value)[:100]}", url=where)
+    return float(value)
 
 
 TopLogprobs = tuple[tuple[tuple[int, float], ...], ...]
@@ -558,15 +564,16 @@ def _first_present(meta: dict[str, Any], names: tuple[str, ...]) -> Any:
 def _parse_spec(where: str, meta: dict[str, Any]) -> SpecCounters | None:
     if meta.get("spec_verify_ct") is None:
         return None
+    accept_length = _reading(where, meta, "spec_accept_length")
     try:
-        return _spec_counters(meta)
+        return _spec_counters(meta, accept_length)
     except (TypeError, ValueError, OverflowError) as exc:  # Infinity parses as JSON; int() of it overflows
         raise MalformedAnswer(
             f"{where}: meta_info spec_* counters: expected whole numbers ({exc}): {str(meta)[:300]}", url=where
         ) from None
 
 
-def _spec_counters(meta: dict[str, Any]) -> SpecCounters:
+def _spec_counters(meta: dict[str, Any], accept_length: float | None) -> SpecCounters:
     accepted = _first_present(meta, SPEC_FIELD_NAMES["accepted_drafts"])
     proposed = _first_present(meta, SPEC_FIELD_NAMES["proposed_drafts"])
     histogram = _first_present(meta, SPEC_FIELD_NAMES["histogram"])
@@ -575,7 +582,7 @@ def _spec_counters(meta: dict[str, Any]) -> SpecCounters:
         accepted_drafts=None if accepted is None else int(accepted),
         proposed_drafts=None if proposed is None else int(proposed),
         histogram=tuple(int(x) for x in histogram) if isinstance(histogram, list) else None,
-        server_accept_length=_float_or_none(meta.get("spec_accept_length")),
+        server_accept_length=accept_length,
     )
     counts = [counters.verify_ct, counters.accepted_drafts, counters.proposed_drafts, *(counters.histogram or ())]
     if any(c is not None and c < 0 for c in counts):

@@ -3,8 +3,11 @@ cross-check the verify count against the server's other counters and FAIL, never
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
+from specgate.client import GenerateRequest, SglangClient
+from specgate.errors import MalformedAnswer
 from specgate.measure.accept_counts import contradiction, sample_problem
 from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.sim.faults import parse_faults
@@ -61,3 +64,27 @@ def test_a_faked_verify_count_fails_the_accept_floor_of_a_drafter_that_accepts_n
     assert faked["status"] == "fail", faked
     assert "counters contradict each other" in faked["summary"] and "accepted 0 drafts" in faked["summary"], faked
     assert gates["accept:eagle3-prefill-accepts-1.8"]["status"] == "pass"
+
+
+def _answer(meta: dict) -> SglangClient:
+    body = ('{"text": "ab", "output_ids": [1, 2], "meta_info": {"completion_tokens": 2, "spec_verify_ct": 1, '
+            + ", ".join(f'"{k}": {v}' for k, v in meta.items()) + "}}").encode()
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body, headers={"content-type": "application/json"}))
+    return SglangClient("http://sglang.test", transport=transport)
+
+
+@pytest.mark.parametrize("field", ["e2e_latency", "decode_throughput", "spec_accept_length"])
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-1.5", '"fast"', "true"])
+def test_a_figure_the_server_measured_that_is_no_number_is_a_misbehaving_server_named(field, value):
+    """A NaN e2e_latency reached the statistics and ended the run as an ERROR with no report; a
+    word was read as no figure at all. Either is the server's answer, refused naming the field."""
+    with pytest.raises(MalformedAnswer, match=rf"http://sglang.test/generate: meta_info\.{field}: expected a finite number >= 0") as err:
+        _answer({field: value}).generate(GenerateRequest(max_new_tokens=2, text="hi"))
+    assert err.value.url == "http://sglang.test/generate"
+
+
+def test_figures_the_server_measured_are_read_as_numbers():
+    result = _answer({"e2e_latency": 0.25, "decode_throughput": 120, "spec_accept_length": 2.0}).generate(
+        GenerateRequest(max_new_tokens=2, text="hi")
+    )
+    assert (result.server_e2e_s, result.server_decode_tps, result.spec and result.spec.server_accept_length) == (0.25, 120.0, 2.0)
