@@ -75,12 +75,13 @@ class NestedTooDeeply(json.JSONDecodeError):
         return str(self.msg)
 
 
-def parse_json(text: str) -> Any:
-    """json.loads, with a document nested too deeply raised as NestedTooDeeply (a JSONDecodeError)."""
+def parse_json(text: str | bytes) -> Any:
+    """json.loads, with a document nested too deeply raised as NestedTooDeeply (a JSONDecodeError):
+    a stored file's, or a server's answer."""
     try:
         return json.loads(text)
     except RecursionError:
-        raise NestedTooDeeply(text) from None
+        raise NestedTooDeeply(text.decode("utf-8", "replace") if isinstance(text, bytes) else text) from None
 
 
 def read_json(path: Path, expected: str) -> Any:
