@@ -299,3 +299,33 @@ def test_a_not_run_row_keeps_the_test_that_judged_it_before():
     assert [(v.gate, v.status, v.test) for v in with_not_run(dep, [had], {"eagle3-decode": "exited"}, set()) if v.gate == had.gate] == [
         (had.gate, NOT_RUN, test)
     ]
+
+
+_COUNTING = _method("""
+def planned(self, dep, unbooted):
+    CALLS.append(1)
+    return [PlannedGate('toy', 'toy:a', 'baseline', (), 'a', None)] if len(CALLS) == 1 else []
+""")
+
+
+def test_a_kind_whose_planned_gates_move_between_calls_is_refused_naming_it(register):
+    """It planned 'toy:a' for pytest's parametrization and nothing for the judge: the gate was lost."""
+    register("toy_gate", head="CALLS = []", table=None, example=None, methods=_COUNTING)
+    with pytest.raises(GateKindError, match=re.escape("gate kind 'toy' (specgate/verdicts/toy_gate.py): planned answered differently when asked again for the same deployment (['toy:a'] then [])")):
+        parse_deployment(sim_deployment_dict(), Path("d.toml"))
+
+
+def test_a_kinds_planned_gates_are_asked_once_per_deployment(register):
+    import sys
+
+    register("toy_gate", head="CALLS = []", table=None, example=None, methods=_method("""
+def planned(self, dep, unbooted):
+    CALLS.append(1)
+    return [PlannedGate('toy', 'toy:a', 'baseline', (), 'a', None)]
+"""))
+    dep = parse_deployment(sim_deployment_dict(), Path("d.toml"))
+    calls = sys.modules["specgate.verdicts.toy_gate"].CALLS
+    asked = len(calls)  # once kept, once asked afresh to compare
+    for _ in range(3):
+        assert [g.name for g in gate_kinds.planned_gates(dep, set()) if g.kind == "toy"] == ["toy:a"]
+    assert len(calls) == asked == 2
