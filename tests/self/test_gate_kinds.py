@@ -329,3 +329,46 @@ def planned(self, dep, unbooted):
     for _ in range(3):
         assert [g.name for g in gate_kinds.planned_gates(dep, set()) if g.kind == "toy"] == ["toy:a"]
     assert len(calls) == asked == 2
+
+
+@pytest.mark.parametrize(
+    "hang",
+    [
+        "time.sleep(3600)",
+        "while True:\n        try:\n            time.sleep(0.01)\n        except Exception:\n            pass",  # swallows what is raised
+    ],
+    ids=["sleeps", "swallows"],
+)
+def test_a_decide_that_hangs_is_cut_off_naming_its_kind(register, monkeypatch, hang):
+    import signal
+    import time
+
+    from specgate.verdicts import own_time
+    from specgate.verdicts.judge import Judge
+
+    monkeypatch.setattr(own_time, "OWN_TIME_S", 0.3)
+    register("toy_gate", head="import time", methods=_method(f"def decide(self, judge, gate):\n    {hang}"))
+    dep = parse_deployment(merge(sim_deployment_dict(), _TOY_DEP), Path("d.toml"))
+    [gate] = [g for g in gate_kinds.planned_gates(dep, set()) if g.kind == "toy"]
+    judge = Judge(dep, None, Path("/nonexistent"))  # type: ignore[arg-type]
+    before = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with pytest.raises(GateKindError, match=re.escape("gate kind 'toy' (specgate/verdicts/toy_gate.py): decide (of toy:eagle3-decode) ran past 0.3 s of its own")):
+        judge.decide(gate)
+    assert time.monotonic() - started < 5
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == before
+    assert judge.verdicts == []
+
+
+def test_the_time_a_decide_spends_measuring_is_not_its_own(register, monkeypatch):
+    from specgate.verdicts import own_time
+    from specgate.verdicts.judge import Judge
+
+    monkeypatch.setattr(own_time, "OWN_TIME_S", 0.3)
+    register("toy_gate", head="import time\nfrom specgate.verdicts.own_time import measuring", methods=_method(
+        "def decide(self, judge, gate):\n    with measuring():\n        time.sleep(0.6)\n"
+        "    return Verdict(gate.name, gate.config, PASS, 'measured for longer than its own time')"
+    ))  # fmt: skip
+    dep = parse_deployment(merge(sim_deployment_dict(), _TOY_DEP), Path("d.toml"))
+    [gate] = [g for g in gate_kinds.planned_gates(dep, set()) if g.kind == "toy"]
+    assert Judge(dep, None, Path("/nonexistent")).decide(gate).status == "pass"  # type: ignore[arg-type]
