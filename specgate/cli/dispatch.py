@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def command(argv: list[str]) -> int:
         # What ends here took no report folder (a run's own is marked by run_command): init asks a
         # url's /get_server_info before it writes a file; calibrate and sweep stop their servers.
         signum = interrupts.received()
-        how = interrupts.name(signum) if signum is not None else "Ctrl-C"
+        how = "Ctrl-C" if signum in (None, signal.SIGINT) else interrupts.name(signum)
         print(f"specgate: {args.command} interrupted ({how})", file=sys.stderr)
         return Exit.INTERRUPTED
 
