@@ -14,8 +14,10 @@ anything else) until the report folder is taken, a signal is held: recorded, not
 `release`). The previous run's report is removed by the taking, so a signal in those first
 milliseconds can no longer leave its PASS beside a traceback: the command takes the folder, then
 stops, writing INTERRUPTED. What no handler covers is the interpreter's own start, before
-specgate's first line runs: a signal then ends the process by Python's default (exit -2 or -15,
-the previous report untouched, as after `kill -9`); the next run removes that report.
+specgate's first line runs (site-packages' .pth hooks included: tens of milliseconds, above 0.1 s
+on a loaded machine): a signal then ends the process by Python's default (exit -2 or -15, or
+Python's KeyboardInterrupt traceback from inside `site`, exit 1), the previous report untouched,
+as after `kill -9`; the next run removes that report.
 
 A signal that its parent left ignored (SIG_IGN: `nohup` for SIGHUP, a background job of a
 non-interactive shell for SIGINT) stays ignored: that was asked for.
