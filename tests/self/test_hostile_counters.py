@@ -88,3 +88,30 @@ def test_figures_the_server_measured_are_read_as_numbers():
         GenerateRequest(max_new_tokens=2, text="hi")
     )
     assert (result.server_e2e_s, result.server_decode_tps, result.spec and result.spec.server_accept_length) == (0.25, 120.0, 2.0)
+
+
+# In the gate's own process: every answer's meta_info carries e2e_latency NaN, as a server's would.
+_NAN_LATENCY = """
+import specgate.client as client
+
+_result = client.SglangClient._result
+
+
+def _with_nan(self, request, text, output_ids, meta, *rest, **kw):
+    return _result(self, request, text, output_ids, {**meta, "e2e_latency": float("nan")}, *rest, **kw)
+
+
+client.SglangClient._result = _with_nan
+"""
+
+
+def test_a_run_against_a_server_answering_nan_latency_ends_with_a_report_naming_it(sim_deployment, pytester):
+    """Before: the NaN reached the statistics and the run ended ERROR with no report."""
+    pytester.makepyfile(nan_latency=_NAN_LATENCY)
+    d = sim_deployment()
+    result = d.run(pytester, "-p", "nan_latency", "-k", "speed and baseline")
+    assert result.ret != 0, result.stdout.str()[-3000:]
+    report = d.report()
+    assert report["overall"] not in ("PASS", "ERROR"), report["overall_reasons"]
+    causes = " ".join(f["cause"] for f in report["failed_tests"]) + " ".join(report["overall_reasons"])
+    assert "meta_info.e2e_latency: expected a finite number >= 0, got nan" in causes, causes[-2000:]
