@@ -109,7 +109,7 @@ def git_commit(inputs: Iterable[Path] = ()) -> str:
     if not commit.endswith("+dirty") and commit != "unknown" and dirty_inputs(inputs):
         commit += "+dirty"
     if given:
-        return given + ("+dirty" if commit.endswith("+dirty") else "")
+        return given if given.endswith("+dirty") or not commit.endswith("+dirty") else given + "+dirty"
     return commit
 
 

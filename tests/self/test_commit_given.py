@@ -38,6 +38,8 @@ def test_specgate_commit_on_a_dirty_checkout_is_refused_naming_the_changed_paths
         refused = dirty_tree_refusal("specgate baseline update", SimpleNamespace(input_files=()))
         assert refused is not None and refused.startswith("specgate baseline update refused: the tree is dirty")
         assert "changed: model.py" in refused and "SPECGATE_COMMIT names a commit" in refused
+        monkeypatch.setenv("SPECGATE_COMMIT", f"{GIVEN}+dirty")  # said dirty by the caller: said once
+        assert git_commit() == f"{GIVEN}+dirty"
     finally:
         project.use(None)
 
