@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from specgate.deadline import DeadlineTransport, deadline_at, passed
+from specgate.documents import parse_json
 from specgate.errors import ClientError, HTTPStatusError, MalformedAnswer, RequestTimeout, TransportError
 from specgate.secrets import redact
 
@@ -180,6 +181,8 @@ class SglangClient:
         transport: httpx.BaseTransport | None = None,
         api_key: str | None = None,
     ) -> None:
+        if (problem := url_problem(base_url)) is not None:
+            raise ClientError(f"{redact(base_url)}: {problem}", url=base_url)
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.last_probe = ""  # why the last /health_generate probe was not a 200, for boot errors
@@ -235,24 +238,29 @@ class SglangClient:
         return f"{method} {redact(url)}: no complete answer within {within_s:g} s ({how})"
 
     def _get_first(self, paths: tuple[str, ...]) -> dict[str, Any]:
+        """The first of `paths` that answers a JSON object, all of them asked within the client's
+        timeout (each within INFO_REQUEST_S too): init's 10 s per server took 30 s per path from a
+        server trickling its answer, two paths, two servers: two minutes."""
         errors = []
         denied: int | None = None  # 401/403: the server answered and wants a key (said apart: its fix differs)
+        whole = time.monotonic() + self.timeout_s
         for path in paths:
-            at = time.monotonic() + INFO_REQUEST_S
+            limit = min(INFO_REQUEST_S, max(0.0, whole - time.monotonic()))
+            at = time.monotonic() + limit
             try:
                 with deadline_at(at):
-                    resp = self._http.get(self.base_url + path, timeout=INFO_REQUEST_S)
+                    resp = self._http.get(self.base_url + path, timeout=limit)
             except httpx.TimeoutException as exc:
-                errors.append(self._probe_timeout("GET", self.base_url + path, INFO_REQUEST_S, at, exc))
+                errors.append(self._probe_timeout("GET", self.base_url + path, limit, at, exc))
                 continue
             except httpx.HTTPError as exc:
                 errors.append(f"{path}: {exc}")
                 continue
             if resp.status_code == 200:
                 try:
-                    body = resp.json()
-                except ValueError:
-                    errors.append(f"{path}: not JSON")
+                    body = parse_json(resp.content)
+                except ValueError as exc:  # a NestedTooDeeply among them: its RecursionError was a traceback
+                    errors.append(f"{path}: not JSON ({str(exc)[:120]})")
                     continue
                 if isinstance(body, dict):
                     return body
@@ -315,7 +323,7 @@ class SglangClient:
             raise TransportError(f"POST {url} failed: {type(exc).__name__}: {exc}", url=url) from None
         ended = time.perf_counter()
         try:
-            parsed = json.loads(body)
+            parsed = parse_json(body)
         except ValueError:
             raise MalformedAnswer(f"POST {url} answered non-JSON: {body[:200]!r}", url=url) from None
         if not isinstance(parsed, dict) or not isinstance(parsed.get("meta_info"), dict):
@@ -350,7 +358,7 @@ class SglangClient:
         except httpx.HTTPError as exc:
             raise TransportError(f"POST {url} failed: {type(exc).__name__}: {exc}", url=url) from None
         try:
-            return json.loads(body)
+            return parse_json(body)
         except ValueError:
             raise MalformedAnswer(f"POST {url} answered non-JSON: {body[:200]!r}", url=url) from None
 
@@ -405,7 +413,7 @@ class SglangClient:
         if data == b"[DONE]":
             return
         try:
-            chunk = json.loads(data)
+            chunk = parse_json(data)
         except ValueError:
             raise MalformedAnswer(f"POST {url} (stream): chunk is not JSON: {data[:200]!r}", url=url) from None
         if not isinstance(chunk, dict):
@@ -469,7 +477,7 @@ class SglangClient:
             completion_tokens=completion,
             finish_reason=FinishReason.parse(meta.get("finish_reason")),
             e2e_s=ended - started,
-            server_e2e_s=_float_or_none(meta.get("e2e_latency")),
+            server_e2e_s=_reading(where, meta, "e2e_latency"),
             ttft_s=(st.t_first - started) if st and st.t_first is not None else None,
             decode_s=(st.t_last - st.t_first) if st and st.t_first is not None and st.t_last is not None else None,
             first_chunk_tokens=st.first_tokens if st else 0,
@@ -478,7 +486,7 @@ class SglangClient:
             token_texts=token_texts,
             spec=_parse_spec(where, meta),
             sent_at=time.time() - (time.perf_counter() - started),
-            server_decode_tps=_float_or_none(meta.get("decode_throughput")),
+            server_decode_tps=_reading(where, meta, "decode_throughput"),
         )
 
 
@@ -492,11 +500,27 @@ def _count(where: str, meta: dict[str, Any], key: str, default: int | None = Non
     return value
 
 
-def _float_or_none(value: Any) -> float | None:
+def url_problem(url: str) -> str | None:
+    """Why httpx cannot send a request to `url` (a host that is no IDNA name: an emoji), or None.
+    httpx raises InvalidURL, which is no httpx.HTTPError, at the request: a raw traceback."""
     try:
-        return None if value is None else float(value)
-    except (TypeError, ValueError):
+        httpx.URL(url)
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        return f"not an address a request can be sent to ({exc})"
+    return None
+
+
+def _reading(where: str, meta: dict[str, Any], key: str) -> float | None:
+    """A figure the server measured (a time, a rate, an accept length): None where it gave none, a
+    finite number >= 0 where it did. Anything else (NaN, Infinity, a word: Python's json reads the
+    first two) is a misbehaving server, named by the field: a NaN that reached the statistics ended
+    the run as an ERROR with no report."""
+    value = meta.get(key)
+    if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise MalformedAnswer(f"{where}: meta_info.{key}: expected a finite number >= 0, got {str(value)[:100]}", url=where)
+    return float(value)
 
 
 TopLogprobs = tuple[tuple[tuple[int, float], ...], ...]
@@ -558,15 +582,16 @@ def _first_present(meta: dict[str, Any], names: tuple[str, ...]) -> Any:
 def _parse_spec(where: str, meta: dict[str, Any]) -> SpecCounters | None:
     if meta.get("spec_verify_ct") is None:
         return None
+    accept_length = _reading(where, meta, "spec_accept_length")
     try:
-        return _spec_counters(meta)
+        return _spec_counters(meta, accept_length)
     except (TypeError, ValueError, OverflowError) as exc:  # Infinity parses as JSON; int() of it overflows
         raise MalformedAnswer(
             f"{where}: meta_info spec_* counters: expected whole numbers ({exc}): {str(meta)[:300]}", url=where
         ) from None
 
 
-def _spec_counters(meta: dict[str, Any]) -> SpecCounters:
+def _spec_counters(meta: dict[str, Any], accept_length: float | None) -> SpecCounters:
     accepted = _first_present(meta, SPEC_FIELD_NAMES["accepted_drafts"])
     proposed = _first_present(meta, SPEC_FIELD_NAMES["proposed_drafts"])
     histogram = _first_present(meta, SPEC_FIELD_NAMES["histogram"])
@@ -575,7 +600,7 @@ def _spec_counters(meta: dict[str, Any]) -> SpecCounters:
         accepted_drafts=None if accepted is None else int(accepted),
         proposed_drafts=None if proposed is None else int(proposed),
         histogram=tuple(int(x) for x in histogram) if isinstance(histogram, list) else None,
-        server_accept_length=_float_or_none(meta.get("spec_accept_length")),
+        server_accept_length=accept_length,
     )
     counts = [counters.verify_ct, counters.accepted_drafts, counters.proposed_drafts, *(counters.histogram or ())]
     if any(c is not None and c < 0 for c in counts):

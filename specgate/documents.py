@@ -11,6 +11,7 @@ sweep state, the stored baseline, golden answers and report.json (specgate.repor
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -74,17 +75,26 @@ class NestedTooDeeply(json.JSONDecodeError):
         return str(self.msg)
 
 
-def parse_json(text: str) -> Any:
-    """json.loads, with a document nested too deeply raised as NestedTooDeeply (a JSONDecodeError)."""
+def parse_json(text: str | bytes) -> Any:
+    """json.loads, with a document nested too deeply raised as NestedTooDeeply (a JSONDecodeError):
+    a stored file's, or a server's answer."""
     try:
         return json.loads(text)
     except RecursionError:
-        raise NestedTooDeeply(text) from None
+        raise NestedTooDeeply(text.decode("utf-8", "replace") if isinstance(text, bytes) else text) from None
 
 
 def read_json(path: Path, expected: str) -> Any:
     """The JSON document in the regular file `path` (read_document, then parse_json)."""
     return parse_json(read_document(path, expected))
+
+
+def content_digest(value: Any) -> str:
+    """The sha256 of a JSON value in one spelling (keys sorted, no spaces): what a stored document
+    records of part of itself, so that a hand edit of that part is found on reading. It proves no
+    more than that: whoever edits and recomputes it passes (docs/baselines.md says what else holds)."""
+    spelled = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(spelled.encode()).hexdigest()
 
 
 # pydantic's error types, in the words this project's other errors use.

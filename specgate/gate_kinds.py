@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -167,10 +168,37 @@ def declared_kinds() -> tuple[GateKind, ...]:
     return tuple(k for k in kinds() if k.table is not None)
 
 
+# What each kind planned for a deployment (by identity) and an unbooted set: asked once and kept,
+# so the gate tests pytest parametrizes, the NOT RUN rows and the judge read one answer. A kind
+# whose answer moved between calls lost a gate between planning and judging. The kind is kept in
+# the entry (its id stays its own); an entry goes with its deployment.
+_answers: dict[tuple[int, int, frozenset[str]], tuple[GateKind, list[PlannedGate]]] = {}
+
+
+def _forget(dep_id: int) -> None:
+    for key in [k for k in _answers if k[1] == dep_id]:
+        del _answers[key]
+
+
 def planned_of(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
-    """`kind.planned`, each gate checked: a kind's own, named "<kind>:…", of configs the deployment has."""
+    """`kind.planned`, asked once per deployment and unbooted set (`_answers`), each gate checked:
+    a kind's own, named "<kind>:…", of configs the deployment has."""
+    key = (id(kind), id(dep), frozenset(unbooted))
+    if key in _answers:
+        return list(_answers[key][1])
+    gates = _asked(kind, dep, unbooted)
+    if not any(k[1] == id(dep) for k in _answers):
+        weakref.finalize(dep, _forget, id(dep))
+    _answers[key] = (kind, gates)
+    return list(gates)
+
+
+def _asked(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
+    """`kind.planned` asked now, its gates checked."""
     with calling(kind, "planned"):
         gates = kind.planned(dep, unbooted)
+    if not isinstance(gates, list):
+        raise GateKindError(f"{where(kind)}: planned must return a list of PlannedGate, not {gates!r:.80}")
     for gate in gates:
         if not isinstance(gate, PlannedGate):
             raise GateKindError(f"{where(kind)}: planned returned {type(gate).__name__}, not a PlannedGate")
@@ -204,7 +232,15 @@ def check_planned(dep: Deployment) -> None:
     """Two gates of one name would share a verdict and a test id: the second is refused, by its table."""
     for kind in kinds():
         named: dict[str, PlannedGate] = {}
-        for gate in planned_of(kind, dep, set()):
+        planned = planned_of(kind, dep, set())
+        again = _asked(kind, dep, set())  # asked afresh: the answer must follow from the deployment alone
+        if [_identity(g) for g in again] != [_identity(g) for g in planned]:
+            raise GateKindError(
+                f"{where(kind)}: planned answered differently when asked again for the same deployment "
+                f"({[g.name for g in planned]} then {[g.name for g in again]}): its gates must follow from the "
+                "deployment alone, or a gate the run planned is lost before it is judged"
+            )
+        for gate in planned:
             for said in (gate.name, gate.test_id):
                 first = named.get(said)
                 if first is not None and kind.table is None:  # planned from the configs: the kind's own doing
@@ -226,6 +262,11 @@ def check_planned(dep: Deployment) -> None:
             found = kind.vacuities(dep)
         if not isinstance(found, list) or not all(hasattr(v, "field") and hasattr(v, "why") for v in found):
             raise GateKindError(f"{where(kind)}: vacuities must return a list of Vacuity, not {found!r:.80}")
+
+
+def _identity(gate: PlannedGate) -> tuple[Any, ...]:
+    """What makes a planned gate the gate it is (its spec aside: a kind may build it anew each time)."""
+    return (gate.kind, gate.name, gate.config, gate.needs, gate.test_id, gate.timing)
 
 
 def _described(kind: GateKind, dep: Deployment) -> list[str]:

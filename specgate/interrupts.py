@@ -9,6 +9,16 @@ pytest.main and loses the report; whoever writes the report reads `received()` a
 again as INTERRUPTED. Callbacks (`on_signal`) run at every signal, sealed or not: the server
 pool uses one to stop its servers at once, so a cancelled job never orphans a GPU server.
 
+From the command's first line (`specgate.cli.main` installs the handler before it imports
+anything else) until the report folder is taken, a signal is held: recorded, not raised (`hold`,
+`release`). The previous run's report is removed by the taking, so a signal in those first
+milliseconds can no longer leave its PASS beside a traceback: the command takes the folder, then
+stops, writing INTERRUPTED. What no handler covers is the interpreter's own start, before
+specgate's first line runs (site-packages' .pth hooks included: tens of milliseconds, above 0.1 s
+on a loaded machine): a signal then ends the process by Python's default (exit -2 or -15, or
+Python's KeyboardInterrupt traceback from inside `site`, exit 1), the previous report untouched,
+as after `kill -9`; the next run removes that report.
+
 A signal that its parent left ignored (SIG_IGN: `nohup` for SIGHUP, a background job of a
 non-interactive shell for SIGINT) stays ignored: that was asked for.
 
@@ -36,6 +46,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _received: list[int] = []
 _sealed = False
+_held = False  # from install until the report folder is taken: a signal is recorded, not raised
 _settled: int | None = None  # how many signals had come when the outcome became final
 _callbacks: list[Callable[[int], None]] = []
 _installed = False
@@ -44,13 +55,14 @@ _previous_hook = sys.unraisablehook
 _STOPPED = "specgate: stopped by "
 # The self-tests' hook: the signal (a name, "SIGTERM") this process sends itself at `test_point`.
 TEST_SIGNAL_ENV = "SPECGATE_TEST_SIGNAL_AT_EXIT"
+TEST_START_SIGNAL_ENV = "SPECGATE_TEST_SIGNAL_AT_START"  # the same at the command's first instant
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
     _received.append(signum)
     for callback in list(_callbacks):
         callback(signum)
-    if not _sealed:
+    if not _sealed and not _held:
         raise KeyboardInterrupt(f"{_STOPPED}{name(signum)}")
 
 
@@ -71,15 +83,17 @@ def name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def install() -> bool:
+def install(held: bool = False) -> bool:
     """Handle the stop signals from now on, with a fresh record; False (nothing changed) where
-    they are already handled here or this is not the main thread (Python allows no handler there)."""
-    global _installed, _sealed, _settled, _previous_hook
+    they are already handled here or this is not the main thread (Python allows no handler there).
+    `held`: a signal is recorded and not raised until `release`."""
+    global _installed, _sealed, _held, _settled, _previous_hook
     if _installed or threading.current_thread() is not threading.main_thread():
         return False
     _installed = True
     _received.clear()
     _sealed = False
+    _held = held
     _settled = None
     for sig in SIGNALS:
         current = signal.getsignal(sig)
@@ -92,7 +106,8 @@ def install() -> bool:
 
 def uninstall() -> None:
     """Give the signals back to the handlers found at install (a nested or later run in this process)."""
-    global _installed
+    global _installed, _held
+    _held = False
     for sig, previous in _previous.items():
         signal.signal(sig, signal.SIG_DFL if previous is None else previous)  # None: set outside Python
     _previous.clear()
@@ -101,11 +116,12 @@ def uninstall() -> None:
 
 
 @contextmanager
-def installed(to_exit: bool = False) -> Iterator[None]:
+def installed(to_exit: bool = False, held: bool = False) -> Iterator[None]:
     """The stop signals handled inside the block, given back after it if it installed them.
     `to_exit`: the block is this process's whole command, whose end is the process's exit: the
-    handler is kept, sealed, and the outcome settled, so no signal can change the exit code now."""
-    own = install()
+    handler is kept, sealed, and the outcome settled, so no signal can change the exit code now.
+    `held`: signals are held (recorded, not raised) until `release`."""
+    own = install(held)
     try:
         yield
     finally:
@@ -114,6 +130,18 @@ def installed(to_exit: bool = False) -> Iterator[None]:
             settle()
         elif own:
             uninstall()
+
+
+def release() -> None:
+    """Signals are raised again from here (the report folder is taken, or the command takes none);
+    one held since install is raised now, as KeyboardInterrupt, where the caller stands."""
+    global _held
+    if not _held:
+        return
+    _held = False
+    signum = stopping()
+    if signum is not None:
+        raise KeyboardInterrupt(f"{_STOPPED}{name(signum)}")
 
 
 def seal() -> None:
@@ -183,6 +211,15 @@ def on_signal(callback: Callable[[int], None]) -> Callable[[], None]:
             _callbacks.remove(callback)
 
     return remove
+
+
+def start_test_point() -> None:
+    """Where the self-tests hit the command's first instant: right after the handler is installed,
+    before any import, parse or report folder, the process sends itself the signal
+    SPECGATE_TEST_SIGNAL_AT_START names."""
+    wanted = os.environ.get(TEST_START_SIGNAL_ENV)
+    if wanted:
+        os.kill(os.getpid(), signal.Signals[wanted])
 
 
 def test_point() -> None:

@@ -48,9 +48,9 @@ def dirty_inputs(paths: Iterable[Path]) -> list[str]:
     not hold as it is now: "PATH (untracked)", "(modified)", or "(outside the repository)". The
     tree's own status leaves untracked files out (scratch files are everywhere), but a figure made
     from an untracked deployment names a commit that cannot reproduce it. Files shipped inside the
-    specgate package are named by its version instead; SPECGATE_COMMIT (a copy without .git)
-    vouches for the whole tree."""
-    if os.environ.get("SPECGATE_COMMIT"):
+    specgate package are named by its version instead; SPECGATE_COMMIT vouches for the whole tree
+    of a copy without .git only (`vouched_by_environment`)."""
+    if vouched_by_environment():
         return []
     root = project.current().root.resolve()
     package = Path(__file__).resolve().parent
@@ -79,15 +79,37 @@ def dirty_inputs(paths: Iterable[Path]) -> list[str]:
     return found
 
 
+def vouched_by_environment() -> bool:
+    """SPECGATE_COMMIT is set and the project is no git checkout (a copy without .git: the GPU
+    host), so nothing but the variable can say which commit the tree is. In a checkout the
+    variable still names the commit, but git says whether the tree is that commit as it is: set on
+    a dirty checkout, it had made a record of uncommitted changes name a clean commit."""
+    return bool(os.environ.get("SPECGATE_COMMIT", "").strip()) and not _git_checkout(project.current().root)
+
+
+def _git_checkout(root: Path) -> bool:
+    try:
+        inside = subprocess.run(
+            ["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return inside.returncode == 0 and inside.stdout.strip() == "true"
+
+
 def git_commit(inputs: Iterable[Path] = ()) -> str:
-    """The project's HEAD (+dirty), or SPECGATE_COMMIT where the tree is a copy without .git
-    (the GPU host). The project is what the figures judge: this checkout, or the user's repository.
-    `inputs` (the deployment's files) make it dirty too where HEAD does not hold them (dirty_inputs)."""
-    if os.environ.get("SPECGATE_COMMIT"):
-        return os.environ["SPECGATE_COMMIT"]
+    """The project's HEAD (+dirty), or SPECGATE_COMMIT where it is set (+dirty where the project is
+    a git checkout whose tree is not that commit as it is: `vouched_by_environment`). The project is
+    what the figures judge: this checkout, or the user's repository. `inputs` (the deployment's
+    files) make it dirty too where HEAD does not hold them (dirty_inputs)."""
+    given = os.environ.get("SPECGATE_COMMIT", "").strip()
+    if given and vouched_by_environment():
+        return given
     commit = _head_commit()
     if not commit.endswith("+dirty") and commit != "unknown" and dirty_inputs(inputs):
         commit += "+dirty"
+    if given:
+        return given if given.endswith("+dirty") or not commit.endswith("+dirty") else given + "+dirty"
     return commit
 
 

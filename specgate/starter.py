@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from specgate.client import url_problem
 from specgate.deployment import LAUNCHER_OWNED_FLAGS, parse_deployment
 from specgate.errors import HTTPStatusError, SpecgateError
 from specgate.project import SETTINGS_FILE
@@ -76,8 +77,19 @@ class Written:
     next_steps: list[str] = field(default_factory=list)  # what to run next, in order: init's closing words
 
 
+def _toml_string(value: str) -> str:
+    """`value` as a TOML basic string. JSON's escapes are TOML's, but json.dumps spells a character
+    outside the BMP (an emoji in a server's path) as a surrogate pair, which TOML refuses: the file
+    init wrote did not load, a raw traceback. So characters are written as they are, with DEL
+    escaped (TOML forbids it raw); a lone surrogate (bytes a command line could not decode) is no
+    text at all. (tomli_w, the field's writer, is a test dependency only, and has no string API.)"""
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        raise InitError(f"{value.encode('utf-8', 'surrogateescape')!r}: expected text (UTF-8), got bytes that are not")
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
 def _toml_list(items: list[str] | tuple[str, ...]) -> str:
-    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+    return "[" + ", ".join(_toml_string(i) for i in items) + "]"
 
 
 def _split_flags(tokens: list[str]) -> list[list[str]]:
@@ -163,9 +175,9 @@ def launch_deployment(name: str, command_line: str, draft: str | None) -> tuple[
     text = f"""\
 # Written by `specgate init --launch`: your command's flags are the plain reference, its
 # speculative flags run in both attention modes. Check it with `specgate check {name}`.
-name = {json.dumps(name)}
+name = {_toml_string(name)}
 description = "plain vs EAGLE-3 in prefill and decode attention mode"
-model = {json.dumps(model)}
+model = {_toml_string(model)}
 reference = "baseline"
 
 [launch]
@@ -237,7 +249,7 @@ tie_margin = 0.05
 hypothesis_profile = "gpu"
 
 [[gates.beats]]
-config = {json.dumps(speculative)}
+config = {_toml_string(speculative)}
 over = "baseline"
 ratio = 1.10               # speculation must be at least 10% faster than plain decoding
 
@@ -250,7 +262,7 @@ accept_length = 0.05
 def _env_line(env: dict[str, str]) -> str:
     if not env:
         return ""
-    pairs = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in env.items())
+    pairs = ", ".join(f"{_toml_string(k)} = {_toml_string(v)}" for k, v in env.items())
     return f"\nenv = {{ {pairs} }}"
 
 
@@ -403,6 +415,8 @@ def url_deployment(name: str, url: str, reference_url: str, model: str, notes: l
     for option, value in (("--url", url), ("--reference-url", reference_url)):
         if not value.startswith(("http://", "https://")) or not urlsplit(value).hostname:
             raise InitError(f"{option}: expected an http:// or https:// address with a host, got {value!r}")
+        if (unusable := url_problem(value)) is not None:
+            raise InitError(f"{option}: {unusable}")
     if url.rstrip("/") == reference_url.rstrip("/") or _same_address(url, reference_url):
         raise InitError(
             "--url and --reference-url name the same server; the speculative one is compared with another, plain one"
@@ -420,9 +434,9 @@ def url_deployment(name: str, url: str, reference_url: str, model: str, notes: l
     return f"""\
 # Written by `specgate init --url`: two servers someone else runs, a plain one and a
 # speculative one, on the same model. Check it with `specgate check {name}`.
-name = {json.dumps(name)}
+name = {_toml_string(name)}
 description = "plain vs speculative, running servers"
-model = {json.dumps(model)}
+model = {_toml_string(model)}
 reference = "baseline"
 
 [launch]
@@ -432,11 +446,11 @@ boot_timeout_s = 120       # the servers already run: waiting long only hides a 
 
 [configs.baseline]
 description = "the plain server"
-url = {json.dumps(reference_url)}
+url = {_toml_string(reference_url)}
 
 [configs.speculative]
 description = "the speculative server"
-url = {json.dumps(url)}
+url = {_toml_string(url)}
 {args_lines}
 
 {_gates_tail("speculative", model)}"""
@@ -498,7 +512,7 @@ def write_project(
     if launch is None and url is None:
         text = (builtin_deployments_dir() / "sim.toml").read_text(encoding="utf-8")
         if name != "sim":
-            text = text.replace('name = "sim"', f"name = {json.dumps(name)}", 1)
+            text = text.replace('name = "sim"', f"name = {_toml_string(name)}", 1)
         out.notes.append(
             "the SIMULATOR: runs anywhere, figures are not SGLang's; `specgate init --launch CMD` for yours"
         )
@@ -510,7 +524,11 @@ def write_project(
             raise InitError("--url: give --model too (the model both servers serve, as it names it)")
         text = url_deployment(name, url, reference_url, model, out.notes)  # type: ignore[arg-type]
     # What is written must load: the same checks `specgate check` runs.
-    parse_deployment(tomllib.loads(text), deployment_path)
+    try:
+        loaded = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # a writer's bug, said as one, never a traceback
+        raise InitError(f"the deployment init built for {deployment_path} is not TOML ({exc}); nothing was written") from None
+    parse_deployment(loaded, deployment_path)
     deployment_path.parent.mkdir(parents=True, exist_ok=True)
     deployment_path.write_text(text, encoding="utf-8")
     out.files.append(deployment_path)

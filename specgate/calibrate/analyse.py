@@ -128,6 +128,7 @@ def _gate_model(noise: FigureNoise, tolerance: float, two_sided: bool, deploymen
     z = float(norm.ppf(1 - (1 - per_look_confidence(deployment.gates.confidence, looks)) / 2))
     n = wl.max_repeats  # an undecided gate measures to its cap: its last look decides
     sd = math.sqrt(2 * (MEDIAN_EFFICIENCY * noise.within_log_sd) ** 2 / n + 2 * noise.between_boot_log_sd_upper**2)
+    sd = max(sd, 1e-12)  # rounds alike to the last digit (a server replaying its answers): no noise, no division by it
     half = z * sd
 
     def not_passed(tol: float) -> float:
@@ -188,6 +189,28 @@ def _aa_pairs(
     return {"pairs": sum(counts.values()), "fail": counts[FAIL], "inconclusive": counts[INCONCLUSIVE], "pass": counts[PASS]}
 
 
+SPREAD_DECIMALS = 5  # a spread as the record stores it
+
+# Why a figure's between-boot spread is recorded as not estimated (its within-boot noise still is):
+# no A/A rounds can show a spread of 0, and a record refused for it recorded nothing at all.
+NO_SPREAD_SHOWN = (
+    "not estimated: the rounds' medians differed no more than their requests' own noise explains, and A/A rounds "
+    "cannot show a spread of 0; gates treat the between-boot noise as unknown (more --boots or --requests may show it)"
+)
+NO_DRIFT_SHOWN = (
+    "not estimated: the running servers did not drift between the rounds beyond their requests' own noise, and "
+    "specgate cannot restart servers attached by url, so their between-boot spread is not measured here; gates "
+    "treat it as unknown (declare [gates.between_boot] from rounds where the servers were restarted)"
+)
+
+
+def not_estimated(noise: FigureNoise, deployment: Deployment) -> str | None:
+    """Why this figure's between-boot spread cannot be recorded, or None where it can."""
+    if round(noise.between_boot_log_sd_upper, SPREAD_DECIMALS) > 0:  # as stored: a spread rounded to 0 is 0
+        return None
+    return NO_DRIFT_SHOWN if deployment.launch.launcher == "url" else NO_SPREAD_SHOWN
+
+
 def analyse(deployment: Deployment, rounds: list[dict[str, ConfigSpeed]]) -> dict[str, dict]:
     """config → {"decode_tps": {...}, "speedup": {...}} with noise and gate calibration."""
     out: dict[str, dict] = {}
@@ -198,7 +221,7 @@ def analyse(deployment: Deployment, rounds: list[dict[str, ConfigSpeed]]) -> dic
         entry: dict[str, dict] = {}
         tps = _noise(series)
         if tps is not None:
-            entry["decode_tps"] = _figure_entry(tps)
+            entry["decode_tps"] = _figure_entry(tps, deployment)
         if config != ref:
             speedups = [
                 ratio_series(r[config].decode_tps_by_boot(), r[ref].decode_tps_by_boot())
@@ -207,7 +230,7 @@ def analyse(deployment: Deployment, rounds: list[dict[str, ConfigSpeed]]) -> dic
             ]
             sp = _noise(speedups)
             if sp is not None:
-                entry["speedup"] = _figure_entry(sp)
+                entry["speedup"] = _figure_entry(sp, deployment)
                 entry["gate"] = _gate_entry(sp, speedups, tol, False, deployment)
         elif tps is not None:
             entry["gate"] = _gate_entry(tps, series, tol, True, deployment)
@@ -216,11 +239,14 @@ def analyse(deployment: Deployment, rounds: list[dict[str, ConfigSpeed]]) -> dic
     return out
 
 
-def _figure_entry(noise: FigureNoise) -> dict:
+def _figure_entry(noise: FigureNoise, deployment: Deployment) -> dict:
     d = asdict(noise)
     d["boot_medians"] = [round(x, 4) for x in noise.boot_medians]
-    d["between_boot_log_sd"] = round(noise.between_boot_log_sd, 5)
-    d["between_boot_log_sd_upper"] = round(noise.between_boot_log_sd_upper, 5)
+    why = not_estimated(noise, deployment)
+    d["between_boot_log_sd"] = None if why else round(noise.between_boot_log_sd, SPREAD_DECIMALS)
+    d["between_boot_log_sd_upper"] = None if why else round(noise.between_boot_log_sd_upper, SPREAD_DECIMALS)
+    if why:
+        d["not_estimated"] = why
     d["within_log_sd"] = round(noise.within_log_sd, 5)
     d["boot_median_spread"] = round(max(noise.boot_medians) / min(noise.boot_medians) - 1, 4)
     return d
@@ -287,10 +313,12 @@ def render(deployment: Deployment, configs: dict[str, dict], boots: int, notes: 
             if kind in entry:
                 e = entry[kind]
                 meds = ", ".join(f"{m:.3f}" if kind == "speedup" else f"{m:.1f}" for m in e["boot_medians"])
-                lines.append(
-                    f"| {config} | {kind} | {meds} | {e['within_log_sd']:.1%} | {e['between_boot_log_sd']:.1%} "
-                    f"| {e['between_boot_log_sd_upper']:.1%} |"
+                spread, upper = (
+                    ("not estimated (below)", "—")
+                    if e.get("not_estimated")
+                    else (f"{e['between_boot_log_sd']:.1%}", f"{e['between_boot_log_sd_upper']:.1%}")
                 )
+                lines.append(f"| {config} | {kind} | {meds} | {e['within_log_sd']:.1%} | {spread} | {upper} |")
     lines += [
         "",
         "No-regression gates, one boot now against one stored boot (the reference on decode tok/s, two-sided; "
@@ -308,9 +336,27 @@ def render(deployment: Deployment, configs: dict[str, dict], boots: int, notes: 
                 f"{g['inconclusive']:.1%} | {g['aa_failures']} / {g['aa_inconclusive']} / {g['aa_passes']} of "
                 f"{g['aa_pairs']} | {detects} | {g['suggested_tolerance']:.1%} |"
             )
+    unestimated = {
+        entry[kind]["not_estimated"]
+        for entry in configs.values()
+        for kind in ("decode_tps", "speedup")
+        if entry.get(kind, {}).get("not_estimated")
+    }
+    notes = [*notes, *(f"between-boot spread {why}" for why in sorted(unestimated))]
     if notes:
         lines += ["", *[f"- {n}" for n in notes]]
     return "\n".join(lines) + "\n"
+
+
+def too_noisy(configs: dict[str, dict]) -> list[str]:
+    """The gates this runner's noise leaves unable to tell (an unchanged build mostly cannot pass):
+    recorded all the same, with its wide spread, and said as a warning."""
+    return [
+        f"{config}'s no-regression gate cannot tell at its tolerance on this runner ({entry['gate']['cannot_tell']}); "
+        f"it passes an unchanged build 95% of the time only from {entry['gate']['suggested_tolerance']:.0%}"
+        for config, entry in configs.items()
+        if entry.get("gate") and entry["gate"]["detects_80pct"] is None
+    ]
 
 
 def summary_line(configs: dict[str, dict]) -> str:

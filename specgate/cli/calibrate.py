@@ -21,7 +21,7 @@ MAX_BOOTS = 100
 
 def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:
     """0: recorded; 1: rounds failed or too few to split the noise; 2: bad input."""
-    from specgate.calibrate.analyse import analyse, render
+    from specgate.calibrate.analyse import analyse, render, too_noisy
     from specgate.calibrate.numerics import render_numerics
     from specgate.calibrate.run import run_rounds
     from specgate.provenance import provenance
@@ -128,6 +128,8 @@ def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:
         print(f"specgate: {exc}", file=sys.stderr)
         return 1
     print(f"specgate: calibration recorded in {path}; later gate runs on this machine widen one-boot intervals by it")
+    for warning in too_noisy(configs):
+        print(f"specgate: warning: a very noisy runner: {warning}", file=sys.stderr)
     from specgate.verdicts.history import record_calibration
 
     print(f"specgate: its rounds pooled into the runner history {record_calibration(root, dep.name, fingerprint, document)}")

@@ -60,9 +60,11 @@ def dirty_tree_refusal(what: str, dep: Deployment) -> str | None:
             f"record carries the commit it was measured at, and later runs show it beside their own); {first} "
             f"(or set {escapes})"
         )
-    changed = [] if os.environ.get("SPECGATE_COMMIT") else dirty_tree_paths()  # a given commit is no git state
+    changed = dirty_tree_paths()  # none where no git answers (a copy without .git)
     if changed and not dirty:
         paths += f"; changed: {', '.join(changed)}"
+    if os.environ.get("SPECGATE_COMMIT", "").strip():
+        paths += "; SPECGATE_COMMIT names a commit, and this git checkout is not that commit as it is"
     return (
         f"{what} refused: the tree is dirty ({commit}{paths}), so no commit would name what produced the figures; "
         f"commit first (git add the deployment and the files it names), or set {escapes}"

@@ -41,7 +41,9 @@ def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool, ext
 def run_command(args: argparse.Namespace, extra: list[str]) -> int:
     """`specgate run` and `specgate baseline update`: the report folder is taken first (refused
     where another run holds it or it holds files specgate did not write; the previous run's
-    report removed), before anything else can fail or be interrupted."""
+    report removed), before anything else can fail or be interrupted. A signal that came before
+    (held since the command's first line: specgate.interrupts) is raised once the folder is taken,
+    so the report there says INTERRUPTED, never the previous run's verdict."""
     from specgate.report.folder import ReportFolder, claim
 
     folder: ReportFolder | None = None
@@ -53,6 +55,8 @@ def run_command(args: argparse.Namespace, extra: list[str]) -> int:
         except SpecgateError as exc:
             print(f"specgate: error: {exc}", file=sys.stderr)
             return 2
+        finally:
+            interrupts.release()  # a refused folder is not this run's to mark: its signal ends it without one
         for note in folder.notes:
             print(f"specgate: {note}", file=sys.stderr)
         return _gate(args, extra, folder.path)

@@ -22,7 +22,7 @@ from specgate.measure.speed import ConfigSpeed, Measurements
 from specgate.measure.stats import IntervalFigure, median_interval
 from specgate.measure.summary import accept_by_set, summarise_speed
 from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KEPT, Report
-from specgate.server.pool import BootRecord
+from specgate.server.pool import BootRecord, unusable
 from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Status, Verdict
@@ -161,10 +161,13 @@ def overall_verdict(
 _OUTPUT_TESTS = ("test_speculative_output_is_greedy_baseline", "test_speculative_sampling_matches_reference")
 
 
-def reasons_of(outcome: RunOutcome) -> list[str]:
+def reasons_of(outcome: RunOutcome, unbooted: Sequence[str] = ()) -> list[str]:
     """Why the run is not PASS, in words: what failed first (gate failures, then failed tests that
     are no gate verdict, such as equivalence), then what cannot tell, then what did not compare,
-    repeated causes grouped into one line with their count."""
+    repeated causes grouped into one line with their count. `unbooted`: the configs whose
+    servers failed to boot (said first, by `boot_failures`): what failed for want of them is one
+    line, not a bullet per test and gate, each repeating the boot's cause (and an equivalence test
+    among them reading as wrong output)."""
     reasons: list[str] = []
     c, tally = outcome.facts, outcome.tests
     decided, undecided, not_run, unjudged = outcome.failed, outcome.undecided, outcome.not_run, outcome.unjudged
@@ -179,8 +182,18 @@ def reasons_of(outcome: RunOutcome) -> list[str]:
         )
     if c.interrupted:
         reasons.append(str(c.interrupted))
+    tests_after, gates_after = _after_boot_failures(outcome, unbooted)
+    if tests_after or gates_after:
+        names = sorted({v.gate for v in gates_after})
+        shown_names = ", ".join(names[:4]) + (f", … {len(names) - 4} more" if len(names) > 4 else "")
+        reasons.append(
+            f"did not run, for want of the server(s) above: {len(gates_after)} gate(s)"
+            + (f" ({shown_names})" if names else "")
+            + f" and {len(tests_after)} test(s) (report.md's gate table and failed tests list each)"
+        )
+    not_run = tuple(v for v in not_run if v not in gates_after)
     # Wrong outputs first: they are the graver failure, and they void that config's speed figures.
-    shown = list(outcome.failed_tests[:FAILED_TESTS_SAID])
+    shown = [f for f in outcome.failed_tests if f not in tests_after][:FAILED_TESTS_SAID]
     wrong = [f for f in shown if f.test.startswith(_OUTPUT_TESTS)]
     reasons += [f"failed: {f}" for f in wrong]
     reasons += _grouped(decided)
@@ -204,6 +217,26 @@ def reasons_of(outcome: RunOutcome) -> list[str]:
     if outcome.verdict == RunVerdict.PARTIAL and not outcome.gates:
         reasons.append("no gate ran: nothing was compared")
     return reasons
+
+
+def _after_boot_failures(outcome: RunOutcome, unbooted: Sequence[str]) -> tuple[list[FailedTest], list[Verdict]]:
+    """The failed tests and NOT RUN gates that failed only because a server in `unbooted` never
+    served: a test refused by the pool's words for it (`unusable`), a gate whose NOT RUN row names it."""
+    if not unbooted:
+        return [], []
+    refusals = [unusable(config) for config in unbooted]
+    tests = [f for f in outcome.failed_tests if any(r in f.cause for r in refusals)]
+    gates = [
+        v for v in outcome.not_run
+        if any(v.summary.startswith((f"the server of {c!r} never served", f"the server of '{c}@")) for c in unbooted)
+    ]  # fmt: skip
+    return tests, gates
+
+
+def never_served(boots: Sequence[BootRecord]) -> list[str]:
+    """The configs none of whose boots served, in the order they were tried."""
+    served = {b.config for b in boots if b.ok}
+    return list(dict.fromkeys(b.config for b in boots if not b.ok and b.config not in served))
 
 
 # A log line that says why a process died (Python's last exception line, a CUDA or NCCL error).
@@ -380,7 +413,7 @@ def build_report(
     unbooted = {deployment.reference} if stand_in else set()
     verdicts = with_not_run(deployment, verdicts, failed_servers or {}, unbooted)
     outcome = decide(tally, verdicts, replace(facts or RunFacts(), unavailable=unavailable or {}), failed_tests or ())
-    overall, reasons = outcome.verdict, reasons_of(outcome)
+    overall, reasons = outcome.verdict, reasons_of(outcome, never_served(boots))
     at = len(unavailable or {}) if not outcome.facts.interrupted else 0
     reasons[at:at] = boot_failures(boots)
     if lead is not None:

@@ -82,6 +82,12 @@ def split_server_name(name: str) -> tuple[str, int]:
 BOOT_LOG_LINES = 20
 
 
+def unusable(config: str) -> str:
+    """How every request for a server that failed to boot is refused: the report tells the failures
+    it caused from the others by these words (report/build.py)."""
+    return f"config {config!r} is unusable in this session"
+
+
 @dataclass
 class BootRecord:
     config: str
@@ -210,7 +216,7 @@ class ServerPool:
         if self._closed:
             raise ServerBootError(f"not booting {config!r}: the run is over or was cancelled")
         if config in self.failed:
-            raise ServerBootError(f"config {config!r} is unusable in this session: {self.failed[config]}")
+            raise ServerBootError(f"{unusable(config)}: {self.failed[config]}")
         if config in self.live:
             self.raise_if_dead(config)
             return self.live[config]

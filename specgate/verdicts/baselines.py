@@ -8,9 +8,14 @@ be read is an error naming it, never silently replaced.
 Format versions: `specgate-baseline/1` holds figures and samples; `/2` adds, optionally, the
 reference's golden answers (`golden`, written for deployments with `launch.reference_from =
 "stored"`, which check equivalence against them without booting the reference) and each
-config's boot time (`boot_seconds`, so a run that skips a boot can say what it saved). Both
-load; a `/1` file simply has neither, and a run that needs them says so and fails closed.
-Every write is `/2`.
+config's boot time (`boot_seconds`, so a run that skips a boot can say what it saved); `/3`
+records, beside each config's samples at each concurrency, their sha256 (`samples_sha256`),
+checked on every read: the gates compare runs with the raw samples, so samples edited by hand
+(halved, to hide a 2x slowdown) are refused, naming the file and the field, where they were used
+before. A digest is checked wherever one is present, whatever the format says. All three load;
+a `/1` file has no golden answers nor boot times, and a run that needs them says so and fails
+closed. Every write is `/3`. What an editor who recomputes the digest can still do, and what
+holds then (the file's git history, review), is in docs/baselines.md.
 """
 
 from __future__ import annotations
@@ -24,14 +29,16 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specgate.atomic import write_json_atomic
-from specgate.documents import meaning, problem, read_json
+from specgate.documents import content_digest, meaning, problem, read_json
 from specgate.equivalence.golden import GoldenAnswers, parse_golden
 from specgate.errors import BaselineError, GoldenFileError
 from specgate.verdicts.fingerprint import Fingerprint
 
-FORMAT = "specgate-baseline/2"
+FORMAT = "specgate-baseline/3"
 # Every format this version reads (oldest first); see the module docstring for what each holds.
-READABLE_FORMATS = ("specgate-baseline/1", FORMAT)
+READABLE_FORMATS = ("specgate-baseline/1", "specgate-baseline/2", FORMAT)
+# The first format whose every figure records its samples' digest.
+_DIGESTED_FORMATS = READABLE_FORMATS[2:]
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,8 @@ class ConcurrencyFigures(BaseModel):
     accept_length: Interval[_Accept] | None = None
     ratio_to_reference: Interval[_Positive] | None = None
     samples: Samples
+    # The samples' content_digest as written (format /3): a hand edit of them is refused on reading.
+    samples_sha256: Annotated[str, meaning("a sha256 hex digest", _is_sha256)] | None = None
 
 
 class ConfigEntry(BaseModel):
@@ -156,7 +165,7 @@ class BaselineDocument(BaseModel):
     definition for the reader and the writer (a document it would refuse is never written)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
-    format: Literal["specgate-baseline/1", "specgate-baseline/2"]
+    format: Literal["specgate-baseline/1", "specgate-baseline/2", "specgate-baseline/3"]
     deployment: str = ""
     workload_digest: str = ""
     fingerprint: dict[str, Any]
@@ -227,8 +236,31 @@ class _Bad(Exception):
         self.field, self.problem = field, problem
 
 
-def _config_figures(name: str, entry: ConfigEntry) -> dict[tuple[str, int], StoredFigures]:
-    """What the model cannot say field by field: counts that agree, keys that are concurrencies."""
+def samples_digest(figures: ConcurrencyFigures) -> str:
+    """What `samples_sha256` records: the samples as the model read them (fields the file left out
+    stay out), so the writer and every reader spell them alike."""
+    return content_digest(figures.samples.model_dump(mode="json", exclude_unset=True))
+
+
+def _check_digest(at: str, figures: ConcurrencyFigures, required: bool) -> None:
+    if figures.samples_sha256 is None:
+        if required:
+            raise _Bad(f"{at}.samples_sha256", "expected the sha256 of the samples beside them (every /3 file records it)")
+        return
+    found = samples_digest(figures)
+    if found != figures.samples_sha256.lower():
+        raise _Bad(
+            f"{at}.samples",
+            f"not the samples that were recorded: their sha256 is {found[:12]}…, the file records "
+            f"{figures.samples_sha256[:12]}… ('{at}.samples_sha256'). Raw samples edited by hand decide every gate "
+            "against this baseline (halved, they hide a 2x slowdown); restore the file from git, or record it "
+            "anew with `specgate baseline update`",
+        )
+
+
+def _config_figures(name: str, entry: ConfigEntry, digested: bool) -> dict[tuple[str, int], StoredFigures]:
+    """What the model cannot say field by field: counts that agree, keys that are concurrencies,
+    samples that are those recorded (`digested`: the format requires their digest)."""
     out = {}
     for conc, fig in entry.concurrency.items():
         at = f"configs.{name}.concurrency.{conc}"
@@ -247,6 +279,7 @@ def _config_figures(name: str, entry: ConfigEntry) -> dict[tuple[str, int], Stor
                 raise _Bad(
                     f"{at}.samples.verify_ct[{i}]", f"expected at most {tokens} (its completion tokens), got {verify}"
                 )
+        _check_digest(at, fig, digested)
         out[(name, int(conc))] = StoredFigures(
             args_digest=entry.args_digest,
             decode_tps_median=fig.decode_tps.estimate,
@@ -298,15 +331,26 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
     except (TypeError, ValueError) as exc:
         raise BaselineError(path, f"not written: the document this run built is not JSON: {exc}") from None
     try:
-        _contents(BaselineDocument.model_validate(as_stored))
+        _contents(_with_digests(as_stored))
     except ValidationError as exc:
         raise BaselineError(path, f"not written: the document this run built is malformed: {problem(exc)}") from None
     except _Bad as bad:
         raise BaselineError(
             path, f"not written: the document this run built is malformed: field '{bad.field}': {bad.problem}"
         ) from None
-    write_json_atomic(path, document)
+    write_json_atomic(path, as_stored)
     return path
+
+
+def _with_digests(as_stored: dict) -> BaselineDocument:
+    """`as_stored` validated, with each figure's samples_sha256 set (in it) from its samples as read."""
+    doc = BaselineDocument.model_validate(as_stored)
+    for name, entry in doc.configs.items():
+        for conc, fig in entry.concurrency.items():
+            digest = samples_digest(fig)
+            as_stored["configs"][name]["concurrency"][conc]["samples_sha256"] = digest
+            fig.samples_sha256 = digest
+    return doc
 
 
 def _contents(doc: BaselineDocument) -> tuple[dict[tuple[str, int], StoredFigures], GoldenAnswers | None]:
@@ -314,7 +358,7 @@ def _contents(doc: BaselineDocument) -> tuple[dict[tuple[str, int], StoredFigure
     field by field checked: the same on reading a file and before writing one."""
     figures: dict[tuple[str, int], StoredFigures] = {}
     for name, entry in doc.configs.items():
-        figures.update(_config_figures(name, entry))
+        figures.update(_config_figures(name, entry, doc.format in _DIGESTED_FORMATS))
     try:
         golden = parse_golden(doc.golden) if doc.golden is not None else None
     except GoldenFileError as exc:

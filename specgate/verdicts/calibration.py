@@ -71,15 +71,20 @@ class _Spread(BaseModel):
     requests_per_boot: Annotated[int, Field(ge=1)] | None = None
     # Components (noise.py): the part the servers of one run share, each server's own, and the
     # requests' lag-1 autocorrelation; absent in records written before them.
-    shared_log_sd: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
-    own_log_sd: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    shared_log_sd: Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)] | None = None
+    own_log_sd: Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)] | None = None
     request_lag1: Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)] | None = None
+    # Why the rounds give no spread (calibrate.analyse: servers it does not boot, or boots that
+    # differed no more than their requests): recorded so, without one, and gates treat it as unknown.
+    not_estimated: str | None = None
 
     @field_validator("between_boot_log_sd", "between_boot_log_sd_upper")
     @classmethod
     def _a_spread(cls, value: float | None) -> float | None:
-        if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
-            raise ValueError(f"expected a spread from 0 to 1, got {value}")
+        # No upper limit: a very noisy runner's spread is what its boot medians give (checked
+        # below), and an interval that wide is INCONCLUSIVE, said, rather than no record at all.
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"expected a spread of 0 or more, got {value}")
         return value
 
     def used(self) -> tuple[str, float | None]:
@@ -165,6 +170,8 @@ def load_calibration(path: Path) -> Calibration:
             if figure is None:
                 continue
             key, value = figure.used()
+            if value is None and figure.not_estimated:
+                continue  # measured, but no spread: the gates say the between-boot noise is unknown
             if value is None:
                 field = f"configs.{config}.{kind}.{key}"
                 raise BaselineError(path, f"calibration record malformed: field '{field}': expected a number, got None")

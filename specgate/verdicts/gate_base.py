@@ -31,6 +31,7 @@ from specgate.verdicts.gates import (
 )
 from specgate.verdicts.history import boot_values
 from specgate.verdicts.noise import HeldNoise, ratio_interval_held
+from specgate.verdicts.own_time import measuring
 
 SIMULATED_TAU_ENV = "SGLANG_SIMULATE_ACC_LEN"
 
@@ -72,11 +73,15 @@ class GateBase(Evidence):
         status, interval, taken = decide_sequentially(
             interval_at,
             decide,
-            lambda: self.plan.more(configs, concurrency, wl.max_repeats, self._batch()),
+            lambda: self._measure_more(configs, concurrency),
             self.deployment.gates.confidence if confidence is None else confidence,
             looks,
         )
         return status, interval, taken, looks
+
+    def _measure_more(self, configs: list[str], concurrency: int) -> bool:
+        with measuring():  # not the gate kind's own time (own_time.py)
+            return self.plan.more(configs, concurrency, self.deployment.workload.max_repeats, self._batch())
 
     def record(self, verdict: Verdict) -> Verdict:
         """Keep `verdict` among the run's verdicts (the report reads them) and return it."""

@@ -16,6 +16,7 @@ from specgate.equivalence.golden import GoldenAnswers
 from specgate.errors import GateKindError
 from specgate.gate_kinds import PlannedGate, calling, kind_named, where
 from specgate.measure.summary import summarise_speed
+from specgate.verdicts import own_time
 from specgate.verdicts.ab_gate import AbGates
 from specgate.verdicts.accept_gate import AcceptFloorGates
 from specgate.verdicts.beats_gate import BeatsGates
@@ -40,8 +41,15 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates, AbGates):
         table while its test passed."""
         kind = kind_named(gate.kind)
         before = len(self.verdicts)
-        with calling(kind, f"decide (of {gate.name})"):
-            verdict = kind.decide(self, gate)
+        try:
+            with own_time.bounded(), calling(kind, f"decide (of {gate.name})"):
+                verdict = kind.decide(self, gate)
+        except own_time.OwnTimeExceeded:
+            del self.verdicts[before:]
+            raise GateKindError(
+                f"{where(kind)}: decide (of {gate.name}) ran past {own_time.OWN_TIME_S:g} s of its own (its "
+                "measurements not counted): it hangs; the gate has no verdict"
+            ) from None
         recorded = self.verdicts[before:]
         del self.verdicts[before:]  # kept below, once, if it is what the gate decided
         if not isinstance(verdict, Verdict):

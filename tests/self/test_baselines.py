@@ -103,3 +103,45 @@ def test_a_speed_verdict_against_a_baseline_of_another_machine_says_so(monkeypat
     # servers elsewhere: this host's id says nothing of theirs
     assert judge(launcher="url")._machine_note(stored) is None  # type: ignore[arg-type]
     assert judge(launcher="ssh")._machine_note(stored) is None  # type: ignore[arg-type]
+
+
+def _edited(path: Path, change) -> None:
+    stored = json.loads(path.read_text())
+    change(stored["configs"]["baseline"]["concurrency"]["1"])
+    path.write_text(json.dumps(stored, indent=2))
+
+
+def test_raw_samples_edited_by_hand_are_refused_naming_the_file_and_field(tmp_path):
+    """Halved samples, the summary left alone: every gate compares with the samples, so the edit
+    hid a 2x slowdown. The digest recorded beside them (format /3) finds it on reading."""
+    path = write_baseline("dep", FP, doc(), tmp_path)
+    assert json.loads(path.read_text())["configs"]["baseline"]["concurrency"]["1"]["samples_sha256"]
+    _edited(path, lambda fig: fig["samples"].update(decode_tps=[50.0, 50.0]))
+    with pytest.raises(BaselineError) as err:
+        load_baseline(path)
+    message = str(err.value)
+    assert str(path) in message and "field 'configs.baseline.concurrency.1.samples': not the samples that were recorded" in message
+
+
+def test_a_digest_is_required_in_format_3_and_checked_in_any_format(tmp_path):
+    path = write_baseline("dep", FP, doc(), tmp_path)
+    _edited(path, lambda fig: fig.pop("samples_sha256"))
+    with pytest.raises(BaselineError, match=r"field 'configs\.baseline\.concurrency\.1\.samples_sha256': expected the sha256"):
+        load_baseline(path)
+    path = write_baseline("dep", OTHER, doc(), tmp_path)
+    stored = json.loads(path.read_text())
+    stored["format"] = "specgate-baseline/2"  # an older format named, the digest kept: still checked
+    stored["configs"]["baseline"]["concurrency"]["1"]["samples"]["decode_tps"] = [50.0, 50.0]
+    path.write_text(json.dumps(stored))
+    with pytest.raises(BaselineError, match=r"concurrency\.1\.samples': not the samples that were recorded"):
+        load_baseline(path)
+
+
+def test_the_digest_does_not_change_with_the_files_spelling(tmp_path):
+    """Reindented, keys reordered, a float written as an integer: the same samples, the same digest."""
+    path = write_baseline("dep", FP, doc(tps=100.0), tmp_path)
+    stored = json.loads(path.read_text())
+    fig = stored["configs"]["baseline"]["concurrency"]["1"]
+    fig["samples"] = dict(reversed(list(fig["samples"].items())))
+    path.write_text(json.dumps(stored, indent=7).replace("100.0", "100"))
+    assert load_baseline(path).figures[("baseline", 1)].decode_tps_samples == (100.0, 100.0)

@@ -299,3 +299,76 @@ def test_a_not_run_row_keeps_the_test_that_judged_it_before():
     assert [(v.gate, v.status, v.test) for v in with_not_run(dep, [had], {"eagle3-decode": "exited"}, set()) if v.gate == had.gate] == [
         (had.gate, NOT_RUN, test)
     ]
+
+
+_COUNTING = _method("""
+def planned(self, dep, unbooted):
+    CALLS.append(1)
+    return [PlannedGate('toy', 'toy:a', 'baseline', (), 'a', None)] if len(CALLS) == 1 else []
+""")
+
+
+def test_a_kind_whose_planned_gates_move_between_calls_is_refused_naming_it(register):
+    """It planned 'toy:a' for pytest's parametrization and nothing for the judge: the gate was lost."""
+    register("toy_gate", head="CALLS = []", table=None, example=None, methods=_COUNTING)
+    with pytest.raises(GateKindError, match=re.escape("gate kind 'toy' (specgate/verdicts/toy_gate.py): planned answered differently when asked again for the same deployment (['toy:a'] then [])")):
+        parse_deployment(sim_deployment_dict(), Path("d.toml"))
+
+
+def test_a_kinds_planned_gates_are_asked_once_per_deployment(register):
+    import sys
+
+    register("toy_gate", head="CALLS = []", table=None, example=None, methods=_method("""
+def planned(self, dep, unbooted):
+    CALLS.append(1)
+    return [PlannedGate('toy', 'toy:a', 'baseline', (), 'a', None)]
+"""))
+    dep = parse_deployment(sim_deployment_dict(), Path("d.toml"))
+    calls = sys.modules["specgate.verdicts.toy_gate"].CALLS
+    asked = len(calls)  # once kept, once asked afresh to compare
+    for _ in range(3):
+        assert [g.name for g in gate_kinds.planned_gates(dep, set()) if g.kind == "toy"] == ["toy:a"]
+    assert len(calls) == asked == 2
+
+
+@pytest.mark.parametrize(
+    "hang",
+    [
+        "time.sleep(3600)",
+        "while True:\n        try:\n            time.sleep(0.01)\n        except Exception:\n            pass",  # swallows what is raised
+    ],
+    ids=["sleeps", "swallows"],
+)
+def test_a_decide_that_hangs_is_cut_off_naming_its_kind(register, monkeypatch, hang):
+    import signal
+    import time
+
+    from specgate.verdicts import own_time
+    from specgate.verdicts.judge import Judge
+
+    monkeypatch.setattr(own_time, "OWN_TIME_S", 0.3)
+    register("toy_gate", head="import time", methods=_method(f"def decide(self, judge, gate):\n    {hang}"))
+    dep = parse_deployment(merge(sim_deployment_dict(), _TOY_DEP), Path("d.toml"))
+    [gate] = [g for g in gate_kinds.planned_gates(dep, set()) if g.kind == "toy"]
+    judge = Judge(dep, None, Path("/nonexistent"))  # type: ignore[arg-type]
+    before = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with pytest.raises(GateKindError, match=re.escape("gate kind 'toy' (specgate/verdicts/toy_gate.py): decide (of toy:eagle3-decode) ran past 0.3 s of its own")):
+        judge.decide(gate)
+    assert time.monotonic() - started < 5
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == before
+    assert judge.verdicts == []
+
+
+def test_the_time_a_decide_spends_measuring_is_not_its_own(register, monkeypatch):
+    from specgate.verdicts import own_time
+    from specgate.verdicts.judge import Judge
+
+    monkeypatch.setattr(own_time, "OWN_TIME_S", 0.3)
+    register("toy_gate", head="import time\nfrom specgate.verdicts.own_time import measuring", methods=_method(
+        "def decide(self, judge, gate):\n    with measuring():\n        time.sleep(0.6)\n"
+        "    return Verdict(gate.name, gate.config, PASS, 'measured for longer than its own time')"
+    ))  # fmt: skip
+    dep = parse_deployment(merge(sim_deployment_dict(), _TOY_DEP), Path("d.toml"))
+    [gate] = [g for g in gate_kinds.planned_gates(dep, set()) if g.kind == "toy"]
+    assert Judge(dep, None, Path("/nonexistent")).decide(gate).status == "pass"  # type: ignore[arg-type]

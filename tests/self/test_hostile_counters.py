@@ -3,8 +3,11 @@ cross-check the verify count against the server's other counters and FAIL, never
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
+from specgate.client import GenerateRequest, SglangClient
+from specgate.errors import MalformedAnswer
 from specgate.measure.accept_counts import contradiction, sample_problem
 from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.sim.faults import parse_faults
@@ -61,3 +64,54 @@ def test_a_faked_verify_count_fails_the_accept_floor_of_a_drafter_that_accepts_n
     assert faked["status"] == "fail", faked
     assert "counters contradict each other" in faked["summary"] and "accepted 0 drafts" in faked["summary"], faked
     assert gates["accept:eagle3-prefill-accepts-1.8"]["status"] == "pass"
+
+
+def _answer(meta: dict) -> SglangClient:
+    body = ('{"text": "ab", "output_ids": [1, 2], "meta_info": {"completion_tokens": 2, "spec_verify_ct": 1, '
+            + ", ".join(f'"{k}": {v}' for k, v in meta.items()) + "}}").encode()
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body, headers={"content-type": "application/json"}))
+    return SglangClient("http://sglang.test", transport=transport)
+
+
+@pytest.mark.parametrize("field", ["e2e_latency", "decode_throughput", "spec_accept_length"])
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-1.5", '"fast"', "true"])
+def test_a_figure_the_server_measured_that_is_no_number_is_a_misbehaving_server_named(field, value):
+    """A NaN e2e_latency reached the statistics and ended the run as an ERROR with no report; a
+    word was read as no figure at all. Either is the server's answer, refused naming the field."""
+    with pytest.raises(MalformedAnswer, match=rf"http://sglang.test/generate: meta_info\.{field}: expected a finite number >= 0") as err:
+        _answer({field: value}).generate(GenerateRequest(max_new_tokens=2, text="hi"))
+    assert err.value.url == "http://sglang.test/generate"
+
+
+def test_figures_the_server_measured_are_read_as_numbers():
+    result = _answer({"e2e_latency": 0.25, "decode_throughput": 120, "spec_accept_length": 2.0}).generate(
+        GenerateRequest(max_new_tokens=2, text="hi")
+    )
+    assert (result.server_e2e_s, result.server_decode_tps, result.spec and result.spec.server_accept_length) == (0.25, 120.0, 2.0)
+
+
+# In the gate's own process: every answer's meta_info carries e2e_latency NaN, as a server's would.
+_NAN_LATENCY = """
+import specgate.client as client
+
+_result = client.SglangClient._result
+
+
+def _with_nan(self, request, text, output_ids, meta, *rest, **kw):
+    return _result(self, request, text, output_ids, {**meta, "e2e_latency": float("nan")}, *rest, **kw)
+
+
+client.SglangClient._result = _with_nan
+"""
+
+
+def test_a_run_against_a_server_answering_nan_latency_ends_with_a_report_naming_it(sim_deployment, pytester):
+    """Before: the NaN reached the statistics and the run ended ERROR with no report."""
+    pytester.makepyfile(nan_latency=_NAN_LATENCY)
+    d = sim_deployment()
+    result = d.run(pytester, "-p", "nan_latency", "-k", "speed and baseline")
+    assert result.ret != 0, result.stdout.str()[-3000:]
+    report = d.report()
+    assert report["overall"] not in ("PASS", "ERROR"), report["overall_reasons"]
+    causes = " ".join(f["cause"] for f in report["failed_tests"]) + " ".join(report["overall_reasons"])
+    assert "meta_info.e2e_latency: expected a finite number >= 0, got nan" in causes, causes[-2000:]

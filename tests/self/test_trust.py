@@ -598,10 +598,16 @@ def test_an_eos_accepted_in_the_step_that_reaches_max_new_tokens_is_the_same_kno
         assert not odd.ok, (odd_base.finish_reason, odd_spec.text)
 
 
-def test_benchmark_commit_info_names_only_the_commit_given_on_a_copy(monkeypatch):
+def test_benchmark_commit_info_names_only_the_commit_given_on_a_copy(monkeypatch, tmp_path):
     """On the GPU host the tree is a copy: pytest-benchmark's git lookup there (a stale .git)
-    gave one commit's id beside another commit's time. With SPECGATE_COMMIT only it stands."""
+    gave one commit's id beside another commit's time. With SPECGATE_COMMIT only it stands.
+    (A copy: a folder without .git; in a git checkout, git says whether the tree is that commit.)"""
+    from specgate import project
     from specgate.plugin import pytest_benchmark_update_commit_info
+
+    (tmp_path / "specgate.toml").write_text('deployment = "sim"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(project, "_current", None)  # found again from the copy; the suite's own given back after
 
     info = {"id": "e94f2ea", "time": "2026-12-01T04:46:24+00:00", "author_time": "x", "project": "main", "branch": "main"}
     monkeypatch.setenv("SPECGATE_COMMIT", "efa29302b81e68ea08d90afb13de5eecf9d4a1bd")
