@@ -1,6 +1,7 @@
 """Rebuild specgate's tables of what each SGLang release's server parser takes, from the released wheels.
 
     python3 tools/sglang_cli_tables.py                 # every release from 0.5.11 on that PyPI serves
+                                                       # (downloads every wheel: ~300 MB; give releases to do fewer)
     python3 tools/sglang_cli_tables.py 0.5.24          # add or refresh one release
     python3 tools/sglang_cli_tables.py --wheels DIR    # use wheels already downloaded to DIR
 
@@ -8,8 +9,9 @@ Nothing of SGLang is installed or kept. Each wheel is downloaded with `pip downl
 its Python files are unpacked into a temporary folder, and SGLang's own code builds its own
 `sglang serve` parser there: `ServerArgs.add_cli_args(argparse.ArgumentParser())`, as
 `prepare_server_args` does. The heavy dependencies it imports at module level (torch, triton,
-transformers, ...) are stood in for by inert modules, which is enough because building the parser
-runs none of them; what it does read (msgspec, pydantic) must be installed here. Every action of
+transformers, pydantic, ...) are stood in for by inert modules, which is enough because building the
+parser runs none of them; what it does run (msgspec, dill) must be installed here. It writes into
+this checkout's `specgate/sglang_cli_tables/`: a specgate release ships them. Every action of
 that parser is written to `specgate/sglang_cli_tables/<release>.json`: its option strings, how
 many values it takes, its choices and value type, and the new flag a deprecated one names.
 
@@ -275,7 +277,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--dump"]:
         print(json.dumps(_dump(argv[1]), default=lambda o: f"<unknown {o}>"))
         return 0
-    cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    cli = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0]
+        + " Without releases it downloads every wheel from 0.5.11 on (about 300 MB)."
+    )
     cli.add_argument("versions", nargs="*", help="releases to (re)build; default: every release from 0.5.11 on")
     cli.add_argument("--wheels", type=Path, help="a folder of downloaded wheels (default: a temporary one)")
     args = cli.parse_args(argv)

@@ -42,7 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
     baseline = sub.add_parser("baseline", help="manage stored baselines")
     bsub = baseline.add_subparsers(dest="baseline_command", required=True)
     _common(bsub.add_parser("update", help="run the gate and store its figures as the baseline for this machine"))
-    check = sub.add_parser("check", help="validate a deployment file and print what it would run")
+    check = sub.add_parser(
+        "check",
+        help="validate a deployment file and print what it would run",
+        description=(
+            "Validate a deployment and say what a run of it would do, before anything boots: every config's "
+            "launch flags asked of the SGLang its launch Python imports (or of the declared or newest release's "
+            "parser table), the gates and their sensitivity, the stored documents it would read, and what keeps "
+            "its servers from starting on this host. Exit 0, or 2 where a run would refuse it."
+        ),
+    )
     check.add_argument("deployment", nargs="?", default=None)
     init = sub.add_parser(
         "init",
