@@ -16,7 +16,7 @@ from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import SpeedMeter
 from specgate.report.build import TestTally
 from specgate.sampling.check import SamplingChecker, prompts_for
-from specgate.sampling.live import why_not_checkable
+from specgate.sampling.live import poster, why_not_checkable
 from specgate.sampling.replay import SAMPLING_REPLAY_FILE, SamplingReplay
 from specgate.server.launcher import BootProgress
 from specgate.server.pool import ServerPool
@@ -63,6 +63,61 @@ class GateSession:
     # reports no such call, so the run's report learns from this what it was doing.
     cut_short: tuple[str, str, float] | None = None
     sampling: SamplingChecker | None = None  # the sampling equivalence test's draws and verdicts
+    # Where servers take turns: each speculative config's sampling row, or what stopped its check.
+    sampled_in_turns: dict[str, dict | Exception] | None = None
+
+    def sampling_row(self, config: str) -> dict:
+        """`config`'s sampling row. Where servers coexist, its server and its reference's are asked
+        side by side. Where they take turns (launch.coexist = false), on the first call every
+        speculative config draws its samples while it is up (one boot each), then each reference
+        boots once to draw its own and score them all; a config's error is raised at its own test."""
+        assert self.sampling is not None
+        dep = self.deployment
+        if dep.launch.coexist:
+            spec_server, ref_server = self.pool.acquire(config), self.pool.acquire(dep.reference_of(config))
+            return self.sampling.check(
+                config, dep.reference_of(config), poster(spec_server), poster(ref_server),
+                spec_server.client.base_url, dep.launch.api_key_env,
+            )  # fmt: skip
+        if self.sampled_in_turns is None:
+            self.sampled_in_turns = self._sample_in_turns()
+        found = self.sampled_in_turns.get(config)
+        if isinstance(found, Exception):
+            raise found
+        if found is None:
+            raise RuntimeError(f"{config}: not among the speculative configs sampled in turns")
+        return found
+
+    def _sample_in_turns(self) -> dict[str, dict | Exception]:
+        assert self.sampling is not None
+        dep = self.deployment
+        out: dict[str, dict | Exception] = {}
+        urls: dict[str, str] = {}
+        for config in dep.speculative_configs:
+            try:
+                server = self.pool.acquire(config)
+                urls[config] = server.client.base_url
+                self.sampling.draw_ahead(config, poster(server))
+            except Exception as exc:  # its own test says it; the others still run
+                out[config] = exc
+        by_reference: dict[str, list[str]] = {}
+        for config in dep.speculative_configs:
+            if config not in out:
+                by_reference.setdefault(dep.reference_of(config), []).append(config)
+        for reference, configs in by_reference.items():
+            try:
+                ref_server = self.pool.acquire(reference)
+            except Exception as exc:
+                out.update({c: exc for c in configs})
+                continue
+            for config in configs:
+                try:
+                    out[config] = self.sampling.check(
+                        config, reference, None, poster(ref_server), urls[config], dep.launch.api_key_env
+                    )
+                except Exception as exc:
+                    out[config] = exc
+        return out
 
     def count(self, phase: str | None, outcome: str) -> int:
         """Gate tests of `phase` (every phase if None) that ended in `outcome`, over all configs."""

@@ -80,6 +80,15 @@ class Side:
 
 
 @dataclass
+class _Ahead:
+    """A config's samples drawn before its reference was up (servers that take turns)."""
+
+    prompt_ids: dict[str, list[int]]
+    drawn: dict[tuple[str, bool], dict[str, list[list[int]]]]  # (setting, confirmation) -> prompt -> samples
+    seconds: float
+
+
+@dataclass
 class _ReferenceDraw:
     prompt_ids: dict[str, list[int]] = field(default_factory=dict)
     main: dict[str, Side] = field(default_factory=dict)
@@ -112,6 +121,7 @@ class SamplingChecker:
         self.rows: dict[str, dict[str, Any]] = {}  # config -> the report's row
         self.not_checked: dict[str, str] = {}  # config -> why its samples were not compared
         self.interrupted: dict[str, str] = {}  # config -> what its check had drawn when a signal stopped it
+        self._ahead: dict[str, _Ahead] = {}  # config -> its samples drawn while its reference was down
 
     def report_rows(self) -> list[dict[str, Any]]:
         """The report's section: each config's row, or why it was not checked."""
@@ -145,6 +155,9 @@ class SamplingChecker:
         return [*replayed, *(p for p in self.prompts if p.label not in seen)]
 
     def _draw(self, post: Post, score: Post, ids: list[int], setting: SamplingSetting, seeds: list[int], where: str) -> Side:
+        return self._score(score, ids, seeds, self._sample(post, ids, setting, seeds, where))
+
+    def _sample(self, post: Post, ids: list[int], setting: SamplingSetting, seeds: list[int], where: str) -> list[list[int]]:
         n = self.spec.max_new_tokens
         outs: list[list[int]] = []
         for at in range(0, len(seeds), SAMPLE_BATCH):
@@ -158,6 +171,10 @@ class SamplingChecker:
                 f"(first: {short[0]})",
                 url=where,
             )
+        return outs
+
+    def _score(self, score: Post, ids: list[int], seeds: list[int], outs: list[list[int]]) -> Side:
+        """Samples scored on the reference: their log-likelihood and the top tokens at each position."""
         logprobs: list[list[float]] = []
         tops: list[list[wire.Tops]] = []
         for at in range(0, len(outs), SCORE_BATCH):
@@ -193,16 +210,52 @@ class SamplingChecker:
         self._reference[key] = draw
         return draw
 
-    def _spec_draw(
-        self, config: str, post_spec: Post, post_ref: Post, setting: SamplingSetting, ref: _ReferenceDraw, confirm: bool
-    ) -> tuple[dict[str, Side], float]:
-        started = time.perf_counter()
+    def _spec_seeds(self, config: str, setting: SamplingSetting, confirm: bool) -> dict[str, list[int]]:
+        """The speculative side's seeds per prompt: the same whether drawn now or ahead of its reference."""
         parts = ("confirm",) if confirm else ()
         rng = _seed_stream(self.seed, config, setting.name, "speculative", *parts)
+        return {p.label: [rng.getrandbits(63) for _ in range(self.spec.samples)] for p in self._prompts(setting)}
+
+    def draw_ahead(self, config: str, post_spec: Post) -> None:
+        """Where servers take turns (launch.coexist = false): `config`'s samples for every setting, its
+        stage-2 confirmations' too, drawn while it is up, to be scored when its reference is
+        (`check` then scores them instead of drawing). The prompts are tokenised by the config's own
+        server: the same model; the reference's tokens are checked against them before scoring."""
+        started = time.perf_counter()
+        ids: dict[str, list[int]] = {}
+        drawn: dict[tuple[str, bool], dict[str, list[list[int]]]] = {}
+        for setting in self.spec.settings:
+            for confirm in (False, True) if self.spec.confirm_alpha > 0 else (False,):
+                outs = {}
+                for prompt in self._prompts(setting):
+                    if prompt.label not in ids:
+                        tok = wire.items(post_spec(wire.tokenise_payload(prompt.text)), 1, f"{config} (tokenise)")[0]
+                        ids[prompt.label] = wire.prompt_ids(tok, f"{config} (tokenise)")
+                    seeds = self._spec_seeds(config, setting, confirm)[prompt.label]
+                    outs[prompt.label] = self._sample(post_spec, ids[prompt.label], setting, seeds, config)
+                drawn[(setting.name, confirm)] = outs
+        self._ahead[config] = _Ahead(ids, drawn, time.perf_counter() - started)
+
+    def _spec_draw(
+        self, config: str, post_spec: Post | None, post_ref: Post, setting: SamplingSetting, ref: _ReferenceDraw, confirm: bool
+    ) -> tuple[dict[str, Side], float]:
+        started = time.perf_counter()
+        ahead = self._ahead.get(config)
         sides = {}
-        for prompt in self._prompts(setting):
-            seeds = [rng.getrandbits(63) for _ in range(self.spec.samples)]
-            sides[prompt.label] = self._draw(post_spec, post_ref, ref.prompt_ids[prompt.label], setting, seeds, config)
+        for label, seeds in self._spec_seeds(config, setting, confirm).items():
+            ids = ref.prompt_ids[label]
+            if ahead is not None:
+                if ahead.prompt_ids.get(label) != ids:
+                    raise wire.MalformedAnswer(
+                        f"{config} and its reference tokenise prompt {label} differently: samples drawn ahead "
+                        "cannot be scored on the reference (are they the same model?)",
+                        url=config,
+                    )
+                sides[label] = self._score(post_ref, ids, seeds, ahead.drawn[(setting.name, confirm)][label])
+            elif post_spec is None:
+                raise RuntimeError(f"{config}: no samples drawn ahead and no server to draw them from")
+            else:
+                sides[label] = self._draw(post_spec, post_ref, ids, setting, seeds, config)
         return sides, time.perf_counter() - started
 
     # --- judging ----------------------------------------------------------------------------
@@ -210,7 +263,7 @@ class SamplingChecker:
         self,
         config: str,
         reference: str,
-        post_spec: Post,
+        post_spec: Post | None,
         post_ref: Post,
         spec_url: str = "http://SPEC",
         api_key_env: str | None = None,
@@ -255,7 +308,7 @@ class SamplingChecker:
         self,
         config: str,
         reference: str,
-        post_spec: Post,
+        post_spec: Post | None,
         post_ref: Post,
         setting: SamplingSetting,
         row: dict[str, Any],

@@ -28,7 +28,8 @@ def poster(server: LiveServer) -> Post:
 
 def why_not_checkable(deployment: Any, reference_stored: bool) -> str | None:
     """Why this run cannot compare samples (None: it can): the reference scores every sample, so
-    it must be up beside the config, and outputs must be the model's."""
+    it must boot in this run, and outputs must be the model's. Servers that take turns are no
+    reason: the config's samples are drawn while it is up and scored when its reference is."""
     if not deployment.equivalence.enabled:
         return f"outputs are declared not the model's ([equivalence] enabled = false: {deployment.equivalence.skip_reason})"
     if not deployment.sampling.enabled:
@@ -37,6 +38,4 @@ def why_not_checkable(deployment: Any, reference_stored: bool) -> str | None:
         return "every setting is turned off by the deployment ([sampling] skip)"
     if reference_stored:
         return 'the reference is not booted (launch.reference_from = "stored"): nothing can score the samples'
-    if not deployment.launch.coexist:
-        return "the servers do not coexist (launch.coexist = false): the reference must score the config's samples"
     return None

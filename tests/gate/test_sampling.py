@@ -12,7 +12,6 @@ filter on accepted drafts; this can. See specgate/sampling/check.py.
 import pytest
 
 from specgate.sampling.check import failure_sentence
-from specgate.sampling.live import poster
 
 pytestmark = pytest.mark.specgate("sampling")
 
@@ -22,18 +21,8 @@ def test_speculative_sampling_matches_reference(specgate, spec_config):
     if why is not None:
         specgate.sampling.not_checked[spec_config] = why
         pytest.skip(f"sampling equivalence NOT CHECKED: {why}")
-    dep = specgate.deployment
-    reference = dep.reference_of(spec_config)
-    spec_server = specgate.pool.acquire(spec_config)
-    ref_server = specgate.pool.acquire(reference)
-    row = specgate.sampling.check(
-        spec_config,
-        reference,
-        poster(spec_server),
-        poster(ref_server),
-        spec_server.client.base_url,
-        dep.launch.api_key_env,
-    )
+    # Side by side, or where the servers take turns, drawn while each is up and scored on the reference.
+    row = specgate.sampling_row(spec_config)
     failed = [s for s in row["settings"] if s["status"] == "FAIL"]
     lines = [
         f"[{spec_config}] {s['setting']} ({s['described']}), prompt {s['prompt']}, seed {s['seed']}: "
