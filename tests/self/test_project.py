@@ -334,3 +334,51 @@ def test_init_picks_the_llama3_template_for_a_llama_3_model(tmp_path):
 
     write_project(tmp_path, launch="python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct", draft="d")
     assert 'prompt_format = "llama3"' in (tmp_path / "deployments" / "mine.toml").read_text()
+
+
+# specgate.plugin's gate folder, moved to where an in-repository virtualenv holds it: this checkout's
+# tests/gate linked under `.venv/lib/python3.11/site-packages/specgate/_gate` beside a pyvenv.cfg.
+_GATE_IN_VENV = """
+import sys
+from pathlib import Path
+import pytest
+import specgate.plugin
+specgate.plugin.gate_tests_dir = lambda: Path.cwd() / ".venv/lib/python3.11/site-packages/specgate/_gate"
+sys.exit(pytest.main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture
+def venv_inside(project: Path) -> Path:
+    """`python3 -m venv .venv` in the user's repository, specgate installed there (as README's steps do)."""
+    site = project / ".venv" / "lib" / "python3.11" / "site-packages"
+    (site / "specgate").mkdir(parents=True)
+    (project / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
+    assert SOURCE_ROOT is not None
+    (site / "specgate" / "_gate").symlink_to(SOURCE_ROOT / "tests" / "gate", target_is_directory=True)
+    (site / "other").mkdir()  # another installed package's tests: never the user's run
+    (site / "other" / "test_installed.py").write_text("def test_installed():\n    assert True\n")
+    return project
+
+
+def _pytest_gate_in_venv(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    return _run([sys.executable, "-c", _GATE_IN_VENV, "-q", "-p", "no:cacheprovider", *args], folder, env)
+
+
+def test_a_virtualenv_inside_the_repository_still_gives_plain_pytest_the_gate(venv_inside):
+    collected = _pytest_gate_in_venv(venv_inside, "--collect-only")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert "test_their_own" in collected.stdout, collected.stdout
+    assert ".venv/lib/python3.11/site-packages/specgate/_gate/test_equivalence.py::" in collected.stdout, collected.stdout
+    # The way down to the gate is let in, nothing beside it: the virtualenv's other packages stay out.
+    assert "test_installed" not in collected.stdout, collected.stdout
+
+
+def test_a_gate_that_collects_no_test_is_refused_and_its_report_says_why(venv_inside):
+    report = venv_inside / "specgate-report"
+    result = _pytest_gate_in_venv(venv_inside, "-o", "python_files=check_*.py")
+    assert result.returncode == 4, result.stdout + result.stderr  # pytest's usage error, not 5 (or 0)
+    assert "collected no gate test" in result.stderr and "python_files" in result.stderr, result.stderr
+    written = json.loads((report / "report.json").read_text())
+    assert written["overall"] == "BAD INPUT" and "collected no gate test" in written["error"], written
