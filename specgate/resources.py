@@ -44,3 +44,18 @@ def builtin_deployments_dir() -> Path:
 def builtin_baselines_dir() -> Path:
     """Stored baselines specgate ships: the simulator's, which `specgate init` copies."""
     return _pick(("baselines",), ("_fixtures", "baselines"))
+
+
+# The deployments whose stored baselines the wheel ships (pyproject.toml's package-data for
+# specgate._fixtures.baselines names these folders; tests/self/test_project.py holds the two alike).
+SHIPPED_BASELINES = ("sim", "kimi-k2.5-rtxpro6000-tp8-sim")
+
+
+def package_data(path: Path) -> bool:
+    """Whether `path` is specgate's own data, what the wheel ships (the simulator's stored
+    baselines among it): a run reads it but never writes there, or a demo run in this checkout
+    would leave its failing cases in the next wheel and in every `specgate init`'s copy."""
+    path = path.resolve()
+    owned = [PACKAGE_DIR, gate_tests_dir(), prompts_dir(), builtin_deployments_dir()]
+    owned += [builtin_baselines_dir() / name for name in SHIPPED_BASELINES]
+    return any(path == root or root in path.parents for root in owned)

@@ -48,6 +48,7 @@ from specgate.equivalence.evidence import keep
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError, EquivalenceFailure, HTTPStatusError, NotRecordedYet
+from specgate.resources import package_data
 from specgate.server.pool import ServerPool
 
 # Cases that once failed, replayed first on every later run: baselines/<deployment>/REPLAY_FILE
@@ -236,8 +237,11 @@ class EquivalenceOracle:
         return out
 
     def remember_failure(self, config: str, case: GenerationCase, message: str) -> None:
-        """Keep a failing case so every later run tries it first (atomic write; never fatal)."""
+        """Keep a failing case so every later run tries it first (atomic write; never fatal).
+        Never into specgate's own shipped baselines (resources.package_data): a project's are kept."""
         if self.replay_path is None or is_context_edge(case):  # re-sized every run (replay_cases)
+            return
+        if package_data(self.replay_path):
             return
         known = {GenerationCase.from_dict(e["case"]).key for e in (self._replay or [])}
         if case.key in known:

@@ -26,40 +26,54 @@ def _run(args: list[str], cwd: Path, env: dict | None = None, timeout: int = 240
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def _build_wheel(wheels: Path, cwd: Path) -> subprocess.CompletedProcess:
+    return _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(SOURCE_ROOT)],
+        cwd,
+    )
+
+
 def test_the_wheel_in_a_fresh_folder_runs_the_gate_with_plain_pytest(tmp_path):
     """pip install the wheel, `specgate init`, `pytest`: the gate runs on the simulator and
     compares against the stored baseline init copied; nothing comes from this checkout."""
     wheels = tmp_path / "wheels"
-    built = _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(wheels),
-            str(SOURCE_ROOT),
-        ],
-        tmp_path,
-    )
+    # A failing case a demo run once left in the checkout (untracked), and an earlier build's copy
+    # of it in build/lib (setuptools packs what is there): never packed for users.
+    assert SOURCE_ROOT is not None
+    stray = SOURCE_ROOT / "baselines" / "sim" / "equivalence" / "sampling-replay.json"
+    stale = SOURCE_ROOT / "build" / "lib" / "specgate" / "_fixtures" / "baselines" / "sim" / "equivalence" / "stale.json"
+    left_before = stray.exists()
+    if not left_before:
+        stray.write_text('{"deployment": "sim", "cases": []}')
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("{}")
+    try:
+        built = _build_wheel(wheels, tmp_path)
+    finally:
+        if not left_before:
+            stray.unlink()
+        stale.unlink(missing_ok=True)
     assert built.returncode == 0, built.stderr[-2000:]
-    # Installed into a folder of its own, first on the path: the dependencies come from this
-    # interpreter (a venv here or not), specgate only from the wheel (checked below).
-    site = tmp_path / "site"
+    # specgate init in a repository whose virtualenv is inside it (README: python3 -m venv .venv):
+    # pytest never enters a virtualenv by itself, yet a plain `pytest` there runs the gate.
+    repo = tmp_path / "their-repo"
+    site = repo / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
     (wheel,) = wheels.glob("specgate-*.whl")
     # The lab (lab/specgate_lab: drafters, model assets) is not the product: none of it ships.
     import zipfile
 
     shipped = zipfile.ZipFile(wheel).namelist()
     assert [n for n in shipped if n.startswith(("specgate/drafter/", "specgate_lab/", "specgate/assets.py"))] == []
+    # Only what this checkout tracks ships of its data: nothing a run left there.
+    tracked = set(_run(["git", "ls-files", "baselines", "fixtures", "tests/gate"], SOURCE_ROOT).stdout.split())
+    data = {"specgate/_fixtures/baselines/": "baselines/", "specgate/_fixtures/": "fixtures/", "specgate/_gate/": "tests/gate/"}
+    packed = [next(n.replace(k, v, 1) for k, v in data.items() if n.startswith(k)) for n in shipped if n.startswith(tuple(data))]
+    assert packed and [n for n in packed if n not in tracked] == [], packed
     installed = _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)], tmp_path)
     assert installed.returncode == 0, installed.stderr[-2000:]
     python, specgate = Path(sys.executable), site / "bin" / "specgate"
-    repo = tmp_path / "their-repo"
-    repo.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECGATE_", "PYTEST_"))}
     env["PYTHONPATH"] = str(site)
     env["PATH"] = f"{site / 'bin'}{os.pathsep}{env['PATH']}"
@@ -382,3 +396,38 @@ def test_a_gate_that_collects_no_test_is_refused_and_its_report_says_why(venv_in
     assert "collected no gate test" in result.stderr and "python_files" in result.stderr, result.stderr
     written = json.loads((report / "report.json").read_text())
     assert written["overall"] == "BAD INPUT" and "collected no gate test" in written["error"], written
+
+
+def test_the_shipped_baselines_are_the_folders_the_wheel_packs():
+    from specgate.resources import SHIPPED_BASELINES
+
+    assert SOURCE_ROOT is not None
+    declared = tomllib.loads((SOURCE_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    folders = {glob.split("/")[0] for glob in declared["specgate._fixtures.baselines"]}
+    assert folders == set(SHIPPED_BASELINES)
+
+
+def test_a_failing_case_is_never_written_into_the_shipped_baselines(tmp_path):
+    """A fault run from this checkout (README's demo) used to leave its cases in baselines/sim,
+    which the next wheel packed and every `specgate init` copied; a project's own are kept."""
+    from specgate.resources import builtin_baselines_dir, package_data
+    from specgate.sampling.check import SamplingPrompt
+    from specgate.sampling.replay import SamplingReplay
+    from specgate.sampling_spec import SamplingSetting
+
+    shipped = builtin_baselines_dir() / "sim" / "equivalence" / "sampling-replay.json"
+    assert package_data(shipped) and package_data(builtin_baselines_dir() / "sim")
+    assert not package_data(tmp_path / "baselines" / "sim" / "equivalence" / "sampling-replay.json")
+    assert not package_data(builtin_baselines_dir() / "smollm2-eagle3-h200")  # the lab's, not the wheel's
+    setting = SamplingSetting(name="t1", temperature=1.0)
+    prompt = SamplingPrompt("chat/0", "hello")
+    assert not shipped.exists()
+    try:
+        SamplingReplay(shipped, "sim").remember("eagle3-decode", setting, prompt, 1, "why")
+        assert not shipped.exists()
+    finally:
+        shipped.unlink(missing_ok=True)
+    theirs = tmp_path / "baselines" / "sim" / "equivalence" / "sampling-replay.json"
+    kept = SamplingReplay(theirs, "sim")
+    kept.remember("eagle3-decode", setting, prompt, 1, "why")
+    assert theirs.is_file() and kept.added == 1
