@@ -431,3 +431,14 @@ def test_a_failing_case_is_never_written_into_the_shipped_baselines(tmp_path):
     kept = SamplingReplay(theirs, "sim")
     kept.remember("eagle3-decode", setting, prompt, 1, "why")
     assert theirs.is_file() and kept.added == 1
+
+
+def test_a_collection_error_before_the_gate_leaves_an_error_report_not_an_interrupted_one(project):
+    """pytest stops at a collection error with its own Interrupted, no signal: the report folder,
+    emptied of the last report, holds one that says so (it said 'interrupted (a signal or Ctrl-C)')."""
+    (project / "test_broken.py").write_text("def test_(:\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    result = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], project, env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    written = json.loads((project / "specgate-report" / "report.json").read_text())
+    assert written["overall"] == "ERROR" and "collection error" in written["error"], written
