@@ -46,9 +46,20 @@ def builtin_baselines_dir() -> Path:
     return _pick(("baselines",), ("_fixtures", "baselines"))
 
 
-# The deployments whose stored baselines the wheel ships (pyproject.toml's package-data for
-# specgate._fixtures.baselines names these folders; tests/self/test_project.py holds the two alike).
-SHIPPED_BASELINES = ("sim", "kimi-k2.5-rtxpro6000-tp8-sim")
+# The stored baselines the wheel ships, by deployment folder: the files of each it packs
+# (pyproject.toml's package-data for specgate._fixtures.baselines lists the same globs;
+# tests/self/test_project.py holds the two alike). `specgate init` copies the simulator's by these
+# too, so a copy from a checkout holds what a wheel's would, never a file a run left there.
+SHIPPED_BASELINES: dict[str, tuple[str, ...]] = {
+    "sim": ("*.json", "equivalence/replay.json"),
+    "kimi-k2.5-rtxpro6000-tp8-sim": ("*.json",),
+}
+
+
+def shipped_baseline_files(deployment: str) -> list[Path]:
+    """The files of `deployment`'s stored baseline that specgate ships, as they are here."""
+    folder = builtin_baselines_dir() / deployment
+    return sorted({path for pattern in SHIPPED_BASELINES.get(deployment, ()) for path in folder.glob(pattern)})
 
 
 def package_data(path: Path) -> bool:

@@ -403,8 +403,27 @@ def test_the_shipped_baselines_are_the_folders_the_wheel_packs():
 
     assert SOURCE_ROOT is not None
     declared = tomllib.loads((SOURCE_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    folders = {glob.split("/")[0] for glob in declared["specgate._fixtures.baselines"]}
-    assert folders == set(SHIPPED_BASELINES)
+    shipped = {f"{folder}/{pattern}" for folder, patterns in SHIPPED_BASELINES.items() for pattern in patterns}
+    assert set(declared["specgate._fixtures.baselines"]) == shipped
+
+
+def test_init_copies_only_the_shipped_simulator_baseline(tmp_path):
+    """From a checkout, `specgate init` copied every JSON under baselines/sim: a replay file or a
+    calibration a run left there went into the user's repository."""
+    from specgate.resources import builtin_baselines_dir
+    from specgate.starter import write_project
+
+    stray = builtin_baselines_dir() / "sim" / "equivalence" / "sampling-replay.json"
+    left_before = stray.exists()
+    if not left_before:
+        stray.write_text('{"deployment": "sim", "cases": []}')
+    try:
+        written = write_project(tmp_path / "theirs")
+    finally:
+        if not left_before:
+            stray.unlink()
+    copied = sorted(str(p.relative_to(tmp_path / "theirs" / "baselines" / "sim")) for p in written.files if "baselines" in p.parts)
+    assert copied == ["equivalence/replay.json", "none-simulator-x0-sglang-0.1.0-specgate-sim-70b6b9bb.json"], copied
 
 
 def test_a_failing_case_is_never_written_into_the_shipped_baselines(tmp_path):
