@@ -46,6 +46,12 @@ with 80% power:
   left off accepted drafts) move the samples' log-likelihood by a few tenths of a nat per token
   (0.08 to 0.3 on the simulator at temperatures up to 1, 2.7 at 1.3); above 1 nat per token only
   a sampler off by a factor e on every token is found.
+
+The gates meet the same rule through their thresholds: a no-regression gate fails where its
+interval's low end crosses 1 - tolerance, so the regression it sees with 80% power
+(verdicts.noise.detection) never exceeds its tolerance (a wide interval shows as a high chance
+of failing an unchanged build, which the report states, not as a blind gate); the tolerance rule
+above is what it could detect, decided before anything boots.
 """
 
 from __future__ import annotations
