@@ -651,6 +651,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     gate = config.stash[_SESSION]
     gate.close()  # normally done already by the fixture; after Ctrl-C this is the cleanup
     messages = config.stash[_MESSAGES]
+    messages.extend(_replays_not_kept(gate))
     interrupted = _interruption(session, gate, exitstatus)
     _pool_into_history(gate, messages, interrupted)
     report: AnyReport
@@ -975,6 +976,20 @@ def _replays_changed(gate: GateSession) -> str:
     if not changed:
         return "nothing stored changed"
     return "the stored baseline is unchanged; " + "; ".join(changed) + " (commit it: later runs try those first)"
+
+
+def _replays_not_kept(gate: GateSession) -> list[str]:
+    """Failing cases a run did not keep because the replay file is specgate's own shipped data
+    (resources.package_data): said, so that nobody looks for them there."""
+    skipped = [(gate.oracle.replay_not_kept, gate.oracle.replay_path)]
+    if gate.sampling is not None and gate.sampling.replay is not None:
+        skipped.append((gate.sampling.replay.not_kept, gate.sampling.replay.path))
+    return [
+        f"{n} failing case(s) NOT kept in {path}: it is specgate's own shipped baseline, which a run never "
+        "writes (the next wheel would carry it); a project made by `specgate init` keeps its own"
+        for n, path in skipped
+        if n and path is not None
+    ]
 
 
 def _recorded(path: Path, document: dict, excluded: dict[str, str]) -> str:

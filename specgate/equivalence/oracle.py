@@ -117,6 +117,7 @@ class EquivalenceOracle:
         self.replay_path = replay_path
         self._replay: list[dict] | None = None
         self.replay_added = 0  # cases this run wrote to the replay file
+        self.replay_not_kept = 0  # failing cases not written: the replay file is specgate's own shipped data
         self.baselines: dict[str, GenerateResult] = {}
         # Answers of a config's own reference (`[configs.X] reference`), asked live.
         self.other_baselines: dict[tuple[str, str], GenerateResult] = {}
@@ -242,6 +243,7 @@ class EquivalenceOracle:
         if self.replay_path is None or is_context_edge(case):  # re-sized every run (replay_cases)
             return
         if package_data(self.replay_path):
+            self.replay_not_kept += 1  # said at the run's end (plugin)
             return
         known = {GenerationCase.from_dict(e["case"]).key for e in (self._replay or [])}
         if case.key in known:

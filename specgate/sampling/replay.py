@@ -67,6 +67,7 @@ class SamplingReplay:
         self.deployment = deployment
         self._cases: list[ReplayCase] | None = None
         self.added = 0  # cases this run wrote to the file (a failed baseline update still changed it)
+        self.not_kept = 0  # failing cases not written: the file is specgate's own shipped data
 
     @property
     def cases(self) -> list[ReplayCase]:
@@ -90,6 +91,7 @@ class SamplingReplay:
         """Keep a failing case (atomic write; never fatal: the failure is reported either way).
         Never into specgate's own shipped baselines (resources.package_data): a project's are kept."""
         if package_data(self.path):
+            self.not_kept += 1  # said at the run's end (plugin)
             return
         if any(c.config == config and c.setting == setting.name and c.prompt == prompt.label for c in self.cases):
             return

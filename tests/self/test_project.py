@@ -442,8 +442,9 @@ def test_a_failing_case_is_never_written_into_the_shipped_baselines(tmp_path):
     prompt = SamplingPrompt("chat/0", "hello")
     assert not shipped.exists()
     try:
-        SamplingReplay(shipped, "sim").remember("eagle3-decode", setting, prompt, 1, "why")
-        assert not shipped.exists()
+        replay = SamplingReplay(shipped, "sim")
+        replay.remember("eagle3-decode", setting, prompt, 1, "why")
+        assert not shipped.exists() and replay.not_kept == 1 and replay.added == 0
     finally:
         shipped.unlink(missing_ok=True)
     theirs = tmp_path / "baselines" / "sim" / "equivalence" / "sampling-replay.json"
