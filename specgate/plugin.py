@@ -244,6 +244,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if config.stash.get(_GATE_ITEMS, 1) or session.testsfailed or config.option.collectonly:
         return  # collection errors: pytest stops the run and names them (sessionfinish writes the report)
+    if getattr(config.option, "lf", False):
+        return  # --last-failed collects only the files that failed last: a gate that passed is left out, as asked
     why = (
         f"the gate was asked for but pytest collected no gate test from its folder {config.stash[_GATE_DIR]}: "
         "this pytest's settings leave its test_*.py files out (python_files, python_functions, -p no:python, "

@@ -462,3 +462,13 @@ def test_a_collection_error_before_the_gate_leaves_an_error_report_not_an_interr
     assert result.returncode == 2, result.stdout + result.stderr
     written = json.loads((project / "specgate-report" / "report.json").read_text())
     assert written["overall"] == "ERROR" and "collection error" in written["error"], written
+
+
+def test_last_failed_leaves_a_gate_that_did_not_fail_out_without_a_refusal(project):
+    (project / "test_theirs.py").write_text("def test_their_own():\n    assert False\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    first = _run([sys.executable, "-m", "pytest", "-q", "-k", "test_their_own"], project, env)
+    assert first.returncode == 1, first.stdout + first.stderr
+    again = _run([sys.executable, "-m", "pytest", "-q", "--lf"], project, env)
+    assert again.returncode == 1 and "1 failed" in again.stdout, again.stdout + again.stderr
+    assert "collected no gate test" not in again.stdout + again.stderr
