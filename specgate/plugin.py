@@ -67,6 +67,10 @@ _PREVIOUS_PROJECT = pytest.StashKey[project.Project | None]()
 _CANNOT_BOOT = pytest.StashKey[str]()  # why a gate a plain pytest collected cannot run on this host
 _FOLDER = pytest.StashKey[ReportFolder]()  # the report folder this run holds (specgate.report.folder)
 _OWN_SIGNALS = pytest.StashKey[bool]()  # this pytest installed the stop-signal handler (no CLI around it)
+_GATE_DIR = pytest.StashKey[Path]()  # the gate's folder this pytest was asked to collect (a settings file, `specgate run`)
+_WAY_IN = pytest.StashKey[frozenset[Path]]()  # the gate folder's parents that pytest alone would not enter
+_ASKING_PYTEST = pytest.StashKey[bool]()  # _way_in is asking pytest's own rule: this plugin's answer stays out
+_GATE_ITEMS = pytest.StashKey[int]()  # gate tests collected, before any deselection
 
 PHASE_ORDER = {"golden": 0, "equivalence": 1, "sampling": 2, "speed": 3, "gates": 4}
 # The fixtures that set up the session (and so boot servers): a user's test asking for one is
@@ -136,6 +140,9 @@ def _configure(config: pytest.Config) -> None:
     gate_too = _collects_gate(config, found)
     if gate_too:
         config.args.append(str(gate_tests_dir()))
+    if str(gate_tests_dir()) in config.args:
+        config.stash[_GATE_DIR] = gate_tests_dir()
+        config.stash[_GATE_ITEMS] = 0
     if options.given(config, options.DEPLOYMENT) is not None or gate_too:
         if getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
             # pytest-xdist would hand the gate's tests to several processes, each with a session of
@@ -205,6 +212,59 @@ def _collects_gate(config: pytest.Config, found: project.Project) -> bool:
         and config.args_source != pytest.Config.ArgsSource.ARGS
         and gate_dir not in config.args
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The gate's folder is collected wherever specgate is installed. In a virtualenv inside the
+    repository (`python3 -m venv .venv`) it lies under a folder pytest never enters (a virtualenv
+    root, a `.*` of norecursedirs), and pytest drops an argument inside another (the repository's
+    root): the way down to the gate is let in, and nothing else there is."""
+    gate = config.stash.get(_GATE_DIR, None)
+    if gate is None or config.stash.get(_ASKING_PYTEST, False):
+        return None
+    if collection_path == gate or collection_path in gate.parents:
+        return False
+    if collection_path.parent in _way_in(config, gate):
+        return True  # beside the way down, in a folder pytest alone would not have entered
+    return None
+
+
+def _way_in(config: pytest.Config, gate: Path) -> frozenset[Path]:
+    """The gate folder's parents from the first that pytest's own rules (and the project's
+    conftest and options) would ignore: what lies beside the way down in these stays ignored."""
+    if _WAY_IN not in config.stash:
+        top_down = list(reversed(gate.parents))
+        config.stash[_ASKING_PYTEST] = True
+        try:
+            ignored = [config.hook.pytest_ignore_collect(collection_path=d, config=config) for d in top_down]
+        finally:
+            config.stash[_ASKING_PYTEST] = False
+        first = next((i for i, answer in enumerate(ignored) if answer), len(top_down))
+        config.stash[_WAY_IN] = frozenset(top_down[first:])
+    return config.stash[_WAY_IN]
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if _GATE_ITEMS in item.config.stash and item.get_closest_marker("specgate"):
+        item.config.stash[_GATE_ITEMS] += 1
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A gate this pytest was asked for that collected no test never passes unseen: it is refused,
+    naming its folder, and its report (the previous one is gone) says so."""
+    config = session.config
+    if config.stash.get(_GATE_ITEMS, 1) or session.testsfailed or config.option.collectonly:
+        return  # collection errors: pytest stops the run and names them (sessionfinish writes the report)
+    if getattr(config.option, "lf", False):
+        return  # --last-failed collects only the files that failed last: a gate that passed is left out, as asked
+    why = (
+        f"the gate was asked for but pytest collected no gate test from its folder {config.stash[_GATE_DIR]}: "
+        "this pytest's settings leave its test_*.py files out (python_files, python_functions, -p no:python, "
+        "a conftest.py hook): remove what excludes them, or run `specgate run`"
+    )
+    _refuse(config, why)
+    raise pytest.UsageError(f"specgate: {why}")
 
 
 def _note_cannot_boot(config: pytest.Config, dep: Deployment, found: project.Project) -> None:
@@ -584,7 +644,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     interrupts.seal()  # the run's end: a signal from here on is recorded, and the report says it
     config = session.config
     if _SESSION not in config.stash:
-        if _FOLDER in config.stash and (exitstatus == pytest.ExitCode.INTERRUPTED or interrupts.received()):
+        stopped = exitstatus == pytest.ExitCode.INTERRUPTED and session.testsfailed and not interrupts.received()
+        if _FOLDER in config.stash and stopped:
+            # pytest's own stop at collection errors (an Interrupted, yet no signal came)
+            why = (
+                f"pytest stopped at {session.testsfailed} collection error(s), named above, before any gate test "
+                "ran: no server was booted"
+            )
+            error = ErrorReport(schema_version=SCHEMA_VERSION, overall="ERROR", error=why, simulator=_simulator(config))
+            config.stash[_REPORT] = error
+            _write_short(config.stash[_FOLDER].path, error, config.stash[_MESSAGES])
+        elif _FOLDER in config.stash and (exitstatus == pytest.ExitCode.INTERRUPTED or interrupts.received()):
             signum = interrupts.received()
             how = interrupts.name(signum) if signum is not None else "a signal or Ctrl-C"
             why = f"the run was interrupted ({how}) before any gate test started: no server was booted"
@@ -595,6 +665,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     gate = config.stash[_SESSION]
     gate.close()  # normally done already by the fixture; after Ctrl-C this is the cleanup
     messages = config.stash[_MESSAGES]
+    messages.extend(_replays_not_kept(gate))
     interrupted = _interruption(session, gate, exitstatus)
     _pool_into_history(gate, messages, interrupted)
     report: AnyReport
@@ -919,6 +990,20 @@ def _replays_changed(gate: GateSession) -> str:
     if not changed:
         return "nothing stored changed"
     return "the stored baseline is unchanged; " + "; ".join(changed) + " (commit it: later runs try those first)"
+
+
+def _replays_not_kept(gate: GateSession) -> list[str]:
+    """Failing cases a run did not keep because the replay file is specgate's own shipped data
+    (resources.package_data): said, so that nobody looks for them there."""
+    skipped = [(gate.oracle.replay_not_kept, gate.oracle.replay_path)]
+    if gate.sampling is not None and gate.sampling.replay is not None:
+        skipped.append((gate.sampling.replay.not_kept, gate.sampling.replay.path))
+    return [
+        f"{n} failing case(s) NOT kept in {path}: it is specgate's own shipped baseline, which a run never "
+        "writes (the next wheel would carry it); a project made by `specgate init` keeps its own"
+        for n, path in skipped
+        if n and path is not None
+    ]
 
 
 def _recorded(path: Path, document: dict, excluded: dict[str, str]) -> str:

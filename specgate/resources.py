@@ -44,3 +44,29 @@ def builtin_deployments_dir() -> Path:
 def builtin_baselines_dir() -> Path:
     """Stored baselines specgate ships: the simulator's, which `specgate init` copies."""
     return _pick(("baselines",), ("_fixtures", "baselines"))
+
+
+# The stored baselines the wheel ships, by deployment folder: the files of each it packs
+# (pyproject.toml's package-data for specgate._fixtures.baselines lists the same globs;
+# tests/self/test_project.py holds the two alike). `specgate init` copies the simulator's by these
+# too, so a copy from a checkout holds what a wheel's would, never a file a run left there.
+SHIPPED_BASELINES: dict[str, tuple[str, ...]] = {
+    "sim": ("*.json", "equivalence/replay.json"),
+    "kimi-k2.5-rtxpro6000-tp8-sim": ("*.json",),
+}
+
+
+def shipped_baseline_files(deployment: str) -> list[Path]:
+    """The files of `deployment`'s stored baseline that specgate ships, as they are here."""
+    folder = builtin_baselines_dir() / deployment
+    return sorted({path for pattern in SHIPPED_BASELINES.get(deployment, ()) for path in folder.glob(pattern)})
+
+
+def package_data(path: Path) -> bool:
+    """Whether `path` is specgate's own data, what the wheel ships (the simulator's stored
+    baselines among it): a run reads it but never writes there, or a demo run in this checkout
+    would leave its failing cases in the next wheel and in every `specgate init`'s copy."""
+    path = path.resolve()
+    owned = [PACKAGE_DIR, gate_tests_dir(), prompts_dir(), builtin_deployments_dir()]
+    owned += [builtin_baselines_dir() / name for name in SHIPPED_BASELINES]
+    return any(path == root or root in path.parents for root in owned)

@@ -239,7 +239,7 @@ class GateSession:
                 'launch.reference_from = "stored": its figures and golden answers come from the stored baseline',
             )
         meter = SpeedMeter(deployment)
-        plan = SamplingPlan(deployment, pool, meter, configs, options.seed)
+        plan = SamplingPlan(deployment, pool, meter, configs, options.seed, getattr(progress, "measuring", None))
         judge = Judge(
             deployment,
             plan,

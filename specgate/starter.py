@@ -27,7 +27,7 @@ from specgate.client import url_problem
 from specgate.deployment import LAUNCHER_OWNED_FLAGS, parse_deployment
 from specgate.errors import HTTPStatusError, SpecgateError
 from specgate.project import SETTINGS_FILE
-from specgate.resources import builtin_baselines_dir, builtin_deployments_dir
+from specgate.resources import builtin_baselines_dir, builtin_deployments_dir, shipped_baseline_files
 from specgate.secrets import redact, remember_url, secret_flag
 from specgate.server.idle import SLEEP_ON_IDLE, gives_sleep_on_idle
 from specgate.server_flags import supported_spelling
@@ -574,7 +574,7 @@ def _copy_sim_baseline(dest: Path) -> list[Path]:
     simulator's fingerprint names no hardware), so the first run compares against it."""
     source = builtin_baselines_dir() / "sim"
     copied = []
-    for path in sorted(source.rglob("*.json")):
+    for path in shipped_baseline_files("sim"):
         target = dest / path.relative_to(source)
         if target.exists():
             continue

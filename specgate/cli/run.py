@@ -35,7 +35,32 @@ def pytest_args_for(args: argparse.Namespace, dep: Deployment, update: bool, ext
     out += options.pytest_args(args, resolved)
     if update:
         out.append(options.UPDATE_BASELINES.pytest_flag)
-    return out + extra
+    return out + _imported_plugins_not_rewritten() + extra
+
+
+def _imported_plugins_not_rewritten() -> list[str]:
+    """pytest marks every pytest plugin's package for assertion rewriting as it starts, and warns
+    of each one already imported. This process read and checked the deployment before starting
+    pytest in it, importing specgate, Hypothesis and (through httpx) anyio: by construction they
+    cannot be rewritten, and none of them is test code whose asserts pytest must explain. Those
+    modules' warnings, named one by one, are not printed; any other (a user's conftest importing
+    a module before registering it for rewriting) still is."""
+    import importlib.metadata
+
+    tops: set[str] = set()
+    for dist in importlib.metadata.distributions():
+        if any(ep.group == "pytest11" for ep in dist.entry_points):
+            for file in dist.files or []:
+                parts = file.parts
+                if len(parts) == 1 and parts[0].endswith(".py"):
+                    tops.add(parts[0].removesuffix(".py"))
+                elif len(parts) == 2 and parts[1] == "__init__.py":
+                    tops.add(parts[0])
+    out = []
+    for name in sorted(name for name in tops if name in sys.modules):
+        # pytest reads a -W message literally (escaped), matched from its start
+        out += ["-W", f"ignore:Module already imported so cannot be rewritten; {name}:pytest.PytestAssertRewriteWarning"]
+    return out
 
 
 def run_command(args: argparse.Namespace, extra: list[str]) -> int:

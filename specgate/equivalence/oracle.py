@@ -48,6 +48,7 @@ from specgate.equivalence.evidence import keep
 from specgate.equivalence.golden import GoldenAnswer, GoldenAnswers, case_settings_digest, result_to_dict
 from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError, EquivalenceFailure, HTTPStatusError, NotRecordedYet
+from specgate.resources import package_data
 from specgate.server.pool import ServerPool
 
 # Cases that once failed, replayed first on every later run: baselines/<deployment>/REPLAY_FILE
@@ -116,6 +117,7 @@ class EquivalenceOracle:
         self.replay_path = replay_path
         self._replay: list[dict] | None = None
         self.replay_added = 0  # cases this run wrote to the replay file
+        self.replay_not_kept = 0  # failing cases not written: the replay file is specgate's own shipped data
         self.baselines: dict[str, GenerateResult] = {}
         # Answers of a config's own reference (`[configs.X] reference`), asked live.
         self.other_baselines: dict[tuple[str, str], GenerateResult] = {}
@@ -236,8 +238,12 @@ class EquivalenceOracle:
         return out
 
     def remember_failure(self, config: str, case: GenerationCase, message: str) -> None:
-        """Keep a failing case so every later run tries it first (atomic write; never fatal)."""
+        """Keep a failing case so every later run tries it first (atomic write; never fatal).
+        Never into specgate's own shipped baselines (resources.package_data): a project's are kept."""
         if self.replay_path is None or is_context_edge(case):  # re-sized every run (replay_cases)
+            return
+        if package_data(self.replay_path):
+            self.replay_not_kept += 1  # said at the run's end (plugin)
             return
         known = {GenerationCase.from_dict(e["case"]).key for e in (self._replay or [])}
         if case.key in known:

@@ -21,7 +21,7 @@ serves the speed tests, measuring more while a gate is undecided, and replicate 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from specgate.deployment import Deployment
@@ -62,8 +62,12 @@ class SamplingPlan:
         meter: SpeedMeter,
         configs: Sequence[str] | None = None,
         seed: int | None = None,
+        on_measured: Callable[[str, int, int], None] | None = None,
     ) -> None:
         self.deployment = deployment
+        # Told (what, requests measured, requests this look asks for) after each measurement, for
+        # a progress line with the time left (report.progress): measuring can take many minutes.
+        self.on_measured = on_measured
         self.pool = pool
         self.meter = meter
         self.configs = list(configs or deployment.configs)
@@ -100,10 +104,13 @@ class SamplingPlan:
             # A later look would boot the server again (minutes, an hour on a big model): measure
             # its whole cap while it is up.
             per_boot = max(per_boot, self.deployment.workload.max_repeats)
+        told = self._progress(configs, concurrency, per_boot)
+        if not self.interleaved:
             for name in names:
                 missing = per_boot - self._have(name, concurrency)
                 if missing > 0 and name not in self.errors:
                     self._measure(name, concurrency, missing)
+                    told()
             return
         while True:
             due = [n for n in names if n not in self.errors and self._have(n, concurrency) < per_boot]
@@ -115,6 +122,28 @@ class SamplingPlan:
                 self.log.orders.append(list(due))
             for name in due:
                 self._measure(name, concurrency, concurrency)
+                told()
+
+    def _progress(self, configs: Sequence[str], concurrency: int, per_boot: int) -> Callable[[], None]:
+        """What `ensure` tells on_measured after each measurement: the requests measured of those
+        this look asks for (a server that failed counts as done: nothing more is asked of it)."""
+        names = self.all_servers(configs)
+        have = {n: self._have(n, concurrency) for n in names}
+        total = sum(max(0, per_boot - have[n]) for n in names)
+        what = f"decode speed of {', '.join(configs)} at concurrency {concurrency}"
+
+        def told() -> None:
+            if self.on_measured is None or not total:
+                return
+            done = sum(
+                max(0, per_boot - have[n]) if n in self.errors else min(per_boot, self._have(n, concurrency)) - min(per_boot, have[n])
+                for n in names
+            )
+            self.on_measured(what, done, total)
+
+        if self.on_measured is not None and total:
+            self.on_measured(what, 0, total)  # the look's start: its time left is timed from here
+        return told
 
     def raise_for(self, config: str) -> None:
         """Raise the first error of `config`'s servers, if measuring any of them failed."""

@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+from typing import Any
 
 from specgate.report.model import Report, SpeedRow
 from specgate.verdicts.gates import RunVerdict
 
+TITLE_FONT = 10
+# Characters of the title font one inch of the figure holds (DejaVu Sans at 10 pt averages ~6 pt
+# a character, so ~12 an inch; 10 leaves room for wide letters and the axes' margins).
+TITLE_CHARS_PER_INCH = 10
+
 
 def render_chart(report: Report, path: Path) -> Path | None:
+    fig = chart_figure(report)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def chart_title(report: Report, concurrency: int, width_inches: float) -> str:
+    """The verdict first, on a line of its own, then the deployment's name wrapped to the figure's
+    width: a long name (a Kimi deployment's) pushed the verdict past the edge, cut to "— FA"."""
+    head = str(report.overall) + (" — SIMULATOR, not SGLang figures" if report.simulator else "")
+    what = f"{report.deployment}: decode tok/s (concurrency {concurrency})"
+    width = max(20, int(width_inches * TITLE_CHARS_PER_INCH))
+    return "\n".join([head, *textwrap.wrap(what, width, break_on_hyphens=True)])
+
+
+def chart_figure(report: Report) -> Any:
+    """The chart as a matplotlib Figure (None where no speed was measured); the caller closes it."""
     rows = (
         [r for r in report.speed if r.concurrency == min(x.concurrency for x in report.speed)]
         if report.speed
@@ -28,7 +57,8 @@ def render_chart(report: Report, path: Path) -> Path | None:
         [r.decode_tps.high - r.decode_tps.estimate for r in rows],
     ]
     colours = [_colour(r) for r in rows]
-    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(rows)), 4), dpi=110)
+    width = max(5, 1.6 * len(rows))
+    fig, ax = plt.subplots(figsize=(width, 4), dpi=110)
     bars = ax.bar(names, est, yerr=err, color=colours, capsize=6)
     reference = next((r for r in rows if r.ratio_to_reference is None and not r.speculative), None)
     if reference is not None:
@@ -49,10 +79,7 @@ def render_chart(report: Report, path: Path) -> Path | None:
             xytext=(0, 3),
             textcoords="offset points",
         )
-    title = f"{report.deployment}: decode tok/s (concurrency {rows[0].concurrency}) — {report.overall}"
-    if report.simulator:
-        title += "\nSIMULATOR — not SGLang figures"
-    ax.set_title(title, fontsize=10)
+    ax.set_title(chart_title(report, rows[0].concurrency, width), fontsize=TITLE_FONT)
     ax.set_ylabel("decode tok/s per request (median)")
     ax.set_ylim(0, max(e + u for e, u in zip(est, err[1])) * 1.4)
     ax.text(
@@ -65,10 +92,7 @@ def render_chart(report: Report, path: Path) -> Path | None:
         color="#555",
     )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def _colour(row: SpeedRow) -> str:

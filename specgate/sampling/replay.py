@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from specgate.atomic import write_json_atomic
 from specgate.documents import problem, read_json
 from specgate.errors import BaselineError
+from specgate.resources import package_data
 from specgate.sampling_spec import SamplingSetting
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class SamplingReplay:
         self.deployment = deployment
         self._cases: list[ReplayCase] | None = None
         self.added = 0  # cases this run wrote to the file (a failed baseline update still changed it)
+        self.not_kept = 0  # failing cases not written: the file is specgate's own shipped data
 
     @property
     def cases(self) -> list[ReplayCase]:
@@ -86,7 +88,11 @@ class SamplingReplay:
         return list(seen.values())
 
     def remember(self, config: str, setting: SamplingSetting, prompt: SamplingPrompt, seed: int, why: str) -> None:
-        """Keep a failing case (atomic write; never fatal: the failure is reported either way)."""
+        """Keep a failing case (atomic write; never fatal: the failure is reported either way).
+        Never into specgate's own shipped baselines (resources.package_data): a project's are kept."""
+        if package_data(self.path):
+            self.not_kept += 1  # said at the run's end (plugin)
+            return
         if any(c.config == config and c.setting == setting.name and c.prompt == prompt.label for c in self.cases):
             return
         case = ReplayCase(

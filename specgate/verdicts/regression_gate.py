@@ -52,6 +52,15 @@ def _plain_explains(absolute: float, reference: float, tolerance: float) -> str 
     )
 
 
+def _stored_over(paired: int, stored: int, whole: float) -> str:
+    """What a quoted stored speedup is: the median over the stored requests this run paired with
+    (as many as it measured, so it moves from run to run), and, where that is not all of them, the
+    whole stored baseline's figure (the one `ratio_to_reference` in the file and README quote)."""
+    if paired >= stored:
+        return f" (all {stored} stored requests)"
+    return f" over the first {paired} stored requests, paired with this run's ({whole:.3f}x over all {stored})"
+
+
 def _inconclusive_at(cap: int, stored_n: int, max_repeats: int, more_boots: str) -> str:
     if cap >= stored_n and stored_n < max_repeats:
         return (
@@ -374,7 +383,8 @@ class RegressionGates(GateBase):
             ratio_series(truncated(ref_record.decode_tps_by_boot(), cap), across_boots(ref_figs.series())), conf, None
         )
         head = (
-            f"{config} speedup over {ref} {speedup_now.estimate:.3f}x now vs {speedup_then.estimate:.3f}x stored: "
+            f"{config} speedup over {ref} {speedup_now.estimate:.3f}x now vs {speedup_then.estimate:.3f}x stored"
+            f"{_stored_over(per_boot, stored_n, median_interval(pooled(stored_speedups), conf).estimate)}: "
             f"per-request ratio {ratio.estimate:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] ({_level(ratio, conf, looks)}) "
             f"over {pairs} paired requests ({pct(ratio.estimate - 1)}); allowed -{allowed:.0%}"
         )

@@ -31,14 +31,38 @@ Each rule is decided from what the gate's figure can be, not from figures seen o
 
 The gate's interval is never looked at for these: a vacuous threshold is VACUOUS regardless of
 the figures, the same before any server boots (`specgate check`) and in the run's report.
+
+Checks that report what they could detect are held to one rule as well (`undetectable`): where
+the smallest effect a check detects exceeds the least effect of the faults it exists for, it is
+VACUOUS, not PASS. The sampling check reports the likelihood shift (nats per token) it detects
+with 80% power:
+
+- **Too few samples to reject at all** (`[sampling] prompts`, `samples`): its rank test's least
+  possible p over P prompts of S samples a side (every speculative sample above every reference
+  one, ties included) is at or above its level (alpha / 2 / settings): no shift, however large,
+  is detected. Decided from the deployment, before anything boots.
+- **A detectable shift over 1 nat per token** (measured, from the A/A's spread): the sampler
+  faults this check exists for (verify taking the argmax, the temperature applied twice, a filter
+  left off accepted drafts) move the samples' log-likelihood by a few tenths of a nat per token
+  (0.08 to 0.3 on the simulator at temperatures up to 1, 2.7 at 1.3); above 1 nat per token only
+  a sampler off by a factor e on every token is found.
+
+The gates meet the same rule through their thresholds: a no-regression gate fails where its
+interval's low end crosses 1 - tolerance, so the regression it sees with 80% power
+(verdicts.noise.detection) never exceeds its tolerance (a wide interval shows as a high chance
+of failing an unchanged build, which the report states, not as a blind gate); the tolerance rule
+above is what it could detect, decided before anything boots.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from specgate.deployment import Deployment, flag_int
 from specgate.gate_kinds import calling, kinds
+from specgate.sampling_spec import SamplingSpec
 
 # The least accept length there is: the verified token (verdicts.judge uses the same figure).
 TAU_FLOOR = 1.0
@@ -46,6 +70,8 @@ TAU_FLOOR = 1.0
 SPEED_TOLERANCE_VACUOUS = 0.5
 # A beats ratio below this asks for less than a tenth of the speed of the config it is over.
 BEATS_RATIO_VACUOUS = 0.1
+# A sampling check that detects no likelihood shift under this (nats per token) finds no sampler fault.
+DETECTABLE_SHIFT_VACUOUS = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,9 +81,90 @@ class Vacuity:
     field: str  # the deployment's field, e.g. "gates.tolerance.decode_tps" or "gates.beats[0].ratio"
     value: float
     why: str
+    by: str = "arithmetic"  # or "measurement": what this run's own figures showed
 
     def summary(self, deployment: Deployment) -> str:
-        return f"VACUOUS by arithmetic: {self.field} = {self.value:g} in {deployment.path}: {self.why}"
+        return f"VACUOUS by {self.by}: {self.field} = {self.value:g} in {deployment.path}: {self.why}"
+
+
+def undetectable(field: str, value: float, detectable: float, bound: float, why: str, by: str) -> Vacuity | None:
+    """The one rule for a check that reports the smallest effect it detects: above `bound`, the
+    least effect of the faults it exists for, the check cannot fail them and is VACUOUS."""
+    if detectable <= bound:
+        return None
+    return Vacuity(field, value, why, by)
+
+
+def _rank_z_most(samples: int) -> float:
+    """The largest |z| the likelihood test's per-prompt rank test (sampling.stats._u_z) can reach
+    with `samples` a side: every B above every A, with and without ties within a side."""
+    n = 2 * samples
+    half = samples * samples / 2
+    untied = half / math.sqrt(samples * samples * (n + 1) / 12)
+    ties = 2 * (samples**3 - samples)
+    tied_var = samples * samples / 12 * ((n + 1) - ties / (n * (n - 1)))
+    return max(untied, half / math.sqrt(tied_var) if tied_var > 0 else 0.0)
+
+
+def sampling_size(spec: SamplingSpec) -> Vacuity | None:
+    """The sampling check, where its likelihood test cannot reject at its level with this many
+    prompts and samples (Stouffer over prompts of the rank test's largest z): no shift is detected."""
+    from scipy.stats import norm  # here: `specgate check` pays for scipy only where sampling is on
+
+    if not spec.active:
+        return None
+    level = spec.alpha / 2 / len(spec.settings)
+    least_p = float(2 * norm.sf(math.sqrt(spec.prompts) * _rank_z_most(spec.samples)))
+    return undetectable(
+        "sampling.samples",
+        spec.samples,
+        math.inf if least_p >= level else 0.0,
+        DETECTABLE_SHIFT_VACUOUS,
+        f"with {spec.prompts} prompt(s) of {spec.samples} samples a side, the likelihood test's least p (every "
+        f"speculative sample more likely than every reference one) is {least_p:.2g}, not below its level "
+        f"{level:.2g} (alpha {spec.alpha:g} / 2 / {len(spec.settings)} settings): no shift of the samples, however "
+        "large, fails it. Raise sampling.samples or sampling.prompts (the defaults, 64 and 8, detect a few "
+        "hundredths of a nat per token)",
+        "arithmetic",
+    )
+
+
+def sampling_setting(spec: SamplingSpec, setting: dict[str, Any]) -> Vacuity | None:
+    """One setting of the sampling check's report row, by what it could detect: the deployment's
+    size (sampling_size), else the shift this run's A/A says it detects with 80% power."""
+    static = sampling_size(spec)
+    if static is not None:
+        return static
+    shift = float(setting["detectable_shift"])
+    return undetectable(
+        "sampling.samples",
+        spec.samples,
+        shift,
+        DETECTABLE_SHIFT_VACUOUS,
+        f"setting {setting['setting']} detects only a log-likelihood shift of {shift:.2f} nats per token or more "
+        f"(80% power, from this run's A/A at {spec.prompts} prompt(s) × {spec.samples} samples × "
+        f"{spec.max_new_tokens} tokens), over the {DETECTABLE_SHIFT_VACUOUS:g} above which no sampler fault this "
+        "check exists for is found: raise sampling.samples, prompts or max_new_tokens",
+        "measurement",
+    )
+
+
+def judge_sampling_row(spec: SamplingSpec, row: dict[str, Any]) -> Vacuity | None:
+    """Marks the sampling check's row (sampling.check) by this rule: a setting that passed but
+    could detect nothing a fault makes is VACUOUS, and so is the row where none failed. Returns
+    the first such setting's vacuity (None: the row stands as judged)."""
+    first: Vacuity | None = None
+    for setting in row["settings"]:
+        if setting["status"] != "PASS":
+            continue
+        found = sampling_setting(spec, setting)
+        if found is not None:
+            setting["status"] = "VACUOUS"
+            setting["evidence"].append(f"VACUOUS by {found.by}: {found.why}")
+            first = first or found
+    if first is not None and row["status"] == "PASS":
+        row["status"] = "VACUOUS"
+    return first
 
 
 def speed_tolerance(deployment: Deployment, config: str) -> Vacuity | None:
@@ -107,6 +214,8 @@ def vacuities(deployment: Deployment) -> list[Vacuity]:
     for kind in kinds():
         with calling(kind, "vacuities"):
             found.extend(kind.vacuities(deployment))
+    if (size := sampling_size(deployment.sampling)) is not None:
+        found.append(size)
     # One field may make several configs' gates vacuous: said once per field, with each config's reason.
     merged: dict[str, Vacuity] = {}
     for v in found:

@@ -12,18 +12,31 @@ filter on accepted drafts; this can. See specgate/sampling/check.py.
 import pytest
 
 from specgate.sampling.check import failure_sentence
+from specgate.verdicts.gates import VACUOUS, Verdict
+from specgate.verdicts.vacuity import judge_sampling_row
 
 pytestmark = pytest.mark.specgate("sampling")
 
 
-def test_speculative_sampling_matches_reference(specgate, spec_config):
+def test_speculative_sampling_matches_reference(specgate, spec_config, request):
     why = specgate.sampling_not_checkable
     if why is not None:
         specgate.sampling.not_checked[spec_config] = why
         pytest.skip(f"sampling equivalence NOT CHECKED: {why}")
+    dep = specgate.deployment
     # Side by side, or where the servers take turns, drawn while each is up and scored on the reference.
     row = specgate.sampling_row(spec_config)
+    # A check that could detect no shift a sampler fault makes is VACUOUS, as a gate that cannot fail
+    # is (verdicts.vacuity): never a pass; it fails the run unless allowed, and then it is skipped.
+    vacuous = judge_sampling_row(dep.sampling, row)
     failed = [s for s in row["settings"] if s["status"] == "FAIL"]
+    if vacuous is not None and not failed:
+        verdict = Verdict(f"sampling:{spec_config}", spec_config, VACUOUS, vacuous.summary(dep), test=request.node.name)
+        specgate.judge.record(verdict)
+        what = f"{VACUOUS.upper()}: {verdict.summary}"
+        if specgate.uncompared_allowed:
+            pytest.skip(what)
+        pytest.fail(what + "\n(allow with --specgate-allow-uncompared or [gates] uncompared = \"warn\")", pytrace=False)
     lines = [
         f"[{spec_config}] {s['setting']} ({s['described']}), prompt {s['prompt']}, seed {s['seed']}: "
         + " | ".join(s["evidence"])

@@ -85,3 +85,17 @@ def test_the_readmes_stored_simulator_figures_are_the_stored_files():
     ratios = [configs[c]["concurrency"]["1"]["ratio_to_reference"] for c in ("eagle3-prefill", "eagle3-decode")]
     expected = [r["estimate"] for r in ratios] + [v for r in ratios for v in (r["low"], r["high"])]
     assert quoted == [round(v, 2) for v in expected], (quoted, expected)
+
+
+def test_the_tutorials_init_writes_the_files_init_writes(tmp_path):
+    """docs/tutorial.md quotes `specgate init`'s output: the files it names are the ones written, in order."""
+    from specgate.starter import write_project
+
+    text = (ROOT / "docs" / "tutorial.md").read_text()
+    block = re.search(r"`specgate init` writes (\w+) files.*?```text\n(.*?)```", text, re.S)
+    assert block, "docs/tutorial.md: expected the files `specgate init` writes, in a text block"
+    quoted = [line.removeprefix("wrote ") for line in block.group(2).splitlines()]
+    written = [str(p.relative_to(tmp_path)) for p in write_project(tmp_path).files]
+    assert quoted == written
+    numbers = {"four": 4, "five": 5, "six": 6, "seven": 7}
+    assert numbers.get(block.group(1)) == len(written), block.group(1)

@@ -26,40 +26,54 @@ def _run(args: list[str], cwd: Path, env: dict | None = None, timeout: int = 240
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def _build_wheel(wheels: Path, cwd: Path) -> subprocess.CompletedProcess:
+    return _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(SOURCE_ROOT)],
+        cwd,
+    )
+
+
 def test_the_wheel_in_a_fresh_folder_runs_the_gate_with_plain_pytest(tmp_path):
     """pip install the wheel, `specgate init`, `pytest`: the gate runs on the simulator and
     compares against the stored baseline init copied; nothing comes from this checkout."""
     wheels = tmp_path / "wheels"
-    built = _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(wheels),
-            str(SOURCE_ROOT),
-        ],
-        tmp_path,
-    )
+    # A failing case a demo run once left in the checkout (untracked), and an earlier build's copy
+    # of it in build/lib (setuptools packs what is there): never packed for users.
+    assert SOURCE_ROOT is not None
+    stray = SOURCE_ROOT / "baselines" / "sim" / "equivalence" / "sampling-replay.json"
+    stale = SOURCE_ROOT / "build" / "lib" / "specgate" / "_fixtures" / "baselines" / "sim" / "equivalence" / "stale.json"
+    left_before = stray.exists()
+    if not left_before:
+        stray.write_text('{"deployment": "sim", "cases": []}')
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("{}")
+    try:
+        built = _build_wheel(wheels, tmp_path)
+    finally:
+        if not left_before:
+            stray.unlink()
+        stale.unlink(missing_ok=True)
     assert built.returncode == 0, built.stderr[-2000:]
-    # Installed into a folder of its own, first on the path: the dependencies come from this
-    # interpreter (a venv here or not), specgate only from the wheel (checked below).
-    site = tmp_path / "site"
+    # specgate init in a repository whose virtualenv is inside it (README: python3 -m venv .venv):
+    # pytest never enters a virtualenv by itself, yet a plain `pytest` there runs the gate.
+    repo = tmp_path / "their-repo"
+    site = repo / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
     (wheel,) = wheels.glob("specgate-*.whl")
     # The lab (lab/specgate_lab: drafters, model assets) is not the product: none of it ships.
     import zipfile
 
     shipped = zipfile.ZipFile(wheel).namelist()
     assert [n for n in shipped if n.startswith(("specgate/drafter/", "specgate_lab/", "specgate/assets.py"))] == []
+    # Only what this checkout tracks ships of its data: nothing a run left there.
+    tracked = set(_run(["git", "ls-files", "baselines", "fixtures", "tests/gate"], SOURCE_ROOT).stdout.split())
+    data = {"specgate/_fixtures/baselines/": "baselines/", "specgate/_fixtures/": "fixtures/", "specgate/_gate/": "tests/gate/"}
+    packed = [next(n.replace(k, v, 1) for k, v in data.items() if n.startswith(k)) for n in shipped if n.startswith(tuple(data))]
+    assert packed and [n for n in packed if n not in tracked] == [], packed
     installed = _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)], tmp_path)
     assert installed.returncode == 0, installed.stderr[-2000:]
     python, specgate = Path(sys.executable), site / "bin" / "specgate"
-    repo = tmp_path / "their-repo"
-    repo.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECGATE_", "PYTEST_"))}
     env["PYTHONPATH"] = str(site)
     env["PATH"] = f"{site / 'bin'}{os.pathsep}{env['PATH']}"
@@ -334,3 +348,127 @@ def test_init_picks_the_llama3_template_for_a_llama_3_model(tmp_path):
 
     write_project(tmp_path, launch="python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct", draft="d")
     assert 'prompt_format = "llama3"' in (tmp_path / "deployments" / "mine.toml").read_text()
+
+
+# specgate.plugin's gate folder, moved to where an in-repository virtualenv holds it: this checkout's
+# tests/gate linked under `.venv/lib/python3.11/site-packages/specgate/_gate` beside a pyvenv.cfg.
+_GATE_IN_VENV = """
+import sys
+from pathlib import Path
+import pytest
+import specgate.plugin
+specgate.plugin.gate_tests_dir = lambda: Path.cwd() / ".venv/lib/python3.11/site-packages/specgate/_gate"
+sys.exit(pytest.main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture
+def venv_inside(project: Path) -> Path:
+    """`python3 -m venv .venv` in the user's repository, specgate installed there (as README's steps do)."""
+    site = project / ".venv" / "lib" / "python3.11" / "site-packages"
+    (site / "specgate").mkdir(parents=True)
+    (project / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
+    assert SOURCE_ROOT is not None
+    (site / "specgate" / "_gate").symlink_to(SOURCE_ROOT / "tests" / "gate", target_is_directory=True)
+    (site / "other").mkdir()  # another installed package's tests: never the user's run
+    (site / "other" / "test_installed.py").write_text("def test_installed():\n    assert True\n")
+    return project
+
+
+def _pytest_gate_in_venv(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    return _run([sys.executable, "-c", _GATE_IN_VENV, "-q", "-p", "no:cacheprovider", *args], folder, env)
+
+
+def test_a_virtualenv_inside_the_repository_still_gives_plain_pytest_the_gate(venv_inside):
+    collected = _pytest_gate_in_venv(venv_inside, "--collect-only")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert "test_their_own" in collected.stdout, collected.stdout
+    assert ".venv/lib/python3.11/site-packages/specgate/_gate/test_equivalence.py::" in collected.stdout, collected.stdout
+    # The way down to the gate is let in, nothing beside it: the virtualenv's other packages stay out.
+    assert "test_installed" not in collected.stdout, collected.stdout
+
+
+def test_a_gate_that_collects_no_test_is_refused_and_its_report_says_why(venv_inside):
+    report = venv_inside / "specgate-report"
+    result = _pytest_gate_in_venv(venv_inside, "-o", "python_files=check_*.py")
+    assert result.returncode == 4, result.stdout + result.stderr  # pytest's usage error, not 5 (or 0)
+    assert "collected no gate test" in result.stderr and "python_files" in result.stderr, result.stderr
+    written = json.loads((report / "report.json").read_text())
+    assert written["overall"] == "BAD INPUT" and "collected no gate test" in written["error"], written
+
+
+def test_the_shipped_baselines_are_the_folders_the_wheel_packs():
+    from specgate.resources import SHIPPED_BASELINES
+
+    assert SOURCE_ROOT is not None
+    declared = tomllib.loads((SOURCE_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    shipped = {f"{folder}/{pattern}" for folder, patterns in SHIPPED_BASELINES.items() for pattern in patterns}
+    assert set(declared["specgate._fixtures.baselines"]) == shipped
+
+
+def test_init_copies_only_the_shipped_simulator_baseline(tmp_path):
+    """From a checkout, `specgate init` copied every JSON under baselines/sim: a replay file or a
+    calibration a run left there went into the user's repository."""
+    from specgate.resources import builtin_baselines_dir
+    from specgate.starter import write_project
+
+    stray = builtin_baselines_dir() / "sim" / "equivalence" / "sampling-replay.json"
+    left_before = stray.exists()
+    if not left_before:
+        stray.write_text('{"deployment": "sim", "cases": []}')
+    try:
+        written = write_project(tmp_path / "theirs")
+    finally:
+        if not left_before:
+            stray.unlink()
+    copied = sorted(str(p.relative_to(tmp_path / "theirs" / "baselines" / "sim")) for p in written.files if "baselines" in p.parts)
+    assert copied == ["equivalence/replay.json", "none-simulator-x0-sglang-0.1.0-specgate-sim-70b6b9bb.json"], copied
+
+
+def test_a_failing_case_is_never_written_into_the_shipped_baselines(tmp_path):
+    """A fault run from this checkout (README's demo) used to leave its cases in baselines/sim,
+    which the next wheel packed and every `specgate init` copied; a project's own are kept."""
+    from specgate.resources import builtin_baselines_dir, package_data
+    from specgate.sampling.check import SamplingPrompt
+    from specgate.sampling.replay import SamplingReplay
+    from specgate.sampling_spec import SamplingSetting
+
+    shipped = builtin_baselines_dir() / "sim" / "equivalence" / "sampling-replay.json"
+    assert package_data(shipped) and package_data(builtin_baselines_dir() / "sim")
+    assert not package_data(tmp_path / "baselines" / "sim" / "equivalence" / "sampling-replay.json")
+    assert not package_data(builtin_baselines_dir() / "smollm2-eagle3-h200")  # the lab's, not the wheel's
+    setting = SamplingSetting(name="t1", temperature=1.0)
+    prompt = SamplingPrompt("chat/0", "hello")
+    assert not shipped.exists()
+    try:
+        replay = SamplingReplay(shipped, "sim")
+        replay.remember("eagle3-decode", setting, prompt, 1, "why")
+        assert not shipped.exists() and replay.not_kept == 1 and replay.added == 0
+    finally:
+        shipped.unlink(missing_ok=True)
+    theirs = tmp_path / "baselines" / "sim" / "equivalence" / "sampling-replay.json"
+    kept = SamplingReplay(theirs, "sim")
+    kept.remember("eagle3-decode", setting, prompt, 1, "why")
+    assert theirs.is_file() and kept.added == 1
+
+
+def test_a_collection_error_before_the_gate_leaves_an_error_report_not_an_interrupted_one(project):
+    """pytest stops at a collection error with its own Interrupted, no signal: the report folder,
+    emptied of the last report, holds one that says so (it said 'interrupted (a signal or Ctrl-C)')."""
+    (project / "test_broken.py").write_text("def test_(:\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    result = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], project, env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    written = json.loads((project / "specgate-report" / "report.json").read_text())
+    assert written["overall"] == "ERROR" and "collection error" in written["error"], written
+
+
+def test_last_failed_leaves_a_gate_that_did_not_fail_out_without_a_refusal(project):
+    (project / "test_theirs.py").write_text("def test_their_own():\n    assert False\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECGATE_")}
+    first = _run([sys.executable, "-m", "pytest", "-q", "-k", "test_their_own"], project, env)
+    assert first.returncode == 1, first.stdout + first.stderr
+    again = _run([sys.executable, "-m", "pytest", "-q", "--lf"], project, env)
+    assert again.returncode == 1 and "1 failed" in again.stdout, again.stdout + again.stderr
+    assert "collected no gate test" not in again.stdout + again.stderr

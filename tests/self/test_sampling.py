@@ -411,3 +411,51 @@ def test_an_empty_settings_list_is_refused_not_read_as_the_defaults(tmp_path):
     with pytest.raises(DeploymentErrors) as caught:
         _deployment(tmp_path, {"settings": []})
     assert "is empty" in {e.field: e.problem for e in caught.value.errors}["sampling.settings"]
+
+
+TINY = SamplingSpec(settings=SETTINGS, prompts=1, samples=2, max_new_tokens=1, top_logprobs_floor=8)
+
+
+def test_a_sampling_check_that_can_detect_no_shift_is_vacuous_not_a_pass(tmp_path):
+    """1 prompt x 2 samples x 1 token passed a greedy-accept fault: its rank test cannot reach its
+    level whatever the samples (issue 45). The one rule of what a check could detect
+    (verdicts.vacuity) calls it VACUOUS, before anything boots and in the run; the defaults are a check."""
+    from specgate.verdicts.vacuity import judge_sampling_row, sampling_setting, sampling_size, vacuities
+
+    assert sampling_size(TINY) is not None and sampling_size(SPEC) is None
+    assert sampling_size(load_deployment("sim").sampling) is None
+    assert sampling_size(SamplingSpec()) is None  # the parser's defaults
+    tiny = _deployment(tmp_path, {"prompts": 1, "samples": 2, "max_new_tokens": 1})
+    assert [v.field for v in vacuities(tiny)] == ["sampling.samples"]  # what `specgate check` warns of
+    row = SamplingChecker(TINY, PROMPTS[:1], seed=7).check(
+        "eagle3+greedy-accept", "baseline", in_process(EAGLE, parse_faults(["greedy-accept"])), REFERENCE
+    )
+    found = judge_sampling_row(TINY, row)
+    assert found is not None and row["status"] == "VACUOUS", row["status"]
+    assert all(s["status"] == "VACUOUS" for s in row["settings"])
+    assert "no shift of the samples, however large, fails it" in found.why
+    # Measured: a setting whose A/A says it detects only shifts over 1 nat per token.
+    wide = {"setting": "t1.3", "detectable_shift": 1.4, "status": "PASS", "evidence": []}
+    assert (v := sampling_setting(SPEC, wide)) is not None and v.by == "measurement" and "1.40 nats" in v.why
+    assert sampling_setting(SPEC, {**wide, "detectable_shift": 0.5}) is None
+
+
+def test_a_healthy_check_at_a_useful_size_stays_a_pass(checker):
+    from specgate.verdicts.vacuity import judge_sampling_row
+
+    row, _ = _judged(checker, [])
+    assert judge_sampling_row(SPEC, row) is None and row["status"] == "PASS"
+
+
+def test_a_vacuous_sampling_check_ends_the_run_partial_not_pass(tmp_path):
+    d = SimDeployment(tmp_path, {"sampling": {"prompts": 1, "samples": 2, "max_new_tokens": 1}})
+    result = d.run(None, "-k", "sampling", faults="eagle3-decode:greedy-accept")
+    out = "\n".join(result.outlines)
+    report = d.report()
+    rows = {r["config"]: r["status"] for r in report["sampling"]}
+    assert rows == {"eagle3-decode": "VACUOUS", "eagle3-prefill": "VACUOUS"}, out[-3000:]
+    gates = {g["gate"]: g["status"] for g in report["gates"]}
+    assert gates.get("sampling:eagle3-decode") == "vacuous", gates
+    # Waived here (SimDeployment allows uncompared gates): skipped, loudly; the run is PARTIAL (exit 4).
+    assert report["overall"] == "PARTIAL" and "2 skipped" in out, out[-3000:]
+    assert any("sampling:eagle3-decode" in r and "VACUOUS" in r.upper() for r in report["overall_reasons"]), report["overall_reasons"]

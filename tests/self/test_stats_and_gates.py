@@ -135,3 +135,12 @@ def test_a_fingerprint_field_this_run_could_not_read_is_not_another_machine():
     assert unread_fields(Fingerprint("H200", 1, "580", "12.8", "unknown", "M"), stored) == ["sglang"]
     assert unread_fields(Fingerprint("A100", 1, "580", "12.8", "0.5.14", "M"), stored) == []  # another machine
     assert unread_fields(stored, Fingerprint("H200", 1, "580", "12.8", "unknown", "M")) == []
+
+
+def test_a_quoted_stored_speedup_says_over_which_stored_requests():
+    """The stored speedup quoted beside this run's is the median over the stored requests the run
+    paired with: it moved between runs (1.608x, 1.564x) and differed from README's whole-file figure."""
+    from specgate.verdicts.regression_gate import _stored_over
+
+    assert _stored_over(24, 60, 1.5612) == " over the first 24 stored requests, paired with this run's (1.561x over all 60)"
+    assert _stored_over(60, 60, 1.5612) == " (all 60 stored requests)"
