@@ -241,9 +241,11 @@ def redact_document(document: Any) -> Any:
 
 
 def write_masked(path: Path, text: str, append: bool = False) -> None:
-    """Write (or append) text for people to read: a report, a step summary."""
-    with path.open("a" if append else "w", encoding="utf-8") as f:
-        f.write(redact(text))
+    """Write (or append) text for people to read: a report, a table (never through a link)."""
+    from specgate.atomic import open_own  # atomic masks what it stores: it imports this module
+
+    with open_own(path, append=append) as f:
+        f.write(redact(text).encode("utf-8"))
 
 
 class MaskedStream:
@@ -276,9 +278,11 @@ def mask_standard_streams() -> None:
     sys.stderr = masked(sys.stderr)
 
 
-def copy_masked(stream, log_path: Path, secret: str) -> None:  # noqa: ANN001 - a binary pipe
+def copy_masked(stream, log_path: Path, secret: str | None) -> None:  # noqa: ANN001 - a binary pipe
     """The server's output, line by line, into its log without the key (runs until EOF)."""
-    with stream, log_path.open("ab", buffering=0) as log:
+    from specgate.atomic import open_own
+
+    with stream, open_own(log_path, append=True, buffering=0) as log:
         for raw in iter(stream.readline, b""):
             log.write(redact(raw.decode("utf-8", "replace"), secret).encode())
 
@@ -288,9 +292,14 @@ def redact_file(path: Path, *secrets: str | None) -> None:
     if not any(secrets) and not _known:
         return
     try:
+        if path.is_symlink() or path.stat().st_nlink != 1:
+            return  # not the log specgate wrote: a link put there, whose file is the user's
         data = path.read_bytes()
     except OSError:
         return
     cleaned = redact(data.decode("utf-8", "replace"), *secrets).encode()
     if cleaned != data:
-        path.write_bytes(cleaned)
+        from specgate.atomic import open_own
+
+        with open_own(path) as f:  # in place: a copier still appending writes on into this file
+            f.write(cleaned)

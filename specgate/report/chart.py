@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from specgate.atomic import write_bytes_atomic
 from specgate.report.model import Report, SpeedRow
 from specgate.verdicts.gates import RunVerdict
 
@@ -65,8 +67,9 @@ def render_chart(report: Report, path: Path) -> Path | None:
         color="#555",
     )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    image = io.BytesIO()
+    fig.savefig(image, format="png")
+    write_bytes_atomic(path, image.getvalue())  # a rename: never into a link at report.png
     plt.close(fig)
     return path
 

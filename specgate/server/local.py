@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from specgate import project
+from specgate.atomic import open_own
 from specgate.deployment import Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
 from specgate.hardware import memory_used_mib, wait_gpu_released
@@ -164,19 +165,19 @@ class LocalLauncher:
         pinned = f" (pinned to CPUs {affinity.cpu_list(cpus)})" if cpus else ""
         # A fresh log per session; a reboot in the same session (servers that cannot
         # coexist) appends, so the whole session's story stays in one file.
-        mode = "ab" if config.name in self._logged else "wb"
+        append = config.name in self._logged
         self._logged.add(config.name)
         key = self._key
-        with log_path.open(mode) as log:
+        with open_own(log_path, append=append) as log:  # never into a link planted at the log's name
             log.write(f"\n=== specgate: starting {config.name}{pinned}: {' '.join(shown)}\n".encode())
             log.flush()
             status_r, status_w = os.pipe()
             try:
                 proc = subprocess.Popen(
                     [sys.executable, "-P", str(SUPERVISOR), "--status-fd", str(status_w), "--", *command],
-                    # With a key, the server's output reaches the log only through the masker: SGLang
-                    # prints its server_args, key included, and a killed run leaves its logs as they are.
-                    stdout=subprocess.PIPE if key else log,
+                    # The server's output reaches the log only through the masker, key or none: SGLang
+                    # prints its server_args (admin_api_key too), and a killed run leaves its logs as they are.
+                    stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     # The supervisor's lifeline: only this process writes it, so it ends when specgate does.
                     stdin=subprocess.PIPE,
@@ -194,7 +195,7 @@ class LocalLauncher:
             finally:
                 os.close(status_w)
         server_pid = self._server_pid(proc, status_r, config.name, shown, log_path)
-        if key and proc.stdout is not None:
+        if proc.stdout is not None:
             threading.Thread(target=copy_masked, args=(proc.stdout, log_path, key), daemon=True).start()
         with self._lock:
             self._procs[server_pid] = proc
