@@ -14,27 +14,35 @@ summary files; `copy_masked` and `redact_file` the server logs; curl reproducers
 from __future__ import annotations
 
 import base64
+import functools
+import html
 import json
 import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
 
 from specgate.errors import SpecgateError
 
 MASK = "***"
 # A password in a URL: everything between "user:" and the last "@" of the authority.
 _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]+):[^/\s]*@")
-# Whatever a log or a command gives as a key, however it is quoted or escaped (SGLang's
-# server_args print api_key, admin_api_key and ssl_keyfile_password). A quoted value is a value
-# whatever its length, and so is one right after "=" (api_key=x); else only one that looks like a
-# credential (8 characters or more, one of them no letter): prose names the flag too ("must not
-# hold --api-key: a key in a deployment file"), and its next word is no secret.
+# A field whose name says it holds a credential, however a log, a command or a document writes
+# it (SGLang's server_args print api_key, admin_api_key and ssl_keyfile_password; a wrapper may
+# print HF_TOKEN=...): a name ending in api_key/api-key/apikey, token, secret, password, passwd
+# or credential(s), `_`/`-` separated or not (max_total_tokens and tokenizer_path end in other
+# words). A quoted value is a value whatever its length, and so is one right after "=" (api_key=x),
+# except None and an empty pair of quotes (a field not set). After ":" only one that looks like a
+# credential: 8 characters or more, one of them no letter, not starting with a digit (prose names
+# the flag too, "must not hold --api-key: a key in a deployment file", and figures follow names:
+# "per token: 12.5ms"). Masked whether or not the run knows any key: SGLang prints its
+# admin_api_key whatever launch.api_key_env says.
+_SECRET_NAME = r"(?<![\w-])[\w-]*?(?:api[_-]?key|token|secret|password|passwd|credentials?)"
 _KEY_FIELD = re.compile(
-    r"""((?:api[_-]key|keyfile[_-]password)['"]?\s*[=:]\s*)"""
-    r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|(?<==)[^\s,)]+|(?=[^\s,)]*[^A-Za-z\s,)])[^\s,)]{8,})""",
+    rf"""({_SECRET_NAME}['"]?\s*[=:]\s*)(?!None\b)"""
+    r"""('(?:[^'\\]|\\.)+'|"(?:[^"\\]|\\.)+"|(?<==)(?!['"])[^\s,)]+|(?=[^\s,)]*[^A-Za-z\s,)])(?![\d.])[^\s,)'"]{8,})""",
     re.IGNORECASE,
 )
 # An Authorization header's value, as a server that echoes request headers writes it; "$VAR"
@@ -141,8 +149,6 @@ def expand_url(url: str, where: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     # Quoted as userinfo needs: a password may hold '@', ':' or '/'.
-    from urllib.parse import quote
-
     netloc = f"{parts.username}:{quote(value, safe='')}@{host}"
     expanded = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
     remember(value)
@@ -179,9 +185,34 @@ def key_to_mask(env_name: str | None) -> str | None:
         return None
 
 
-def _forms(secret: str) -> list[str]:
-    """The key as written, and as Python's repr and JSON escape it (SGLang logs both)."""
-    return list(dict.fromkeys([secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]]))
+@functools.lru_cache(maxsize=1024)
+def _forms(secret: str) -> tuple[str, ...]:
+    """The credential in every encoding a server or a log may echo it in: as written; as Python's
+    repr and JSON escape it (SGLang logs both; JSON with `/` as `\\/` too, and non-ASCII as
+    `\\uXXXX` or not); URL-encoded (quote, with and without `/` safe, quote_plus, either case of
+    hex); HTML-escaped (`&#x27;` or `&#39;`); and these nested as they nest in practice: a URL
+    inside JSON, JSON inside HTML. Each encoding of one that changes nothing adds nothing."""
+    escaped = {secret, repr(secret)[1:-1], *_json_forms(secret)}
+    forms = set(escaped)
+    for form in escaped:
+        forms |= {*_url_forms(form), *_html_forms(form)}
+    forms |= {json_form for form in list(forms) for json_form in _json_forms(form)}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def _json_forms(text: str) -> set[str]:
+    ascii_only, as_is = json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]
+    return {ascii_only, as_is, ascii_only.replace("/", "\\/"), as_is.replace("/", "\\/")}
+
+
+def _url_forms(text: str) -> set[str]:
+    encoded = {quote(text, safe=""), quote(text), quote_plus(text), quote_plus(text, safe="/")}
+    return encoded | {re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), e) for e in encoded}
+
+
+def _html_forms(text: str) -> set[str]:
+    escaped = {html.escape(text), html.escape(text, quote=False)}
+    return escaped | {e.replace("&#x27;", "&#39;") for e in escaped}
 
 
 def _mask_known(text: str, secrets: set[str]) -> str:
@@ -222,8 +253,7 @@ def redact(text: str, *secrets: str | None) -> str:
     of a key field, a URL password or an Authorization value."""
     every = {s for s in secrets if s}
     text = _mask_known(text, every)
-    if every or _known:
-        text = _KEY_FIELD.sub(rf"\1{MASK}", text)
+    text = _KEY_FIELD.sub(rf"\1{MASK}", text)
     text = _AUTHORIZATION.sub(rf"\1{MASK}", text)
     return _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
 

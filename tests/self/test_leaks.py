@@ -1,0 +1,96 @@
+"""What leaves the process: every encoding of every credential masked, keys inside wrapper command
+strings refused and masked, SGLang's own secret fields masked whether or not a key was given,
+and no server line taken by a CI runner for a workflow command."""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+from urllib.parse import quote, quote_plus
+
+import pytest
+from helpers import merge, sim_deployment_dict
+
+from specgate.atomic import write_json_atomic
+from specgate.deployment import ServerConfig, parse_deployment
+from specgate.errors import ServerBootError
+from specgate.report.ci import append_step_summary
+from specgate.secrets import MaskedStream, redact, remember, write_masked
+from specgate.server.local import LocalLauncher
+
+# Characters that every encoding changes: '/' (JSON's \/), '+' '=' '&' (URL), '<' '>' '"' "'" (HTML).
+ODD_KEY = "sk/AbC+dEf=GhI&jK<lM>nO'pQ\"r12345"
+
+
+def _encodings(key: str) -> dict[str, str]:
+    as_json = json.dumps(key)[1:-1]
+    url = quote(key, safe="")
+    return {
+        "raw": key,
+        "url": url,
+        "url, '/' kept": quote(key),
+        "url, lower-case hex": re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), url),
+        "quote_plus": quote_plus(key),
+        "json": as_json,
+        "json, '/' as '\\/'": as_json.replace("/", "\\/"),
+        "html": html.escape(key),
+        "html, &#39;": html.escape(key).replace("&#x27;", "&#39;"),
+        "url inside json": json.dumps(url)[1:-1],
+        "json inside html": html.escape(as_json),
+    }
+
+
+def test_every_encoding_of_a_key_is_masked_in_every_output(tmp_path, monkeypatch):
+    """The issue's case: a key echoed URL-encoded, JSON-escaped (`\\/`) or HTML-escaped kept 18
+    of its 28 characters in stdout, report.md/json, the step summary and `::error` annotations."""
+    remember(ODD_KEY)
+    forms = _encodings(ODD_KEY)
+    echoed = "server said: " + " | ".join(f"{name}: {form}" for name, form in forms.items())
+    stdout = io.StringIO()
+    MaskedStream(stdout).write(echoed)
+    write_masked(tmp_path / "report.md", echoed)
+    write_json_atomic(tmp_path / "report.json", {"cause": echoed})
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    assert append_step_summary(echoed) is None
+    outputs = {
+        "stdout": stdout.getvalue(),
+        "report.md": (tmp_path / "report.md").read_text(),
+        "report.json": json.loads((tmp_path / "report.json").read_text())["cause"],
+        "step summary": (tmp_path / "summary.md").read_text(),
+    }
+    for where, text in outputs.items():
+        for name, form in forms.items():
+            assert form not in text, f"{name} form of the key in {where}: {text}"
+        assert "GhI" not in text and "12345" not in text, f"part of the key in {where}: {text}"
+
+
+SERVER_ARGS = (
+    "server_args=ServerArgs(model_path='m', api_key='sk-user-0123456789', admin_api_key='adm-9876543210', "
+    "hf_token='hf_abcdefghij', ssl_keyfile_password=None, max_total_tokens=4096, tokenizer_path='/m/tok', "
+    "ssl_keyfile='/k.pem')"
+)
+
+
+def test_sglangs_secret_fields_are_masked_with_no_key_known():
+    masked = redact(SERVER_ARGS)
+    for secret in ("sk-user-0123456789", "adm-9876543210", "hf_abcdefghij"):
+        assert secret not in masked, masked
+    for kept in ("ssl_keyfile_password=None", "max_total_tokens=4096", "tokenizer_path='/m/tok'", "ssl_keyfile='/k.pem'"):
+        assert kept in masked, masked
+
+
+def test_a_server_without_api_key_env_writes_no_admin_key_into_its_log(tmp_path):
+    """The issue's case: with no launch.api_key_env the server's output went straight to its log,
+    and SGLang's server_args line kept admin_api_key='…' in clear."""
+    command = ["{python}", "-c", f"print({SERVER_ARGS!r}, flush=True); raise SystemExit(3)"]
+    dep = parse_deployment(merge(sim_deployment_dict(), {"launch": {"command": command}}), tmp_path / "dep.toml")
+    assert dep.launch.api_key_env is None
+    launcher = LocalLauncher(dep, tmp_path / "logs")
+    handle = launcher.start(ServerConfig("plain", (), {}, None, ""))
+    with pytest.raises(ServerBootError):
+        launcher.wait_ready(handle, None)
+    launcher.stop(handle)
+    log = (tmp_path / "logs" / "plain.log").read_text()
+    assert "server_args=ServerArgs(" in log and "adm-9876543210" not in log and "sk-user-0123456789" not in log, log
