@@ -19,6 +19,7 @@ import html
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -45,6 +46,9 @@ _KEY_FIELD = re.compile(
     r"""('(?:[^'\\]|\\.)+'|"(?:[^"\\]|\\.)+"|(?<==)(?!['"])[^\s,)]+|(?=[^\s,)]*[^A-Za-z\s,)])(?![\d.])[^\s,)'"]{8,})""",
     re.IGNORECASE,
 )
+# A secret flag and its value as a command line gives it ("--api-key KEY", inside a wrapper's
+# `bash -c "..."` too); "$VAR" (a wrapper reading the key from its environment) is no value.
+_KEY_FLAG = re.compile(r"""((?<![\w-])--(?:admin-)?api-key\s+|(?<![\w-])--ssl-keyfile-password\s+)(?![$-])('[^']*'|"[^"]*"|[^\s'"]+)""")
 # An Authorization header's value, as a server that echoes request headers writes it; "$VAR"
 # (a curl reproducer naming the variable) is not a value and stays.
 _AUTHORIZATION = re.compile(
@@ -82,6 +86,35 @@ def secret_flag(arg: str) -> str | None:
     if len(name) < 3 or not name.startswith("--") or name in _PLAIN_FLAGS_INSIDE_SECRET_ONES:
         return None
     return next((flag for flag in SECRET_FLAGS if flag.startswith(name)), None)
+
+
+# How deep a wrapper's command strings are looked into (`sh -c "bash -c '... --api-key K'"`).
+_WRAPPER_DEPTH = 4
+
+
+def secret_flag_in(arg: str) -> str | None:
+    """The secret flag `arg` hands SGLang with a key in it: `arg` itself (as secret_flag), or a
+    flag inside a wrapper's command string (`bash -c "python -m sglang... --api-key K"`, split as
+    the shell would, strings inside it too) followed by a literal value. A `$VAR` value is the
+    wrapper's shell reading the key from its environment: no key is in the file."""
+    return secret_flag(arg) or _secret_flag_inside(arg, _WRAPPER_DEPTH)
+
+
+def _secret_flag_inside(text: str, depth: int) -> str | None:
+    if depth == 0 or not any(ch.isspace() for ch in text):
+        return None
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unbalanced quote: the shell would refuse it, but what it holds still counts
+        words = text.split()
+    for i, word in enumerate(words):
+        if flag := secret_flag(word):
+            value = word.partition("=")[2] if "=" in word else (words[i + 1] if i + 1 < len(words) else "")
+            if value and not value.startswith("$"):
+                return flag
+        elif flag := _secret_flag_inside(word, depth - 1):
+            return flag
+    return None
 
 
 def remember(secret: str | None, min_length: int = MIN_KEY_LENGTH) -> None:
@@ -254,6 +287,7 @@ def redact(text: str, *secrets: str | None) -> str:
     every = {s for s in secrets if s}
     text = _mask_known(text, every)
     text = _KEY_FIELD.sub(rf"\1{MASK}", text)
+    text = _KEY_FLAG.sub(rf"\1{MASK}", text)
     text = _AUTHORIZATION.sub(rf"\1{MASK}", text)
     return _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
 

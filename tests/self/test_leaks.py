@@ -8,14 +8,16 @@ import html
 import io
 import json
 import re
+from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
+import tomli_w
 from helpers import merge, sim_deployment_dict
 
 from specgate.atomic import write_json_atomic
-from specgate.deployment import ServerConfig, parse_deployment
-from specgate.errors import ServerBootError
+from specgate.deployment import ServerConfig, load_deployment, parse_deployment
+from specgate.errors import DeploymentError, ServerBootError
 from specgate.report.ci import append_step_summary
 from specgate.secrets import MaskedStream, redact, remember, write_masked
 from specgate.server.local import LocalLauncher
@@ -64,6 +66,34 @@ def test_every_encoding_of_a_key_is_masked_in_every_output(tmp_path, monkeypatch
         for name, form in forms.items():
             assert form not in text, f"{name} form of the key in {where}: {text}"
         assert "GhI" not in text and "12345" not in text, f"part of the key in {where}: {text}"
+
+
+def _deployment_file(tmp_path: Path, command: list[str]) -> str:
+    data = merge(sim_deployment_dict(), {"launch": {"command": command}})
+    (tmp_path / "dep.toml").write_text(tomli_w.dumps(data))
+    return str(tmp_path / "dep.toml")
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        "python -m sglang.launch_server --api-key sk-literal-0123456789 --port 1",
+        "python -m sglang.launch_server --admin-api-key=sk-literal-0123456789",
+        "sh -c 'python -m sglang.launch_server --api-key sk-literal-0123456789'",
+    ],
+)
+def test_a_key_inside_a_wrapper_command_string_is_refused_without_printing_it(tmp_path, inner):
+    path = _deployment_file(tmp_path, ["bash", "-c", inner])
+    with pytest.raises(DeploymentError, match=r"launch\.command.*must not hold --(admin-)?api-key inside a command string") as err:
+        load_deployment(path)
+    assert "sk-literal" not in str(err.value)
+
+
+def test_a_wrapper_reading_its_key_from_its_environment_is_accepted_and_a_shown_key_masked(tmp_path):
+    load_deployment(_deployment_file(tmp_path, ["bash", "-c", 'exec python -m sglang.launch_server --api-key "$MY_KEY"']))
+    shown = 'bash -c "python -m sglang.launch_server --api-key sk-literal-0123456789 --port 1"'
+    assert redact(shown) == 'bash -c "python -m sglang.launch_server --api-key *** --port 1"'
+    assert redact("--api-key $MY_KEY --port 1") == "--api-key $MY_KEY --port 1"
 
 
 SERVER_ARGS = (
