@@ -313,13 +313,21 @@ def write_masked(path: Path, text: str, append: bool = False) -> None:
 
 
 class MaskedStream:
-    """A text stream that redacts what is written through it; the rest is the stream's own.
-    Each write is masked whole: specgate and pytest write a message or a line at a time."""
+    """A text stream that redacts what is written through it, and neutralises what a CI runner
+    would read as a command (report.ci.neutralise); the rest is the stream's own. Each write is
+    masked whole: specgate and pytest write a message or a line at a time."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
+        from specgate.report.ci import neutralise  # the one escape for what reaches a CI log
+
+        self._stream.write(neutralise(redact(text)))
+        return len(text)
+
+    def write_command(self, text: str) -> int:
+        """specgate's own CI workflow command (report.ci.write_workflow_commands): masked only."""
         self._stream.write(redact(text))
         return len(text)
 

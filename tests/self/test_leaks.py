@@ -8,6 +8,7 @@ import html
 import io
 import json
 import re
+import sys
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -18,7 +19,7 @@ from helpers import merge, sim_deployment_dict
 from specgate.atomic import write_json_atomic
 from specgate.deployment import ServerConfig, load_deployment, parse_deployment
 from specgate.errors import DeploymentError, ServerBootError
-from specgate.report.ci import append_step_summary
+from specgate.report.ci import append_step_summary, workflow_value, write_workflow_commands
 from specgate.secrets import MaskedStream, redact, remember, write_masked
 from specgate.server.local import LocalLauncher
 
@@ -56,11 +57,15 @@ def test_every_encoding_of_a_key_is_masked_in_every_output(tmp_path, monkeypatch
     write_json_atomic(tmp_path / "report.json", {"cause": echoed})
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
     assert append_step_summary(echoed) is None
+    annotations = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", MaskedStream(annotations))
+    write_workflow_commands([f"::error title=specgate FAIL::{workflow_value(echoed)}"])
     outputs = {
         "stdout": stdout.getvalue(),
         "report.md": (tmp_path / "report.md").read_text(),
         "report.json": json.loads((tmp_path / "report.json").read_text())["cause"],
         "step summary": (tmp_path / "summary.md").read_text(),
+        "annotation": annotations.getvalue(),
     }
     for where, text in outputs.items():
         for name, form in forms.items():
@@ -124,3 +129,33 @@ def test_a_server_without_api_key_env_writes_no_admin_key_into_its_log(tmp_path)
     launcher.stop(handle)
     log = (tmp_path / "logs" / "plain.log").read_text()
     assert "server_args=ServerArgs(" in log and "adm-9876543210" not in log and "sk-user-0123456789" not in log, log
+
+
+FORGED = ["::stop-commands::specgate-off", "  ::error title=specgate PASS::forged", "##[error]old-style"]
+
+
+def test_a_failed_servers_log_tail_cannot_issue_workflow_commands(tmp_path, monkeypatch):
+    """The issue's case: a failed server's log tail went to stdout verbatim; under GitHub Actions a
+    `::stop-commands::` line in it switched off specgate's own annotations and forged others."""
+    lines = "; ".join(f"print({line!r})" for line in FORGED)
+    command = ["{python}", "-c", f"{lines}; raise SystemExit(3)"]
+    dep = parse_deployment(merge(sim_deployment_dict(), {"launch": {"command": command}}), tmp_path / "dep.toml")
+    launcher = LocalLauncher(dep, tmp_path / "logs")
+    handle = launcher.start(ServerConfig("forger", (), {}, None, ""))
+    with pytest.raises(ServerBootError) as err:
+        launcher.wait_ready(handle, None)
+    launcher.stop(handle)
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", MaskedStream(out))
+    print(f"specgate: {err.value}")
+    print(FORGED[0])  # a write that begins a line, as print's writes do
+    write_workflow_commands(["::error title=specgate FAIL::the real one"])
+    commands = [line for line in out.getvalue().splitlines() if line.lstrip().startswith("::") or "##[" in line]
+    assert commands == ["::error title=specgate FAIL::the real one"], out.getvalue()
+    assert "stop-commands::specgate-off" in out.getvalue()  # still shown, as text
+
+
+def test_an_annotations_body_cannot_end_its_command_or_start_another():
+    body = workflow_value("a server said:\n::stop-commands::x%0A::error::forged\r\n")
+    assert "\n" not in body and "\r" not in body  # one line: the runner's message, whatever it holds
+    assert "x%250A::error" in body  # an encoded line end in the text stays text
