@@ -5,8 +5,9 @@ names say they hold a credential.
 
 One mechanism masks them all: every credential the run learns of is `remember`ed (the deployment
 feeds them as it is read, a url's password as it is expanded), and `redact` masks every
-remembered one, plus any URL password and Authorization value by their shape, in whatever text
-it is given. Everything that writes text out goes through it: `MaskedStream` wraps stdout, stderr
+remembered one in every encoding a server may echo it in (`_forms`), plus whatever has the shape
+of a secret field (SGLang's server_args, known key or not), a secret flag's value, a URL password
+or an Authorization value, in whatever text it is given. Everything that writes text out goes through it: `MaskedStream` wraps stdout, stderr
 and pytest's terminal writer; `write_masked` and `atomic.write_json_atomic` the report, replay and
 summary files; `copy_masked` and `redact_file` the server logs; curl reproducers call `redact`.
 """
