@@ -168,15 +168,17 @@ class LocalLauncher:
         append = config.name in self._logged
         self._logged.add(config.name)
         key = self._key
-        with open_own(log_path, append=append) as log:  # never into a link planted at the log's name
+        # Never into a link planted at the log's name. `note`: the supervisor's own lines, which
+        # must reach the log after specgate (and its masker) died.
+        with open_own(log_path, append=append) as log, open_own(log_path, append=True) as note:
             log.write(f"\n=== specgate: starting {config.name}{pinned}: {' '.join(shown)}\n".encode())
             log.flush()
             status_r, status_w = os.pipe()
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-P", str(SUPERVISOR), "--status-fd", str(status_w), "--", *command],
+                    [sys.executable, "-P", str(SUPERVISOR), "--status-fd", str(status_w), "--note-fd", str(note.fileno()), "--", *command],
                     # The server's output reaches the log only through the masker, key or none: SGLang
-                    # prints its server_args (admin_api_key too), and a killed run leaves its logs as they are.
+                    # prints its server_args (admin_api_key too) whether or not a key was given.
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     # The supervisor's lifeline: only this process writes it, so it ends when specgate does.
@@ -184,7 +186,7 @@ class LocalLauncher:
                     env=env,
                     cwd=str(project.current().root),
                     start_new_session=True,  # outside specgate's group: a kill of that group must not take it
-                    pass_fds=(status_w,),
+                    pass_fds=(status_w, note.fileno()),
                 )
             except OSError as exc:
                 os.close(status_r)
