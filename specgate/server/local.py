@@ -40,6 +40,8 @@ _handed_out: set[int] = set()
 SUPERVISOR = Path(__file__).with_name("supervise.py")
 # The supervisor is a fresh Python: on a loaded 2-core runner it can take seconds to say it started.
 SUPERVISOR_START_S = 60.0
+# How long an ended server's last output may take to reach its log through the masker.
+COPIER_DRAIN_S = 5.0
 
 
 # SGLang derives further ports from --port (0.5.11: a gRPC port at port + 10000, which
@@ -117,6 +119,8 @@ class LocalLauncher:
         self.deployment = deployment
         self.log_dir = log_dir
         self._procs: dict[int, subprocess.Popen] = {}
+        # Per server: the thread copying its output into its log through the masker.
+        self._copiers: dict[int, threading.Thread] = {}
         self._lock = threading.RLock()  # stop_all may run from a signal handler on this thread
         self.unreleased: str | None = None  # set when a stopped server's GPU memory stayed taken
         self._logged: set[str] = set()  # configs whose log this session already started
@@ -197,10 +201,11 @@ class LocalLauncher:
             finally:
                 os.close(status_w)
         server_pid = self._server_pid(proc, status_r, config.name, shown, log_path)
-        if proc.stdout is not None:
-            threading.Thread(target=copy_masked, args=(proc.stdout, log_path, key), daemon=True).start()
+        copier = threading.Thread(target=copy_masked, args=(proc.stdout, log_path, key), daemon=True)
+        copier.start()
         with self._lock:
             self._procs[server_pid] = proc
+            self._copiers[server_pid] = copier
         return ServerHandle(config.name, f"http://127.0.0.1:{port}", log_path, shown, server_pid)
 
     def _server_pid(self, proc: subprocess.Popen, status_r: int, name: str, shown: list[str], log_path: Path) -> int:
@@ -257,8 +262,17 @@ class LocalLauncher:
         proc = self._proc(handle)
         return proc is not None and proc.poll() is None
 
+    def _drained(self, handle: ServerHandle) -> None:
+        """Wait (briefly) for an ended server's last lines to reach its log through the copier:
+        its log's tail is what a failure shows."""
+        copier = self._copiers.get(handle.pid or -1)
+        if copier is not None:
+            copier.join(timeout=COPIER_DRAIN_S)
+
     def exit_description(self, handle: ServerHandle) -> str:
         proc = self._proc(handle)
+        if proc is not None and proc.poll() is not None:
+            self._drained(handle)
         if proc is None:
             how = "was stopped by specgate"
         else:
@@ -302,8 +316,10 @@ class LocalLauncher:
             self._signal_group(pgid, signal.SIGKILL)
             self._wait_group_gone(proc, pgid, 10.0)
         self._discard(proc)
+        self._drained(handle)  # the whole log, before it is masked again
         with self._lock:
             self._procs.pop(pgid, None)
+            self._copiers.pop(pgid, None)
             others_running = bool(self._procs)
         if handle.log_path is not None:
             redact_file(handle.log_path, self._key)  # SGLang logs its server_args, key included
