@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import psutil
 
@@ -99,6 +100,15 @@ def tail(path: Path | None, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
 
 
+def open_log(log_path: Path, config: str, append: bool) -> BinaryIO:
+    """A server's log, opened as atomic.open_own does (never through a link); ServerBootError
+    naming the log and the config where it cannot be (a folder in its place, no space)."""
+    try:
+        return open_own(log_path, append=append)
+    except OSError as exc:
+        raise ServerBootError(f"config {config!r}: cannot write its log {log_path}: {exc.strerror or exc}") from None
+
+
 def group_pids(pgid: int) -> set[int]:
     """Every live (not zombie) process in process group `pgid`."""
     pids = set()
@@ -174,7 +184,7 @@ class LocalLauncher:
         key = self._key
         # Never into a link planted at the log's name. `note`: the supervisor's own lines, which
         # must reach the log after specgate (and its masker) died.
-        with open_own(log_path, append=append) as log, open_own(log_path, append=True) as note:
+        with open_log(log_path, config.name, append) as log, open_log(log_path, config.name, True) as note:
             log.write(f"\n=== specgate: starting {config.name}{pinned}: {' '.join(shown)}\n".encode())
             log.flush()
             status_r, status_w = os.pipe()

@@ -31,7 +31,7 @@ from specgate.deployment import Deployment, ServerConfig, SshSpec, expand_placeh
 from specgate.errors import ServerBootError, SpecgateError
 from specgate.secrets import api_key, copy_masked, key_to_mask, redact, redact_file
 from specgate.server.launcher import BootProgress, ServerHandle, ready_or_stopped
-from specgate.server.local import _die_with_parent, free_port, tail
+from specgate.server.local import _die_with_parent, free_port, open_log, tail
 from specgate.server.ssh_command import (
     CD_FAILED_EXIT,
     GONE_MARK,
@@ -189,7 +189,7 @@ class SshLauncher:
         env: dict[str, str],
     ) -> _Node:
         command = boot_command(self.spec, host, self.directory, argv, self.deployment.launch.shutdown_timeout_s)
-        with open_own(log_path, append=mode == "ab") as log:  # never into a link planted at the log's name
+        with open_log(log_path, config.name, mode == "ab") as log:  # never into a link planted at the log's name
             where = f" in {self.directory}" if self.directory else ""
             log.write(
                 f"\n=== specgate: starting {config.name} node {rank} of {self.spec.nodes} on {host}{where} over ssh "

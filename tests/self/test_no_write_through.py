@@ -96,3 +96,10 @@ def test_a_server_log_never_replaces_the_file_a_planted_link_points_to(tmp_path,
     launcher.stop(handle)
     assert precious.read_text() == "the user's"
     assert "booting" in (logs / "fresh.log").read_text()
+
+
+def test_a_folder_at_a_servers_log_name_fails_its_boot_naming_the_log(tmp_path):
+    dep = parse_deployment(sim_deployment_dict(), tmp_path / "dep.toml")
+    (tmp_path / "logs" / "fresh.log").mkdir(parents=True)
+    with pytest.raises(ServerBootError, match=f"config 'fresh': cannot write its log {tmp_path / 'logs' / 'fresh.log'}: a folder"):
+        LocalLauncher(dep, tmp_path / "logs").start(ServerConfig("fresh", (), {}, None, ""))
