@@ -31,8 +31,9 @@ from pathlib import Path
 from specgate.secrets import redact
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-# Where a line (or a write, which may begin one) starts with `::` after blanks, as the runner trims them.
-_COMMAND_START = re.compile(r"(^|[\r\n])([ \t]*)(?=::)")
+# Where a line (or a write, which may begin one) starts with `::` after white space, any the
+# runner trims (.NET's TrimStart: Unicode white space, \v, \f and no-break spaces too).
+_COMMAND_START = re.compile(r"(^|\n)(\s*)(?=::)")
 # What no runner reads as a command, in front of a line that would be one: visible, one quote level.
 NEUTRALISED = "> "
 

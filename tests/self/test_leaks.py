@@ -131,7 +131,7 @@ def test_a_server_without_api_key_env_writes_no_admin_key_into_its_log(tmp_path)
     assert "server_args=ServerArgs(" in log and "adm-9876543210" not in log and "sk-user-0123456789" not in log, log
 
 
-FORGED = ["::stop-commands::specgate-off", "  ::error title=specgate PASS::forged", "##[error]old-style"]
+FORGED = ["::stop-commands::specgate-off", "  ::error title=specgate PASS::forged", "\u00a0\v::warning::x", "##[error]old-style"]
 
 
 def test_a_failed_servers_log_tail_cannot_issue_workflow_commands(tmp_path, monkeypatch):
@@ -150,7 +150,8 @@ def test_a_failed_servers_log_tail_cannot_issue_workflow_commands(tmp_path, monk
     print(f"specgate: {err.value}")
     print(FORGED[0])  # a write that begins a line, as print's writes do
     write_workflow_commands(["::error title=specgate FAIL::the real one"])
-    commands = [line for line in out.getvalue().splitlines() if line.lstrip().startswith("::") or "##[" in line]
+    lines = out.getvalue().split("\n")  # as the runner splits them
+    commands = [line for line in lines if line.lstrip().startswith("::") or "##[" in line]
     assert commands == ["::error title=specgate FAIL::the real one"], out.getvalue()
     assert "stop-commands::specgate-off" in out.getvalue()  # still shown, as text
 
