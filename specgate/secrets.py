@@ -48,8 +48,13 @@ _KEY_FIELD = re.compile(
     re.IGNORECASE,
 )
 # A secret flag and its value as a command line gives it ("--api-key KEY", inside a wrapper's
-# `bash -c "..."` too); "$VAR" (a wrapper reading the key from its environment) is no value.
-_KEY_FLAG = re.compile(r"""((?<![\w-])--(?:admin-)?api-key\s+|(?<![\w-])--ssl-keyfile-password\s+)(?![$-])('[^']*'|"[^"]*"|[^\s'"]+)""")
+# `bash -c "..."` too); "$VAR" (a wrapper reading the key from its environment) is no value. An
+# unquoted value is one that looks like a credential (8 characters or more, one of them no letter,
+# or 16 letters): prose names the flags too ("must not hold --api-key inside a command string").
+_KEY_FLAG = re.compile(
+    r"""((?<![\w-])--(?:admin-)?api-key\s+|(?<![\w-])--ssl-keyfile-password\s+)(?![$-])"""
+    r"""('[^']+'|"[^"]+"|(?=[^\s'"]*[^A-Za-z\s'"]|[A-Za-z]{16})[^\s'"]{8,})"""
+)
 # An Authorization header's value, as a server that echoes request headers writes it; "$VAR"
 # (a curl reproducer naming the variable) is not a value and stays.
 _AUTHORIZATION = re.compile(
