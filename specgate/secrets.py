@@ -320,20 +320,20 @@ def write_masked(path: Path, text: str, append: bool = False) -> None:
 
 class MaskedStream:
     """A text stream that redacts what is written through it, and neutralises what a CI runner
-    would read as a command (report.ci.neutralise); the rest is the stream's own. Each write is
+    would read as a command (ci_log.neutralise); the rest is the stream's own. Each write is
     masked whole: specgate and pytest write a message or a line at a time."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        from specgate.report.ci import neutralise  # the one escape for what reaches a CI log
+        from specgate.ci_log import neutralise  # the one escape for what reaches a CI log (it imports this module)
 
         self._stream.write(neutralise(redact(text)))
         return len(text)
 
     def write_command(self, text: str) -> int:
-        """specgate's own CI workflow command (report.ci.write_workflow_commands): masked only."""
+        """specgate's own CI workflow command (ci_log.write_workflow_commands): masked only."""
         self._stream.write(redact(text))
         return len(text)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specgate import interrupts
+from specgate.ci_log import workflow_property, workflow_value, write_workflow_commands
 from specgate.errors import ReportError
 from specgate.exits import PYTEST_INTERNAL_ERROR, PYTEST_USAGE_ERROR, Exit, exit_code, exit_code_without_report
-from specgate.report.ci import workflow_property, workflow_value, write_workflow_commands
 from specgate.report.visible import visible
 
 if TYPE_CHECKING:

@@ -17,9 +17,10 @@ import tomli_w
 from helpers import merge, sim_deployment_dict
 
 from specgate.atomic import write_json_atomic
+from specgate.ci_log import workflow_value, write_workflow_commands
 from specgate.deployment import ServerConfig, load_deployment, parse_deployment
 from specgate.errors import DeploymentError, ServerBootError
-from specgate.report.ci import append_step_summary, workflow_value, write_workflow_commands
+from specgate.report.ci import append_step_summary
 from specgate.secrets import MaskedStream, redact, remember, write_masked
 from specgate.server.local import LocalLauncher
 
