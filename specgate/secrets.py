@@ -36,7 +36,8 @@ _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]+):[^/\s]*@")
 # print HF_TOKEN=...): a name ending in api_key/api-key/apikey, token, secret, password, passwd
 # or credential(s), `_`/`-` separated or not (max_total_tokens and tokenizer_path end in other
 # words). A quoted value is a value whatever its length, and so is one right after "=" (api_key=x),
-# except None and an empty pair of quotes (a field not set). After ":" only one that looks like a
+# except None, an empty pair of quotes (a field not set) and a list or a table
+# (bucket_time_to_first_token=[0.1, 0.5]: no credential is one). After ":" only one that looks like a
 # credential: 8 characters or more, one of them no letter, not starting with a digit (prose names
 # the flag too, "must not hold --api-key: a key in a deployment file", and figures follow names:
 # "per token: 12.5ms"). Masked whether or not the run knows any key: SGLang prints its
@@ -44,7 +45,7 @@ _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]+):[^/\s]*@")
 _SECRET_NAME = r"(?<![\w-])[\w-]*?(?:api[_-]?key|token|secret|password|passwd|credentials?)"
 _KEY_FIELD = re.compile(
     rf"""({_SECRET_NAME}['"]?\s*[=:]\s*)(?!None\b)"""
-    r"""('(?:[^'\\]|\\.)+'|"(?:[^"\\]|\\.)+"|(?<==)(?!['"])[^\s,)]+|(?=[^\s,)]*[^A-Za-z\s,)])(?![\d.])[^\s,)'"]{8,})""",
+    r"""('(?:[^'\\]|\\.)+'|"(?:[^"\\]|\\.)+"|(?<==)(?!['"\[{])[^\s,)]+|(?=[^\s,)]*[^A-Za-z\s,)])(?![\d.])[^\s,)'"]{8,})""",
     re.IGNORECASE,
 )
 # A secret flag and its value as a command line gives it ("--api-key KEY", inside a wrapper's

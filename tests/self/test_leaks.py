@@ -107,7 +107,7 @@ def test_a_wrapper_reading_its_key_from_its_environment_is_accepted_and_a_shown_
 SERVER_ARGS = (
     "server_args=ServerArgs(model_path='m', api_key='sk-user-0123456789', admin_api_key='adm-9876543210', "
     "hf_token='hf_abcdefghij', ssl_keyfile_password=None, max_total_tokens=4096, tokenizer_path='/m/tok', "
-    "ssl_keyfile='/k.pem')"
+    "ssl_keyfile='/k.pem', bucket_time_to_first_token=[0.1, 0.5])"
 )
 
 
@@ -115,7 +115,8 @@ def test_sglangs_secret_fields_are_masked_with_no_key_known():
     masked = redact(SERVER_ARGS)
     for secret in ("sk-user-0123456789", "adm-9876543210", "hf_abcdefghij"):
         assert secret not in masked, masked
-    for kept in ("ssl_keyfile_password=None", "max_total_tokens=4096", "tokenizer_path='/m/tok'", "ssl_keyfile='/k.pem'"):
+    kept_fields = ("ssl_keyfile_password=None", "max_total_tokens=4096", "tokenizer_path='/m/tok'", "ssl_keyfile='/k.pem'")
+    for kept in (*kept_fields, "bucket_time_to_first_token=[0.1, 0.5]"):
         assert kept in masked, masked
 
 
