@@ -7,9 +7,10 @@ One mechanism masks them all: every credential the run learns of is `remember`ed
 feeds them as it is read, a url's password as it is expanded), and `redact` masks every
 remembered one in every encoding a server may echo it in (`_forms`), plus whatever has the shape
 of a secret field (SGLang's server_args, known key or not), a secret flag's value, a URL password
-or an Authorization value, in whatever text it is given. Everything that writes text out goes through it: `MaskedStream` wraps stdout, stderr
-and pytest's terminal writer; `write_masked` and `atomic.write_json_atomic` the report, replay and
-summary files; `copy_masked` and `redact_file` the server logs; curl reproducers call `redact`.
+or an Authorization value, in whatever text it is given. Everything that writes text out goes
+through it: `MaskedStream` wraps stdout, stderr and pytest's terminal writer; `write_masked` and
+`atomic.write_json_atomic` the report, replay and summary files; `copy_masked` and `redact_file`
+the server logs (every server's output, key or none); curl reproducers call `redact`.
 """
 
 from __future__ import annotations

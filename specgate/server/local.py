@@ -210,15 +210,17 @@ class LocalLauncher:
                 ) from None
             finally:
                 os.close(status_w)
-        server_pid = self._server_pid(proc, status_r, config.name, shown, log_path)
         copier = threading.Thread(target=copy_masked, args=(proc.stdout, log_path, key), daemon=True)
-        copier.start()
+        copier.start()  # before the start is confirmed: a supervisor that cannot start says why in the log
+        server_pid = self._server_pid(proc, status_r, config.name, shown, log_path, copier)
         with self._lock:
             self._procs[server_pid] = proc
             self._copiers[server_pid] = copier
         return ServerHandle(config.name, f"http://127.0.0.1:{port}", log_path, shown, server_pid)
 
-    def _server_pid(self, proc: subprocess.Popen, status_r: int, name: str, shown: list[str], log_path: Path) -> int:
+    def _server_pid(
+        self, proc: subprocess.Popen, status_r: int, name: str, shown: list[str], log_path: Path, copier: threading.Thread
+    ) -> int:
         """The server's pid (its process group's id), as the supervisor reports it once the server
         is started; a command that cannot start is raised here, named, as if started directly."""
         line = b""
@@ -236,6 +238,7 @@ class LocalLauncher:
         if word == "ok" and rest.isdigit():
             return int(rest)
         self._discard(proc)
+        copier.join(timeout=COPIER_DRAIN_S)  # what it said, in the log's tail below
         if word == "error":
             strerror = rest.partition(" ")[2]
             raise ServerBootError(
