@@ -30,6 +30,7 @@ from specgate.secrets import (
     remember_forwarded,
     remember_url,
     secret_flag,
+    secret_flag_in,
     url_password_env,
 )
 from specgate.sglang_cli import declared_release, digest_words
@@ -838,10 +839,12 @@ def _reject_owned_flags(
             )
         if flag in owned:
             raise t.error(key, f"must not set {flag}: specgate picks host and free ports itself")
-        if secret := secret_flag(arg):
-            taken = "" if flag == secret else f" (SGLang takes it for {secret})"
+        if secret := secret_flag_in(arg):
+            # Inside a wrapper's command string the flag is named, not the string: that holds the key.
+            held = f"{secret} inside a command string" if not secret_flag(arg) else flag
+            taken = "" if flag == secret or held != flag else f" (SGLang takes it for {secret})"
             raise t.error(
-                key, f"must not hold {flag}{taken}: a key in a deployment file is committed and printed; export it and "
+                key, f"must not hold {held}{taken}: a key in a deployment file is committed and printed; export it and "
                 "name the variable in launch.api_key_env"
             )
 

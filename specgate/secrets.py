@@ -5,37 +5,57 @@ names say they hold a credential.
 
 One mechanism masks them all: every credential the run learns of is `remember`ed (the deployment
 feeds them as it is read, a url's password as it is expanded), and `redact` masks every
-remembered one, plus any URL password and Authorization value by their shape, in whatever text
-it is given. Everything that writes text out goes through it: `MaskedStream` wraps stdout, stderr
-and pytest's terminal writer; `write_masked` and `atomic.write_json_atomic` the report, replay and
-summary files; `copy_masked` and `redact_file` the server logs; curl reproducers call `redact`.
+remembered one in every encoding a server may echo it in (`_forms`), plus whatever has the shape
+of a secret field (SGLang's server_args, known key or not), a secret flag's value, a URL password
+or an Authorization value, in whatever text it is given. Everything that writes text out goes
+through it: `MaskedStream` wraps stdout, stderr and pytest's terminal writer; `write_masked` and
+`atomic.write_json_atomic` the report, replay and summary files; `copy_masked` and `redact_file`
+the server logs (every server's output, key or none); curl reproducers call `redact`.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import html
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
 
 from specgate.errors import SpecgateError
 
 MASK = "***"
 # A password in a URL: everything between "user:" and the last "@" of the authority.
 _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]+):[^/\s]*@")
-# Whatever a log or a command gives as a key, however it is quoted or escaped (SGLang's
-# server_args print api_key, admin_api_key and ssl_keyfile_password). A quoted value is a value
-# whatever its length, and so is one right after "=" (api_key=x); else only one that looks like a
-# credential (8 characters or more, one of them no letter): prose names the flag too ("must not
-# hold --api-key: a key in a deployment file"), and its next word is no secret.
+# A field whose name says it holds a credential, however a log, a command or a document writes
+# it (SGLang's server_args print api_key, admin_api_key and ssl_keyfile_password; a wrapper may
+# print HF_TOKEN=...): a name ending in api_key/api-key/apikey, token, secret, password, passwd
+# or credential(s), `_`/`-` separated or not (max_total_tokens and tokenizer_path end in other
+# words). A quoted value is a value whatever its length, and so is one right after "=" (api_key=x),
+# except None, an empty pair of quotes (a field not set) and a list or a table
+# (bucket_time_to_first_token=[0.1, 0.5]: no credential is one). After ":" only one that looks like a
+# credential: 8 characters or more, one of them no letter, not starting with a digit (prose names
+# the flag too, "must not hold --api-key: a key in a deployment file", and figures follow names:
+# "per token: 12.5ms"). Masked whether or not the run knows any key: SGLang prints its
+# admin_api_key whatever launch.api_key_env says.
+_SECRET_NAME = r"(?<![\w-])[\w-]*?(?:api[_-]?key|token|secret|password|passwd|credentials?)"
 _KEY_FIELD = re.compile(
-    r"""((?:api[_-]key|keyfile[_-]password)['"]?\s*[=:]\s*)"""
-    r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|(?<==)[^\s,)]+|(?=[^\s,)]*[^A-Za-z\s,)])[^\s,)]{8,})""",
+    rf"""({_SECRET_NAME}['"]?\s*[=:]\s*)(?!None\b)"""
+    r"""('(?:[^'\\]|\\.)+'|"(?:[^"\\]|\\.)+"|(?<==)(?!['"\[{])[^\s,)]+|(?=[^\s,)]*[^A-Za-z\s,)])(?![\d.])[^\s,)'"]{8,})""",
     re.IGNORECASE,
+)
+# A secret flag and its value as a command line gives it ("--api-key KEY", inside a wrapper's
+# `bash -c "..."` too); "$VAR" (a wrapper reading the key from its environment) is no value. An
+# unquoted value is one that looks like a credential (8 characters or more, one of them no letter,
+# or 16 letters): prose names the flags too ("must not hold --api-key inside a command string").
+_KEY_FLAG = re.compile(
+    r"""((?<![\w-])--(?:admin-)?api-key\s+|(?<![\w-])--ssl-keyfile-password\s+)(?![$-])"""
+    r"""('[^']+'|"[^"]+"|(?=[^\s'"]*[^A-Za-z\s'"]|[A-Za-z]{16})[^\s'"]{8,})"""
 )
 # An Authorization header's value, as a server that echoes request headers writes it; "$VAR"
 # (a curl reproducer naming the variable) is not a value and stays.
@@ -74,6 +94,35 @@ def secret_flag(arg: str) -> str | None:
     if len(name) < 3 or not name.startswith("--") or name in _PLAIN_FLAGS_INSIDE_SECRET_ONES:
         return None
     return next((flag for flag in SECRET_FLAGS if flag.startswith(name)), None)
+
+
+# How deep a wrapper's command strings are looked into (`sh -c "bash -c '... --api-key K'"`).
+_WRAPPER_DEPTH = 4
+
+
+def secret_flag_in(arg: str) -> str | None:
+    """The secret flag `arg` hands SGLang with a key in it: `arg` itself (as secret_flag), or a
+    flag inside a wrapper's command string (`bash -c "python -m sglang... --api-key K"`, split as
+    the shell would, strings inside it too) followed by a literal value. A `$VAR` value is the
+    wrapper's shell reading the key from its environment: no key is in the file."""
+    return secret_flag(arg) or _secret_flag_inside(arg, _WRAPPER_DEPTH)
+
+
+def _secret_flag_inside(text: str, depth: int) -> str | None:
+    if depth == 0 or not any(ch.isspace() for ch in text):
+        return None
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unbalanced quote: the shell would refuse it, but what it holds still counts
+        words = text.split()
+    for i, word in enumerate(words):
+        if flag := secret_flag(word):
+            value = word.partition("=")[2] if "=" in word else (words[i + 1] if i + 1 < len(words) else "")
+            if value and not value.startswith("$"):
+                return flag
+        elif flag := _secret_flag_inside(word, depth - 1):
+            return flag
+    return None
 
 
 def remember(secret: str | None, min_length: int = MIN_KEY_LENGTH) -> None:
@@ -141,8 +190,6 @@ def expand_url(url: str, where: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     # Quoted as userinfo needs: a password may hold '@', ':' or '/'.
-    from urllib.parse import quote
-
     netloc = f"{parts.username}:{quote(value, safe='')}@{host}"
     expanded = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
     remember(value)
@@ -179,9 +226,34 @@ def key_to_mask(env_name: str | None) -> str | None:
         return None
 
 
-def _forms(secret: str) -> list[str]:
-    """The key as written, and as Python's repr and JSON escape it (SGLang logs both)."""
-    return list(dict.fromkeys([secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]]))
+@functools.lru_cache(maxsize=1024)
+def _forms(secret: str) -> tuple[str, ...]:
+    """The credential in every encoding a server or a log may echo it in: as written; as Python's
+    repr and JSON escape it (SGLang logs both; JSON with `/` as `\\/` too, and non-ASCII as
+    `\\uXXXX` or not); URL-encoded (quote, with and without `/` safe, quote_plus, either case of
+    hex); HTML-escaped (`&#x27;` or `&#39;`); and these nested as they nest in practice: a URL
+    inside JSON, JSON inside HTML. Each encoding of one that changes nothing adds nothing."""
+    escaped = {secret, repr(secret)[1:-1], *_json_forms(secret)}
+    forms = set(escaped)
+    for form in escaped:
+        forms |= {*_url_forms(form), *_html_forms(form)}
+    forms |= {json_form for form in list(forms) for json_form in _json_forms(form)}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def _json_forms(text: str) -> set[str]:
+    ascii_only, as_is = json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]
+    return {ascii_only, as_is, ascii_only.replace("/", "\\/"), as_is.replace("/", "\\/")}
+
+
+def _url_forms(text: str) -> set[str]:
+    encoded = {quote(text, safe=""), quote(text), quote_plus(text), quote_plus(text, safe="/")}
+    return encoded | {re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), e) for e in encoded}
+
+
+def _html_forms(text: str) -> set[str]:
+    escaped = {html.escape(text), html.escape(text, quote=False)}
+    return escaped | {e.replace("&#x27;", "&#39;") for e in escaped}
 
 
 def _mask_known(text: str, secrets: set[str]) -> str:
@@ -222,8 +294,8 @@ def redact(text: str, *secrets: str | None) -> str:
     of a key field, a URL password or an Authorization value."""
     every = {s for s in secrets if s}
     text = _mask_known(text, every)
-    if every or _known:
-        text = _KEY_FIELD.sub(rf"\1{MASK}", text)
+    text = _KEY_FIELD.sub(rf"\1{MASK}", text)
+    text = _KEY_FLAG.sub(rf"\1{MASK}", text)
     text = _AUTHORIZATION.sub(rf"\1{MASK}", text)
     return _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
 
@@ -241,19 +313,29 @@ def redact_document(document: Any) -> Any:
 
 
 def write_masked(path: Path, text: str, append: bool = False) -> None:
-    """Write (or append) text for people to read: a report, a step summary."""
-    with path.open("a" if append else "w", encoding="utf-8") as f:
-        f.write(redact(text))
+    """Write (or append) text for people to read: a report, a table (never through a link)."""
+    from specgate.atomic import open_own  # atomic masks what it stores: it imports this module
+
+    with open_own(path, append=append) as f:
+        f.write(redact(text).encode("utf-8"))
 
 
 class MaskedStream:
-    """A text stream that redacts what is written through it; the rest is the stream's own.
-    Each write is masked whole: specgate and pytest write a message or a line at a time."""
+    """A text stream that redacts what is written through it, and neutralises what a CI runner
+    would read as a command (ci_log.neutralise); the rest is the stream's own. Each write is
+    masked whole: specgate and pytest write a message or a line at a time."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
+        from specgate.ci_log import neutralise  # the one escape for what reaches a CI log (it imports this module)
+
+        self._stream.write(neutralise(redact(text)))
+        return len(text)
+
+    def write_command(self, text: str) -> int:
+        """specgate's own CI workflow command (ci_log.write_workflow_commands): masked only."""
         self._stream.write(redact(text))
         return len(text)
 
@@ -276,9 +358,11 @@ def mask_standard_streams() -> None:
     sys.stderr = masked(sys.stderr)
 
 
-def copy_masked(stream, log_path: Path, secret: str) -> None:  # noqa: ANN001 - a binary pipe
+def copy_masked(stream, log_path: Path, secret: str | None) -> None:  # noqa: ANN001 - a binary pipe
     """The server's output, line by line, into its log without the key (runs until EOF)."""
-    with stream, log_path.open("ab", buffering=0) as log:
+    from specgate.atomic import open_own
+
+    with stream, open_own(log_path, append=True, buffering=0) as log:
         for raw in iter(stream.readline, b""):
             log.write(redact(raw.decode("utf-8", "replace"), secret).encode())
 
@@ -288,9 +372,14 @@ def redact_file(path: Path, *secrets: str | None) -> None:
     if not any(secrets) and not _known:
         return
     try:
+        if path.is_symlink() or path.stat().st_nlink != 1:
+            return  # not the log specgate wrote: a link put there, whose file is the user's
         data = path.read_bytes()
     except OSError:
         return
     cleaned = redact(data.decode("utf-8", "replace"), *secrets).encode()
     if cleaned != data:
-        path.write_bytes(cleaned)
+        from specgate.atomic import open_own
+
+        with open_own(path) as f:  # in place: a copier still appending writes on into this file
+            f.write(cleaned)

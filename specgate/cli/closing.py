@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specgate import interrupts
+from specgate.ci_log import workflow_property, workflow_value, write_workflow_commands
 from specgate.errors import ReportError
 from specgate.exits import PYTEST_INTERNAL_ERROR, PYTEST_USAGE_ERROR, Exit, exit_code, exit_code_without_report
 from specgate.report.visible import visible
@@ -44,16 +45,6 @@ def short_interrupted(report_dir: Path | None) -> int:
 
 
 
-def _workflow_text(text: str) -> str:
-    """A value for a GitHub workflow command: %, CR and LF escaped as the runner expects."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _workflow_title(text: str) -> str:
-    """A property value of a workflow command: also ':' and ',' escaped."""
-    return _workflow_text(text).replace(":", "%3A").replace(",", "%2C")
-
-
 # GitHub shows ten annotations of a kind per step: the failed tests past these are in the report.
 ANNOTATED_TESTS = 10
 
@@ -71,16 +62,16 @@ def github_annotations(report: AnyReport) -> list[str]:
     gates = [] if isinstance(report, ErrorReport) else report.gates
     if overall != RunVerdict.PASS:
         kind = "warning" if overall == RunVerdict.PARTIAL else "error"
-        out.append(f"::{kind} title={_workflow_title(f'specgate {overall}')}::{_workflow_text('; '.join(reasons)[:2000] or overall)}")
+        out.append(f"::{kind} title={workflow_property(f'specgate {overall}')}::{workflow_value('; '.join(reasons)[:2000] or overall)}")
     for failed in [] if isinstance(report, ErrorReport) else report.failed_tests[:ANNOTATED_TESTS]:
-        title = _workflow_title(f"specgate test failed: {failed.test}")
-        out.append(f"::error title={title}::{_workflow_text(failed.cause or failed.test)}")
+        title = workflow_property(f"specgate test failed: {failed.test}")
+        out.append(f"::error title={title}::{workflow_value(failed.cause or failed.test)}")
     for gate in gates:
         status = gate.status
         if status in (Status.FAIL, Status.INCONCLUSIVE, Status.NOT_COMPARED, Status.VACUOUS, Status.NOT_RUN):
             kind = "error" if status in (Status.FAIL, Status.NOT_RUN) else "warning"
-            title = _workflow_title(f"specgate {status.upper()}: {gate.gate}")
-            out.append(f"::{kind} title={title}::{_workflow_text(gate.summary)}")
+            title = workflow_property(f"specgate {status.upper()}: {gate.gate}")
+            out.append(f"::{kind} title={title}::{workflow_value(gate.summary)}")
     return out
 
 
@@ -132,8 +123,7 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
         print(visible(f"specgate: {next_step}"))
     print(visible(f"specgate: {overall}{why} — report in {report_dir / 'report.md'}{simulated}"))  # reasons quote servers
     if os.environ.get("GITHUB_ACTIONS") == "true" and report is not None:
-        for line in github_annotations(report):
-            print(line)
+        write_workflow_commands(github_annotations(report))
     return exit_code(overall, partial_allowed, pytest_ok=pytest_code == 0)
 
 

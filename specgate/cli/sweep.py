@@ -78,7 +78,7 @@ def _sweep_interrupted(dep: Deployment, state_path: Path, report_dir: Path) -> i
         plan = plan_sweep(dep)
         table = render_sweep(plan, SweepState.open(state_path, dep.name, plan.digest), False)
         report_dir.mkdir(parents=True, exist_ok=True)
-        (report_dir / "sweep.md").write_text(table)
+        write_masked(report_dir / "sweep.md", table)
         print(table, end="")
     except (SpecgateError, OSError) as exc:
         print(f"specgate: sweep.md NOT written: {exc}", file=sys.stderr)

@@ -50,6 +50,7 @@ from specgate.equivalence.margins import MarginSummary, margins_of, summarise
 from specgate.errors import BaselineError, EquivalenceFailure, HTTPStatusError, NotRecordedYet
 from specgate.resources import package_data
 from specgate.server.pool import ServerPool
+from specgate.shared_files import locked
 
 # Cases that once failed, replayed first on every later run: baselines/<deployment>/REPLAY_FILE
 # (commit it with the baselines; a folder of its own, so it is never taken for a baseline).
@@ -257,10 +258,15 @@ class EquivalenceOracle:
         }
         self._replay = [*(self._replay or []), entry]
         try:
-            write_json_atomic(self.replay_path, {"deployment": self.deployment.name, "cases": self._replay})
+            # Read again under the lock: another run sharing these baselines may have added cases since.
+            with locked(self.replay_path):
+                stored = load_replay(self.replay_path)
+                if case.key in {GenerationCase.from_dict(e["case"]).key for e in stored}:
+                    return
+                write_json_atomic(self.replay_path, {"deployment": self.deployment.name, "cases": [*stored, entry]})
             self.replay_added += 1
-        except OSError:
-            pass  # the failure itself is reported either way; only its replay is lost
+        except (OSError, BaselineError):
+            pass  # the failure itself is reported either way; only its replay is lost (a file broken meanwhile stays)
 
     def _load_stored(self) -> GoldenAnswers:
         """The stored answers, read once, held as the baseline's (with its margins and problems)."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import textwrap
 from pathlib import Path
 from typing import Any
 
+from specgate.atomic import write_bytes_atomic
 from specgate.report.model import Report, SpeedRow
 from specgate.verdicts.gates import RunVerdict
 
@@ -22,7 +24,9 @@ def render_chart(report: Report, path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    image = io.BytesIO()
+    fig.savefig(image, format="png")
+    write_bytes_atomic(path, image.getvalue())  # a rename: never into a link at report.png
     plt.close(fig)
     return path
 

@@ -1,6 +1,7 @@
 """What a run leaves for its CI beside the report folder: the step summary GitHub shows
 ($GITHUB_STEP_SUMMARY) and pytest's junit XML (--junitxml); both go out through the one masker
-(secrets.py), as everything else specgate writes does.
+(secrets.py), as everything else specgate writes does. What specgate prints to a CI log goes
+through the one escape of specgate/ci_log.py.
 
 The junit XML is pytest's own file, written at its session end from every report it saw: a
 failure's traceback (a server's 500 body echoing the Authorization header), captured output,
@@ -24,8 +25,6 @@ from pathlib import Path
 from specgate.secrets import redact
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-
-
 def append_step_summary(text: str) -> str | None:
     """Append `text` to the step summary where the variable names one; what went wrong, else None.
 

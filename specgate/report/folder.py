@@ -15,7 +15,10 @@ a run that was killed leaves no lock to clear by hand; the next run says whose i
 
 Links are never written through: the lock is truncated and rewritten, and the servers' logs are
 written into `logs/`, so a lock that is a symbolic or hard link, or a `logs` that is a symbolic
-link (or not a folder), is refused, naming it, before anything there is removed or written.
+link (or not a folder), is refused, naming it, before anything there is removed or written. A
+link at a file's name (`logs/<config>.log`, report.md) is removed, not followed: the claim removes
+those it finds, and every writer opens its file through atomic.open_own or writes it whole
+through a rename, which replace the link and leave the file it points to as it was.
 """
 
 from __future__ import annotations
@@ -163,6 +166,7 @@ def claim(folder: Path, source: str) -> ReportFolder:
         written = _manifest(folder, source)
         for rel in written:
             (folder / rel).unlink(missing_ok=True)
+        _unlink_links(folder)
         _write_holder(fd)
         write_json_atomic(folder / MARKER, {"format": FORMAT, "written": list(REPORT_FILES)})
     except OSError as exc:
@@ -174,6 +178,16 @@ def claim(folder: Path, source: str) -> ReportFolder:
     claimed = ReportFolder(folder, source, fd, frozenset(_files(folder)), notes)
     _held[folder] = claimed
     return claimed
+
+
+def _unlink_links(folder: Path) -> None:
+    """Remove every link at a name specgate writes (the link, never its file): pytest-benchmark
+    opens benchmark.json itself, following what it finds; specgate's own writers open_own."""
+    for rel in _walk(folder):
+        if _ours(rel):
+            found = (folder / rel).lstat()
+            if stat.S_ISLNK(found.st_mode) or found.st_nlink != 1:
+                (folder / rel).unlink(missing_ok=True)
 
 
 def _stale_removed(folder: Path, source: str, exc: OSError) -> str:

@@ -18,6 +18,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import BaselineError
 from specgate.resources import package_data
 from specgate.sampling_spec import SamplingSetting
+from specgate.shared_files import locked
 
 if TYPE_CHECKING:
     from specgate.sampling.check import SamplingPrompt
@@ -106,10 +107,14 @@ class SamplingReplay:
             why=why[:300],
         )
         self.cases.append(case)
-        document = ReplayDocument(deployment=self.deployment, cases=self.cases)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.path, document.model_dump())
+            # Read again under the lock: another run sharing these baselines may have added cases since.
+            with locked(self.path):
+                stored = load_sampling_replay(self.path)
+                if any(c.config == config and c.setting == setting.name and c.prompt == prompt.label for c in stored):
+                    return
+                document = ReplayDocument(deployment=self.deployment, cases=[*stored, case])
+                write_json_atomic(self.path, document.model_dump())
             self.added += 1
-        except OSError:
-            pass
+        except (OSError, BaselineError):
+            pass  # the failure itself is reported either way; only its replay is lost (a file broken meanwhile stays)

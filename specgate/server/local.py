@@ -21,10 +21,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import psutil
 
 from specgate import project
+from specgate.atomic import open_own
 from specgate.deployment import Deployment, ServerConfig, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
 from specgate.hardware import memory_used_mib, wait_gpu_released
@@ -39,6 +41,8 @@ _handed_out: set[int] = set()
 SUPERVISOR = Path(__file__).with_name("supervise.py")
 # The supervisor is a fresh Python: on a loaded 2-core runner it can take seconds to say it started.
 SUPERVISOR_START_S = 60.0
+# How long an ended server's last output may take to reach its log through the masker.
+COPIER_DRAIN_S = 5.0
 
 
 # SGLang derives further ports from --port (0.5.11: a gRPC port at port + 10000, which
@@ -96,6 +100,15 @@ def tail(path: Path | None, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
 
 
+def open_log(log_path: Path, config: str, append: bool) -> BinaryIO:
+    """A server's log, opened as atomic.open_own does (never through a link); ServerBootError
+    naming the log and the config where it cannot be (a folder in its place, no space)."""
+    try:
+        return open_own(log_path, append=append)
+    except OSError as exc:
+        raise ServerBootError(f"config {config!r}: cannot write its log {log_path}: {exc.strerror or exc}") from None
+
+
 def group_pids(pgid: int) -> set[int]:
     """Every live (not zombie) process in process group `pgid`."""
     pids = set()
@@ -116,6 +129,8 @@ class LocalLauncher:
         self.deployment = deployment
         self.log_dir = log_dir
         self._procs: dict[int, subprocess.Popen] = {}
+        # Per server: the thread copying its output into its log through the masker.
+        self._copiers: dict[int, threading.Thread] = {}
         self._lock = threading.RLock()  # stop_all may run from a signal handler on this thread
         self.unreleased: str | None = None  # set when a stopped server's GPU memory stayed taken
         self._logged: set[str] = set()  # configs whose log this session already started
@@ -164,26 +179,28 @@ class LocalLauncher:
         pinned = f" (pinned to CPUs {affinity.cpu_list(cpus)})" if cpus else ""
         # A fresh log per session; a reboot in the same session (servers that cannot
         # coexist) appends, so the whole session's story stays in one file.
-        mode = "ab" if config.name in self._logged else "wb"
+        append = config.name in self._logged
         self._logged.add(config.name)
         key = self._key
-        with log_path.open(mode) as log:
+        # Never into a link planted at the log's name. `note`: the supervisor's own lines, which
+        # must reach the log after specgate (and its masker) died.
+        with open_log(log_path, config.name, append) as log, open_log(log_path, config.name, True) as note:
             log.write(f"\n=== specgate: starting {config.name}{pinned}: {' '.join(shown)}\n".encode())
             log.flush()
             status_r, status_w = os.pipe()
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-P", str(SUPERVISOR), "--status-fd", str(status_w), "--", *command],
-                    # With a key, the server's output reaches the log only through the masker: SGLang
-                    # prints its server_args, key included, and a killed run leaves its logs as they are.
-                    stdout=subprocess.PIPE if key else log,
+                    [sys.executable, "-P", str(SUPERVISOR), "--status-fd", str(status_w), "--note-fd", str(note.fileno()), "--", *command],
+                    # The server's output reaches the log only through the masker, key or none: SGLang
+                    # prints its server_args (admin_api_key too) whether or not a key was given.
+                    stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     # The supervisor's lifeline: only this process writes it, so it ends when specgate does.
                     stdin=subprocess.PIPE,
                     env=env,
                     cwd=str(project.current().root),
                     start_new_session=True,  # outside specgate's group: a kill of that group must not take it
-                    pass_fds=(status_w,),
+                    pass_fds=(status_w, note.fileno()),
                 )
             except OSError as exc:
                 os.close(status_r)
@@ -193,14 +210,17 @@ class LocalLauncher:
                 ) from None
             finally:
                 os.close(status_w)
-        server_pid = self._server_pid(proc, status_r, config.name, shown, log_path)
-        if key and proc.stdout is not None:
-            threading.Thread(target=copy_masked, args=(proc.stdout, log_path, key), daemon=True).start()
+        copier = threading.Thread(target=copy_masked, args=(proc.stdout, log_path, key), daemon=True)
+        copier.start()  # before the start is confirmed: a supervisor that cannot start says why in the log
+        server_pid = self._server_pid(proc, status_r, config.name, shown, log_path, copier)
         with self._lock:
             self._procs[server_pid] = proc
+            self._copiers[server_pid] = copier
         return ServerHandle(config.name, f"http://127.0.0.1:{port}", log_path, shown, server_pid)
 
-    def _server_pid(self, proc: subprocess.Popen, status_r: int, name: str, shown: list[str], log_path: Path) -> int:
+    def _server_pid(
+        self, proc: subprocess.Popen, status_r: int, name: str, shown: list[str], log_path: Path, copier: threading.Thread
+    ) -> int:
         """The server's pid (its process group's id), as the supervisor reports it once the server
         is started; a command that cannot start is raised here, named, as if started directly."""
         line = b""
@@ -218,6 +238,7 @@ class LocalLauncher:
         if word == "ok" and rest.isdigit():
             return int(rest)
         self._discard(proc)
+        copier.join(timeout=COPIER_DRAIN_S)  # what it said, in the log's tail below
         if word == "error":
             strerror = rest.partition(" ")[2]
             raise ServerBootError(
@@ -254,8 +275,17 @@ class LocalLauncher:
         proc = self._proc(handle)
         return proc is not None and proc.poll() is None
 
+    def _drained(self, handle: ServerHandle) -> None:
+        """Wait (briefly) for an ended server's last lines to reach its log through the copier:
+        its log's tail is what a failure shows."""
+        copier = self._copiers.get(handle.pid or -1)
+        if copier is not None:
+            copier.join(timeout=COPIER_DRAIN_S)
+
     def exit_description(self, handle: ServerHandle) -> str:
         proc = self._proc(handle)
+        if proc is not None and proc.poll() is not None:
+            self._drained(handle)
         if proc is None:
             how = "was stopped by specgate"
         else:
@@ -299,8 +329,10 @@ class LocalLauncher:
             self._signal_group(pgid, signal.SIGKILL)
             self._wait_group_gone(proc, pgid, 10.0)
         self._discard(proc)
+        self._drained(handle)  # the whole log, before it is masked again
         with self._lock:
             self._procs.pop(pgid, None)
+            self._copiers.pop(pgid, None)
             others_running = bool(self._procs)
         if handle.log_path is not None:
             redact_file(handle.log_path, self._key)  # SGLang logs its server_args, key included

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate import project
+from specgate.atomic import open_own
 from specgate.deployment import Deployment, ServerConfig, SshSpec, expand_placeholders
 from specgate.errors import ServerBootError, SpecgateError
 from specgate.secrets import api_key, copy_masked, key_to_mask, redact, redact_file
 from specgate.server.launcher import BootProgress, ServerHandle, ready_or_stopped
-from specgate.server.local import _die_with_parent, free_port, tail
+from specgate.server.local import _die_with_parent, free_port, open_log, tail
 from specgate.server.ssh_command import (
     CD_FAILED_EXIT,
     GONE_MARK,
@@ -188,7 +189,7 @@ class SshLauncher:
         env: dict[str, str],
     ) -> _Node:
         command = boot_command(self.spec, host, self.directory, argv, self.deployment.launch.shutdown_timeout_s)
-        with log_path.open(mode) as log:
+        with open_log(log_path, config.name, mode == "ab") as log:  # never into a link planted at the log's name
             where = f" in {self.directory}" if self.directory else ""
             log.write(
                 f"\n=== specgate: starting {config.name} node {rank} of {self.spec.nodes} on {host}{where} over ssh "
@@ -218,7 +219,7 @@ class SshLauncher:
         assert stream is not None
         key = self._key or ""
         try:
-            with node.log_path.open("ab", buffering=0) as log:
+            with open_own(node.log_path, append=True, buffering=0) as log:
                 for raw in iter(stream.readline, b""):
                     line = raw.decode("utf-8", "replace")
                     if line.startswith(PGID_MARK):

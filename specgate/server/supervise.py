@@ -1,6 +1,6 @@
 """The small process each local server runs under, so that the server dies with its run.
 
-specgate starts `python -P supervise.py --status-fd N -- COMMAND...` in a session of its own,
+specgate starts `python -P supervise.py --status-fd N [--note-fd M] -- COMMAND...` in a session of its own,
 with its stdin a pipe whose only writer is specgate. The supervisor starts COMMAND in a process
 group of its own and waits. When specgate goes away by any means (SIGKILL of specgate, SIGKILL
 of specgate's whole process group, the OOM killer) the kernel closes that pipe: the supervisor
@@ -59,20 +59,22 @@ def _kill_everything(server_pgid: int) -> None:
         pass
 
 
-def _watch_parent(parent: int, server_pgid: int) -> None:
-    """Returns only when specgate is gone: its pipe (our stdin) ended, or we were reparented."""
+def _watch_parent(parent: int, server_pgid: int, note: int | None) -> None:
+    """Returns only when specgate is gone: its pipe (our stdin) ended, or we were reparented.
+    Why the server ends is said in its log (`note`, opened for appending): the server's output
+    reaches the log through specgate's masker, which went with specgate."""
     while os.getppid() == parent:
         ready, _, _ = select.select([0], [], [], _PARENT_POLL_S)
         if ready and not os.read(0, 4096):
             break
+    said = f"specgate supervisor: specgate (pid {parent}) is gone; killing the server's processes\n"
     try:
-        print(
-            f"specgate supervisor: specgate (pid {parent}) is gone; killing the server's processes",
-            file=sys.stderr,
-            flush=True,
-        )
+        if note is not None:
+            os.write(note, said.encode())
+        else:
+            print(said, end="", file=sys.stderr, flush=True)
     except OSError:
-        pass  # the log was a pipe into the specgate that died
+        pass  # stderr was a pipe into the specgate that died
     _kill_everything(server_pgid)
     os._exit(137)
 
@@ -94,8 +96,11 @@ def parse_cpu_list(text: str) -> set[int]:
 
 
 def main(argv: list[str]) -> int:
+    note: int | None = None
+    if len(argv) > 4 and argv[2] == "--note-fd":
+        note, argv = int(argv[3]), [*argv[:2], *argv[4:]]
     if len(argv) < 4 or argv[0] != "--status-fd" or argv[2] != "--":
-        print("usage: supervise.py --status-fd N -- COMMAND...", file=sys.stderr)
+        print("usage: supervise.py --status-fd N [--note-fd M] -- COMMAND...", file=sys.stderr)
         return 2
     status = os.fdopen(int(argv[1]), "w")
     command = argv[3:]
@@ -128,7 +133,7 @@ def main(argv: list[str]) -> int:
         _kill_everything(child.pid)
         child.wait()
         return 1
-    threading.Thread(target=_watch_parent, args=(parent, child.pid), daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent, child.pid, note), daemon=True).start()
 
     def stopped(signum: int, _frame: object) -> None:
         # Whoever stops the supervisor itself means the server too (specgate signals the server's group).

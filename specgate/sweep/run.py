@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
@@ -28,6 +29,7 @@ from specgate.measure.speed import ConfigSpeed, SpeedMeter
 from specgate.provenance import provenance
 from specgate.server.launcher import BootProgress
 from specgate.server.pool import ServerPool
+from specgate.shared_files import locked
 from specgate.sweep.plan import SweepPlan, SweepPoint, plan_sweep
 from specgate.sweep.state import PointResult, SessionRecord, SweepState
 
@@ -49,6 +51,14 @@ def _waves(queue: list[str], size: int) -> list[list[str]]:
     return [queue[i : i + size] for i in range(0, len(queue), size)]
 
 
+# A second sweep into a folder in use is refused, not made to wait: a sweep runs for hours, so a
+# wait would look like a hang, and the first may well measure every point the second would.
+IN_USE = (
+    "a sweep is measuring into it (two sweeps into one folder would each overwrite the other's state and "
+    "logs). Wait for it to end, or give this sweep another --report-dir (and --state)"
+)
+
+
 def run_sweep(
     deployment: Deployment,
     state_path: Path,
@@ -56,6 +66,22 @@ def run_sweep(
     max_seconds: float | None = None,
     progress: BootProgress | None = None,
     echo: Callable[[str], None] = print,
+) -> SweepOutcome:
+    """Measure the points the state at `state_path` lacks; the folders of the state and of the
+    logs are held (shared_files.locked) for the whole sweep, a second sweep into either refused."""
+    with ExitStack() as held:
+        for inside in (state_path, log_dir):  # the lock of each one's folder: the state's, the report folder
+            held.enter_context(locked(inside, wait=False, in_use=IN_USE))
+        return _run_sweep(deployment, state_path, log_dir, max_seconds, progress, echo)
+
+
+def _run_sweep(
+    deployment: Deployment,
+    state_path: Path,
+    log_dir: Path,
+    max_seconds: float | None,
+    progress: BootProgress | None,
+    echo: Callable[[str], None],
 ) -> SweepOutcome:
     plan = plan_sweep(deployment)
     spec = deployment.sweep

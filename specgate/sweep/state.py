@@ -19,6 +19,7 @@ from pydantic.dataclasses import dataclass as document  # validated on construct
 from specgate.atomic import write_json_atomic
 from specgate.documents import problem, read_json
 from specgate.errors import SweepStateError
+from specgate.shared_files import locked
 
 T = TypeVar("T")
 STATE_FORMAT = 2  # 2: a baseline per wave (1: one per session, written by 04e67e0)
@@ -67,7 +68,8 @@ class SweepState:
         return name in self.points and self.points[name].status == "measured"
 
     def save(self) -> None:
-        """Atomically: a sweep killed while writing keeps the previous state."""
+        """Atomically: a sweep killed while writing keeps the previous state. Under the lock of
+        its folder, which the sweep holds for its whole run (sweep.run: one sweep per state)."""
         doc = {
             "format": STATE_FORMAT,
             "deployment": self.deployment,
@@ -75,7 +77,8 @@ class SweepState:
             "sessions": [asdict(s) for s in self.sessions],
             "points": [asdict(p) for p in self.points.values()],
         }
-        write_json_atomic(self.path, doc)
+        with locked(self.path):
+            write_json_atomic(self.path, doc)
 
     @classmethod
     def open(cls, path: Path, deployment: str, plan_digest: str) -> SweepState:

@@ -20,12 +20,9 @@ centre) is recorded as out of control, not pooled, and the run's verdict says so
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
-import os
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -37,6 +34,7 @@ from specgate.atomic import write_json_atomic
 from specgate.documents import parse_json, problem
 from specgate.errors import BaselineError
 from specgate.measure.pairing import Series, across_boots, groups
+from specgate.shared_files import locked
 from specgate.verdicts.fingerprint import Fingerprint
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -248,25 +246,12 @@ def out_of_control(history: RunnerHistory | None, entry: Entry, stored_boots: in
     return None
 
 
-@contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    """One writer at a time (two runs of one runner finishing together): a lock on the folder
-    itself, which leaves no file behind to be committed."""
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def append(
     path: Path, deployment: str, fingerprint: Fingerprint, entries: Sequence[Entry], stored_boots: int = 1
 ) -> list[Entry]:
     """Append `entries` (each checked against the control limits first: one out of control is
     kept, marked not pooled, with why) atomically; returns them as written."""
-    with _locked(path.parent):
+    with locked(path):  # two runs of one runner finishing together each keep their entries
         history = load_history(path) or RunnerHistory(
             schema_version=SCHEMA_VERSION, deployment=deployment, fingerprint=fingerprint.as_dict()
         )
