@@ -21,8 +21,8 @@ from specgate.sim import SIM_LABEL, SIM_VERSION
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import SpecSettings
 from specgate.sim.faults import faults_from_env, parse_faults
-from specgate.sim.noise import RequestNoise, boot_offsets, request_noise
 from specgate.sim.nodes import DEFAULT_DIST_TIMEOUT_S, follow_leader, gather_followers, split_addr
+from specgate.sim.noise import RequestNoise, boot_offsets, request_noise
 from specgate.sim.server import SimServerState, log, serve
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NEXTN")
