@@ -22,14 +22,16 @@ specgate.verdicts.gates.decide_sequentially):
 (b) k sequential runs a side (each its own run offset), the stored side through across_boots;
 (c) N side-by-side replicas in one run, a baseline recorded the same way;
 (d) A/B in one run: a candidate and a reference speculative server booted side by side,
-    interleaved, judged on the paired per-request ratio (no plain, no stored side);
+    interleaved, judged on the paired per-request ratio (no plain, no stored side); and the
+    same in each of 3 sequential runs;
 (e) the accept-length gate paired per prompt (specgate.measure.stats.paired_pooled_ratio).
 
 Per design, two intervals: the suite's own (specgate.verdicts.noise.ratio_interval, given the
 measured between-boot SD of the speedup, 2.72%, as a calibration would give it; it treats boots
 as independent and requests as independent), and an honest one (the helpers marked below: the
 suite's request bootstrap widened by the requests' design effect, AR(1) and what boots of one run
-share, then by the between-boot part this design really holds). The gate FAILs when the whole
+share, and by the small-sample expansion of a percentile bootstrap of few requests, then by the
+between-boot part this design really holds). The gate FAILs when the whole
 interval lies below 1 − tolerance. Printed: the A/A false-alarm rate (FAIL of an unchanged
 build), the regression caught with 80% power (the smallest injected slowdown of the candidate,
 on a 0.25% grid, that FAILs in 80% of runs; the intervals are scale-equivariant, so each run's
@@ -104,14 +106,35 @@ def request_inflation(rho: float, n: int, boots: int, variance: float, shared: f
     return math.sqrt(ar1_variance_factor(rho, n) * (1 + (boots - 1) * shared / variance))
 
 
+def small_sample_expansion(n: int, confidence: float) -> float:
+    """How much a percentile bootstrap of n values under-covers at `confidence`: its tails are
+    the sample's (SD with n, not n − 1) and normal, not t. Hesterberg's expanded percentile
+    interval widens it by sqrt(n / (n − 1))·t_(n−1) / z ("What teachers should know about the
+    bootstrap", The American Statistician 69, 2015)."""
+    from scipy.stats import norm, t
+
+    if n < 2:
+        return 1.0
+    q = 1 - (1 - confidence) / 2
+    return math.sqrt(n / (n - 1)) * float(t.ppf(q, n - 1)) / float(norm.ppf(q))
+
+
+def expanded(interval: Interval, factor: float) -> Interval:
+    """`interval` with its half-widths scaled by `factor` on the log scale."""
+    centre = math.log(interval.estimate)
+    low = math.exp(centre - factor * (centre - math.log(interval.low)))
+    high = math.exp(centre + factor * (math.log(interval.high) - centre))
+    return Interval(interval.estimate, low, high, interval.confidence)
+
+
 def honest_interval(series: Series, confidence: float, inflation: float, between_log_sd: float) -> Interval:
-    """The suite's request bootstrap (median_interval) with its half-widths scaled by `inflation`
-    on the log scale, then the between-boot part this design holds added in quadrature."""
-    requests = median_interval(pooled(series), confidence)
-    centre = math.log(requests.estimate)
-    low = math.exp(centre - inflation * (centre - math.log(requests.low)))
-    high = math.exp(centre + inflation * (math.log(requests.high) - centre))
-    return widened(Interval(requests.estimate, low, high, confidence), between_log_sd)
+    """The suite's request bootstrap (median_interval) widened by `inflation` (what the requests
+    share) and by the small-sample expansion, then the between-boot part this design holds added
+    in quadrature."""
+    values = pooled(series)
+    requests = median_interval(values, confidence)
+    factor = inflation * small_sample_expansion(len(values), confidence)
+    return widened(expanded(requests, factor), between_log_sd)
 
 
 # --- the noise model's draws -----------------------------------------------------------------------
@@ -195,24 +218,31 @@ def stored_design(label: str, runs: int, replicas: int) -> Design:
     )
 
 
-def ab_design() -> Design:
-    """(d): candidate and reference speculative servers side by side in one run, paired per request."""
-    between = math.sqrt(2) * SERVER_SD  # the run's shared offset cancels; the two own offsets remain
+def ab_design(runs: int) -> Design:
+    """(d): candidate and reference speculative servers side by side, paired per request, in each
+    of `runs` runs (each its own run offset, which the pair cancels)."""
+    between = math.sqrt(2 / runs) * SERVER_SD  # the run's shared offset cancels; the own offsets remain
 
     def draw(rng: np.random.Generator, n: int) -> Series:
-        spec_logs, _ = one_run(rng, 2, 0, n)
-        return {1: list(np.exp(spec_logs[0] - spec_logs[1]))}
+        out: Series = {}
+        for k in range(runs):
+            spec_logs, _ = one_run(rng, 2, 0, n)
+            out[k + 1] = list(np.exp(spec_logs[0] - spec_logs[1]))
+        return out
 
+    where = "one run" if runs == 1 else f"each of {runs} sequential runs"
     return Design(
-        "(d) A/B in one run: candidate / reference speculative server, paired per request",
+        f"(d) A/B in {where}: candidate / reference speculative server, paired per request",
         draw,
         # The suite today has no A/B design: it would take the two as independent boots, each with
         # the speedup's between-boot SD.
-        lambda d, m, level: ratio_interval(truncated(d, m), level, SUITE_SPREAD, boots_other=1)[0],
-        lambda d, m, level: honest_interval(truncated(d, m), level, request_inflation(REQUEST_LAG1, m, 1, 1.0, 0.0), between),
-        boots=2,
-        requests_per_boot_share=2,
-        note=f"between-boot SD: suite {SPEEDUP_BOOT_SD * math.sqrt(2):.2%} (independent boots), honest {between:.2%}",
+        lambda d, m, level: ratio_interval(truncated(d, m), level, SUITE_SPREAD, boots_other=runs)[0],
+        lambda d, m, level: honest_interval(
+            truncated(d, m), level, request_inflation(REQUEST_LAG1, m, runs, 1.0, 0.0), between
+        ),
+        boots=2 * runs,
+        requests_per_boot_share=2 * runs,
+        note=f"between-boot SD: suite {SPEEDUP_BOOT_SD * math.sqrt(2 / runs):.2%} (independent boots), honest {between:.2%}",
     )
 
 
@@ -227,11 +257,15 @@ def tau_design() -> Design:
         tokens = [float(TOKENS)] * m
         return paired_pooled_ratio(tokens, list(TOKENS / now), tokens, list(TOKENS / ref), level)
 
+    def honest(d: tuple[np.ndarray, np.ndarray], m: int, level: float) -> Interval:
+        # No between-boot part and no measured autocorrelation: the small-sample expansion alone.
+        return expanded(interval(d, m, level), small_sample_expansion(m, level))
+
     return Design(
         "(e) accept length (τ) paired per prompt, one run",
         draw,
         interval,
-        interval,  # accept length has no between-boot part and no measured autocorrelation: the same
+        honest,
         boots=2,
         requests_per_boot_share=2,
         note="the same requests as the speed gate's: no GPU time of its own beside (a) or (d)",
@@ -243,7 +277,7 @@ def designs() -> list[Design]:
         stored_design("(a) stored baseline, one boot a side", 1, 1),
         *(stored_design(f"(b) {k} sequential runs a side, stored baseline of {k}", k, 1) for k in (2, 3, 5)),
         *(stored_design(f"(c) {n} side-by-side replicas in one run, baseline the same", 1, n) for n in (2, 4)),
-        ab_design(),
+        *(ab_design(k) for k in (1, 3)),
         tau_design(),
     ]
 
@@ -339,7 +373,6 @@ def design_table(args) -> int:
     dep = load_deployment(str(H200_DEPLOYMENT))
     if args.cap is not None:
         dep = replace(dep, workload=replace(dep.workload, max_repeats=args.cap))
-    rng = np.random.default_rng(args.seed)
     boot_s, request_s, where = measured_times()
     started = time.monotonic()
     wl = dep.workload
@@ -347,7 +380,9 @@ def design_table(args) -> int:
         f"# speed-gate designs at the H200's measured noise: {args.runs} simulated runs a cell, seed {args.seed}\n"
         f"(simulated figures, specgate/sim/noise.py: run-shared {RUN_SD:.2%}, own {SERVER_SD:.2%}, plain {PLAIN_BOOT_SD:.2%} "
         f"between boots; requests AR(1) lag-1 {REQUEST_LAG1:g} at {SPEC_REQUEST_SD:.2%} (speculative) and "
-        f"{PLAIN_REQUEST_SD:.2%} (plain), {ROUND_SHARE:.2f} of it shared round by round by the speculative servers of a run; "
+        f"{PLAIN_REQUEST_SD:.2%} (plain), {ROUND_SHARE:.2f} of it shared round by round by the speculative servers of a run "
+        f"(a median of {wl.max_repeats} such requests holds {ar1_variance_factor(REQUEST_LAG1, wl.max_repeats):.2f}x the "
+        f"variance of {wl.max_repeats} independent ones); "
         f"accept length {TAU_REQUEST_SD:.2%} per request. {wl.repeats} requests a boot, batches of "
         f"{dep.gates.sample_batch}, cap {wl.max_repeats}, {dep.gates.confidence:.0%} overall; FAIL below "
         f"{1 - args.tolerance:g}x. GPU time: boot {boot_s:.0f} s, {request_s:.2f} s a request ({where}).)\n"
@@ -357,10 +392,11 @@ def design_table(args) -> int:
         "| GPU-min per verdict | note |"
     )
     print("|---|---|---|---|---|---|---|")
-    for design in designs():
+    for index, design in enumerate(designs()):
         if args.only and not any(design.label.startswith(f"({o})") for o in args.only):
             continue
-        now, fair = run_design(design, args, rng, dep)
+        # Each design its own stream: a row of --only is the row of the whole table.
+        now, fair = run_design(design, args, np.random.default_rng([args.seed, index]), dep)
         gpu_min = (design.boots * boot_s + design.requests_per_boot_share * fair.requests_per_boot * request_s) / 60
         caught = lambda o: f"{o.caught:.1%}" if o.caught is not None else f"> {GRID[-1]:.0%}"  # noqa: E731
         print(

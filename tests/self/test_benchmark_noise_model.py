@@ -81,5 +81,12 @@ def test_the_honest_interval_is_wider_than_the_suites_request_bootstrap(bench):
     plain = median_interval(series[1], 0.95)
     fair = bench.honest_interval(series, 0.95, 1.4, 0.0)
     assert fair.estimate == plain.estimate
-    assert math.log(fair.high / fair.estimate) == pytest.approx(1.4 * math.log(plain.high / plain.estimate))
+    expansion = bench.small_sample_expansion(20, 0.95)  # 20 requests: a percentile bootstrap under-covers
+    assert math.log(fair.high / fair.estimate) == pytest.approx(1.4 * expansion * math.log(plain.high / plain.estimate))
     assert bench.honest_interval(series, 0.95, 1.0, 0.02).low < plain.low
+
+
+def test_the_small_sample_expansion_widens_few_requests_and_fades_with_many(bench):
+    assert bench.small_sample_expansion(10, 0.95) == pytest.approx(math.sqrt(10 / 9) * 2.262 / 1.960, rel=1e-3)
+    assert bench.small_sample_expansion(10000, 0.95) == pytest.approx(1.0, abs=1e-3)
+    assert bench.small_sample_expansion(1, 0.95) == 1.0

@@ -102,3 +102,12 @@ def test_the_server_draws_each_request_its_own_factor():
     assert len(set(factors)) == 4 and all(math.isfinite(f) and f > 0 for f in factors)
     state.request_noise = None
     assert state.cost_for_request().request_factor == 1.0
+
+
+def test_the_run_id_is_the_one_the_launcher_marks_every_server_with():
+    from specgate.server.orphans import RUN_ID_ENV, RunRecord
+
+    assert noise.RUN_ID_ENV == RUN_ID_ENV
+    record = RunRecord()
+    record._written = [record.paths[0]]  # as after its first server: marking writes nothing more
+    assert record.mark({})[RUN_ID_ENV] == record.mark({"SPECGATE_CONFIG": "x"})[RUN_ID_ENV]
