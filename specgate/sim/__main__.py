@@ -22,6 +22,7 @@ from specgate.sim.cost import CostModel
 from specgate.sim.engine import SpecSettings
 from specgate.sim.faults import faults_from_env, parse_faults
 from specgate.sim.nodes import DEFAULT_DIST_TIMEOUT_S, follow_leader, gather_followers, split_addr
+from specgate.sim.noise import RequestNoise, boot_offsets, request_noise
 from specgate.sim.server import SimServerState, log, serve
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NEXTN")
@@ -175,6 +176,19 @@ def _boot_factor(sd: float) -> float:
     return factor
 
 
+def _h200_noise(scale: float, speculative: bool) -> tuple[float, RequestNoise | None]:
+    """Fault h200-noise: this boot's speed factor (the run's shared offset and the server's own)
+    and its requests' AR(1) process; (1.0, None) where the fault is off."""
+    if not scale:
+        return 1.0, None
+    offsets = boot_offsets(os.environ, speculative, scale)
+    log(
+        f"SIMULATOR fault h200-noise={scale:g}: this boot runs every step {offsets.factor:.4f}x as long "
+        f"(run-shared log offset {offsets.run:+.4f}, own {offsets.own:+.4f}; run {os.environ.get('SPECGATE_RUN_ID', '-')})"
+    )
+    return offsets.factor, request_noise(os.environ, speculative, scale)
+
+
 def _draft_context(draft_path: str | None) -> int | None:
     """max_position_embeddings of a draft given as a folder with a config.json (else None)."""
     if not draft_path:
@@ -223,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     # As SGLang resolves them: each side falls back to --attention-backend.
     prefill_backend = args.prefill_attention_backend or args.attention_backend
     decode_backend = args.decode_attention_backend or args.attention_backend
+    boot_factor, requests = _h200_noise(faults.h200_noise, spec is not None)
     cost = CostModel(
-        boot_factor=_boot_factor(faults.boot_offset),
+        boot_factor=_boot_factor(faults.boot_offset) * boot_factor,
         drift_per_min=faults.drift,
         decode_step_ms=args.sim_step_ms,
         draft_step_ms=args.sim_draft_step_ms,
@@ -271,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         release=args.sim_release or SIM_VERSION,
         api_key=args.api_key,
         weights="" if args.model_path == DEFAULT_MODEL else args.model_path,
+        request_noise=requests,
     )
     if faults.boot_crash_once and not Path(faults.boot_crash_once).exists():
         Path(faults.boot_crash_once).touch()

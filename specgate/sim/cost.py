@@ -30,6 +30,7 @@ class CostModel:
     cuda_graph_max_bs: int | None = None
     boot_factor: float = 1.0  # this boot's own speed (fault boot-offset): servers differ between boots
     drift_per_min: float = 0.0  # fault drift: the machine slows while the run goes on
+    request_factor: float = 1.0  # fault h200-noise: this request's own speed (sim/noise.py)
     born: float = field(default_factory=time.monotonic)
 
     def for_batch(self, running: int) -> CostModel:
@@ -39,7 +40,7 @@ class CostModel:
         return self
 
     def _scale(self, ms: float) -> float:
-        factor = (1.0 + self.slowdown) * (1.0 if self.cuda_graph else self.no_cuda_graph_factor) * self.boot_factor
+        factor = (1.0 + self.slowdown) * (1.0 if self.cuda_graph else self.no_cuda_graph_factor) * self.boot_factor * self.request_factor
         if self.drift_per_min:
             factor *= 1.0 + self.drift_per_min * (time.monotonic() - self.born) / 60.0
         return ms * factor / 1000.0

@@ -32,6 +32,11 @@ in `SPECGATE_CONFIG`.
 |                  | SGLang's "Not enough memory" when neighbours boot at once          |                              |
 | boot-offset=S    | this boot runs every step exp(N(0, S)) times as long, drawn once   | between-boot noise: intervals|
 |                  | at start (SPECGATE_SIM_SEED makes the draw reproducible per server)| must hold it (calibrate)     |
+| h200-noise       | speed noise shaped as the H200's (sim/noise.py): a speculative     | between-boot and request     |
+| [=SCALE]         | server's steps cost exp(run + own) times as long, the run offset   | noise: intervals must hold it|
+|                  | shared by every speculative server of the run (SPECGATE_RUN_ID),   | (replicas of one run are not |
+|                  | own drawn per boot; plain its own between-boot offset; requests    | independent boots)           |
+|                  | AR(1) within a boot. SCALE multiplies every SD (default 1)         |                              |
 | drift=F          | steps cost (1 + F x minutes since boot) times as much              | interleaving must cancel it  |
 | trickle-after=N  | from request N+1 on, answers 200 and then only keep-alives, forever| the per-request deadline     |
 | trickle-get=PATH | GET PATH (/health_generate, /get_server_info) answers 200 and its | the probes' whole-request    |
@@ -76,6 +81,7 @@ KNOWN = (
     "never-ready",
     "boot-crash-once",
     "boot-offset",
+    "h200-noise",
     "drift",
     "trickle-after",
     "trickle-get",
@@ -113,6 +119,7 @@ class Faults:
     never_ready: bool = False
     boot_crash_once: str | None = None  # a marker file: absent, the boot dies and creates it
     boot_offset: float = 0.0  # SD of log(step cost) between boots
+    h200_noise: float = 0.0  # the scale of the H200's measured speed noise (sim/noise.py); 0: off
     drift: float = 0.0  # relative slowdown per minute since boot
     trickle_after: int | None = None
     trickle_get: str | None = None  # a GET endpoint whose body never finishes
@@ -154,6 +161,14 @@ def parse_faults(specs: list[str]) -> Faults:
             if not value.startswith("/"):
                 raise ValueError(f"--sim-fault {spec!r}: expected trickle-get=/<endpoint>, e.g. trickle-get=/health_generate")
             values[key] = value
+        elif name == "h200-noise":
+            try:
+                scale = float(value) if value else 1.0
+            except ValueError:
+                raise ValueError(f"--sim-fault {spec!r}: expected h200-noise[=<scale of the measured SDs>], e.g. h200-noise=2") from None
+            if not (scale == scale and 0 < scale <= 100):
+                raise ValueError(f"--sim-fault {spec!r}: expected a scale above 0 and at most 100")
+            values[key] = scale
         elif name == "fake-verify-ct":
             try:
                 claimed = float(value)

@@ -10,12 +10,13 @@ speculative configs, the spec_* counters under SGLang's newer or older names.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -23,6 +24,7 @@ from specgate.sim import SIM_LABEL, SIM_VERSION
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import Generation, GenParams, GenState, SpecSettings
 from specgate.sim.faults import Faults
+from specgate.sim.noise import RequestNoise
 from specgate.sim.sampled_api import SampledServer, answer, wants_sampled_path
 from specgate.sim.tokenizer import decode, encode
 
@@ -54,6 +56,15 @@ class SimServerState:
     verify_total: int = 0
     running: int = 0  # requests being generated now: the log's "#running-req"
     lock: threading.Lock = field(default_factory=threading.Lock)
+    request_noise: RequestNoise | None = None  # fault h200-noise: each request's own speed
+
+    def cost_for_request(self) -> CostModel:
+        """The cost model of a request arriving now (call under `lock`): the batch it joins, and
+        its own draw of the request noise."""
+        cost = self.cost.for_batch(self.running + 1)
+        if self.request_noise is not None:
+            cost = replace(cost, request_factor=math.exp(self.request_noise.next()))
+        return cost
 
 
 def spec_counters(st: GenState, names: str) -> dict[str, Any]:
@@ -226,7 +237,7 @@ class Handler(BaseHTTPRequestHandler):
     def _answer_sampled(self, body: dict) -> None:
         """Sampled, batched or prompt-logprob requests (sampled_api.py), answered whole."""
         with self.state.lock:
-            cost = self.state.cost.for_batch(self.state.running + 1)
+            cost = self.state.cost_for_request()
         server = SampledServer(
             self.state.spec,
             self.state.faults,
@@ -287,7 +298,7 @@ class Handler(BaseHTTPRequestHandler):
             no_stop_trim=bool(sp.get("no_stop_trim", False)),
         )
         with self.state.lock:
-            cost = self.state.cost.for_batch(self.state.running + 1)
+            cost = self.state.cost_for_request()
         generation = Generation(prompt_ids, params, self.state.spec, self.state.faults, cost, self.state.weights)
         logprobs = LogprobAsk(
             bool(body.get("return_logprob")),
