@@ -26,12 +26,13 @@ specgate.verdicts.gates.decide_sequentially):
     same in each of 3 sequential runs;
 (e) the accept-length gate paired per prompt (specgate.measure.stats.paired_pooled_ratio).
 
-Per design, two intervals: the suite's own (specgate.verdicts.noise.ratio_interval, given the
-measured between-boot SD of the speedup, 2.72%, as a calibration would give it; it treats boots
-as independent and requests as independent), and an honest one (the helpers marked below: the
-suite's request bootstrap widened by the requests' design effect, AR(1) and what boots of one run
-share, and by the small-sample expansion of a percentile bootstrap of few requests, then by the
-between-boot part this design really holds). The gate FAILs when the whole
+Per design, two intervals: the suite's own (specgate.verdicts.noise.ratio_interval, given what a
+calibration with replicas gives it: the speedup's between-boot SD, 2.72%, the part a run's
+speculative servers share, 2.42%, and the requests' lag-1 0.32; for A/B in one run the pair's
+spread, `pair_spread`, each server's own part), and an honest one (the helpers marked below: the
+request bootstrap widened by the requests' exact design effect, AR(1) at n and what boots of one
+run share, and by the small-sample expansion of a percentile bootstrap of few requests, then by
+the between-boot part this design really holds). The gate FAILs when the whole
 interval lies below 1 − tolerance. Printed: the A/A false-alarm rate (FAIL of an unchanged
 build), the regression caught with 80% power (the smallest injected slowdown of the candidate,
 on a 0.25% grid, that FAILs in 80% of runs; the intervals are scale-equivariant, so each run's
@@ -77,7 +78,7 @@ from specgate.sim.noise import (  # noqa: E402
     SPEEDUP_BOOT_SD,
 )
 from specgate.verdicts.gates import FAIL, PASS, Status, at_least, decide_sequentially, planned_looks, within  # noqa: E402
-from specgate.verdicts.noise import BootSpread, ratio_interval  # noqa: E402
+from specgate.verdicts.noise import BootSpread, pair_spread, ratio_interval  # noqa: E402
 
 H200_DEPLOYMENT = ROOT / "fixtures" / "deployments" / "llama8b-dummy-h200-steady.toml"
 STEADY_REPORTS = "results/2026-12-03-h200-steady-*/**/report.json"
@@ -85,7 +86,13 @@ TAU_REQUEST_SD = 0.0345  # D's accept length per request within a boot (issue 46
 TAU = 2.0  # the accept length the candidate's requests centre on (cancels in the ratio)
 TOKENS = 256  # completion tokens per request (the steady deployment's max_new_tokens)
 GRID = np.arange(0.0, 0.4001, 0.0025)  # injected slowdowns searched for 80% power
-SUITE_SPREAD = BootSpread(SPEEDUP_BOOT_SD, "the measured speedup spread between boots (issue 46)")
+# What a calibration with replicas gives the suite (verdicts/noise.py's model): the speedup's spread,
+# the part a run's speculative servers share, and the requests' lag.
+SUITE_SPREAD = BootSpread(
+    SPEEDUP_BOOT_SD, "the measured speedup spread between boots (issue 46)", RUN_SD, REQUEST_LAG1
+)
+# A speculative server's decode tok/s: the shared part and its own (the A/B pair's sides).
+SUITE_DECODE = BootSpread(math.hypot(RUN_SD, SERVER_SD), "a speculative server's decode spread", RUN_SD, REQUEST_LAG1)
 
 
 # --- honest intervals: local to this benchmark, to be swapped for specgate.verdicts.noise's -----
@@ -214,8 +221,16 @@ def stored_design(label: str, runs: int, replicas: int) -> Design:
         ),
         boots=2 * boots,
         requests_per_boot_share=2 * boots,
-        note=f"between-boot SD of the comparison: suite {SPEEDUP_BOOT_SD * math.sqrt(2 / boots):.2%}, honest {between:.2%}",
+        note=(
+            f"between-boot SD of the comparison: suite {math.sqrt(SUITE_SPREAD.between_variance(boots, boots)):.2%}, "
+            f"honest {between:.2%}"
+        ),
     )
+
+
+_PAIR = pair_spread(SUITE_DECODE, SUITE_DECODE, same_run=True)
+assert _PAIR is not None
+PAIR_SPREAD: BootSpread = _PAIR
 
 
 def ab_design(runs: int) -> Design:
@@ -234,15 +249,14 @@ def ab_design(runs: int) -> Design:
     return Design(
         f"(d) A/B in {where}: candidate / reference speculative server, paired per request",
         draw,
-        # The suite today has no A/B design: it would take the two as independent boots, each with
-        # the speedup's between-boot SD.
-        lambda d, m, level: ratio_interval(truncated(d, m), level, SUITE_SPREAD, boots_other=runs)[0],
+        # The suite's A/B gate (verdicts/ab_gate.py): the pair's spread, where the shared part cancels.
+        lambda d, m, level: ratio_interval(truncated(d, m), level, PAIR_SPREAD)[0],
         lambda d, m, level: honest_interval(
             truncated(d, m), level, request_inflation(REQUEST_LAG1, m, runs, 1.0, 0.0), between
         ),
         boots=2 * runs,
         requests_per_boot_share=2 * runs,
-        note=f"between-boot SD: suite {SPEEDUP_BOOT_SD * math.sqrt(2 / runs):.2%} (independent boots), honest {between:.2%}",
+        note=f"between-boot SD: suite {math.sqrt(PAIR_SPREAD.between_variance(runs, None)):.2%}, honest {between:.2%}",
     )
 
 
