@@ -845,6 +845,7 @@ def _run_facts(gate: GateSession, interrupted: str | None, not_recorded: str | N
         expected=expected,
         ran=ran,
         equivalence_declared_off=not dep.equivalence.enabled,
+        sampling_not_checked=sampling_not_waived(dep, gate.sampling_not_checkable),
         uncompared_allowed=gate.uncompared_allowed,
         # A reference not booted whose stored stand-in could not be used, and equivalence cases that
         # had no stored answer: never a PASS, whatever else passed.
@@ -855,6 +856,14 @@ def _run_facts(gate: GateSession, interrupted: str | None, not_recorded: str | N
         baseline_not_written=not_recorded,
         cut_short={gate.cut_short[0]: gate.cut_short[1]} if interrupted and gate.cut_short is not None else {},
     )
+
+
+def sampling_not_waived(dep: Deployment, why: str | None) -> str | None:
+    """Why sampling equivalence did not run, where the deployment did not turn it off itself
+    (`[sampling] enabled = false`, every setting skipped, or greedy equivalence declared off,
+    which says so on its own); None where it ran or was turned off."""
+    waived = not dep.sampling.enabled or not dep.sampling.settings or not dep.equivalence.enabled
+    return None if waived else why
 
 
 def _calibration_name(gate: GateSession) -> str | None:

@@ -194,6 +194,16 @@ def describe(dep: Deployment) -> str:
                 )
     if not dep.equivalence.enabled:
         lines.append(f"  greedy equivalence NOT CHECKED: {dep.equivalence.skip_reason}")
+    from specgate.sampling.live import why_not_checkable
+
+    sampling_why = why_not_checkable(dep, dep.launch.reference_stored)
+    if sampling_why is not None:
+        lines.append(f"  sampling equivalence NOT CHECKED: {sampling_why}")
+    elif not dep.launch.coexist:
+        lines.append(
+            "  sampling equivalence in turns (launch.coexist = false): each speculative config draws its samples "
+            "while it is up, then its reference boots once more to score them"
+        )
     if dep.sweep is not None:
         from specgate.sweep.plan import plan_sweep
 

@@ -205,6 +205,11 @@ def reasons_of(outcome: RunOutcome, unbooted: Sequence[str] = ()) -> list[str]:
         reasons.append(_shortfall(gap, c))
     if c.equivalence_declared_off:
         reasons.append("greedy equivalence NOT CHECKED (declared by the deployment)")
+    if c.sampling_not_checked:
+        reasons.append(
+            f"sampling equivalence NOT CHECKED: {c.sampling_not_checked} (waive it with [sampling] enabled = false, "
+            "or allow it with --allow-uncompared)"
+        )
     if c.stand_in_problem:
         reasons.append(f"the reference was NOT BOOTED and the stored baseline cannot stand in for it: {c.stand_in_problem}")
     for config, n in c.equivalence_not_checked.items():

@@ -57,6 +57,9 @@ class RunFacts:
     expected: Mapping[str, int] = field(default_factory=dict)  # phase -> gate tests the deployment asks for
     ran: Mapping[str, int] = field(default_factory=dict)  # phase -> those that passed, failed or errored
     equivalence_declared_off: bool = False
+    # Why sampling equivalence, a headline check, did not run where the deployment did not turn it
+    # off itself (a reference not booted, say): never a PASS, as an uncompared gate is not.
+    sampling_not_checked: str | None = None
     uncompared_allowed: bool = True
     # A reference not booted whose stored stand-in could not be used: never a PASS.
     stand_in_problem: str | None = None
@@ -158,6 +161,7 @@ def _verdict(o: RunOutcome) -> RunVerdict:
         or o.unjudged
         or o.shortfalls
         or facts.equivalence_declared_off
+        or facts.sampling_not_checked
         or facts.stand_in_problem
         or facts.equivalence_not_checked
         or facts.equivalence_refused
