@@ -56,8 +56,8 @@ def test_a_headline_check_that_did_not_run_is_no_pass_unless_turned_off(tmp_path
 
     off = replace(stored, sampling=replace(stored.sampling, enabled=False))
     assert sampling_not_waived(off, why) is None  # turned off by the deployment: waived, and said
-    from specgate.verdicts.outcome import RunFacts, RunOutcome, TestTally
     from specgate.verdicts.gates import PASS, Verdict
+    from specgate.verdicts.outcome import RunFacts, RunOutcome, TestTally
 
     passing = Verdict("beats:x", "x", PASS, "fine")
 
