@@ -109,9 +109,17 @@ def _strip_sim_only(argv: list[str]) -> list[str]:
 def _claimed_release(argv: list[str]) -> str | None:
     """The release a simulator command line claims, read by the simulator's own parser (the last
     one given, an abbreviation too), so that check and the simulator read the same."""
+    import contextlib
+    import io
+
     from specgate.sim.__main__ import build_parser
 
-    known, _ = build_parser().parse_known_args(argv)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            known, _ = build_parser().parse_known_args(argv)
+    except SystemExit:  # another simulator flag the simulator refuses: its boot says so
+        given = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--sim-release"]
+        return given[-1] if given else None
     return known.sim_release
 
 
