@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.tomlcheck import Table
@@ -46,6 +46,12 @@ class SamplingSetting:
     top_p: float = 1.0
     top_k: int = -1  # -1: off
     min_p: float = 0.0
+    # Penalties and bias: state that advances per token, where a verify that advances it per step
+    # or per accepted chunk samples from another distribution (SGLang's penalizers' names).
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     @property
     def filters(self) -> tuple[str, ...]:
@@ -64,16 +70,35 @@ class SamplingSetting:
             parts.append(f"top_p {self.top_p:g}")
         if self.min_p > 0.0:
             parts.append(f"min_p {self.min_p:g}")
+        if self.frequency_penalty:
+            parts.append(f"frequency_penalty {self.frequency_penalty:g}")
+        if self.presence_penalty:
+            parts.append(f"presence_penalty {self.presence_penalty:g}")
+        if self.repetition_penalty != 1.0:
+            parts.append(f"repetition_penalty {self.repetition_penalty:g}")
+        if self.logit_bias:
+            parts.append(f"logit_bias on {len(self.logit_bias)} token(s)")
         return ", ".join(parts)
 
-    def sampling_params(self) -> dict[str, float | int]:
-        """SGLang's sampling_params for it (off filters at SGLang's defaults)."""
-        return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "min_p": self.min_p}
+    def sampling_params(self) -> dict[str, Any]:
+        """SGLang's sampling_params for it (off filters at SGLang's defaults; penalties and bias only
+        where set, so a release without a penalizer is asked nothing it does not know)."""
+        out: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "min_p": self.min_p}
+        if self.frequency_penalty:
+            out["frequency_penalty"] = self.frequency_penalty
+        if self.presence_penalty:
+            out["presence_penalty"] = self.presence_penalty
+        if self.repetition_penalty != 1.0:
+            out["repetition_penalty"] = self.repetition_penalty
+        if self.logit_bias:
+            out["logit_bias"] = {str(t): b for t, b in self.logit_bias}
+        return out
 
 
 DEFAULT_SETTINGS = (
     SamplingSetting("t0.7", 0.7),
-    SamplingSetting("t1.0", 1.0),
+    # Temperature 1 with the three penalties: state a verify must advance per token.
+    SamplingSetting("t1.0-penalties", 1.0, frequency_penalty=0.4, presence_penalty=0.2, repetition_penalty=1.1),
     SamplingSetting("top_p0.9", 1.0, top_p=0.9),
     SamplingSetting("top_k20", 1.0, top_k=20),
     SamplingSetting("min_p0.1", 1.0, min_p=0.1),
@@ -168,7 +193,10 @@ def parse_sampling(t: Table) -> SamplingSpec:
 
 # The sampling_params keys the check sends itself: a seed under one of those names overwrote it
 # (seed_param = "temperature" sent a temperature of ~1e18, and every setting passed, uniform).
-_SENT_PARAMS = ("temperature", "top_p", "top_k", "min_p", "max_new_tokens", "ignore_eos", "n", "stop")
+_SENT_PARAMS = (
+    "temperature", "top_p", "top_k", "min_p", "max_new_tokens", "ignore_eos", "n", "stop",
+    "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias",
+)  # fmt: skip
 
 
 def _seed_param(t: Table) -> str:
@@ -194,10 +222,26 @@ def _parse_setting(t: Table, index: int) -> SamplingSetting:
     top_p = read(lambda: t.number("top_p", 1.0, minimum=1e-3, maximum=1.0), 1.0)
     top_k = read(lambda: t.integer("top_k", -1, minimum=-1, maximum=100_000), -1)
     min_p = read(lambda: t.number("min_p", 0.0, minimum=0.0, maximum=0.999), 0.0)
+    frequency = read(lambda: t.number("frequency_penalty", 0.0, minimum=-2.0, maximum=2.0), 0.0)
+    presence = read(lambda: t.number("presence_penalty", 0.0, minimum=-2.0, maximum=2.0), 0.0)
+    repetition = read(lambda: t.number("repetition_penalty", 1.0, minimum=0.01, maximum=10.0), 1.0)
+    no_bias: tuple[tuple[int, float], ...] = ()
+    bias = read(lambda: _logit_bias(t), no_bias)
     if top_k == 0:
         errors.append(t.error("top_k", "expected -1 (off) or an integer >= 1, got 0"))
     name = read(lambda: t.name("name", f"setting{index}"), f"setting{index}")
     errors.extend(t.unknown_problems())
     if errors:
         raise DeploymentErrors(errors)
-    return SamplingSetting(name, temperature, top_p, top_k, min_p)
+    return SamplingSetting(name, temperature, top_p, top_k, min_p, frequency, presence, repetition, bias)
+
+
+def _logit_bias(t: Table) -> tuple[tuple[int, float], ...]:
+    """`logit_bias = {"42" = -5.0}`: token ids (as text, as SGLang takes them) to a bias in logits."""
+    table = t.table("logit_bias")
+    out = []
+    for key in table.keys():
+        if not key.isdigit():
+            raise table.error(key, "expected a token id (digits) as the key")
+        out.append((int(key), table.number(key, minimum=-100.0, maximum=100.0)))
+    return tuple(sorted(out))

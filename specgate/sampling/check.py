@@ -509,7 +509,7 @@ class SamplingChecker:
         row: dict[str, Any] = {
             "setting": setting.name,
             "described": setting.describe(),
-            "params": {k: float(v) for k, v in setting.sampling_params().items()},
+            "params": _numeric_params(setting),
             "status": "FAIL" if failed else "PASS",
             "prompts": len(labels),
             "samples": self.spec.samples,
@@ -652,3 +652,14 @@ def _short_evidence(s: dict[str, Any], row: dict[str, Any]) -> str:
     if s.get("confirmation"):
         found.append(f"confirmed on fresh seeds at level {s['confirmation']['likelihood_threshold']:g}")
     return ", ".join(found) or "failed"
+
+
+def _numeric_params(setting: SamplingSetting) -> dict[str, float]:
+    """The setting's sampling_params as the report keeps them, one number a name (a bias by its token)."""
+    out: dict[str, float] = {}
+    for key, value in setting.sampling_params().items():
+        if isinstance(value, dict):
+            out.update({f"{key}[{token}]": float(bias) for token, bias in value.items()})
+        else:
+            out[key] = float(value)
+    return out

@@ -55,6 +55,9 @@ in `SPECGATE_CONFIG`.
 | drafts-unfiltered| the acceptance test leaves top_k, top_p, min_p off (or those named:| sampling equivalence: tokens |
 | [=F,F]           | drafts-unfiltered=min_p): accepted drafts break them (vLLM #42744) | outside the setting          |
 | temperature-twice| verify divides the logits by the temperature twice                 | sampling equivalence at T!=1 |
+| penalties-off-verify| verify tests and replaces drafts without the penalties and the   | sampling equivalence under   |
+|                  | logit_bias (only the prefill's token has them): a verify not wired | penalties and logit_bias     |
+|                  | to the penalizers                                                  |                              |
 | boundary-jitter=S| NOT a defect: every sampler (plain and verify alike) draws from     | none: sampling equivalence   |
 |                  | logits N(0, S) off the scoring pass's, as bf16 decode and prefill  | must PASS (its violation test|
 |                  | kernels differ; tokens at a filter's edge fall past it as scored,  | weighs the reference's own   |
@@ -92,6 +95,7 @@ KNOWN = (
     "greedy-accept",
     "drafts-unfiltered",
     "temperature-twice",
+    "penalties-off-verify",
     "boundary-jitter",
 )
 FILTERS = ("top_k", "top_p", "min_p")
@@ -133,6 +137,7 @@ class Faults:
     greedy_accept: bool = False
     drafts_unfiltered: frozenset[str] = frozenset()  # the filters the acceptance test leaves off
     temperature_twice: bool = False
+    penalties_off_verify: bool = False
     # Healthy numerics, not a fault: the samplers' logits differ from the scoring pass's by this SD
     # (nats), the same for every server at the same context, so both sides sample one distribution.
     boundary_jitter: float = 0.0

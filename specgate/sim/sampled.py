@@ -8,7 +8,9 @@ sampler, which no fault touches, as on the engines whose verify broke:
   like the bonus, is replaced by the argmax (SGLang's ROCm verify at temperature > 0);
 - drafts-unfiltered=F: the acceptance test uses the distribution without the filters F (top_k,
   top_p, min_p; all three when none are named), so accepted drafts break them (vLLM's min_p);
-- temperature-twice: verify divides the logits by the temperature twice.
+- temperature-twice: verify divides the logits by the temperature twice;
+- penalties-off-verify: verify tests and replaces drafts, and draws the bonus, without the
+  penalties and the logit_bias (a verify path not wired to the penalizers); the prefill's token keeps them.
 And one that is no fault: boundary-jitter=S, every sampler's logits off the scoring pass's by
 N(0, S), keyed to the context alone so the plain and the speculative server sample the same
 distribution, which the prompt-logprob pass (sampled_api) ranks without the jitter: healthy
@@ -19,13 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import SpecSettings
 from specgate.sim.faults import Faults
 from specgate.sim.model import Distribution, ToyModel
-from specgate.sim.sampling import SamplingParams, Weights, draft_weights, processed, residual
+from specgate.sim.sampling import SamplingParams, Weights, draft_weights, penalised, processed, residual
 from specgate.sim.tokenizer import EOS_ID
 
 
@@ -88,9 +90,12 @@ class SampledGeneration:
     def _target(self, verify: bool, extra: list[int] | None = None, skip: frozenset[str] = frozenset()) -> Weights:
         params = self.params
         if verify and self.faults.temperature_twice:
-            params = SamplingParams(params.temperature**2, params.top_p, params.top_k, params.min_p)
+            params = replace(params, temperature=params.temperature**2)
         context = self._context(extra)
         dist = self.model.distribution(context)
+        # The penalties' state is the answer so far, drafts this cycle accepted included.
+        if not (verify and self.faults.penalties_off_verify):
+            dist = penalised(dist, self.answer.output_ids + (extra or []), params)
         if self.faults.boundary_jitter:
             dist = jittered(dist, self.faults.boundary_jitter, context)
         return processed(dist, params, skip)

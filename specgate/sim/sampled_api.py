@@ -94,11 +94,18 @@ def answer(server: SampledServer, body: dict) -> tuple[Any, float]:
             raise ValueError(f"sampling_seed: expected an integer, got {seed!r}")
         if temperature == 0.0:
             temperature = 1e-4  # greedy inside a batch: as near the argmax as makes no difference
+        bias = sp.get("logit_bias") or {}
+        if not isinstance(bias, dict):
+            raise ValueError(f"logit_bias: expected an object of token id -> bias, got {bias!r}")
         sampling = SamplingParams(
             temperature=temperature,
             top_p=float(sp.get("top_p", 1.0)),
             top_k=int(sp.get("top_k", -1)),
             min_p=float(sp.get("min_p", 0.0)),
+            frequency_penalty=float(sp.get("frequency_penalty", 0.0)),
+            presence_penalty=float(sp.get("presence_penalty", 0.0)),
+            repetition_penalty=float(sp.get("repetition_penalty", 1.0)),
+            logit_bias=tuple(sorted((int(k), float(v)) for k, v in bias.items())),
         )
         gen = SampledGeneration(
             prompt, sampling, max_new, bool(sp.get("ignore_eos", False)), seed,

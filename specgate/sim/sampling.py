@@ -39,6 +39,39 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = -1  # -1 (or 0): all tokens
     min_p: float = 0.0
+    # Penalties on the answer's own tokens so far and a fixed bias, applied to the logits before
+    # temperature, as SGLang's penalizers do: frequency (x count), presence (once a token is there),
+    # repetition (positive logits divided, negative multiplied); logit_bias adds to a token's logit.
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def penalises(self) -> bool:
+        return bool(
+            self.frequency_penalty or self.presence_penalty or self.repetition_penalty != 1.0 or self.logit_bias
+        )
+
+
+def penalised(dist: Distribution, answer: list[int], params: SamplingParams) -> Distribution:
+    """`dist` after the penalties on the tokens of `answer` (the output so far) and the bias: a
+    background token they touch becomes a candidate of its own, re-sorted highest first."""
+    if not params.penalises:
+        return dist
+    logits = dict(zip(dist.tokens, dist.logits))
+    counts: dict[int, int] = {}
+    for token in answer:
+        counts[token] = counts.get(token, 0) + 1
+    for token, n in counts.items():
+        x = logits.get(token, 0.0)
+        if params.repetition_penalty != 1.0:
+            x = x / params.repetition_penalty if x > 0 else x * params.repetition_penalty
+        logits[token] = x - params.frequency_penalty * n - params.presence_penalty
+    for token, bias in params.logit_bias:
+        logits[token] = logits.get(token, 0.0) + bias
+    ranked = sorted(logits.items(), key=lambda kv: (-kv[1], kv[0]))
+    return Distribution(tuple(t for t, _ in ranked), tuple(x for _, x in ranked))
 
 
 @dataclass(frozen=True)

@@ -459,3 +459,34 @@ def test_a_vacuous_sampling_check_ends_the_run_partial_not_pass(tmp_path):
     # Waived here (SimDeployment allows uncompared gates): skipped, loudly; the run is PARTIAL (exit 4).
     assert report["overall"] == "PARTIAL" and "2 skipped" in out, out[-3000:]
     assert any("sampling:eagle3-decode" in r and "VACUOUS" in r.upper() for r in report["overall_reasons"]), report["overall_reasons"]
+
+
+def test_penalties_advanced_per_verify_step_are_caught_and_healthy_penalties_pass():
+    """Penalties are state a verify must apply at every drafted position: one that tests drafts
+    without them samples from another distribution; a healthy one, as its reference does. The settings and the sim's penalised distributions agree on the wire."""
+    import dataclasses
+
+    penalised = SamplingSetting(
+        "penalties", 1.0, frequency_penalty=1.5, presence_penalty=1.0, repetition_penalty=1.5,
+        logit_bias=tuple((t, 3.0) for t in range(5, 45)),  # a bias applies at every position, whatever came before
+    )  # fmt: skip
+    assert penalised.sampling_params()["repetition_penalty"] == 1.5 and len(penalised.sampling_params()["logit_bias"]) == 40
+    spec = dataclasses.replace(SPEC, settings=(penalised,), samples=64)
+    checker = SamplingChecker(spec, PROMPTS, seed=11)
+    healthy = checker.check("eagle3", "baseline", in_process(EAGLE), REFERENCE)
+    assert healthy["status"] == "PASS", [s["evidence"] for s in healthy["settings"]]
+    broken = checker.check("eagle3+pps", "baseline", in_process(EAGLE, parse_faults(["penalties-off-verify"])), REFERENCE)
+    assert broken["status"] == "FAIL", [s["evidence"] for s in broken["settings"]]
+
+
+def test_a_logit_bias_setting_is_read_and_sent_as_sglang_takes_it(tmp_path):
+    from specgate.deployment import parse_deployment
+    from tests.self.helpers import sim_deployment_dict
+
+    data = sim_deployment_dict()
+    data["sampling"] = {"settings": [{"name": "bias", "temperature": 1.0, "logit_bias": {"42": -5.0, "7": 2.0}}]}
+    (setting,) = parse_deployment(data, tmp_path / "d.toml").sampling.settings
+    assert setting.sampling_params()["logit_bias"] == {"7": 2.0, "42": -5.0}
+    data["sampling"]["settings"][0]["logit_bias"] = {"x": 1.0}
+    with pytest.raises(Exception, match="logit_bias.*token id"):
+        parse_deployment(data, tmp_path / "d.toml")
