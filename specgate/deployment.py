@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from specgate import project as _project
 from specgate.drafter_card import load_card
+from specgate.equivalence.features import FEATURES
 from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.gate_kinds import calling, check_planned, declared_kinds
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompt_set
@@ -321,6 +322,8 @@ class EquivalenceSpec:
     # Decisive partings at a token asked about again, with logprobs, per config per run
     # (second_opinion.py): 0 for none, where a release crashes on logprob requests.
     second_opinions: int = 5
+    # The request features drawn into the cases (specgate.equivalence.features.FEATURES).
+    features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1111,9 +1114,20 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
         # Spec v2 EAGLE servers crashed on logprob requests in some releases (SGLang #17349):
         # 0 turns the second requests off.
         second_opinions=t.integer("second_opinions", 5, minimum=0, maximum=100),
+        features=_equivalence_features(t),
     )
     t.reject_unknown()
     return spec
+
+
+def _equivalence_features(t: Table) -> tuple[str, ...]:
+    """`[equivalence] features`: the request features the cases draw; a served feature left out is
+    not checked, an unknown name is refused (a typo would check nothing)."""
+    named = t.str_list("features", list(FEATURES), choices=FEATURES)
+    for i, name in enumerate(named):
+        if name not in FEATURES:
+            raise t.error(f"features[{i}]", f"unknown request feature {name!r}; known: {', '.join(FEATURES)}")
+    return tuple(dict.fromkeys(named))
 
 
 def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload) -> Gates:
