@@ -213,7 +213,13 @@ def _first_difference(baseline: GenerateResult, spec: GenerateResult) -> str:
     """The first token where two answers part, with both texts from there."""
     a, b = baseline.output_ids, spec.output_ids
     i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
-    told = lambda ids: f"token {ids[i]}" if i < len(ids) else "the end"  # noqa: E731 - two uses, here
+
+    def told(ids: tuple[int, ...]) -> str:
+        if i >= len(ids):
+            return "the end"
+        text = baseline.token_text(ids[i])  # the baseline's logprobs name the tokens they listed
+        return f"token {ids[i]}" + (f" {text!r}" if text is not None else "")
+
     return (
         f"  first differing token at output position {i}: baseline {told(a)}, speculative {told(b)}\n"
         f"{_context(baseline.text, spec.text)}"
@@ -526,10 +532,16 @@ def _attributed(case: GenerationCase, outcome: Outcome, feature: str | None = No
     message = outcome.message
     if not message.startswith("request feature"):
         message = f"request feature {named}: {message}"
-    if outcome.shape is None:
+    shape = outcome.shape
+    if shape in (STOP_OVERSHOOT, PAST_STOP, PAST_STOP_AT_LENGTH) and features.MIN_NEW_TOKENS in case.features:
+        # A stop held back by min_new_tokens fits these shapes as well as a missed stop does.
+        first, _, rest = message.partition("\n")
+        message = f"{first}\n{UNCLASSIFIED}: min_new_tokens held the stop back as well as a known defect would ({shape})\n{rest}"
+        shape = UNCLASSIFIED
+    if shape is None:
         first, _, rest = message.partition("\n")
         message = f"{first}\n{UNCLASSIFIED}: no known defect has this shape\n{rest}"
-    return replace(outcome, message=message, feature=named, shape=outcome.shape or UNCLASSIFIED)
+    return replace(outcome, message=message, feature=named, shape=shape or UNCLASSIFIED)
 
 
 def _compare_one(

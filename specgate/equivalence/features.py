@@ -104,4 +104,4 @@ def grammar_problem(regex: str, text: str) -> str | None:
     if re.fullmatch(regex, text) is not None:
         return None
     bad = next((i for i in range(len(text)) if re.fullmatch(regex, text[: i + 1]) is None), len(text))
-    return f"its text breaks the grammar (regex {regex!r}) at char {bad}: {text[max(0, bad - 20) : bad + 20]!r}"
+    return f"text breaks the grammar (regex {regex!r}) at char {bad}: {text[max(0, bad - 20) : bad + 20]!r}"

@@ -191,8 +191,8 @@ class Generation:
                 speculative = self.spec is not None
                 matched = self.state.finish_reason.get("matched")
                 past_stop = self.faults.stop_overshoot and isinstance(matched, str)
-                # stop-id-overshoot: the same past a stop token id (EOS or stop_token_ids)
-                past_id = self.faults.stop_id_overshoot and isinstance(matched, int)
+                # stop-id-overshoot: the same past one of the request's stop_token_ids
+                past_id = self.faults.stop_id_overshoot and matched in self.params.stop_token_ids
                 if not (speculative and (self.faults.overshoot or past_stop or past_id)):
                     break
         held = self._produced(len(self.state.output_ids)) < self.params.features.min_new_tokens

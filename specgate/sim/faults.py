@@ -27,8 +27,8 @@ in `SPECGATE_CONFIG`.
 |                  | answer parts from the first at its token j                         | to each other                |
 | grammar-off-drafts| the regex's mask is left off drafted positions (the grammar not   | feature grammar: the text    |
 |                  | advanced over accepted drafts): text outside the grammar           | valid under the regex        |
-| stop-id-overshoot| keeps the verify step's tokens after a stop token id (EOS or       | feature stop_token_ids: ids  |
-|                  | stop_token_ids), text cut at the stop                              | not kept past a stop         |
+| stop-id-overshoot| keeps the verify step's tokens after one of the request's          | feature stop_token_ids: ids  |
+|                  | stop_token_ids, text cut at the stop                               | not kept past a stop         |
 | diverge-past=P   | speculative output takes a non-top-2 token at every position from  | the context-length edge      |
 |                  | sequence position P on (prompt and answer): a drafter past its     | (context_edge.context_edge_  |
 |                  | position limit corrupting what verify keeps                        | case)                        |
