@@ -29,9 +29,10 @@ from specgate.sim.tokenizer import encode
 SPEC = SpecSettings("EAGLE3", steps=3, topk=1, draft_tokens=4, attention_mode="decode", draft_agreement=0.8)
 PROMPTS = [encode(f"tell me about topic {p} and its {p * 7} parts") for p in range(24)]
 MAX_NEW = 40
+HEALTHY = Faults()
 
 
-def _answer(case: GenerationCase, prompt: list[int], spec=None, faults=Faults(), choice: int = 0) -> GenerateResult:
+def _answer(case: GenerationCase, prompt: list[int], spec=None, faults=HEALTHY, choice: int = 0) -> GenerateResult:
     """The simulator engine's answer to `case`, as the client reads a /generate answer."""
     sp = case.sampling_params
     params = GenParams(
@@ -107,7 +108,7 @@ def _judged(feature: str, faults: Faults):
 
 
 def test_a_healthy_speculative_simulator_passes_every_feature():
-    failed = [o.message for f in features.FEATURES for o in _judged(f, Faults()) if not o.ok]
+    failed = [o.message for f in features.FEATURES for o in _judged(f, HEALTHY) if not o.ok]
     assert not failed, failed[0]
 
 
