@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 from specgate import project as _project
 from specgate.drafter_card import load_card
-from specgate.equivalence.features import FEATURES
 from specgate.errors import DeploymentError, DeploymentErrors
 from specgate.gate_kinds import calling, check_planned, declared_kinds
 from specgate.prompts import KNOWN_FORMATS, KNOWN_SETS, Prompt, load_prompt_file, load_prompt_set
@@ -93,6 +92,10 @@ MAX_TOKENS_PER_STEP = 100.0
 MAX_TIE_MARGIN = 10.0
 HARDWARE_KEYS = ("gpu", "gpu_count", "driver", "cuda", "sglang")
 
+
+# The request features greedy equivalence can draw into its cases (`[equivalence] features`; their
+# params and oracles: specgate.equivalence.features), in the order cases name them.
+REQUEST_FEATURES = ("penalties", "min_new_tokens", "logit_bias", "stop_order", "stop_token_ids", "n", "grammar")
 
 # The differences a config may declare known (`tolerate`): each is the name of a failure shape
 # the equivalence check recognises (specgate.equivalence.known), described for `specgate check`.
@@ -322,7 +325,7 @@ class EquivalenceSpec:
     # Decisive partings at a token asked about again, with logprobs, per config per run
     # (second_opinion.py): 0 for none, where a release crashes on logprob requests.
     second_opinions: int = 5
-    # The request features drawn into the cases (specgate.equivalence.features.FEATURES).
+    # The request features drawn into the cases (REQUEST_FEATURES).
     features: tuple[str, ...] = ()
 
 
@@ -1123,10 +1126,10 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
 def _equivalence_features(t: Table) -> tuple[str, ...]:
     """`[equivalence] features`: the request features the cases draw; a served feature left out is
     not checked, an unknown name is refused (a typo would check nothing)."""
-    named = t.str_list("features", list(FEATURES), choices=FEATURES)
+    named = t.str_list("features", list(REQUEST_FEATURES), choices=REQUEST_FEATURES)
     for i, name in enumerate(named):
-        if name not in FEATURES:
-            raise t.error(f"features[{i}]", f"unknown request feature {name!r}; known: {', '.join(FEATURES)}")
+        if name not in REQUEST_FEATURES:
+            raise t.error(f"features[{i}]", f"unknown request feature {name!r}; known: {', '.join(REQUEST_FEATURES)}")
     return tuple(dict.fromkeys(named))
 
 

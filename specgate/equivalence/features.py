@@ -18,6 +18,8 @@ import json
 import re
 from typing import Any
 
+from specgate.deployment import REQUEST_FEATURES
+
 PENALTIES = "penalties"
 MIN_NEW_TOKENS = "min_new_tokens"
 LOGIT_BIAS = "logit_bias"
@@ -25,7 +27,8 @@ STOP_ORDER = "stop_order"
 STOP_TOKEN_IDS = "stop_token_ids"
 N_CHOICES = "n"
 GRAMMAR = "grammar"
-FEATURES = (PENALTIES, MIN_NEW_TOKENS, LOGIT_BIAS, STOP_ORDER, STOP_TOKEN_IDS, N_CHOICES, GRAMMAR)
+FEATURES = REQUEST_FEATURES  # the deployment's names for them: PENALTIES ... GRAMMAR, in that order
+assert FEATURES == (PENALTIES, MIN_NEW_TOKENS, LOGIT_BIAS, STOP_ORDER, STOP_TOKEN_IDS, N_CHOICES, GRAMMAR)
 
 # The sampling params each feature sets (stop_order sets the case's `stop` list instead).
 PARAMS_OF = {
