@@ -436,6 +436,9 @@ class EquivalenceOracle:
         for outcome, answer in zip(outcomes, answers, strict=True):
             stats.add(outcome, case.label)
             stats.answered(case.text, answer.output_ids)
+            if outcome.feature == features.N_CHOICES:
+                # The choice that is not the plain answer, kept to be judged again (evidence.rejudge).
+                answer = next((c for c in answer.other_choices if (c.output_ids, c.text) != (answer.output_ids, answer.text)), answer)
             keep(stats, case, outcome, baseline, answer)
         return outcomes
 

@@ -218,3 +218,22 @@ def test_on_the_simulator_features_pass_healthy_and_each_fault_fails_its_feature
     kept = {e["config"]: e["case"] for e in replay["cases"]}
     assert "regex" in kept["eagle3-prefill"]["params"]
     assert all(not features.is_anchor(k) for k in kept["eagle3-decode"]["params"]["logit_bias"])  # ids, not anchors
+
+
+def test_a_kept_feature_failure_is_judged_again_with_its_features():
+    """report.json keeps failing answers for `specgate rejudge`: without the case's params a
+    banned token would be judged a match there (red before: the kept case had no params)."""
+    from specgate.equivalence.evidence import kept_pair, rejudge
+    from specgate.report.model import KeptPair
+
+    faults = parse_faults(["bias-off-drafts"])
+    for prompt in PROMPTS:
+        case = _case(features.LOGIT_BIAS, prompt)
+        baseline, spec = _answer(case, prompt), _answer(case, prompt, SPEC, faults)
+        outcome = compare(case, baseline, spec, 0.05, "http://b", "http://s", max_tokens_per_step=4)
+        if not outcome.ok:
+            break
+    pair = KeptPair.model_validate(json.loads(json.dumps(kept_pair(case, outcome, baseline, spec))))
+    assert pair.case.params == case.sampling_params
+    again = rejudge(pair, 0.05, (), 4)
+    assert not again.now.ok and again.now.feature == features.LOGIT_BIAS
