@@ -13,7 +13,7 @@ import json
 import math
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -43,6 +43,14 @@ class GenerateRequest:
     ignore_eos: bool = False
     top_logprobs: int = 0
     stream: bool = False
+    # More sampling params, by SGLang's names, as JSON text (specgate.equivalence.features: the
+    # request features equivalence draws, e.g. penalties, min_new_tokens, logit_bias, n, regex).
+    extra: str = ""
+
+    @property
+    def choices(self) -> int:
+        """How many answers the request asks for (sampling_params.n): SGLang returns a list when > 1."""
+        return int(json.loads(self.extra).get("n", 1)) if self.extra else 1
 
     def payload(self) -> dict[str, Any]:
         sampling: dict[str, Any] = {"temperature": 0.0, "max_new_tokens": self.max_new_tokens}
@@ -50,6 +58,8 @@ class GenerateRequest:
             sampling["stop"] = list(self.stop)
         if self.ignore_eos:
             sampling["ignore_eos"] = True
+        if self.extra:
+            sampling.update(json.loads(self.extra))
         body: dict[str, Any] = {"sampling_params": sampling, "stream": self.stream}
         if self.input_ids is not None:
             body["input_ids"] = list(self.input_ids)
@@ -116,6 +126,8 @@ class GenerateResult:
     spec: SpecCounters | None = None
     sent_at: float = 0.0  # wall clock (epoch seconds) when the request went out: finds it in server logs
     server_decode_tps: float | None = None  # meta_info.decode_throughput (SGLang with --enable-metrics)
+    # The other answers of a request with sampling_params.n > 1 (this one is the first), in order.
+    other_choices: tuple[GenerateResult, ...] = ()
 
     def token_text(self, token: int) -> str | None:
         return self._texts.get(token)
@@ -326,6 +338,8 @@ class SglangClient:
             parsed = parse_json(body)
         except ValueError:
             raise MalformedAnswer(f"POST {url} answered non-JSON: {body[:200]!r}", url=url) from None
+        if request.choices > 1:
+            return self._choices(url, request, parsed, started, ended)
         if not isinstance(parsed, dict) or not isinstance(parsed.get("meta_info"), dict):
             raise MalformedAnswer(
                 f"POST {url}: expected an object with a meta_info object, got {str(parsed)[:200]}", url=url
@@ -333,6 +347,22 @@ class SglangClient:
         return self._result(
             request, parsed.get("text", ""), parsed.get("output_ids"), parsed["meta_info"], started, ended
         )
+
+    def _choices(self, url: str, request: GenerateRequest, parsed: Any, started: float, ended: float) -> GenerateResult:
+        """SGLang answers sampling_params.n > 1 with a list of n answer objects: the first, carrying
+        the others (GenerateResult.other_choices)."""
+        if (
+            not isinstance(parsed, list)
+            or len(parsed) != request.choices
+            or not all(isinstance(a, dict) and isinstance(a.get("meta_info"), dict) for a in parsed)
+        ):
+            raise MalformedAnswer(
+                f"POST {url}: sampling_params.n = {request.choices}: expected a list of {request.choices} objects with "
+                f"a meta_info object each, got {str(parsed)[:200]}",
+                url=url,
+            )
+        answers = [self._result(request, a.get("text", ""), a.get("output_ids"), a["meta_info"], started, ended) for a in parsed]
+        return replace(answers[0], other_choices=tuple(answers[1:]))
 
     def generate_raw(self, payload: dict[str, Any]) -> Any:
         """POST /generate with a body built elsewhere (the sampling test's batches and scoring

@@ -94,6 +94,10 @@ MAX_TIE_MARGIN = 10.0
 HARDWARE_KEYS = ("gpu", "gpu_count", "driver", "cuda", "sglang")
 
 
+# The request features greedy equivalence can draw into its cases (`[equivalence] features`; their
+# params and oracles: specgate.equivalence.features), in the order cases name them.
+REQUEST_FEATURES = ("penalties", "min_new_tokens", "logit_bias", "stop_order", "stop_token_ids", "n", "grammar")
+
 # The differences a config may declare known (`tolerate`): each is the name of a failure shape
 # the equivalence check recognises (specgate.equivalence.known), described for `specgate check`.
 TOLERABLE = {
@@ -322,6 +326,8 @@ class EquivalenceSpec:
     # Decisive partings at a token asked about again, with logprobs, per config per run
     # (second_opinion.py): 0 for none, where a release crashes on logprob requests.
     second_opinions: int = 5
+    # The request features drawn into the cases (REQUEST_FEATURES).
+    features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1116,9 +1122,20 @@ def _parse_equivalence(t: Table) -> EquivalenceSpec:
         # Spec v2 EAGLE servers crashed on logprob requests in some releases (SGLang #17349):
         # 0 turns the second requests off.
         second_opinions=t.integer("second_opinions", 5, minimum=0, maximum=100),
+        features=_equivalence_features(t),
     )
     t.reject_unknown()
     return spec
+
+
+def _equivalence_features(t: Table) -> tuple[str, ...]:
+    """`[equivalence] features`: the request features the cases draw; a served feature left out is
+    not checked, an unknown name is refused (a typo would check nothing)."""
+    named = t.str_list("features", list(REQUEST_FEATURES), choices=REQUEST_FEATURES)
+    for i, name in enumerate(named):
+        if name not in REQUEST_FEATURES:
+            raise t.error(f"features[{i}]", f"unknown request feature {name!r}; known: {', '.join(REQUEST_FEATURES)}")
+    return tuple(dict.fromkeys(named))
 
 
 def _parse_gates(t: Table, configs: dict[str, ServerConfig], workload: Workload) -> Gates:

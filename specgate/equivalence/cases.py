@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from specgate.client import GenerateRequest
 from specgate.deployment import Deployment
+from specgate.equivalence import features
 from specgate.prompts import Message, Prompt, render
 from specgate.server_flags import graph_bound_from_args
 
@@ -37,29 +38,56 @@ class GenerationCase:
     max_new_tokens: int
     stop: tuple[str, ...]
     concurrency: int
+    # The request features drawn (features.FEATURES) and the sampling params they set, as
+    # features.canonical JSON (a dict is not hashable); both empty for a case without any.
+    features: tuple[str, ...] = ()
+    params: str = ""
 
     def request(self, top_logprobs: int = 0) -> GenerateRequest:
+        if features.anchored(self.sampling_params):
+            raise ValueError(f"case {self.label!r}: its token ids are still anchors; oracle.anchored_case makes them ids")
         return GenerateRequest(
-            max_new_tokens=self.max_new_tokens, text=self.text, stop=self.stop, top_logprobs=top_logprobs
+            max_new_tokens=self.max_new_tokens,
+            text=self.text,
+            stop=self.stop,
+            top_logprobs=top_logprobs,
+            extra=self.params,
         )
+
+    @property
+    def sampling_params(self) -> dict:
+        """The features' sampling params (SGLang's names), beside max_new_tokens and stop."""
+        return features.params_of(self.params)
 
     @property
     def key(self) -> str:
         """Identity of the baseline answer: concurrency does not change what is asked."""
-        return json.dumps([self.text, self.max_new_tokens, list(self.stop)])
+        asked = [self.text, self.max_new_tokens, list(self.stop)]
+        return json.dumps([*asked, self.params] if self.params else asked)
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "label": self.label,
             "text": self.text,
             "max_new_tokens": self.max_new_tokens,
             "stop": list(self.stop),
             "concurrency": self.concurrency,
         }
+        if self.features or self.params:  # a case without features reads as it did before them
+            out.update(features=list(self.features), params=self.sampling_params)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> GenerationCase:
-        return cls(d["label"], d["text"], int(d["max_new_tokens"]), tuple(d["stop"]), int(d["concurrency"]))
+        return cls(
+            d["label"],
+            d["text"],
+            int(d["max_new_tokens"]),
+            tuple(d["stop"]),
+            int(d["concurrency"]),
+            tuple(d.get("features") or ()),
+            features.canonical(d.get("params") or {}),
+        )
 
 
 @st.composite
@@ -96,13 +124,64 @@ def _cases(draw: st.DrawFn, deployment: Deployment, prompts: tuple[Prompt, ...])
     stop: tuple[str, ...] = ()
     if eq.stop_strings and bool(draw(st.booleans())):
         stop = tuple(draw(st.lists(st.sampled_from(eq.stop_strings), min_size=1, max_size=2, unique=True)))
+    max_new_tokens = draw(st.integers(min_value=1, max_value=eq.max_new_tokens))
+    # Features are drawn into the same cases (the case budget stays), up to two at once; an
+    # empty set shrinks first, so a failure shrinks to the features it needs.
+    chosen = draw(st.sets(st.sampled_from(eq.features), max_size=2)) if eq.features else set()
+    params: dict = {}
+    if features.PENALTIES in chosen:
+        params.update(draw(_penalties()))
+    if features.MIN_NEW_TOKENS in chosen:
+        params["min_new_tokens"] = draw(st.integers(min_value=1, max_value=max_new_tokens))
+        if not stop and eq.stop_strings:
+            stop = eq.stop_strings[:1]  # something that could end the answer early, for the mask to hold back
+    if features.LOGIT_BIAS in chosen:
+        params["logit_bias"] = {_anchor(draw, max_new_tokens): features.BAN}
+    if features.STOP_TOKEN_IDS in chosen:
+        params["stop_token_ids"] = [_anchor(draw, max_new_tokens)]
+    if features.N_CHOICES in chosen:
+        params["n"] = draw(st.integers(min_value=2, max_value=3))
+    if features.GRAMMAR in chosen:
+        params["regex"] = draw(st.sampled_from(features.REGEXES))
+    stop_order = features.STOP_ORDER in chosen and len(_stop_pool(eq.stop_strings)) >= 2
+    if stop_order:
+        pool = _stop_pool(eq.stop_strings)
+        stop = tuple(draw(st.permutations(pool))[: draw(st.integers(min_value=2, max_value=len(pool)))])
+    named = features.features_in(params, stop_order)
     return GenerationCase(
-        label=label,
+        label=label + (f" {{{', '.join(named)}}}" if named else ""),
         text=render(messages, deployment.workload.prompt_format),
-        max_new_tokens=draw(st.integers(min_value=1, max_value=eq.max_new_tokens)),
+        max_new_tokens=max_new_tokens,
         stop=stop,
         concurrency=draw(st.sampled_from(eq.concurrency)),
+        features=named,
+        params=features.canonical(params),
     )
+
+
+# Stop strings common in any text, beside the deployment's own, for stop_order: two of them
+# completed in one verify step is what list order gets wrong.
+COMMON_STOPS = (".", ",", "\n")
+
+
+def _stop_pool(declared: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*declared, *COMMON_STOPS)))
+
+
+def _anchor(draw: st.DrawFn, max_new_tokens: int) -> str:
+    return f"{features.ANCHOR}{draw(st.integers(min_value=0, max_value=max_new_tokens - 1))}"
+
+
+@st.composite
+def _penalties(draw: st.DrawFn) -> dict:
+    """One to three of SGLang's penalties, at strengths that change greedy choices."""
+    chosen = draw(st.sets(st.sampled_from(features.PARAMS_OF[features.PENALTIES]), min_size=1))
+    values = {
+        "frequency_penalty": st.sampled_from((0.5, 1.0, 2.0)),
+        "presence_penalty": st.sampled_from((0.5, 1.0, 2.0)),
+        "repetition_penalty": st.sampled_from((1.1, 1.3, 1.5)),
+    }
+    return {name: draw(values[name]) for name in sorted(chosen)}
 
 
 def edge_cases(deployment: Deployment) -> list[GenerationCase]:

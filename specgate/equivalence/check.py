@@ -13,9 +13,10 @@ text past a stop string) are checked first.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specgate.client import GenerateResult, curl_command
+from specgate.equivalence import features
 from specgate.equivalence.cases import GenerationCase
 from specgate.equivalence.known import (
     PAST_STOP,
@@ -67,6 +68,9 @@ class Outcome:
     margin: float | None = None  # the baseline's top-1/top-2 margin where the outputs parted, if known
     shape: str | None = None  # a named failure shape (specgate.equivalence.known), for known defects
     divergence: TokenDivergence | None = None  # a decisive parting at a token, described
+    # The request feature(s) a failure is put down to (features.FEATURES; "a+b" where the case drew
+    # several and the evidence cannot tell which): None for a case without features.
+    feature: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -161,7 +165,65 @@ def _context(text_a: str, text_b: str, width: int = 60) -> str:
 
 
 def invariant_violations(case: GenerationCase, result: GenerateResult, who: str) -> list[str]:
-    return [f"{who} {problem}" for _, problem in _violations(case, result)]
+    return [f"{who} {problem}" for _, problem in _violations(case, result)] + [
+        f"{who} (request feature {feature}) {problem}" for feature, _, problem in feature_violations(case, result)
+    ]
+
+
+def feature_violations(case: GenerationCase, result: GenerateResult) -> list[tuple[str, str, str]]:
+    """What plain decoding never does under the case's request features, found in one answer:
+    (feature, what was broken and where, the words for it). The rest of each feature's oracle is
+    the token comparison against the plain answer (same penalties, same bias, same end)."""
+    params = case.sampling_params
+    ids = tuple(result.output_ids)
+    out: list[tuple[str, str, str]] = []
+    least = int(params.get("min_new_tokens", 0))
+    if least and result.finish_reason.kind == "stop" and result.completion_tokens < least:
+        words = (
+            f"ended on a stop ({result.finish_reason}) after {result.completion_tokens} tokens, "
+            f"before min_new_tokens = {least}"
+        )
+        out.append((features.MIN_NEW_TOKENS, words, words))
+    for token in sorted(features.banned_ids(params)):
+        if token in ids:
+            at = ids.index(token)
+            words = f"holds token {token} at output position {at}, which logit_bias bans ({params['logit_bias'][str(token)]:g})"
+            out.append((features.LOGIT_BIAS, f"banned {token} at {at}", words))
+    # Only an answer that says it stopped on one of the request's stop ids: ids past a stop id with
+    # a length finish are the past-stop-at-length shape, which the token comparison names.
+    matched = result.finish_reason.matched
+    stop_ids = {int(t) for t in params.get("stop_token_ids", ()) if not features.is_anchor(t)}
+    if result.finish_reason.kind == "stop" and isinstance(matched, int) and matched in stop_ids and matched in ids:
+        where = ids.index(matched)
+        if where < len(ids) - 1:
+            words = (
+                f"keeps {len(ids) - where - 1} token id(s) past stop token id {matched} at output position {where} "
+                f"(finish_reason {result.finish_reason}; text ends {result.text[-40:]!r})"
+            )
+            out.append((features.STOP_TOKEN_IDS, f"past stop id {matched} at {where}", words))
+    regex = params.get("regex")
+    if isinstance(regex, str):
+        problem = features.grammar_problem(regex, result.text)
+        if problem is not None:
+            out.append((features.GRAMMAR, f"grammar {regex}", problem))
+    return out
+
+
+def _first_difference(baseline: GenerateResult, spec: GenerateResult) -> str:
+    """The first token where two answers part, with both texts from there."""
+    a, b = baseline.output_ids, spec.output_ids
+    i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
+
+    def told(ids: tuple[int, ...]) -> str:
+        if i >= len(ids):
+            return "the end"
+        text = baseline.token_text(ids[i])  # the baseline's logprobs name the tokens they listed
+        return f"token {ids[i]}" + (f" {text!r}" if text is not None else "")
+
+    return (
+        f"  first differing token at output position {i}: baseline {told(a)}, speculative {told(b)}\n"
+        f"{_context(baseline.text, spec.text)}"
+    )
 
 
 def _violations(case: GenerationCase, result: GenerateResult, strict: bool = False) -> list[tuple[str, str]]:
@@ -177,10 +239,15 @@ def _violations(case: GenerationCase, result: GenerateResult, strict: bool = Fal
     if len(result.output_ids) and len(result.output_ids) != result.completion_tokens:
         words = f"returned {len(result.output_ids)} output_ids but meta_info.completion_tokens = {result.completion_tokens}"
         problems.append((words, words))
-    for stop in case.stop:
+    # With min_new_tokens M a stop string completed before the M-th token is generated text (the
+    # finish check waits): where it lies in tokens is unknown here, so the token comparison judges.
+    held = int(case.sampling_params.get("min_new_tokens", 0)) > 1
+    for stop in () if held else case.stop:
         if stop in result.text:
             at = result.text.find(stop)
             if not strict and _completed_by_the_last_allowed_token(case, result, stop, at):
+                continue
+            if _ended_by_a_stop_id_with_that_text(result, stop, at):
                 continue
             problems.append(
                 (
@@ -190,6 +257,18 @@ def _violations(case: GenerationCase, result: GenerateResult, strict: bool = Fal
                 )
             )
     return problems
+
+
+def _ended_by_a_stop_id_with_that_text(result: GenerateResult, stop: str, at: int) -> bool:
+    """A stop token id (features.STOP_TOKEN_IDS) whose text is also a stop string ended the
+    answer: the server checks token ids first and keeps the token's text, plain decoding alike."""
+    matched = result.finish_reason.matched
+    return (
+        result.finish_reason.kind == "stop"
+        and isinstance(matched, int)
+        and not isinstance(matched, bool)
+        and at == len(result.text) - len(stop)
+    )
 
 
 def _completed_by_the_last_allowed_token(case: GenerationCase, result: GenerateResult, stop: str, at: int) -> bool:
@@ -407,10 +486,76 @@ def compare(
     api_key_env: str | None = None,
     max_tokens_per_step: int | None = None,
 ) -> Outcome:
-    header = (
+    """One speculative answer (every choice of it, for sampling_params.n > 1) judged against the
+    baseline's; a failure on a case with request features says which it is put down to."""
+    args = (tie_margin, baseline_url, spec_url, tolerate, api_key_env, max_tokens_per_step)
+    outcome = _compare_one(case, baseline, spec, *args)
+    wanted = spec.request.choices
+    if outcome.ok and wanted > 1:
+        # n greedy choices are the plain answer each (and so each other's).
+        got = 1 + len(spec.other_choices)
+        if got != wanted:
+            return _attributed(case, Outcome(
+                "invariant",
+                f"request feature n: the speculative server returned {got} choice(s) for n = {wanted}\n{_header(case)}",
+                shape=UNCLASSIFIED,
+            ), features.N_CHOICES)  # fmt: skip
+        for j, other in enumerate(spec.other_choices, 1):
+            judged = _compare_one(case, baseline, other, *args)
+            if not judged.ok:
+                first, _, rest = judged.message.partition("\n")
+                words = (
+                    f"choice {j} of n = {wanted} is not the plain answer (choice 0 is): {first}\n"
+                    f"  choice 0 against choice {j}:\n{_first_difference(spec, other)}\n{rest}"
+                )
+                return _attributed(case, replace(judged, message=words), features.N_CHOICES)
+    return _attributed(case, outcome)
+
+
+def _header(case: GenerationCase) -> str:
+    asked = ""
+    if case.features:
+        asked = f", request features {list(case.features)}, sampling params {case.sampling_params}"
+    return (
         f"prompt {case.label!r}, max_new_tokens={case.max_new_tokens}, stop={list(case.stop)}, "
-        f"concurrency={case.concurrency}"
+        f"concurrency={case.concurrency}{asked}"
     )
+
+
+def _attributed(case: GenerationCase, outcome: Outcome, feature: str | None = None) -> Outcome:
+    """A failure on a case with request features, put down to `feature` where the evidence names
+    one, else to the features the case drew ("a+b"); a known shape is kept only where one fits
+    (set by the checks above), otherwise it is "unclassified" (no known defect has this shape)."""
+    if outcome.ok or not (case.features or feature):
+        return outcome
+    named = feature or outcome.feature or "+".join(case.features)
+    message = outcome.message
+    if not message.startswith("request feature"):
+        message = f"request feature {named}: {message}"
+    shape = outcome.shape
+    if shape in (STOP_OVERSHOOT, PAST_STOP, PAST_STOP_AT_LENGTH) and features.MIN_NEW_TOKENS in case.features:
+        # A stop held back by min_new_tokens fits these shapes as well as a missed stop does.
+        first, _, rest = message.partition("\n")
+        message = f"{first}\n{UNCLASSIFIED}: min_new_tokens held the stop back as well as a known defect would ({shape})\n{rest}"
+        shape = UNCLASSIFIED
+    if shape is None:
+        first, _, rest = message.partition("\n")
+        message = f"{first}\n{UNCLASSIFIED}: no known defect has this shape\n{rest}"
+    return replace(outcome, message=message, feature=named, shape=shape or UNCLASSIFIED)
+
+
+def _compare_one(
+    case: GenerationCase,
+    baseline: GenerateResult,
+    spec: GenerateResult,
+    tie_margin: float,
+    baseline_url: str,
+    spec_url: str,
+    tolerate: tuple[str, ...],
+    api_key_env: str | None,
+    max_tokens_per_step: int | None,
+) -> Outcome:
+    header = _header(case)
     repro = (
         f"reproduce:\n  baseline:    {curl_command(baseline_url, baseline.request, api_key_env)}\n"
         f"  speculative: {curl_command(spec_url, spec.request, api_key_env)}"
@@ -435,6 +580,17 @@ def compare(
                 return Outcome("tolerated", message, tokens_compared=len(baseline.output_ids), shape=shape)
             message += _declare_hint(shape)
         return Outcome("invariant", message, shape=shape)
+    shared_features = {key for _, key, _ in feature_violations(case, baseline)}
+    broken = [(f, words) for f, key, words in feature_violations(case, spec) if key not in shared_features]
+    if broken:
+        feature, words = broken[0]
+        more = "".join(f"\n  also (request feature {f}): {w}" for f, w in broken[1:])
+        return Outcome(
+            "invariant",
+            f"request feature {feature}: speculative server {words}\n{header}{more}\n"
+            f"{_first_difference(baseline, spec)}\n{repro}",
+            feature=feature,
+        )
     # Nothing to compare is no evidence of equality: an answer without output_ids (a proxy, an
     # old release, a renamed field) or two empty answers must not pass on 0 tokens compared.
     for who, answer in (("baseline", baseline), ("speculative", spec)):

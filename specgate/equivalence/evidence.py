@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from specgate.client import FinishReason, GenerateResult
+from specgate.equivalence import features
 from specgate.equivalence.cases import GenerationCase
 from specgate.equivalence.check import EquivalenceStats, Outcome, compare
 
@@ -107,6 +108,8 @@ def kept_pair(case: GenerationCase, outcome: Outcome, baseline: GenerateResult, 
             "max_new_tokens": case.max_new_tokens,
             "stop": list(case.stop),
             "concurrency": case.concurrency,
+            "features": list(case.features),
+            "params": case.sampling_params,
         },
         "kind": outcome.kind,
         "shape": outcome.shape,
@@ -186,7 +189,10 @@ def rejudge(
 ) -> Rejudged:
     """A kept pair (report.model.KeptPair) judged by today's check under the given settings."""
     c = pair.case
-    case = GenerationCase(c.label, c.text, c.max_new_tokens, tuple(c.stop), c.concurrency)
+    # The kept speculative answer is one choice (the failing one, for n > 1): judged alone.
+    params = {k: v for k, v in (getattr(c, "params", None) or {}).items() if k != "n"}
+    named = tuple(f for f in getattr(c, "features", None) or () if f != features.N_CHOICES)
+    case = GenerationCase(c.label, c.text, c.max_new_tokens, tuple(c.stop), c.concurrency, named, features.canonical(params))
     outcome = compare(
         case,
         _answer(pair.baseline, case),

@@ -93,9 +93,12 @@ class GoldenCase(BaseModel):
     max_new_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS)]
     stop: list[str]
     concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
+    # The request features and their sampling params (GenerationCase.as_dict), where it drew any.
+    features: list[str] = []
+    params: dict[str, Any] = {}
 
     def case(self) -> GenerationCase:
-        return GenerationCase(self.label, self.text, self.max_new_tokens, tuple(self.stop), self.concurrency)
+        return GenerationCase.from_dict(self.model_dump())
 
 
 class StoredAnswer(BaseModel):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -25,7 +26,7 @@ from specgate.atomic import write_json_atomic
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import MAX_CONCURRENCY, MAX_NEW_TOKENS, Deployment
 from specgate.documents import problem, read_json
-from specgate.equivalence import second_opinion
+from specgate.equivalence import features, second_opinion
 from specgate.equivalence.cases import (
     FIRST_TOKEN_STOP_EDGE,
     GenerationCase,
@@ -70,6 +71,9 @@ class _ReplayCase(BaseModel):
     max_new_tokens: int = Field(ge=1, le=MAX_NEW_TOKENS)
     stop: list[str]
     concurrency: int = Field(ge=1, le=MAX_CONCURRENCY)
+    # The request features and their sampling params (GenerationCase.as_dict), where it drew any.
+    features: list[str] = []
+    params: dict[str, Any] = {}
 
 
 class _ReplayEntry(BaseModel):
@@ -290,10 +294,26 @@ class EquivalenceOracle:
             self._golden_cases = stored + [c for c in self.replay_cases() if c.key + str(c.concurrency) not in keys]
         if self._golden_cases is None:
             explicit = self.explicit_cases()
-            drawn = draw_cases(self.deployment, self.examples, self.seed)
+            # Recorded while the reference runs: its answers make the drawn token-id anchors ids.
+            drawn = [self.anchored_case(c, ask=True) for c in draw_cases(self.deployment, self.examples, self.seed)]
             keys = {c.key + str(c.concurrency) for c in explicit}
             self._golden_cases = explicit + [c for c in drawn if c.key + str(c.concurrency) not in keys]
         return self._golden_cases
+
+    def anchored_case(self, case: GenerationCase, reference: str | None = None, ask: bool = False) -> GenerationCase:
+        """The case with its token-id anchors (features.anchor: a logit-bias ban or a stop token
+        id drawn as "the plain answer's token at K") made the ids the reference answers there,
+        asked without those two features; a case without anchors as it is. `ask`: ask the
+        reference even where it does not run beside the speculative servers (it is up now)."""
+        params = case.sampling_params
+        if not features.anchored(params):
+            return case
+        plain = replace(case, params=features.canonical(features.without_anchors(params)))
+        if ask and plain.key not in self.baselines and (reference or self.deployment.reference) == self.deployment.reference:
+            self.baselines[plain.key] = self._ask_baseline(plain)
+        concrete = features.anchor(params, self.baseline_for(plain, reference).output_ids)
+        named = features.features_in(concrete, features.STOP_ORDER in case.features)
+        return replace(case, params=features.canonical(concrete), features=named)
 
     def _ask_baseline(self, case: GenerationCase, reference: str | None = None) -> GenerateResult:
         server = self.pool.acquire(reference or self.deployment.reference)
@@ -377,6 +397,7 @@ class EquivalenceOracle:
     def check(self, config: str, case: GenerationCase) -> list[Outcome]:
         """Send `case.concurrency` copies at once to `config` and judge each answer."""
         reference = self.deployment.reference_of(config)
+        case = self.anchored_case(case, reference)
         baseline = self.baseline_for(case, reference)
         server = self.pool.acquire(config)
         request = case.request()
@@ -427,6 +448,9 @@ class EquivalenceOracle:
         for outcome, answer in zip(outcomes, answers, strict=True):
             stats.add(outcome, case.label)
             stats.answered(case.text, answer.output_ids)
+            if outcome.feature == features.N_CHOICES:
+                # The choice that is not the plain answer, kept to be judged again (evidence.rejudge).
+                answer = next((c for c in answer.other_choices if (c.output_ids, c.text) != (answer.output_ids, answer.text)), answer)
             keep(stats, case, outcome, baseline, answer)
         return outcomes
 
@@ -462,6 +486,7 @@ class EquivalenceOracle:
 
     def check_and_remember(self, config: str, case: GenerationCase) -> list[Outcome]:
         outcomes = self.check(config, case)
+        case = self.anchored_case(case, self.deployment.reference_of(config))  # the ids it asked
         for outcome in outcomes:
             if not outcome.ok:
                 self.remember_failure(config, case, outcome.message)

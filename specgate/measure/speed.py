@@ -27,6 +27,22 @@ from specgate.server.pool import LiveServer
 
 UNTIMED_TRIES = 3  # sends of a round whose answer arrived in one piece before that is an error
 
+# A measured answer that loops is no evidence of speed or accept length: a drafter predicts a loop
+# perfectly, so accept length (and speed) look excellent while the output is degenerate. An
+# answer is taken to loop where few of its token 4-grams are distinct.
+LOOP_NGRAM = 4
+LOOP_FLOOR = 0.5  # distinct 4-grams over all 4-grams below this: the answer loops
+LOOP_MIN_TOKENS = 32  # fewer tokens cannot tell a loop from a short repeated phrase
+
+
+def distinct_ngram_ratio(ids: tuple[int, ...] | list[int], n: int = LOOP_NGRAM) -> float | None:
+    """Distinct n-grams of token ids over all of them (1.0: no n-gram repeats); None where the
+    answer is too short to tell (LOOP_MIN_TOKENS)."""
+    if len(ids) < max(LOOP_MIN_TOKENS, n):
+        return None
+    grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
+    return round(len(set(grams)) / len(grams), 4)
+
 
 @dataclass(frozen=True)
 class SpeedSample:
@@ -59,6 +75,14 @@ class SpeedSample:
     accepted_drafts: int | None = None
     server_accept_length: float | None = None
     proposed_drafts: int | None = None  # drafts the server proposed (SGLang 0.5.19 on), beside those it accepted
+    # distinct_ngram_ratio of the answer's token ids (up to its end of turn where known); None
+    # without ids or too short to tell.
+    distinct_ngrams: float | None = None
+
+    @property
+    def degenerate(self) -> bool:
+        """The answer loops (distinct 4-grams under LOOP_FLOOR): its figures are untrusted."""
+        return self.distinct_ngrams is not None and self.distinct_ngrams < LOOP_FLOOR
 
     @property
     def accept_length(self) -> float | None:
@@ -106,6 +130,9 @@ class SpeedSample:
             accepted_drafts=result.spec.accepted_drafts if result.spec else None,
             server_accept_length=result.spec.server_accept_length if result.spec else None,
             proposed_drafts=result.spec.proposed_drafts if result.spec else None,
+            distinct_ngrams=distinct_ngram_ratio(result.output_ids[:answer_end] if answer_end else result.output_ids)
+            if result.output_ids and len(result.output_ids) == result.completion_tokens
+            else None,
         )
 
 
@@ -143,6 +170,11 @@ class ConfigSpeed:
 
     def count(self, boot: int) -> int:
         return sum(1 for s in self.samples if s.boot == boot)
+
+    def degenerate(self) -> int | None:
+        """How many measured answers loop (SpeedSample.degenerate); None where none could be told."""
+        told = [s for s in self.samples if s.distinct_ngrams is not None]
+        return sum(s.degenerate for s in told) if told else None
 
 
 class Measurements(Protocol):

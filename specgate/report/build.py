@@ -78,6 +78,7 @@ def _speed_rows(
                 "accept_histogram": list(hist) if (hist := pooled_histogram(record)) else None,
                 "draft_accept_rate": _draft_accept_rate(record),
                 "cycle_ms": _cycle_ms(record, conf),
+                "degenerate": record.degenerate(),
             }
         )
     return rows

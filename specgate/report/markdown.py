@@ -272,6 +272,7 @@ def render_markdown(report: Report) -> str:
                 )
                 out.append(f"- {r.config} (concurrency {r.concurrency}): {parts}")
         out.extend(_accept_histograms(report))
+        out.extend(_degenerate_lines(report))
         stored = next((r.stored for r in report.speed if r.stored), None)
         if stored:
             out.append(
@@ -709,6 +710,19 @@ def _answers_of_the_shapes(e: EquivalenceRow, known: str) -> str:
     if own:
         return f"its {', '.join(own)} answers"
     return f"answers of one of its shapes ({', '.join(e.shapes)})"
+
+
+def _degenerate_lines(report: Report) -> list[str]:
+    """Rows whose measured answers loop: their speed and accept length are no evidence."""
+    from specgate.measure.speed import LOOP_FLOOR, LOOP_NGRAM
+
+    return [
+        f"\n**UNTRUSTED: {r.config} (concurrency {r.concurrency})**: {r.degenerate} of {r.n} measured answers loop "
+        f"(distinct {LOOP_NGRAM}-grams of their tokens under {LOOP_FLOOR:.0%}): its speed and accept length are "
+        "computed partly from degenerate output, which a drafter predicts well."
+        for r in report.speed
+        if r.degenerate
+    ]
 
 
 def _accept_histograms(report: Report) -> list[str]:

@@ -23,7 +23,8 @@ violation test (a setting's and a confirmation's `violation_p`, a row's `violati
 speculative side's tokens outside the setting against the reference's own); 14 a sampling setting's
 `within_chance` (more breaks than the reference's, below the bar of a failure) and a short report's
 `simulator`; 15 a speed row's `accept_histogram`, `draft_accept_rate` (the server's own per-request
-counters, pooled) and `cycle_ms` (time per verify cycle), and the `ab` gate kind. Reports written
+counters, pooled), `cycle_ms` (time per verify cycle) and `degenerate` (measured answers that loop), a kept
+case's `features` and `params`, and the `ab` gate kind. Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -211,7 +212,10 @@ class SpeedRow(_Part):
     # Time per verify cycle, ms: per request its accept length (the server's counters) over its
     # decode speed; speed = accept length / cycle time, so a change splits into the two.
     cycle_ms: Interval | None = None
-    _since: ClassVar[dict[str, int]] = {"accept_histogram": 15, "draft_accept_rate": 15, "cycle_ms": 15}
+    # Measured answers that loop (distinct 4-grams of their ids under measure.speed.LOOP_FLOOR):
+    # speed and accept length computed from them are untrusted. None: no answer could be told.
+    degenerate: int | None = None
+    _since: ClassVar[dict[str, int]] = {"accept_histogram": 15, "draft_accept_rate": 15, "cycle_ms": 15, "degenerate": 15}
 
 
 class Unmeasured(_Part):
@@ -308,6 +312,10 @@ class KeptCase(_Part):
     max_new_tokens: Annotated[int, Field(ge=1)]
     stop: list[str]
     concurrency: Annotated[int, Field(ge=1)]
+    # The request features the case drew and their sampling params (GenerationCase.as_dict).
+    features: list[str] = []
+    params: dict[str, Any] = {}
+    _since: ClassVar[dict[str, int]] = {"features": 15, "params": 15}
 
 
 class KeptPair(_Part):

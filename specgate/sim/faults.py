@@ -15,8 +15,20 @@ in `SPECGATE_CONFIG`.
 | prefill-stop-miss| speculative output looks for stop strings only after the first    | the first-token stop edge    |
 |                  | (prefill) token's text: a stop string that token holds is missed   | (cases.first_token_stop_case)|
 | stop-list-order  | speculative output checks stop strings once per verify step, in    | stop strings ended where the |
-|                  | the order the request lists them (SGLang 0.5.14): a step completing| baseline's ended             |
-|                  | two ends on the one listed first                                   |                              |
+|                  | the order the request lists them (SGLang 0.5.14): a step completing| baseline's ended (feature    |
+|                  | two ends on the one listed first                                   | stop_order draws such lists) |
+| penalty-per-step | the penalties count one token per verify step (its last): accepted | greedy equivalence, feature  |
+|                  | drafts go uncounted, as a penalizer advanced per step would        | penalties (token comparison) |
+| bias-off-drafts  | logit_bias is left off drafted positions (the bonus token has it): | feature logit_bias: a banned |
+|                  | a banned token can be accepted from the draft                      | token in the answer          |
+| min-new-per-step | min_new_tokens is held against verify steps, not tokens: EOS, stop | feature min_new_tokens: the  |
+|                  | ids and stop strings stay held back past M tokens                  | same end after M             |
+| n-choices-differ | with sampling_params.n > 1, choice j (from 0) of a speculative     | feature n: choices identical |
+|                  | answer parts from the first at its token j                         | to each other                |
+| grammar-off-drafts| the regex's mask is left off drafted positions (the grammar not   | feature grammar: the text    |
+|                  | advanced over accepted drafts): text outside the grammar           | valid under the regex        |
+| stop-id-overshoot| keeps the verify step's tokens after one of the request's          | feature stop_token_ids: ids  |
+|                  | stop_token_ids, text cut at the stop                               | not kept past a stop         |
 | diverge-past=P   | speculative output takes a non-top-2 token at every position from  | the context-length edge      |
 |                  | sequence position P on (prompt and answer): a drafter past its     | (context_edge.context_edge_  |
 |                  | position limit corrupting what verify keeps                        | case)                        |
@@ -75,6 +87,12 @@ KNOWN = (
     "stop-overshoot",
     "prefill-stop-miss",
     "stop-list-order",
+    "penalty-per-step",
+    "bias-off-drafts",
+    "min-new-per-step",
+    "n-choices-differ",
+    "grammar-off-drafts",
+    "stop-id-overshoot",
     "diverge-past",
     "reserve",
     "accept-collapse",
@@ -114,6 +132,13 @@ class Faults:
     # Stop strings are looked for once per verify step, after its tokens are appended, and tried in
     # the order the request lists them, as SGLang's Req._check_str_based_finish does.
     stop_list_order: bool = False
+    # Request-feature faults (sim/features.py): each mishandles one feature on the speculative path.
+    penalty_per_step: bool = False
+    bias_off_drafts: bool = False
+    min_new_per_step: bool = False
+    n_choices_differ: bool = False
+    grammar_off_drafts: bool = False
+    stop_id_overshoot: bool = False
     diverge_past: int | None = None  # a sequence position (prompt tokens + answer tokens)
     reserve: int = 0  # slots kept per request beyond SGLang's draft-token reservation
     accept_collapse: bool = False

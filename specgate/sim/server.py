@@ -24,6 +24,7 @@ from specgate.sim import SIM_LABEL, SIM_VERSION
 from specgate.sim.cost import CostModel
 from specgate.sim.engine import Generation, GenParams, GenState, SpecSettings
 from specgate.sim.faults import Faults
+from specgate.sim.features import parse_features
 from specgate.sim.noise import RequestNoise
 from specgate.sim.sampled_api import SampledServer, answer, wants_sampled_path
 from specgate.sim.tokenizer import decode, encode
@@ -212,12 +213,43 @@ class Handler(BaseHTTPRequestHandler):
                     self._answer_sampled(body)
                 return
             generation, logprobs = self._parse_generate(body)
+            choices = self._choices(body, generation)
         except (ValueError, TypeError, KeyError) as exc:
             self._send_json(400, {"error": {"message": f"bad /generate request: {exc}"}})
             return
         if self._count_request():
             return
+        if choices:
+            self._run_choices([generation, *choices], logprobs)
+            return
         self._run(generation, bool(body.get("stream")), logprobs)
+
+    def _choices(self, body: dict, first: Generation) -> list[Generation]:
+        """The choices after the first of sampling_params.n > 1 (greedy: all the same answer)."""
+        n = int((body.get("sampling_params") or {}).get("n", 1))
+        if n < 1:
+            raise ValueError("sampling_params.n must be >= 1")
+        if n > 1 and body.get("stream"):
+            raise ValueError("the simulator answers n > 1 unstreamed only")
+        return [
+            Generation(first.prompt_ids, first.params, self.state.spec, self.state.faults, first.cost, self.state.weights, j)
+            for j in range(1, n)
+        ]
+
+    def _run_choices(self, gens: list[Generation], logprobs: LogprobAsk) -> None:
+        """n answers of one request, as SGLang's list of answer objects; they run together (one batch):
+        the request costs its longest choice."""
+        rid = uuid.uuid4().hex
+        started = time.perf_counter()
+        costs = [sum(cost for _, cost in gen.steps()) for gen in gens]
+        delay = started + max(costs) - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        bodies = [
+            {"text": g.state.text, "output_ids": list(g.state.output_ids), "meta_info": self._meta(g, started, logprobs, f"{rid}-{j}")}
+            for j, g in enumerate(gens)
+        ]
+        self._send_json(200, bodies)
 
     def _count_request(self) -> bool:
         """Counts the request for the crash and trickle faults; True where a fault answered it."""
@@ -296,6 +328,7 @@ class Handler(BaseHTTPRequestHandler):
             stop_token_ids=tuple(sp.get("stop_token_ids") or ()),
             ignore_eos=bool(sp.get("ignore_eos", False)),
             no_stop_trim=bool(sp.get("no_stop_trim", False)),
+            features=parse_features(sp),
         )
         with self.state.lock:
             cost = self.state.cost_for_request()

@@ -209,7 +209,8 @@ def test_golden_the_edge_is_derived_while_recording_and_checked_from_the_recordi
     assert recorded == len(cases)
     one = one_token_case(o.deployment)
     assert edge.stop == (o.baselines[one.key].text,)
-    asked = [(r.text, r.max_new_tokens, r.stop) for r in reference.asked]
+    # (a request feature's params make another request: a token-id anchor's plain answer is one)
+    asked = [(r.text, r.max_new_tokens, r.stop, r.extra) for r in reference.asked]
     assert len(asked) == len(set(asked))  # each request once: the one-token answer is not asked twice
     golden = json.loads(o.golden_path.read_text())
     assert [e["case"] for e in golden["entries"]] == [c.as_dict() for c in cases]
