@@ -200,9 +200,12 @@ def describe(dep: Deployment) -> str:
     if sampling_why is not None:
         lines.append(f"  sampling equivalence NOT CHECKED: {sampling_why}")
     elif not dep.launch.coexist:
+        spec = len(dep.speculative_configs)
+        refs = len({dep.reference_of(c) for c in dep.speculative_configs})
         lines.append(
             "  sampling equivalence in turns (launch.coexist = false): each speculative config draws its samples "
-            "while it is up, then its reference boots once more to score them"
+            f"while it is up, then its reference boots to score them: up to {spec + refs} more boot(s) than the "
+            "other phases need ([sampling] enabled = false waives it, said in every report)"
         )
     if dep.sweep is not None:
         from specgate.sweep.plan import plan_sweep

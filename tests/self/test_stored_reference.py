@@ -25,7 +25,9 @@ from specgate.server.pool import ServerPool
 from specgate.verdicts.baselines import READABLE_FORMATS, load_baseline
 
 SPREAD = {"decode_tps": 0.05, "speedup": 0.05, "source": "self-test: assumed 5%"}
-STORED = {"launch": {"reference_from": "stored"}, "gates": {"between_boot": SPREAD}}
+# Sampling needs the reference booted to score every sample: the deployment turns it off (said in the
+# report); without that, a run that skipped it would be PARTIAL (tests/self/test_sampling_in_turns.py).
+STORED = {"launch": {"reference_from": "stored"}, "gates": {"between_boot": SPREAD}, "sampling": {"enabled": False}}
 # As in test_e2e_gate.py: a test about something other than speed keeps its regression gates
 # comparing without deciding on the machine's load since the baseline was recorded; a test about
 # a speed change provokes one of 2x and keeps the deployment's own tolerance where it expects a FAIL.
