@@ -238,7 +238,46 @@ def _forms(secret: str) -> tuple[str, ...]:
     for form in escaped:
         forms |= {*_url_forms(form), *_html_forms(form)}
     forms |= {json_form for form in list(forms) for json_form in _json_forms(form)}
+    forms |= _base64_cores(secret)
     return tuple(sorted(forms, key=len, reverse=True))
+
+
+# Where a credential sits inside base64 (`Basic user:KEY`, `Bearer KEY` encoded whole), its bytes
+# land at one of three offsets: the characters they alone determine are masked, at each offset.
+_BASE64_MIN = 12
+
+
+def _base64_cores(secret: str) -> set[str]:
+    raw = secret.encode()
+    out: set[str] = set()
+    for offset in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            encoded = encode(b"\0" * offset + raw).decode()
+            core = encoded[4 if offset else 0 : -4] if len(encoded) > 8 else ""
+            if len(core) >= _BASE64_MIN:
+                out.add(core)
+    return out
+
+
+# A credential wrapped across lines (or cut) shows as pieces: any run of this many of its
+# characters, anywhere, is masked with what follows of it (a random key's run does not occur by chance).
+_FRAGMENT = 12
+
+
+def _mask_fragments(text: str, secrets: set[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) < 2 * _FRAGMENT:
+            continue
+        for i in range(1, len(secret) - _FRAGMENT + 1):
+            piece = secret[i : i + _FRAGMENT]
+            start = text.find(piece)
+            while start != -1:
+                end = start + _FRAGMENT
+                while end < len(text) and i + end - start < len(secret) and text[end] == secret[i + end - start]:
+                    end += 1
+                text = text[:start] + MASK + text[end:]
+                start = text.find(piece, start + len(MASK))
+    return text
 
 
 def _json_forms(text: str) -> set[str]:
@@ -264,7 +303,11 @@ def _mask_known(text: str, secrets: set[str]) -> str:
         text = text.replace(form, MASK)
     for password in sorted(_url_passwords, key=len, reverse=True):
         text = text.replace(f":{password}@", f":{MASK}@")
-    return _mask_cut(text, forms | {f for s in _url_passwords for f in _forms(s)})
+    text = _mask_cut(text, forms | {f for s in _url_passwords for f in _forms(s)})
+    text = _mask_fragments(text, secrets | _known)
+    while MASK + MASK in text:  # a credential masked in pieces (a cut prefix, then a fragment) is one mask
+        text = text.replace(MASK + MASK, MASK)
+    return text
 
 
 # A credential's first characters that identify it: a message cut at 300 characters may end in

@@ -340,3 +340,23 @@ def test_a_credential_cut_off_by_a_messages_length_limit_is_masked_at_every_cut(
             masked = secrets.redact_document(document)
             assert value[:cut] not in str(masked), (cut, masked)
             assert masked["cause"] == "HTTP 500: Authorization: Bearer ***"
+
+
+def test_a_key_wrapped_across_lines_or_inside_base64_is_masked():
+    """Round 3's leak: the tail of a key wrapped after 12 characters, and the key inside base64
+    (`Bearer KEY`, `user:KEY`, at any offset), reached every output."""
+    import base64
+
+    from specgate.secrets import redact
+
+    key = "sk-live-ABCDEF1234567890abcdefXYZ"
+    text = (
+        f"key: {key[:12]}\n{key[12:]} | "
+        + " ".join(base64.b64encode(f"{p}{key}".encode()).decode() for p in ("Bearer ", "user:", "u:", ""))
+    )
+    masked = redact(text, key)
+    assert key[12:] not in masked and key[-8:] not in masked, masked
+    for prefix in ("Bearer ", "user:", "u:", ""):
+        encoded = base64.b64encode(f"{prefix}{key}".encode()).decode()
+        assert encoded[len(encoded) // 2 - 4 : len(encoded) // 2 + 4] not in masked, (prefix, masked)
+    assert redact("a model named sk-live-ABC is fine", key).endswith("is fine")
