@@ -238,7 +238,6 @@ def _forms(secret: str) -> tuple[str, ...]:
     for form in escaped:
         forms |= {*_url_forms(form), *_html_forms(form)}
     forms |= {json_form for form in list(forms) for json_form in _json_forms(form)}
-    forms |= _base64_cores(secret)
     return tuple(sorted(forms, key=len, reverse=True))
 
 
@@ -304,6 +303,10 @@ def _mask_known(text: str, secrets: set[str]) -> str:
     for password in sorted(_url_passwords, key=len, reverse=True):
         text = text.replace(f":{password}@", f":{MASK}@")
     text = _mask_cut(text, forms | {f for s in _url_passwords for f in _forms(s)})
+    for secret in secrets | _known | _url_passwords:
+        for core in _base64_cores(secret):
+            # The encoding's characters beside the core hold a few bits of the credential too.
+            text = re.sub(rf"[A-Za-z0-9+/_-]{{0,4}}{re.escape(core)}[A-Za-z0-9+/=_-]{{0,4}}", MASK, text)
     text = _mask_fragments(text, secrets | _known)
     while MASK + MASK in text:  # a credential masked in pieces (a cut prefix, then a fragment) is one mask
         text = text.replace(MASK + MASK, MASK)
