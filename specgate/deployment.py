@@ -371,6 +371,9 @@ class Gates:
     # `[gates] detect`: the regression a no-regression gate should catch with 80% power; `specgate
     # check` and the report say the boots and minutes that would reach it (verdicts.sensitivity).
     detect: float | None = None
+    # `[gates] against_stored = false`: no gate compares with a stored baseline; regressions are
+    # judged by A/B in one run (`[[gates.ab]]`) and the floors, so a run needs no stored figures.
+    against_stored: bool = True
     # The `[[gates.<table>]]` entries, by table, each parsed by its gate kind (specgate.gate_kinds).
     declared: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
@@ -569,6 +572,12 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         sweep=sweep,
         sampling=sampling,
     )
+    if launch.reference_stored and not gates.against_stored:
+        raise top.table("gates").error(
+            "against_stored",
+            'is false, but launch.reference_from = "stored" takes the reference from the stored baseline: '
+            "keep one of the two",
+        )
     check_planned(deployment)
     return deployment
 
@@ -1201,6 +1210,7 @@ def _parse_gate_settings(t: Table, configs: dict[str, ServerConfig], declared: d
         between_boot=between_boot,
         declared=declared,
         detect=t.number("detect", None, minimum=0.001, maximum=0.9),
+        against_stored=t.flag("against_stored", True),
     )
     t.reject_unknown()
     return gates

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 # declarations through this list, as pytest's core loads its built-in plugins by name.
 KIND_MODULES = ("beats_gate", "accept_gate", "regression_gate", "ab_gate")
 # The [gates] keys that are settings, not a kind's table (deployment._parse_gate_settings reads them).
-GATE_SETTINGS = frozenset({"tolerance", "confidence", "sample_batch", "uncompared", "between_boot", "detect"})
+GATE_SETTINGS = frozenset(
+    {"tolerance", "confidence", "sample_batch", "uncompared", "between_boot", "detect", "against_stored"}
+)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # A gate's test id: what `-k` and a node id can select (no brackets, spaces, "::" or non-ASCII).
 _TEST_ID = re.compile(r"^[A-Za-z0-9_.+-]+$")

@@ -228,6 +228,7 @@ def _ab_offer(spec: list[str]) -> str:
 # base = "eagle3-decode-base"
 # tolerance = 0.05          # at most 5% slower than the base
 # accept_tolerance = 0.03   # at most 3% fewer tokens per verify step
+# (and `against_stored = false` under [gates] below, where no stored baseline is kept at all)
 """
 
 

@@ -97,3 +97,20 @@ def test_init_offers_ab_in_one_run_and_its_block_parses_uncommented(tmp_path):
     dep = load_deployment(str(tmp_path / "ab.toml"))
     (gate,) = dep.gates.of("ab")
     assert (gate.config, gate.base, gate.tolerance, gate.accept_tolerance) == ("eagle3-decode", "eagle3-decode-base", 0.05, 0.03)
+
+
+def test_a_deployment_judged_by_ab_alone_asks_nothing_stored(tmp_path):
+    """`[gates] against_stored = false`: no regression gate against a stored baseline is planned, so
+    a run with no stored figures can PASS on its A/B gates; with a stored reference it is refused."""
+    from specgate.gate_kinds import planned_gates
+
+    data = sim_deployment_dict()
+    data["configs"]["eagle3-base"] = dict(data["configs"]["eagle3-decode"])
+    data["gates"]["ab"] = [{"config": "eagle3-decode", "base": "eagle3-base"}]
+    data["gates"]["against_stored"] = False
+    dep = parse_deployment(data, tmp_path / "d.toml")
+    names = [g.name for g in planned_gates(dep, set())]
+    assert not any(n.startswith("regression:") for n in names) and "ab:eagle3-decode-vs-eagle3-base:speed" in names
+    data["launch"]["reference_from"] = "stored"
+    with pytest.raises(DeploymentError, match="against_stored"):
+        parse_deployment(data, tmp_path / "d.toml")
