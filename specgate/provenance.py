@@ -109,7 +109,9 @@ def git_commit(inputs: Iterable[Path] = ()) -> str:
     if not commit.endswith("+dirty") and commit != "unknown" and dirty_inputs(inputs):
         commit += "+dirty"
     if given:
-        return given if given.endswith("+dirty") or not commit.endswith("+dirty") else given + "+dirty"
+        # A checkout whose HEAD holds no commit yet (or not the tree as it is) is no commit's tree.
+        clean = commit != "unknown" and not commit.endswith("+dirty")
+        return given if given.endswith("+dirty") or clean else given + "+dirty"
     return commit
 
 

@@ -53,3 +53,15 @@ def test_specgate_commit_still_names_a_copy_without_git(tmp_path, monkeypatch):
         assert dirty_tree_refusal("specgate baseline update", SimpleNamespace(input_files=(tmp_path / "model.py",))) is None
     finally:
         project.use(None)
+
+
+def test_specgate_commit_in_a_checkout_without_commits_is_no_clean_commit(tmp_path, monkeypatch):
+    """Round 3: in a repository with no commit yet, SPECGATE_COMMIT was taken as a clean commit."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "specgate.toml").write_text('deployment = "sim"\n')
+    _in(tmp_path, monkeypatch)
+    try:
+        assert git_commit() == f"{GIVEN}+dirty"
+        assert dirty_tree_refusal("specgate baseline update", SimpleNamespace(input_files=())) is not None
+    finally:
+        project.use(None)
