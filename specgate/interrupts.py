@@ -62,7 +62,10 @@ def _handle(signum: int, frame: FrameType | None) -> None:
     _received.append(signum)
     for callback in list(_callbacks):
         callback(signum)
-    if not _sealed and not _held:
+    # Only the first is raised: a second (Ctrl-C again, a CI runner's SIGTERM after it) lands inside
+    # the shutdown the first began, whose stops and report are bounded by their own timeouts, and
+    # raised there it broke them off into tracebacks and exit 1 instead of INTERRUPTED (exit 5).
+    if not _sealed and not _held and len(_received) == 1:
         raise KeyboardInterrupt(f"{_STOPPED}{name(signum)}")
 
 

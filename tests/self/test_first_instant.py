@@ -51,3 +51,22 @@ def test_a_signal_at_the_first_instant_of_a_command_without_a_report_is_one_line
     proc = specgate_signalled_at_start(signal.SIGTERM, "check", "sim", cwd=tmp_path)
     assert proc.returncode == 5, proc.stderr
     assert proc.stderr.strip() == "specgate: check interrupted (SIGTERM)"
+
+
+def test_a_second_signal_during_the_shutdown_the_first_began_is_recorded_not_raised():
+    """Round 3: Ctrl-C twice (or SIGTERM after Ctrl-C) broke the shutdown into tracebacks, exit 1."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal\n"
+        "from specgate import interrupts\n"
+        "interrupts.install()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "except KeyboardInterrupt:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)  # during the shutdown\n"
+        "    print('shut down cleanly', interrupts.count())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "shut down cleanly 2" in done.stdout, done.stderr
