@@ -22,8 +22,9 @@ absolute difference of neighbours, which a step moves in one place only).
 
 Each step is named by the first run after it: its size (the ratio of the mean levels after and
 before, within the neighbouring segments) and a Welch t-interval of that ratio. A creep is a
-significant least-squares slope over the window where no step was found: a regression no single
-merge failed on (each run a fraction of a percent below the last).
+significant least-squares slope over the window where no step was found, or where one line
+explains the series at a lower penalised cost than the steps PELT cut a ramp into: a regression
+no single merge failed on (each run a fraction of a percent below the last).
 """
 
 from __future__ import annotations
@@ -111,12 +112,25 @@ def find_changes(levels: Sequence[float], penalty_sds: float = PENALTY_SDS) -> C
     penalty = penalty_sds**2 * sigma**2 * math.log(logs.size)
     ends = ruptures.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(logs.reshape(-1, 1)).predict(pen=penalty)
     bounds = [0, *ends]  # ruptures ends each segment at its exclusive end; the last is len(logs)
+    if len(bounds) > 2 and _line_fits_better(logs, bounds, penalty):
+        # A ramp that PELT cut into small steps: one slope explains it at a lower penalised cost.
+        return Changes([], _creep(logs), sigma)
     steps = []
     for k in range(1, len(bounds) - 1):
         before, after = logs[bounds[k - 1] : bounds[k]], logs[bounds[k] : bounds[k + 1]]
         ratio, low, high = _interval(before, after)
         steps.append(Step(bounds[k], ratio, low, high, before.size, after.size))
     return Changes(steps, None if steps else _creep(logs), sigma)
+
+
+def _line_fits_better(logs: np.ndarray, bounds: list[int], penalty: float) -> bool:
+    """The penalised cost of one straight line (a slope: one parameter more than a flat series)
+    against that of the steps PELT found (one penalty each)."""
+    steps = sum(float(((logs[a:b] - logs[a:b].mean()) ** 2).sum()) for a, b in zip(bounds, bounds[1:]))
+    runs = np.arange(logs.size, dtype=float)
+    slope, intercept = np.polyfit(runs, logs, 1)
+    line = float(((logs - (slope * runs + intercept)) ** 2).sum())
+    return line + penalty < steps + (len(bounds) - 2) * penalty
 
 
 def _creep(logs: np.ndarray) -> Creep | None:
