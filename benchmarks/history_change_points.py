@@ -47,7 +47,9 @@ FIGURES = (
 )
 
 
-def simulated_history(seed: int, figure: Figure, step: float = STEP, step_at: int = STEP_AT, runs: int = RUNS) -> list[float]:
+def simulated_history(
+    seed: int, figure: Figure, step: float = STEP, step_at: int = STEP_AT, runs: int = RUNS
+) -> list[float]:
     """`runs` figures of one config, `step` (a fraction: −0.03 a 3% loss) from run `step_at` on."""
     rng = random.Random(f"history:{seed}:{figure.name}")
     out = []

@@ -12,8 +12,8 @@ from specgate import envvars, interrupts
 from specgate.cli.calibrate import calibrate_command
 from specgate.cli.check import check_command
 from specgate.cli.compare import compare_command
-from specgate.cli.history import history_command
 from specgate.cli.guards import missing_credentials
+from specgate.cli.history import history_command
 from specgate.cli.init import init_command
 from specgate.cli.parser import build_parser, split_pytest_args
 from specgate.cli.pipes import safe_standard_streams

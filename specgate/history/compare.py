@@ -128,14 +128,43 @@ def _rows(a: Report, b: Report, samples_a: dict, samples_b: dict) -> list[RatioR
         common = sorted(set(samples_a.get(key, {})) & set(samples_b.get(key, {})))
         if len(common) >= 3:
             ratio = paired_ratio([samples_b[key][p] for p in common], [samples_a[key][p] for p in common], 0.95)
-            rows.append(RatioRow(ra.config, ra.concurrency, "decode tok/s", ra.decode_tps.estimate, rb.decode_tps.estimate,
-                                 ratio.estimate, ratio.low, ratio.high, f"requests ({len(common)} paired by prompt)"))
+            rows.append(
+                RatioRow(
+                    ra.config,
+                    ra.concurrency,
+                    "decode tok/s",
+                    ra.decode_tps.estimate,
+                    rb.decode_tps.estimate,
+                    ratio.estimate,
+                    ratio.low,
+                    ratio.high,
+                    f"requests ({len(common)} paired by prompt)",
+                )
+            )
         else:
-            rows.append(RatioRow(ra.config, ra.concurrency, "decode tok/s", ra.decode_tps.estimate, rb.decode_tps.estimate,
-                                 *_from_intervals(ra.decode_tps, rb.decode_tps), "report intervals"))
+            rows.append(
+                RatioRow(
+                    ra.config,
+                    ra.concurrency,
+                    "decode tok/s",
+                    ra.decode_tps.estimate,
+                    rb.decode_tps.estimate,
+                    *_from_intervals(ra.decode_tps, rb.decode_tps),
+                    "report intervals",
+                )
+            )
         if ra.ratio_to_reference is not None and rb.ratio_to_reference is not None:
-            rows.append(RatioRow(ra.config, ra.concurrency, "speedup", ra.ratio_to_reference.estimate, rb.ratio_to_reference.estimate,
-                                 *_from_intervals(ra.ratio_to_reference, rb.ratio_to_reference), "report intervals"))
+            rows.append(
+                RatioRow(
+                    ra.config,
+                    ra.concurrency,
+                    "speedup",
+                    ra.ratio_to_reference.estimate,
+                    rb.ratio_to_reference.estimate,
+                    *_from_intervals(ra.ratio_to_reference, rb.ratio_to_reference),
+                    "report intervals",
+                )
+            )
     return rows
 
 
@@ -154,23 +183,37 @@ def compare(folder_a: Path, folder_b: Path) -> Comparison:
     gates += [(g.gate, "absent", str(g.status)) for g in b.gates if g.gate not in {x.gate for x in a.gates}]
     configs: list[str] = []
     for config in sorted(set(a.server_settings) | set(b.server_settings)):
-        configs += _differences(f"{config} setting ", a.server_settings.get(config) or {}, b.server_settings.get(config) or {})
+        configs += _differences(
+            f"{config} setting ", a.server_settings.get(config) or {}, b.server_settings.get(config) or {}
+        )
     drafters_a, drafters_b = a.drafters or {}, b.drafters or {}
     for config in sorted(set(drafters_a) | set(drafters_b)):
         if json.dumps(drafters_a.get(config), sort_keys=True) != json.dumps(drafters_b.get(config), sort_keys=True):
             configs.append(f"{config} drafter: {drafters_a.get(config)!r} -> {drafters_b.get(config)!r}")
-    environment = _differences("", (a.fingerprint.model_dump() if a.fingerprint else {}), (b.fingerprint.model_dump() if b.fingerprint else {}))
-    environment += _differences("", a.provenance, b.provenance, ["commit", "host", "host_id", "specgate", "python", "sim_faults"])
+    environment = _differences(
+        "", (a.fingerprint.model_dump() if a.fingerprint else {}), (b.fingerprint.model_dump() if b.fingerprint else {})
+    )
+    environment += _differences(
+        "", a.provenance, b.provenance, ["commit", "host", "host_id", "specgate", "python", "sim_faults"]
+    )
     return Comparison(folder_a, folder_b, rows, gates, configs, environment)
 
 
 def render(c: Comparison) -> str:
     out = [f"specgate compare: B = {c.b} against A = {c.a}", ""]
-    out.append(f"{'config':<24}{'c':>3}  {'figure':<13}{'A':>10}{'B':>10}{'B / A':>8}  {'95% interval':<17}{'verdict':<21}evidence")
+    out.append(
+        f"{'config':<24}{'c':>3}  {'figure':<13}{'A':>10}{'B':>10}{'B / A':>8}  {'95% interval':<17}{'verdict':<21}evidence"
+    )
     for r in c.rows:
         interval = f"{r.low:.3f}–{r.high:.3f}"
-        out.append(f"{r.config:<24}{r.concurrency:>3}  {r.figure:<13}{r.a:>10.4g}{r.b:>10.4g}{r.ratio:>8.3f}  {interval:<17}{r.verdict:<21}{r.evidence}")
-    out += ["", "the intervals hold the two runs' request noise, not the spread between boots of one build (docs/history.md)", ""]
+        out.append(
+            f"{r.config:<24}{r.concurrency:>3}  {r.figure:<13}{r.a:>10.4g}{r.b:>10.4g}{r.ratio:>8.3f}  {interval:<17}{r.verdict:<21}{r.evidence}"
+        )
+    out += [
+        "",
+        "the intervals hold the two runs' request noise, not the spread between boots of one build (docs/history.md)",
+        "",
+    ]
     out.append("gates (A -> B):")
     out += [f"  {gate}: {sa} -> {sb}" + ("" if sa == sb else "  (changed)") for gate, sa, sb in c.gates]
     out.append("configs changed: " + ("none" if not c.configs_changed else ""))

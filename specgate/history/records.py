@@ -114,19 +114,21 @@ def records_of(report: Report, deployment: Deployment) -> list[ResultRecord]:
             if interval is None or not interval.estimate > 0 or not interval.low > 0:
                 continue
             out.append(
-                ResultRecord(
-                    **common,
-                    config=row.config,
-                    concurrency=row.concurrency,
-                    figure=figure,
-                    args_digest=config.args_digest(deployment.launch) if config else "unknown",
-                    verdict=str(row.verdict),
-                    level=interval.estimate,
-                    low=interval.low,
-                    high=max(interval.high, interval.estimate),
-                    confidence=interval.confidence,
-                    accept_length=row.accept_length.estimate if row.accept_length else None,
-                    cycle_ms=row.cycle_ms.estimate if row.cycle_ms else None,
+                ResultRecord.model_validate(
+                    {
+                        **common,
+                        "config": row.config,
+                        "concurrency": row.concurrency,
+                        "figure": figure,
+                        "args_digest": config.args_digest(deployment.launch) if config else "unknown",
+                        "verdict": str(row.verdict),
+                        "level": interval.estimate,
+                        "low": interval.low,
+                        "high": max(interval.high, interval.estimate),
+                        "confidence": interval.confidence,
+                        "accept_length": row.accept_length.estimate if row.accept_length else None,
+                        "cycle_ms": row.cycle_ms.estimate if row.cycle_ms else None,
+                    }
                 )
             )
     return out
@@ -152,7 +154,10 @@ def load_results(path: Path, deployment: str | None = None, fingerprint: str | N
         except (json.JSONDecodeError, NestedTooDeeply) as exc:
             raise BaselineError(path, f"line {number}: not JSON ({exc.msg}); fix it or move the file aside") from None
         if isinstance(data, dict) and data.get("schema_version") != SCHEMA_VERSION:
-            raise BaselineError(path, f"line {number}: field 'schema_version': expected {SCHEMA_VERSION}, got {data.get('schema_version')!r}")
+            raise BaselineError(
+                path,
+                f"line {number}: field 'schema_version': expected {SCHEMA_VERSION}, got {data.get('schema_version')!r}",
+            )
         try:
             record = ResultRecord.model_validate(data)
         except ValidationError as exc:
@@ -165,7 +170,8 @@ def load_results(path: Path, deployment: str | None = None, fingerprint: str | N
 def _check_belongs(path: Path, where: str, record: ResultRecord, deployment: str | None, fingerprint: str) -> None:
     if deployment is not None and record.deployment != deployment:
         raise BaselineError(
-            path, f"{where}: field 'deployment': a record of deployment {record.deployment!r}, in the results of {deployment!r}"
+            path,
+            f"{where}: field 'deployment': a record of deployment {record.deployment!r}, in the results of {deployment!r}",
         )
     if record.fingerprint != fingerprint:
         raise BaselineError(
@@ -207,7 +213,9 @@ def append_results(path: Path, records: Iterable[ResultRecord], keep: int = KEEP
     said = [f"results history: {len(new)} record(s) of this run appended to {path}"]
     if dropped:
         named = ", ".join(f"{n} of {s}" for s, n in dropped.items())
-        said.append(f"results history keeps the last {keep} records per series ([history] keep): dropped the oldest {named}")
+        said.append(
+            f"results history keeps the last {keep} records per series ([history] keep): dropped the oldest {named}"
+        )
     return said
 
 

@@ -108,24 +108,36 @@ def _svg(trend: SeriesTrend) -> str:
     def y(v: float) -> float:
         return _PAD_T + height * (top - v) / (top - bottom)
 
-    parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" aria-label="{html.escape(trend.name)}">']
+    parts = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" aria-label="{html.escape(trend.name)}">'
+    ]
     for k in range(5):  # gridlines and their labels
         v = bottom + (top - bottom) * k / 4
         parts.append(f'<line x1="{_PAD_L}" x2="{_W - _PAD_R}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eaeef2"/>')
         parts.append(f'<text x="{_PAD_L - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.4g}</text>')
     for step in trend.changes.steps:
         sx = (x(step.index - 1) + x(step.index)) / 2
-        parts.append(f'<line x1="{sx:.1f}" x2="{sx:.1f}" y1="{_PAD_T}" y2="{_H - _PAD_B}" stroke="#bf8700" stroke-dasharray="5,4" stroke-width="2">'
-                     f"<title>step {step.ratio - 1:+.1%} from commit {html.escape(trend.commit_at(step.index))}</title></line>")
+        parts.append(
+            f'<line x1="{sx:.1f}" x2="{sx:.1f}" y1="{_PAD_T}" y2="{_H - _PAD_B}" stroke="#bf8700" stroke-dasharray="5,4" stroke-width="2">'
+            f"<title>step {step.ratio - 1:+.1%} from commit {html.escape(trend.commit_at(step.index))}</title></line>"
+        )
     path = " ".join(f"{'M' if i == 0 else 'L'}{x(i):.1f},{y(r.level):.1f}" for i, r in enumerate(rows))
     parts.append(f'<path d="{path}" fill="none" stroke="#0969da" stroke-width="1.5"/>')
     for i, r in enumerate(rows):
         colour = "#cf222e" if r.verdict in FAILED or r.run_verdict in FAILED else "#0969da"
-        parts.append(f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{y(r.low):.1f}" y2="{y(r.high):.1f}" stroke="{colour}" stroke-opacity="0.5"/>')
-        tip = f"{r.commit[:12]} {r.date[:19]}: {r.level:.4g} ({r.low:.4g}–{r.high:.4g}), {r.verdict}, run {r.run_verdict}"
-        parts.append(f'<circle cx="{x(i):.1f}" cy="{y(r.level):.1f}" r="4" fill="{colour}"><title>{html.escape(tip)}</title></circle>')
-    parts.append(f'<text x="{_PAD_L}" y="{_H - 12}" font-size="11">runs, oldest first ({len(rows)}); '
-                 f"red: a failed verdict; dashed: a step (hover for its commit)</text>")
+        parts.append(
+            f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{y(r.low):.1f}" y2="{y(r.high):.1f}" stroke="{colour}" stroke-opacity="0.5"/>'
+        )
+        tip = (
+            f"{r.commit[:12]} {r.date[:19]}: {r.level:.4g} ({r.low:.4g}–{r.high:.4g}), {r.verdict}, run {r.run_verdict}"
+        )
+        parts.append(
+            f'<circle cx="{x(i):.1f}" cy="{y(r.level):.1f}" r="4" fill="{colour}"><title>{html.escape(tip)}</title></circle>'
+        )
+    parts.append(
+        f'<text x="{_PAD_L}" y="{_H - 12}" font-size="11">runs, oldest first ({len(rows)}); '
+        f"red: a failed verdict; dashed: a step (hover for its commit)</text>"
+    )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -148,14 +160,26 @@ def _table(trend: SeriesTrend) -> str:
 def render_html(deployment: str, trends: Sequence[SeriesTrend]) -> str:
     body = [f"<h1>specgate results history — {html.escape(deployment)}</h1>"]
     if any(r.simulator for t in trends for r in t.records):
-        body.append('<p class="fail">SIMULATOR runs: these figures are specgate\'s simulated engine\'s, not SGLang\'s.</p>')
+        body.append(
+            "<p class=\"fail\">SIMULATOR runs: these figures are specgate's simulated engine's, not SGLang's.</p>"
+        )
     failing = [f for t in trends for f in t.failing]
-    body.append(f'<p class="{"fail" if failing else "note"}">' + (html.escape("; ".join(failing)) if failing else "no new step down past the threshold") + "</p>")
+    body.append(
+        f'<p class="{"fail" if failing else "note"}">'
+        + (html.escape("; ".join(failing)) if failing else "no new step down past the threshold")
+        + "</p>"
+    )
     for t in trends:
-        body.append(f'<h2 class="series">{html.escape(t.name)} <span class="note">({html.escape(t.fingerprint)})</span></h2>')
+        body.append(
+            f'<h2 class="series">{html.escape(t.name)} <span class="note">({html.escape(t.fingerprint)})</span></h2>'
+        )
         body.append(_svg(t))
         said = t.said()
-        body.append("<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in said) + "</ul>" if said else '<p class="note">no step, no creep</p>')
+        body.append(
+            "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in said) + "</ul>"
+            if said
+            else '<p class="note">no step, no creep</p>'
+        )
         body.append(_table(t))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -183,10 +207,12 @@ def render_png(trends: Sequence[SeriesTrend], path: Path, shown: int = 12) -> No
         ax.plot(failed, [levels[i] for i in failed], "o", color="#cf222e", ms=5)
         for step in t.changes.steps:
             ax.axvline(step.index - 0.5, color="#bf8700", ls="--")
-            ax.annotate(f"{step.ratio - 1:+.1%} {t.commit_at(step.index)[:7]}", (step.index - 0.5, max(levels)), fontsize=7)
+            ax.annotate(
+                f"{step.ratio - 1:+.1%} {t.commit_at(step.index)[:7]}", (step.index - 0.5, max(levels)), fontsize=7
+            )
         ax.set_title(t.name + (" — FAILS" if t.failing else ""), fontsize=9, color="#cf222e" if t.failing else "black")
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(chosen):]:
+    for ax in list(axes.flat)[len(chosen) :]:
         ax.axis("off")
     fig.tight_layout()
     import io

@@ -26,7 +26,9 @@ SLUG = "none-simulator-x0-sglang-0.1.0-specgate-sim-70b6b9bb"
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "history_change_points.py"
 
 
-def record(level: float, k: int = 0, config: str = "eagle3-decode", figure: str = "speedup", **over: object) -> rec.ResultRecord:
+def record(
+    level: float, k: int = 0, config: str = "eagle3-decode", figure: str = "speedup", **over: object
+) -> rec.ResultRecord:
     data = {
         "schema_version": 1, "deployment": "sim", "fingerprint": SLUG, "config": config, "concurrency": 1,
         "figure": figure, "commit": f"{k:040x}", "date": f"2026-12-{1 + k // 24:02d}T{k % 24:02d}:00:00+00:00",
