@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,12 +27,17 @@ SLUG = "none-simulator-x0-sglang-0.1.0-specgate-sim-70b6b9bb"
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "history_change_points.py"
 
 
+def commit(k: int) -> str:
+    """Run k's commit: distinct in its first 12 characters, as the page and the messages show it."""
+    return f"c{k:03d}".ljust(40, "0")
+
+
 def record(
     level: float, k: int = 0, config: str = "eagle3-decode", figure: str = "speedup", **over: object
 ) -> rec.ResultRecord:
     data = {
         "schema_version": 1, "deployment": "sim", "fingerprint": SLUG, "config": config, "concurrency": 1,
-        "figure": figure, "commit": f"{k:040x}", "date": f"2026-12-{1 + k // 24:02d}T{k % 24:02d}:00:00+00:00",
+        "figure": figure, "commit": commit(k), "date": f"2026-12-{1 + k // 24:02d}T{k % 24:02d}:00:00+00:00",
         "host_id": "machine-id:test", "sglang": "0.1.0-specgate-sim", "deployment_digest": "d" * 12,
         "args_digest": "a" * 12, "verdict": "PASS", "run_verdict": "PASS", "level": level, "low": level * 0.98,
         "high": level * 1.02, "confidence": 0.95, "accept_length": 2.2, "cycle_ms": 2.8, "simulator": True,
@@ -122,7 +128,7 @@ def test_history_fails_on_a_new_step_down_only(tmp_path: Path) -> None:
     dropped_early = [v * (0.9 if k >= 10 else 1.0) for k, v in enumerate(levels)]
     late = analyse({SLUG: [record(v, k) for k, v in enumerate(dropped_late)]}, spec)[0]
     early = analyse({SLUG: [record(v, k) for k, v in enumerate(dropped_early)]}, spec)[0]
-    assert late.failing and f"{27:040x}"[:12] in late.failing[0]
+    assert late.failing and commit(27)[:12] in late.failing[0]
     assert early.changes.steps and not early.failing  # said, no longer new
 
 
@@ -167,3 +173,24 @@ def test_a_run_appends_its_records_and_says_where_it_stands(tmp_path: Path) -> N
     report = d.report()
     assert any("the lowest of 4 runs on this runner" in s for s in report["standing"])
     assert "**In its history:** eagle3-decode speedup" in (d.report_dir / "report.md").read_text()
+
+
+def _specgate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specgate.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_history_command_exits_by_new_steps_and_writes_the_page(tmp_path: Path) -> None:
+    base = [1.6 * (1 + NOISE.gauss(0, 0.003)) for _ in range(30)]
+    path = tmp_path / "baselines" / "sim" / "results" / f"{SLUG}.jsonl"
+    rec.append_results(path, [record(v, k) for k, v in enumerate(base)])
+    out = tmp_path / "page"
+    healthy = _specgate("history", "sim", "--baselines-dir", str(tmp_path / "baselines"), "-o", str(out))
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert (out / "history.html").is_file() and (out / "history.png").is_file()
+    rec.append_results(path, [record(1.45, 30 + k) for k in range(4)])
+    dropped = _specgate("history", "sim", "--baselines-dir", str(tmp_path / "baselines"), "-o", str(out))
+    assert dropped.returncode == 1, dropped.stdout + dropped.stderr
+    assert "FAIL — eagle3-decode c1 speedup: a new step down" in dropped.stdout and commit(30)[:12] in dropped.stdout
+    path.write_text(path.read_text() + "{not json\n")
+    broken = _specgate("history", "sim", "--baselines-dir", str(tmp_path / "baselines"), "-o", str(out))
+    assert broken.returncode == 2 and f"{path}: line 35: not JSON" in broken.stderr

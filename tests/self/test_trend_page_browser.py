@@ -32,7 +32,7 @@ def _history() -> dict[str, list[rec.ResultRecord]]:
             rows.append(
                 rec.ResultRecord(
                     schema_version=1, deployment="sim", fingerprint="slug", config=config, concurrency=1,
-                    figure=figure, commit=f"{k:040x}", date=f"2026-12-01T{k % 24:02d}:{k:02d}:00+00:00",
+                    figure=figure, commit=f"c{k:03d}".ljust(40, "0"), date=f"2026-12-{1 + k:02d}T00:00:00+00:00",
                     host_id="h", sglang="s", deployment_digest="d", args_digest="a",
                     verdict="FAIL" if k == 20 else "PASS", run_verdict="PASS", level=value, low=value * 0.98,
                     high=value * 1.02, confidence=0.95,
