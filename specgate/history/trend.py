@@ -54,28 +54,33 @@ class SeriesTrend:
 
 
 def analyse(records_by_fingerprint: dict[str, list[ResultRecord]], spec: HistorySpec) -> list[SeriesTrend]:
+    """Per fingerprint, config, concurrency, figure and host: a runner's own series. Two runners
+    of one fingerprint differ by their own offsets; a job moving from one to the other would
+    read as a step no commit made, so each host's runs are a series of their own."""
     out = []
     for fingerprint, records in records_by_fingerprint.items():
         series: dict[tuple, list[ResultRecord]] = {}
         for r in records:
-            series.setdefault(r.series, []).append(r)
-        for key, rows in series.items():
+            series.setdefault((r.series, r.host_id), []).append(r)
+        hosts = len({r.host_id for r in records})
+        for (key, host), rows in series.items():
             rows = sorted(rows, key=lambda r: r.date)
+            name = series_name(key) + (f" on {host}" if hosts > 1 else "")
             changes = find_changes([r.level for r in rows])
             failing = []
             for step in changes.steps:
                 if step.index >= len(rows) - spec.recent and step.regression_past(spec.threshold):
                     failing.append(
-                        f"{series_name(key)}: a new step down of {1 - step.ratio:.1%} (at worst {1 - step.low:.1%}) "
+                        f"{name}: a new step down of {1 - step.ratio:.1%} (at worst {1 - step.low:.1%}) "
                         f"from commit {rows[step.index].commit[:12]}, past [history] threshold = {spec.threshold:g}"
                     )
             creep = changes.creep
             if creep is not None and creep.high < 1.0 and creep.low <= 1.0 - spec.threshold:
                 failing.append(
-                    f"{series_name(key)}: a slow creep down of {1 - creep.over_window:.1%} over {creep.runs} runs, "
+                    f"{name}: a slow creep down of {1 - creep.over_window:.1%} over {creep.runs} runs, "
                     f"past [history] threshold = {spec.threshold:g}, that no single merge failed on"
                 )
-            out.append(SeriesTrend(fingerprint, series_name(key), rows, changes, failing))
+            out.append(SeriesTrend(fingerprint, name, rows, changes, failing))
     return out
 
 

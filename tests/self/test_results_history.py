@@ -194,3 +194,15 @@ def test_history_command_exits_by_new_steps_and_writes_the_page(tmp_path: Path) 
     path.write_text(path.read_text() + "{not json\n")
     broken = _specgate("history", "sim", "--baselines-dir", str(tmp_path / "baselines"), "-o", str(out))
     assert broken.returncode == 2 and f"{path}: line 35: not JSON" in broken.stderr
+
+
+def test_each_runner_is_a_series_of_its_own() -> None:
+    """Two runners of one fingerprint, 4% apart, the job moving from one to the other halfway:
+    no step is a commit's doing, and none is said."""
+    rows = [
+        record(1.6 * (0.96 if k >= 15 else 1.0) * (1 + NOISE.gauss(0, 0.003)), k, host_id="b" if k >= 15 else "a")
+        for k in range(30)
+    ]
+    trends = analyse({SLUG: rows}, HistorySpec())
+    assert sorted(t.name for t in trends) == ["eagle3-decode c1 speedup on a", "eagle3-decode c1 speedup on b"]
+    assert not any(t.changes.steps or t.failing for t in trends)
