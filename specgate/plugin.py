@@ -720,10 +720,11 @@ def _keep_results(gate: GateSession, report: Report, messages: list[str]) -> Rep
         records = records_of(report, gate.deployment)
         if not records:
             return report
-        path = results_path(gate.options.baselines_dir, gate.deployment.name, Fingerprint.from_dict(report.fingerprint.model_dump()))  # type: ignore[union-attr]
+        fingerprint = Fingerprint.from_dict(report.fingerprint.model_dump())  # type: ignore[union-attr]  # records_of: not None
+        path = results_path(gate.options.baselines_dir, gate.deployment.name, fingerprint)
         earlier = load_results(path, gate.deployment.name)
         messages.extend(append_results(path, records, gate.deployment.history.keep))
-    except (SpecgateError, OSError) as exc:
+    except (SpecgateError, OSError, ValueError) as exc:  # ValueError: pydantic's, a figure the record refuses
         messages.append(f"results history NOT updated: {exc}")
         return report
     return report.model_copy(update={"standing": standing(records, earlier)})
