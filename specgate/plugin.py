@@ -715,6 +715,7 @@ def _keep_results(gate: GateSession, report: Report, messages: list[str]) -> Rep
     and where they stand among the earlier runs there said on the report's first screen."""
     from specgate.history.records import append_results, load_results, records_of, results_path
     from specgate.history.standing import standing
+    from specgate.history.trend import trend_chart
 
     try:
         records = records_of(report, gate.deployment)
@@ -727,7 +728,13 @@ def _keep_results(gate: GateSession, report: Report, messages: list[str]) -> Rep
     except (SpecgateError, OSError, ValueError) as exc:  # ValueError: pydantic's, a figure the record refuses
         messages.append(f"results history NOT updated: {exc}")
         return report
-    return report.model_copy(update={"standing": standing(records, earlier)})
+    said = standing(records, earlier)
+    if said:
+        try:
+            trend_chart(gate.options.report_dir / "history.png", records, earlier, gate.deployment.history)
+        except (OSError, ValueError) as exc:
+            messages.append(f"history.png NOT drawn: {type(exc).__name__}: {exc}")
+    return report.model_copy(update={"standing": said})
 
 
 def _markdown(report: AnyReport) -> str:

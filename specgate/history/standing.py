@@ -49,7 +49,6 @@ def standing(now: Sequence[ResultRecord], earlier: Sequence[ResultRecord]) -> li
         median = sorted(levels)[len(levels) // 2]
         change = record.level / median - 1
         lines.append(
-            f"{record.config} {_figure(record)}, {rank} of {runs} runs on {where} "
-            f"({change:+.1%} from their median; `specgate history` draws the trend)"
+            f"{record.config} {_figure(record)}, {rank} of {runs} runs on {where} ({change:+.1%} from their median)"
         )
     return lines

@@ -23,6 +23,7 @@ from specgate.history.changes import Changes, find_changes
 from specgate.history.records import ResultRecord, series_name
 
 FAILED = ("FAIL", "ERROR", "INCONCLUSIVE")
+SHOWN_IN_REPORT = 3  # series in a run's history.png (standing.SHOWN: the lines its first screen says)
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ def render_png(trends: Sequence[SeriesTrend], path: Path, shown: int = 12) -> No
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     chosen = list(trends)[:shown]
     cols = 2 if len(chosen) > 1 else 1
@@ -217,6 +219,8 @@ def render_png(trends: Sequence[SeriesTrend], path: Path, shown: int = 12) -> No
             )
         ax.set_title(t.name + (" — FAILS" if t.failing else ""), fontsize=9, color="#cf222e" if t.failing else "black")
         ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("runs, oldest first (red: a failed verdict; dashed: a step)", fontsize=7)
     for ax in list(axes.flat)[len(chosen) :]:
         ax.axis("off")
     fig.tight_layout()
@@ -226,6 +230,16 @@ def render_png(trends: Sequence[SeriesTrend], path: Path, shown: int = 12) -> No
     fig.savefig(buffer, format="png", dpi=90)
     plt.close(fig)
     write_bytes_atomic(path, buffer.getvalue())
+
+
+def trend_chart(path: Path, now: Sequence[ResultRecord], earlier: Sequence[ResultRecord], spec: HistorySpec) -> None:
+    """history.png of a run's report folder: the series of this run's standing (its speedups, else
+    its decode tok/s), this runner's runs with this one last."""
+    chosen = [r for r in now if r.figure == "speedup"] or [r for r in now if r.figure == "decode_tps"]
+    shown = {r.series for r in chosen[:SHOWN_IN_REPORT]}
+    host = now[0].host_id if now else ""
+    rows = [r for r in [*earlier, *now] if r.series in shown and r.host_id == host]
+    render_png(analyse({"run": rows}, spec), path, shown=SHOWN_IN_REPORT)
 
 
 def write_page(out: Path, deployment: str, trends: Sequence[SeriesTrend]) -> tuple[Path, Path]:

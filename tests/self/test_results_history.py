@@ -173,6 +173,7 @@ def test_a_run_appends_its_records_and_says_where_it_stands(tmp_path: Path) -> N
     report = d.report()
     assert any("the lowest of 4 runs on this runner" in s for s in report["standing"])
     assert "**In its history:** eagle3-decode speedup" in (d.report_dir / "report.md").read_text()
+    assert (d.report_dir / "history.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def _specgate(*args: str) -> subprocess.CompletedProcess[str]:
