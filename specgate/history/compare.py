@@ -27,7 +27,7 @@ from typing import Any
 from specgate.documents import read_json
 from specgate.errors import ReportError
 from specgate.measure.stats import paired_ratio
-from specgate.report.model import Interval, Report, read_report
+from specgate.report.model import GateEntry, Interval, Report, read_report
 
 Z95 = 1.959963984540054
 
@@ -58,7 +58,7 @@ class Comparison:
     a: Path
     b: Path
     rows: list[RatioRow]
-    gates: list[tuple[str, str, str]]  # gate, status in A, status in B
+    gates: list[tuple[str, str, str]]  # gate, its status and figure in A, in B
     configs_changed: list[str]
     environment_changed: list[str]
 
@@ -168,6 +168,22 @@ def _rows(a: Report, b: Report, samples_a: dict, samples_b: dict) -> list[RatioR
     return rows
 
 
+# A gate's figure, the first of these its figures hold (beats and ab: the ratio; regression: against
+# the stored figure; accept: the accept length).
+HEADLINES = ("ratio", "ratio_to_stored", "accept_length")
+
+
+def _said(gate: GateEntry) -> str:
+    """A gate's status and its figure, e.g. "pass 1.64 [1.47, 1.73]"."""
+    for key in HEADLINES:
+        figure = gate.figures.get(key)
+        if isinstance(figure, dict) and all(
+            isinstance(figure.get(k), (int, float)) for k in ("estimate", "low", "high")
+        ):
+            return f"{gate.status} {key} {figure['estimate']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}]"
+    return str(gate.status)
+
+
 def _differences(what: str, a: dict[str, Any], b: dict[str, Any], keys: list[str] | None = None) -> list[str]:
     names = keys if keys is not None else sorted(set(a) | set(b))
     return [f"{what}{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in names if a.get(k) != b.get(k)]
@@ -178,9 +194,12 @@ def compare(folder_a: Path, folder_b: Path) -> Comparison:
     if a.deployment != b.deployment:
         raise ReportError(folder_b, f"a report of deployment {b.deployment!r}, compared with one of {a.deployment!r}")
     rows = _rows(a, b, _samples(folder_a), _samples(folder_b))
-    gates_b = {g.gate: g.status for g in b.gates}
-    gates = [(g.gate, str(g.status), str(gates_b.get(g.gate, "absent"))) for g in a.gates]
-    gates += [(g.gate, "absent", str(g.status)) for g in b.gates if g.gate not in {x.gate for x in a.gates}]
+    gates_b = {g.gate: g for g in b.gates}
+    gates = []
+    for g in a.gates:
+        other = gates_b.get(g.gate)
+        gates.append((g.gate, _said(g), _said(other) if other is not None else "absent"))
+    gates += [(g.gate, "absent", _said(g)) for g in b.gates if g.gate not in {x.gate for x in a.gates}]
     configs: list[str] = []
     for config in sorted(set(a.server_settings) | set(b.server_settings)):
         configs += _differences(
@@ -215,7 +234,10 @@ def render(c: Comparison) -> str:
         "",
     ]
     out.append("gates (A -> B):")
-    out += [f"  {gate}: {sa} -> {sb}" + ("" if sa == sb else "  (changed)") for gate, sa, sb in c.gates]
+    out += [
+        f"  {gate}: {sa} -> {sb}" + ("" if sa.split()[0] == sb.split()[0] else "  (verdict changed)")
+        for gate, sa, sb in c.gates
+    ]
     out.append("configs changed: " + ("none" if not c.configs_changed else ""))
     out += [f"  {line}" for line in c.configs_changed]
     out.append("environment changed: " + ("none" if not c.environment_changed else ""))
