@@ -403,6 +403,18 @@ class DiagnosisSpec:
 
 
 @dataclass(frozen=True)
+class HistorySpec:
+    """`specgate history`: when a step in the results history fails the command, how many
+    records of each series the history keeps (specgate.history; docs/history.md)."""
+
+    # A step down fails `specgate history` where a loss this large cannot be ruled out (and some loss is certain).
+    threshold: float = 0.03
+    # Steps among the last this many runs are new: older ones were said by the runs that followed.
+    recent: int = 5
+    keep: int = 500  # records per config and figure a results file keeps (the oldest dropped, said)
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     """`specgate sweep`: the grid of speculative settings to boot and measure side by side."""
 
@@ -435,6 +447,7 @@ class Deployment:
     diagnosis: DiagnosisSpec = field(default_factory=DiagnosisSpec)
     sweep: SweepSpec | None = None
     sampling: SamplingSpec = field(default_factory=SamplingSpec)  # the sampling equivalence test's settings
+    history: HistorySpec = field(default_factory=HistorySpec)  # `specgate history` and the results history
 
     @property
     def input_files(self) -> tuple[Path, ...]:
@@ -539,6 +552,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
     hardware = attempt(_parse_hardware, top)
     diagnosis = attempt(lambda: _parse_diagnosis(top.table("diagnosis")))
     sampling = attempt(lambda: parse_sampling(top.table("sampling")))
+    history = attempt(lambda: _parse_history(top.table("history")))
     reference = gates = sweep = None
     if launch and configs:
         reference = attempt(_parse_reference, top, launch, configs)
@@ -571,6 +585,7 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         diagnosis=diagnosis,
         sweep=sweep,
         sampling=sampling,
+        history=history,
     )
     if launch.reference_stored and not gates.against_stored:
         raise top.table("gates").error(
@@ -758,6 +773,17 @@ def _parse_diagnosis(t: Table) -> DiagnosisSpec:
         efficiency_floor=t.number("efficiency_floor", default.efficiency_floor, minimum=0.0, maximum=1.0),
         last_step_floor=t.number("last_step_floor", default.last_step_floor, minimum=0.0, maximum=1.0),
         drafter_floor=t.number("drafter_floor", default.drafter_floor, minimum=1.0, maximum=MAX_TOKENS_PER_STEP),
+    )
+    t.reject_unknown()
+    return spec
+
+
+def _parse_history(t: Table) -> HistorySpec:
+    default = HistorySpec()  # the defaults live in the dataclass, nowhere else
+    spec = HistorySpec(
+        threshold=t.number("threshold", default.threshold, minimum=0.0, maximum=1.0),
+        recent=t.integer("recent", default.recent, minimum=1, maximum=10_000),
+        keep=t.integer("keep", default.keep, minimum=10, maximum=1_000_000),
     )
     t.reject_unknown()
     return spec

@@ -52,6 +52,7 @@ from specgate.server.pool import LiveServer
 from specgate.server_info import simulated
 from specgate.session import GateSession, RunOptions, reference_stored
 from specgate.verdicts.baselines import write_baseline
+from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import BASELINE_NOT_RECORDED, BASELINE_RECORDED, RunVerdict
 from specgate.verdicts.judge import Judge, baseline_document
 from specgate.verdicts.outcome import FailedTest, RunFacts
@@ -687,6 +688,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             # messages of the first build (chart, diagnosis) are not said twice. An update that
             # stored nothing failed (unless interrupted, which its report says instead).
             built = _build(gate, [], interrupted, lead=lead, not_recorded=not_written)
+            built = built.model_copy(update={"standing": report.standing})  # appended once, by the first build
             write_report(gate.options.report_dir, built, chart=built.overall != first, messages=messages)
             report = built
         except Exception as exc:
@@ -706,6 +708,33 @@ def _pool_into_history(gate: GateSession, messages: list[str], interrupted: str 
         messages.extend(gate.judge.pool_into_history())
     except (SpecgateError, OSError) as exc:
         messages.append(f"runner history NOT updated: {exc}")
+
+
+def _keep_results(gate: GateSession, report: Report, messages: list[str]) -> Report:
+    """A completed run's figures appended to the results history (specgate.history.records),
+    and where they stand among the earlier runs there said on the report's first screen."""
+    from specgate.history.records import append_results, load_results, records_of, results_path
+    from specgate.history.standing import standing
+    from specgate.history.trend import trend_chart
+
+    try:
+        records = records_of(report, gate.deployment)
+        if not records:
+            return report
+        fingerprint = Fingerprint.from_dict(report.fingerprint.model_dump())  # type: ignore[union-attr]  # records_of: not None
+        path = results_path(gate.options.baselines_dir, gate.deployment.name, fingerprint)
+        earlier = load_results(path, gate.deployment.name)
+        messages.extend(append_results(path, records, gate.deployment.history.keep))
+    except (SpecgateError, OSError, ValueError) as exc:  # ValueError: pydantic's, a figure the record refuses
+        messages.append(f"results history NOT updated: {exc}")
+        return report
+    said = standing(records, earlier)
+    if said:
+        try:
+            trend_chart(gate.options.report_dir / "history.png", records, earlier, gate.deployment.history)
+        except (OSError, ValueError) as exc:
+            messages.append(f"history.png NOT drawn: {type(exc).__name__}: {exc}")
+    return report.model_copy(update={"standing": said})
 
 
 def _markdown(report: AnyReport) -> str:
@@ -797,6 +826,8 @@ def _write_report(gate: GateSession, messages: list[str], interrupted: str | Non
         )
     if report.simulator and (faults := report.provenance.get("sim_faults")):
         messages.append(f"SIMULATOR faults injected (SPECGATE_SIM_FAULTS): {faults}: a failure this run reports is the fault's, on purpose")
+    if interrupted is None:
+        report = _keep_results(gate, report, messages)
     write_report(gate.options.report_dir, report, chart=True, messages=messages)
     return gate.judge.fingerprint_if_known(), report
 

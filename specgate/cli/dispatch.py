@@ -11,7 +11,9 @@ from pathlib import Path
 from specgate import envvars, interrupts
 from specgate.cli.calibrate import calibrate_command
 from specgate.cli.check import check_command
+from specgate.cli.compare import compare_command
 from specgate.cli.guards import missing_credentials
+from specgate.cli.history import history_command
 from specgate.cli.init import init_command
 from specgate.cli.parser import build_parser, split_pytest_args
 from specgate.cli.pipes import safe_standard_streams
@@ -38,7 +40,7 @@ def command(argv: list[str]) -> int:
         if args.command in ("run", "baseline"):
             return run_command(args, extra)  # releases the held signals once its report folder is taken
         interrupts.release()
-        if args.command in ("spread", "rejudge", "init", "schema", "check"):
+        if args.command in ("spread", "rejudge", "init", "schema", "check", "history", "compare"):
             return _quick(args, extra)
         return _stoppable(args, extra)
     except KeyboardInterrupt:
@@ -67,6 +69,10 @@ def _quick(args: argparse.Namespace, extra: list[str]) -> int:
         return init_command(args)
     if args.command == "schema":
         return schema_command(args)
+    if args.command == "history":
+        return history_command(args)
+    if args.command == "compare":
+        return compare_command(args)
     return check_command(args)
 
 

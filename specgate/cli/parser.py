@@ -119,6 +119,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="judge under this deployment file's tie margin and tolerances (default: the report's own file)",
     )
+    history = sub.add_parser(
+        "history",
+        help="the deployment's results history: steps and slow creeps per config and figure, a trend page and chart",
+        description="Read every completed gate run's figures of the deployment (BASELINES/<deployment>/results/), "
+        "find the steps (the first commit after each, its size and interval) and slow creeps, and write "
+        "history.html (static, self-contained) and history.png. Exit 1 on a new step down or a creep down "
+        "past the deployment's [history] threshold (docs/history.md), 2 on bad input.",
+    )
+    history.add_argument("deployment", nargs="?", default=None)
+    history.add_argument("--baselines-dir", default=None, help="root of stored baselines (default: the project's)")
+    history.add_argument("-o", "--output", default="specgate-history", help="where history.html and history.png go")
+    compare = sub.add_parser(
+        "compare",
+        help="two report folders side by side: each figure, B / A with its interval, gates, what changed",
+        description="Exit 1 where B is shown slower than A in some config's figure, 2 where a folder cannot be read.",
+    )
+    compare.add_argument("a", help="the report folder (or report.json) compared against")
+    compare.add_argument("b", help="the report folder (or report.json) compared")
     return parser
 
 

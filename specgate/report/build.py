@@ -434,6 +434,7 @@ def build_report(
         "simulator": deployment.simulator or bool(simulated(server_infos)),
         "overall": overall,
         "overall_reasons": reasons,
+        "standing": [],  # said once the run's figures are in its results history (plugin._keep_results)
         "tests": tally.__dict__,
         # A PlanLog always says how far the host drifted and why it rebooted (a hand-made plan may not).
         "plan": {"drift": [], "reboots": [], **plan} if plan else {},

@@ -48,7 +48,7 @@ FORMAT = "specgate-report-folder/1"
 REPORT_FILES = ("report.md", "report.json", "report.png", "benchmark.json")
 # The names specgate writes into a report folder: only a file of these names that appeared
 # during a run is recorded as written by it.
-WRITTEN_NAMES = (*REPORT_FILES, "*-golden.json", "logs/*.log")
+WRITTEN_NAMES = (*REPORT_FILES, "history.png", "*-golden.json", "logs/*.log")  # history.png: a run with history
 LOGS = "logs"  # the servers' logs: the one folder inside that specgate writes into
 
 

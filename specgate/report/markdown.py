@@ -151,6 +151,8 @@ def render_markdown(report: Report) -> str:
         if faults := report.provenance.get("sim_faults"):
             # A failure below is the fault's, on purpose: read as a real regression, it misleads.
             out.append(f"> **Faults injected** (SPECGATE_SIM_FAULTS): `{faults}`.")
+    if report.standing:  # where this run stands among the runner's earlier runs (specgate.history)
+        out.append("\n**In its history:** " + "; ".join(report.standing) + ". Their trend: `history.png` here; every series: `specgate history`.")
     # The verdict, then why, then what to change: advice read before the reason it answers misleads
     # (an INTERRUPTED run's levers are no answer to the interruption).
     if report.overall != RunVerdict.PASS and reasons:

@@ -47,7 +47,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[15] = 15
+SCHEMA_VERSION: Literal[16] = 16
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -56,7 +56,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -602,7 +602,10 @@ class Report(_Part):
     reaped: list[str] = []
     # The failed tests no gate verdict tells, each once (overall_reasons says the first of them).
     failed_tests: list[FailedTestEntry] = []
-    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3, "sampling": 8, "reaped": 9, "failed_tests": 11}
+    # Where this run stands in the runner's results history (specgate.history.standing), one line
+    # per figure said on the first screen; [] where the history holds too few earlier runs.
+    standing: list[str] = []
+    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3, "sampling": 8, "reaped": 9, "failed_tests": 11, "standing": 16}
 
 
 class ErrorReport(_Part):

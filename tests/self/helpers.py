@@ -113,7 +113,7 @@ class SimDeployment:
         # fail-closed behaviour has its own tests, which pass "--strict-uncompared").
         strict = "--strict-uncompared" in extra
         extra = tuple(e for e in extra if e != "--strict-uncompared")
-        allow = [] if strict or self.baselines_dir.exists() else ["--specgate-allow-uncompared"]
+        allow = [] if strict or self.holds_stored_documents() else ["--specgate-allow-uncompared"]
         return [
             str(tests or GATE_TESTS),
             "-p",
@@ -128,6 +128,14 @@ class SimDeployment:
             *allow,
             *extra,
         ]
+
+    def holds_stored_documents(self) -> bool:
+        """Its baselines folder holds a stored document (what an earlier run's results history,
+        which every completed run appends to, is not)."""
+        return self.baselines_dir.is_dir() and any(
+            p.is_file() and "results" not in p.relative_to(self.baselines_dir).parts[:-1]
+            for p in self.baselines_dir.rglob("*")
+        )
 
     def run(
         self,

@@ -1,0 +1,52 @@
+"""`specgate compare A B` on two simulated runs, one unchanged and one with eagle3-decode slowed
+(SPECGATE_SIM_FAULTS="eagle3-decode:slowdown=0.3"): it names the slowed config, shown slower from
+the paired requests, says the fault as what changed, and exits 1; the other way round, nothing is
+slower. Two end-to-end runs: nothing else has two real report folders."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import SimDeployment
+
+from specgate.errors import ReportError
+from specgate.history.compare import compare, render
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("compare")
+    plain = SimDeployment(folder / "unchanged", {})
+    slowed = SimDeployment(folder / "slowed", {})
+    plain.run(None, "--specgate-seed=1")
+    slowed.run(None, "--specgate-seed=1", faults="eagle3-decode:slowdown=0.3")
+    return plain.report_dir, slowed.report_dir
+
+
+def test_compare_names_the_slowed_config(runs: tuple[Path, Path]) -> None:
+    unchanged, slowed = runs
+    c = compare(unchanged, slowed)
+    assert {r.config for r in c.slower} == {"eagle3-decode"}
+    tps = next(r for r in c.slower if r.figure == "decode tok/s")
+    assert tps.evidence in ("report intervals",) or tps.evidence.startswith("requests (")
+    assert tps.high < 0.9
+    assert any("sim_faults" in line and "slowdown=0.3" in line for line in c.environment_changed)
+    text = render(c)
+    assert "verdict: B is SLOWER in eagle3-decode (c1) decode tok/s" in text
+    assert not compare(unchanged, unchanged).slower
+
+
+def test_compare_cli_exits_by_the_verdict(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    unchanged, slowed = runs
+    cli = [sys.executable, "-m", "specgate.cli"]
+    done = subprocess.run([*cli, "compare", str(unchanged), str(slowed)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "SLOWER" in done.stdout, done.stderr
+    missing = subprocess.run(
+        [*cli, "compare", str(unchanged), str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert missing.returncode == 2 and "report.json" in missing.stderr
+    with pytest.raises(ReportError):
+        compare(unchanged, tmp_path)
