@@ -641,6 +641,9 @@ def _interruption(session: pytest.Session, gate: GateSession, exitstatus: int) -
     )
 
 
+# First: another plugin's own session end (junitxml writing to a path it cannot) may raise, and the
+# run's report must be written before that, never lost with it (the CLI then says ERROR).
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     interrupts.seal()  # the run's end: a signal from here on is recorded, and the report says it
     config = session.config

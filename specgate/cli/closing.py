@@ -116,6 +116,11 @@ def close_run(report_dir: Path, pytest_code: int, started: float, partial_allowe
         else:
             print(f"specgate: no report was written (pytest exit code {pytest_code}): no gate test ran")
         return exit_code_without_report(pytest_code)
+    if pytest_code == PYTEST_INTERNAL_ERROR and overall in (RunVerdict.PASS, RunVerdict.PARTIAL, RunVerdict.INCONCLUSIVE):
+        # The gate's report is whole, but pytest broke after it (a plugin's own session end): the run
+        # did not end as asked, so no green exit; a FAIL stays a FAIL.
+        print(visible(f"specgate: ERROR — pytest failed after the gate, whose report says {overall} — report in {report_dir / 'report.md'}{simulated}"))
+        return Exit.ERROR
     words, next_step = closing_words(report) if isinstance(report, Report) else (reasons[0] if reasons else "", None)
     why = f" ({words})" if words else ""
     if next_step is not None:

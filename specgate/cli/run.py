@@ -9,7 +9,7 @@ from pathlib import Path
 
 from specgate import interrupts, options, project
 from specgate.cli.check import describe
-from specgate.cli.closing import close_run, interrupted_before_gate
+from specgate.cli.closing import PYTEST_INTERNAL_ERROR, close_run, interrupted_before_gate
 from specgate.cli.guards import dirty_tree_refusal, missing_credentials, unwritable_baselines
 from specgate.deployment import MAX_EXAMPLES, Deployment, load_deployment
 from specgate.errors import SpecgateError
@@ -125,7 +125,11 @@ def _gate(args: argparse.Namespace, extra: list[str], report_dir: Path) -> int:
         )
         return 2
     started = time.time()
-    code = int(pytest.main(pytest_args))  # a usage error comes back as pytest's exit 4 (bad input)
+    try:
+        code = int(pytest.main(pytest_args))  # a usage error comes back as pytest's exit 4 (bad input)
+    except Exception as exc:  # a plugin's session end (junitxml to a path it cannot write) broke pytest
+        print(f"specgate: pytest failed after the gate: {type(exc).__name__}: {exc}", file=sys.stderr)
+        code = PYTEST_INTERNAL_ERROR
     interrupts.seal()  # the run is over: a signal now is recorded, and the report marked by it
     _drop_empty_benchmark_file(report_dir)
     return close_run(report_dir, code, started, args.allow_uncompared or update)
