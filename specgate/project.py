@@ -101,7 +101,8 @@ def _from_settings(folder: Path, path: Path, data: dict) -> Project:
         deployment = str((folder / deployment).resolve())
     folders = {}
     for key, default in (("deployments", "deployments"), ("baselines", "baselines"), ("report_dir", DEFAULT_REPORT_DIR)):
-        where = (folder / t.text(key, default)).resolve()
+        # "~/x" is the user's home as a shell reads it (a literal "~" folder invites `rm -rf ~`).
+        where = (folder / Path(t.text(key, default)).expanduser()).resolve()
         # A folder, or none yet (made when first written); never a file (README.md once passed).
         if where.exists() and not where.is_dir():
             raise t.error(key, f"expected a folder, got {where}, which is no folder")

@@ -472,3 +472,18 @@ def test_last_failed_leaves_a_gate_that_did_not_fail_out_without_a_refusal(proje
     again = _run([sys.executable, "-m", "pytest", "-q", "--lf"], project, env)
     assert again.returncode == 1 and "1 failed" in again.stdout, again.stdout + again.stderr
     assert "collected no gate test" not in again.stdout + again.stderr
+
+
+def test_a_home_relative_folder_in_the_settings_is_the_users_home(tmp_path, monkeypatch):
+    """Round 3: `report_dir = "~/x"` made a literal folder named `~` in the repository."""
+    from pathlib import Path
+
+    from specgate import project
+
+    (tmp_path / "specgate.toml").write_text('report_dir = "~/specgate-report-x"\n')
+    monkeypatch.chdir(tmp_path)
+    project.use(None)
+    try:
+        assert project.current().report_dir == (Path.home() / "specgate-report-x").resolve()
+    finally:
+        project.use(None)
