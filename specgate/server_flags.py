@@ -118,6 +118,11 @@ def supported_spelling(group: Sequence[str]) -> tuple[list[str], str | None]:
     words = list(group)
     flag, eq, inline = words[0].partition("=")
     values = [inline] if eq else words[1:]
+    full = next((f for t in reversed(supported()) if (f := t.resolve(flag)[0]) is not None), flag)
+    if full != flag and all(t.option(full) is not None for t in supported()):
+        # An abbreviation SGLang reads as its flag: written in full, as specgate reads flags.
+        rewritten = [full, *values]
+        return rewritten, f"wrote {' '.join(words)} as {' '.join(rewritten)}: {flag} abbreviates {full}"
     missing = _releases_where(lambda t: t.resolve(flag)[1] is None)
     old = _releases_where(lambda t: (o := t.resolve(flag)[1]) is not None and o.deprecated is not None)
     if not missing and not old:

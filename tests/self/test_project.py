@@ -188,7 +188,7 @@ def test_init_writes_a_deployment_for_a_launch_command_that_loads(tmp_path):
     assert path in written.files
     data = tomllib.loads(path.read_text())
     assert data["launch"]["command"] == ["python", "-m", "sglang.launch_server"]
-    assert data["launch"]["args"] == ["--model-path", "/m/llama", "--tp", "2", "--sleep-on-idle"]
+    assert data["launch"]["args"] == ["--model-path", "/m/llama", "--tp-size", "2", "--sleep-on-idle"]  # --tp in full
     assert "sk-abcdef123456" not in path.read_text()
     decode = data["configs"]["eagle3-decode"]["args"]
     assert decode[-2:] == ["--speculative-attention-mode", "decode"] and "--speculative-num-steps" in decode
@@ -264,7 +264,7 @@ def test_init_launch_takes_shell_continuations_and_env_words_and_refuses_multi_n
     )
     data = tomllib.loads(text)
     assert data["launch"]["command"] == ["python", "-m", "sglang.launch_server"]
-    assert data["launch"]["args"] == ["--model-path", "M", "--tp", "2", "--sleep-on-idle"]
+    assert data["launch"]["args"] == ["--model-path", "M", "--tp-size", "2", "--sleep-on-idle"]
     assert data["launch"]["env"] == {"CUDA_VISIBLE_DEVICES": "0,1"} and any("launch.env" in n for n in notes)
     with pytest.raises(SpecgateError, match='--nnodes.*launcher = "ssh"'):
         launch_deployment("x", "python -m sglang.launch_server --model-path M --nnodes 2 --node-rank 0", "D")

@@ -194,6 +194,7 @@ def test_every_flag_the_product_writes_is_taken_by_every_supported_release():
     rewritten, note = supported_spelling(["--disable-piecewise-cuda-graph"])
     assert rewritten == ["--cuda-graph-backend-prefill", "disabled"] and note
     assert supported_spelling(["--cuda-graph-bs-decode", "1", "2"]) == (["--cuda-graph-bs-decode", "1", "2"], None)
+    assert supported_spelling(["--tp", "2"])[0] == ["--tp-size", "2"]  # an abbreviation, written in full
     from specgate.diagnosis.levers import FLAGS
 
     for key, flag in FLAGS.items():
