@@ -221,12 +221,13 @@ def _table_judge(declared: str | None, what: str, certain: bool) -> _Judge:
         if table is not None and release is not None and release[:3] <= newest.release[:3]:
             same = "" if table.name == declared else f" (read as {table.name})"
             return _Judge(table, f"SGLang {declared}'s parser table{same}, {what}", certain)
-        return _Judge(
-            newest,
-            f"SGLang {newest.name}'s parser table, the newest specgate has: no table for {declared} ({what}); "
-            "a specgate release that knows it ships its table",
-            False,
+        oldest = sglang_cli.tables()[0]
+        why = (
+            f"{declared} is older than any release specgate reads ({oldest.name})"
+            if release is not None and release < oldest.release
+            else f"no table for {declared}; a specgate release that knows it ships its table"
         )
+        return _Judge(newest, f"SGLang {newest.name}'s parser table, the newest specgate has ({what}); {why}", False)
     return _Judge(newest, f"SGLang {newest.name}'s parser table, the newest specgate has ({what})", certain)
 
 
@@ -377,6 +378,13 @@ def check_flags(dep: Deployment) -> FlagReport:
             findings.setdefault((f"{flag} is deprecated in SGLang {table.name}: write {instead}", False), []).append(name)
         for flag, full in table.abbreviated_in(argv):
             text = f"{flag} is an abbreviation SGLang reads as {full}; specgate reads flags by their full names: write {full}"
+            findings.setdefault((text, False), []).append(name)
+    for name, cfg in dep.configs.items():
+        declared = cfg.declared_release(dep.launch)
+        release = sglang_cli.parse_release(declared) if declared else None
+        if release is not None and release < sglang_cli.SUPPORTED_FROM:
+            first, last = sglang_cli.supported()[0].name, sglang_cli.newest().name
+            text = f"SGLang {declared} is older than the releases specgate supports ({first} to {last}): its flags are checked, its diagnosis is not kept up"
             findings.setdefault((text, False), []).append(name)
     said = [
         FlagFinding(tuple(names), f"config{'s' if len(names) > 1 else ''} {', '.join(names)}: {text}", refuses)
