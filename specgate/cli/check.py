@@ -131,6 +131,36 @@ def idle_neighbour_warnings(dep: Deployment) -> list[str]:
     ]
 
 
+# Examples a Hypothesis profile draws where the deployment sets none (equivalence/profiles.py).
+PROFILE_EXAMPLES = {"ci": 40, "gpu": 12, "dev": 100}
+
+
+def equivalence_cost(dep: Deployment) -> str:
+    """What greedy equivalence will ask, before anything boots: its requests and, where this runner's
+    calibration records the configs' decode speeds, about how long they take on the GPU."""
+    eq = dep.equivalence
+    cases = eq.examples or PROFILE_EXAMPLES.get(eq.hypothesis_profile, 40)
+    configs = dep.speculative_configs
+    per_case = sum(eq.concurrency) / len(eq.concurrency)  # copies a case sends to the config, on average
+    requests = round(len(configs) * cases * per_case + cases)  # and each case's answer of the reference, once
+    features = ", ".join(getattr(eq, "features", ()) or ()) or "none"
+    said = (
+        f"  greedy equivalence: up to {cases} case(s) per speculative config ({len(configs)}), about {requests} "
+        f"request(s) of up to {eq.max_new_tokens} tokens with the reference's answers; request features: {features}"
+    )
+    from specgate.verdicts.planned import decode_speeds
+
+    speeds = decode_speeds(dep, project.current().baselines_dir)
+    if speeds:
+        seconds = sum(
+            cases * (per_case if c in configs else 1) * eq.max_new_tokens / tps for c, tps in speeds.items()
+        )
+        said += f"; about {seconds / 60:.1f} GPU-minute(s) at this runner's calibrated decode speeds, boots not counted"
+    else:
+        said += "; GPU time not stated (no calibration of this runner's decode speeds)"
+    return said
+
+
 def describe(dep: Deployment) -> str:
     lines = [f"deployment {dep.name!r} ({dep.path})" + ("  [SIMULATOR]" if dep.simulator else "")]
     if dep.description:
@@ -194,6 +224,8 @@ def describe(dep: Deployment) -> str:
                 )
     if not dep.equivalence.enabled:
         lines.append(f"  greedy equivalence NOT CHECKED: {dep.equivalence.skip_reason}")
+    else:
+        lines.append(equivalence_cost(dep))
     from specgate.sampling.live import why_not_checkable
 
     sampling_why = why_not_checkable(dep, dep.launch.reference_stored)

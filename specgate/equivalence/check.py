@@ -105,6 +105,8 @@ class EquivalenceStats:
     # The first failing, excused and near-tie answers with their baseline
     # (specgate.equivalence.evidence), for report.json: judged again without the servers.
     kept: list[dict] = field(default_factory=list)
+    # Seconds each request feature's cases took (the case's features, or "none"), asking both servers.
+    seconds_by_feature: dict[str, float] = field(default_factory=dict)
 
     def answered(self, prompt: str, output_ids: tuple[int, ...]) -> None:
         self.answers.append((prompt_digest(prompt), tuple(output_ids)))

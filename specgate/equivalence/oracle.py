@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -396,6 +397,7 @@ class EquivalenceOracle:
 
     def check(self, config: str, case: GenerationCase) -> list[Outcome]:
         """Send `case.concurrency` copies at once to `config` and judge each answer."""
+        started = time.perf_counter()
         reference = self.deployment.reference_of(config)
         case = self.anchored_case(case, reference)
         baseline = self.baseline_for(case, reference)
@@ -423,6 +425,9 @@ class EquivalenceOracle:
             reference_url = "<stored-reference-not-booted>" if self.stored else "<baseline-url>"
         stats = self.stats.setdefault(config, EquivalenceStats())
         stats.cases += 1
+        for feature in case.features or ("none",):  # what each feature costs, for the report
+            spent = stats.seconds_by_feature.get(feature, 0.0) + time.perf_counter() - started
+            stats.seconds_by_feature[feature] = round(spent, 3)
         for edge in [edge_name(case), *self._edges_left_out]:
             if edge is not None and edge not in stats.edges:
                 stats.edges.append(edge)

@@ -128,31 +128,15 @@ def _rows(a: Report, b: Report, samples_a: dict, samples_b: dict) -> list[RatioR
         common = sorted(set(samples_a.get(key, {})) & set(samples_b.get(key, {})))
         if len(common) >= 3:
             ratio = paired_ratio([samples_b[key][p] for p in common], [samples_a[key][p] for p in common], 0.95)
-            rows.append(
-                RatioRow(
-                    ra.config,
-                    ra.concurrency,
-                    "decode tok/s",
-                    ra.decode_tps.estimate,
-                    rb.decode_tps.estimate,
-                    ratio.estimate,
-                    ratio.low,
-                    ratio.high,
-                    f"requests ({len(common)} paired by prompt)",
-                )
-            )
+            figures, source = (ratio.estimate, ratio.low, ratio.high), f"requests ({len(common)} paired by prompt)"
         else:
-            rows.append(
-                RatioRow(
-                    ra.config,
-                    ra.concurrency,
-                    "decode tok/s",
-                    ra.decode_tps.estimate,
-                    rb.decode_tps.estimate,
-                    *_from_intervals(ra.decode_tps, rb.decode_tps),
-                    "report intervals",
-                )
+            figures, source = _from_intervals(ra.decode_tps, rb.decode_tps), "report intervals"
+        rows.append(
+            RatioRow(
+                ra.config, ra.concurrency, "decode tok/s", ra.decode_tps.estimate, rb.decode_tps.estimate,
+                *figures, source,
             )
+        )  # fmt: skip
         if ra.ratio_to_reference is not None and rb.ratio_to_reference is not None:
             rows.append(
                 RatioRow(

@@ -359,6 +359,7 @@ def _equivalence_rows(
             "not_checked": list(s.not_checked),
             "edges": list(s.edges),
             "refused": list(s.refused),
+            "seconds_by_feature": dict(s.seconds_by_feature),
             "near_tie_flips": len(s.flips),
             "decisive_failures": len(s.failures),
             "tolerated": s.tolerated[:TOLERATED_KEPT],

@@ -432,6 +432,10 @@ def render_markdown(report: Report) -> str:
         )
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
     out.append(f"Phases: {phases or 'none'}.")
+    for row in report.equivalence:
+        if row.seconds_by_feature:
+            spent = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(row.seconds_by_feature.items(), key=lambda kv: -kv[1]))
+            out.append(f"Greedy equivalence, {row.config}, by request feature (a case with two counts in both): {spent}.")
     out.extend(sampling_times(report))
     p = report.provenance
     host = f"client host {p['host']} (the servers were attached by url)" if by_url else f"host {p['host']}"

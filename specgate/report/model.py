@@ -345,7 +345,10 @@ class EquivalenceRow(_Part):
     not_checked: list[str] = []  # cases with no stored answer of the reference
     edges: list[str] = []  # the edge cases checked (and those LEFT OUT or REFUSED, saying so)
     refused: list[str] = []  # edge requests this config refused that the reference answered: NOT CHECKED
-    _since: ClassVar[dict[str, int]] = {"refused": 2, "divergences": 4, "distinct_divergences": 4, "kept": 5}
+    seconds_by_feature: dict[str, float] = {}  # request feature ("none": a case without) -> seconds its cases took
+    _since: ClassVar[dict[str, int]] = {
+        "refused": 2, "divergences": 4, "distinct_divergences": 4, "kept": 5, "seconds_by_feature": 16,
+    }  # fmt: skip
     near_tie_flips: int
     decisive_failures: int
     tolerated: list[str] = []

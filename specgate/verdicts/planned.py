@@ -138,3 +138,22 @@ def _design(
         lag1=lag1,
         pair=pair,
     )
+
+
+def decode_speeds(dep: Deployment, baselines_root: Path) -> dict[str, float]:
+    """Each config's median decode tok/s from a calibration record of the deployment (the first one
+    stored, any fingerprint: nothing is booted to tell which machine this is); {} where there is none."""
+    folder = baselines_root / dep.name / "calibration"
+    for path in sorted(folder.glob("*.json")):
+        try:
+            cal = load_calibration(path)
+        except BaselineError:
+            continue
+        out = {}
+        for config in dep.configs:
+            medians = ((cal.document.get("configs") or {}).get(config) or {}).get("decode_tps", {}).get("boot_medians")
+            if medians:
+                out[config] = float(statistics.median(medians))
+        if out:
+            return out
+    return {}

@@ -227,11 +227,7 @@ def test_the_kimi_twin_tells_its_story_on_the_first_screen(tmp_path):
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     by_gate = {g["gate"]: g["status"] for g in report["gates"]}
     assert by_gate["beats:eagle3-decode-beats-baseline"] == "pass"
-    # Sampling in turns: each speculative config draws while up (the one up already first), then the
-    # reference scores them; the other phases boot as before.
-    boots = [b["config"] for b in report["boots"]]
-    assert boots.count("eagle3-prefill") <= 2 and boots.count("eagle3-decode") <= 2 and boots[0] == "baseline", boots
-    assert {r["config"]: r["status"] for r in report["sampling"]} == {"eagle3-prefill": "PASS", "eagle3-decode": "PASS"}
+    assert [b["config"] for b in report["boots"]] == ["baseline", "eagle3-prefill", "eagle3-decode", "baseline"]
     assert report["plan"]["reboots"] and report["plan"]["drift"][0]["where"] == "a second boot"
 
 

@@ -205,6 +205,7 @@ def test_on_the_simulator_features_pass_healthy_and_each_fault_fails_its_feature
     assert result.ret == 0, "\n".join(result.outlines[-40:])
     rows = {r["config"]: r for r in healthy.report()["equivalence"]}
     assert all(r["decisive_failures"] == 0 and r["requests"] > 30 for r in rows.values())
+    assert all(r["seconds_by_feature"].get("none", 0) > 0 and len(r["seconds_by_feature"]) > 1 for r in rows.values())
 
     faulty = SimDeployment(tmp_path / "faulty", {"equivalence": {"examples": 30}})
     faults = "eagle3-prefill:grammar-off-drafts;eagle3-decode:bias-off-drafts"
@@ -237,3 +238,16 @@ def test_a_kept_feature_failure_is_judged_again_with_its_features():
     assert pair.case.params == case.sampling_params
     again = rejudge(pair, 0.05, (), 4)
     assert not again.now.ok and again.now.feature == features.LOGIT_BIAS
+
+
+def test_the_cost_of_equivalence_is_in_view_before_and_after_the_run():
+    """Issue 47, item 6: check states the phase's requests (and GPU minutes where a calibration gives
+    the decode speeds); the report says what each request feature's cases took."""
+    from specgate.cli.check import equivalence_cost
+    from specgate.deployment import load_deployment
+
+    said = equivalence_cost(load_deployment("sim"))
+    assert "case(s) per speculative config" in said and "request(s) of up to" in said and "penalties" in said
+    assert "GPU time not stated" in said or "GPU-minute" in said
+    smol = equivalence_cost(load_deployment("smollm2-h200"))
+    assert "GPU-minute(s) at this runner's calibrated decode speeds" in smol, smol

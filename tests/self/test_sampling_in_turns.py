@@ -35,7 +35,7 @@ def test_the_kimi_twin_checks_sampling_in_turns_and_a_sampler_fault_fails_it(tmp
     twin = light_kimi_twin(tmp_path / "deployments")
     data = tomllib.loads(twin.read_text())
     # One setting a fault of the temperature shows at, on fewer draws: the twin decodes at 12 ms a token.
-    data["sampling"] = {"skip": ["t1.0-penalties", "top_p0.9", "top_k20", "min_p0.1"], "prompts": 6, "samples": 48, "max_new_tokens": 16}
+    data["sampling"] = {"enabled": True, "skip": ["t1.0-penalties", "top_p0.9", "top_k20", "min_p0.1"], "prompts": 6, "samples": 48, "max_new_tokens": 16}
     twin.write_text(tomli_w.dumps(data))
     run, report = _gate(tmp_path, twin, "-k", "sampling", faults="eagle3-decode:temperature-twice")
     rows = {r["config"]: r for r in report["sampling"]}
@@ -49,11 +49,12 @@ def test_a_headline_check_that_did_not_run_is_no_pass_unless_turned_off(tmp_path
     from specgate.deployment import load_deployment
     from specgate.plugin import sampling_not_waived
 
-    stored = load_deployment("sim-stored-reference")
-    why = "the reference is not booted"
-    assert sampling_not_waived(stored, why) == why  # not the deployment's choice: PARTIAL
     from dataclasses import replace
 
+    shipped = load_deployment("sim-stored-reference")  # turns sampling off itself, said in the report
+    stored = replace(shipped, sampling=replace(shipped.sampling, enabled=True))
+    why = "the reference is not booted"
+    assert sampling_not_waived(stored, why) == why  # not the deployment's choice: PARTIAL
     off = replace(stored, sampling=replace(stored.sampling, enabled=False))
     assert sampling_not_waived(off, why) is None  # turned off by the deployment: waived, and said
     from specgate.verdicts.gates import PASS, Verdict
