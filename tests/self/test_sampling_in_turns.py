@@ -46,10 +46,10 @@ def test_the_kimi_twin_checks_sampling_in_turns_and_a_sampler_fault_fails_it(tmp
 
 
 def test_a_headline_check_that_did_not_run_is_no_pass_unless_turned_off(tmp_path):
+    from dataclasses import replace
+
     from specgate.deployment import load_deployment
     from specgate.plugin import sampling_not_waived
-
-    from dataclasses import replace
 
     shipped = load_deployment("sim-stored-reference")  # turns sampling off itself, said in the report
     stored = replace(shipped, sampling=replace(shipped.sampling, enabled=True))
