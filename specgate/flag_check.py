@@ -39,7 +39,6 @@ from specgate.preflight import read_program
 PROBE_TIMEOUT_S = 120.0  # importing SGLang's server_args pulls in torch: tens of seconds on a cold host
 SGLANG_MODULES = ("sglang.launch_server", "sglang.cli.main", "sglang")
 SIM_MODULE = "specgate.sim"
-SIM_ONLY_PREFIX = "--sim-"  # the simulator's own flags, never SGLang's: each takes one value
 MERGED_FIRST = "--config"  # SGLang merges this YAML file into the command line before parsing it
 MOST_REFUSALS = 5  # argparse stops at a line's first error: the rest are found by asking again without it
 
@@ -91,18 +90,6 @@ def _owned_flags(dep: Deployment) -> list[str]:
     ssh = dep.launch.ssh
     if dep.launch.launcher == "ssh" and ssh is not None and ssh.nodes > 1:
         out += ["--nnodes", str(ssh.nodes), "--node-rank", "0", "--dist-init-addr", "127.0.0.1:5000"]
-    return out
-
-
-def _strip_sim_only(argv: list[str]) -> list[str]:
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg.startswith(SIM_ONLY_PREFIX):
-            skip = "=" not in arg
-        else:
-            out.append(arg)
     return out
 
 
@@ -238,7 +225,7 @@ def _judges(dep: Deployment) -> tuple[dict[str, tuple[_Judge, list[str]]], list[
     notes: list[FlagFinding] = []
     root = project.current().root
     values = {"python": sys.executable, "repo": str(root), "model": dep.model}
-    to_probe: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}
+    to_probe: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[list[str], dict[str, str]]] = {}
     for name, cfg in dep.configs.items():
         declared = cfg.declared_release(dep.launch)
         command = cfg.launch_command(dep.launch)
@@ -253,7 +240,9 @@ def _judges(dep: Deployment) -> tuple[dict[str, tuple[_Judge, list[str]]], list[
             argv = final_argv(dep, cfg, _after_module(command, module))
             claimed = _claimed_release(argv)
             what = "the release the SIMULATOR claims (--sim-release)" if claimed else "the SIMULATOR claims no release"
-            out[name] = (_table_judge(claimed, what, claimed is not None), _strip_sim_only(argv))
+            from specgate.sim.__main__ import sglang_argv
+
+            out[name] = (_table_judge(claimed, what, claimed is not None), sglang_argv(argv))
             continue
         python, after = None, []
         if program is not None and Path(program.executable).name == "sglang" and command[1:2] == ("serve",):
@@ -282,10 +271,8 @@ def _judges(dep: Deployment) -> tuple[dict[str, tuple[_Judge, list[str]]], list[
             python = expand_placeholders(python, values)
             env = {**os.environ, **{k: expand_placeholders(v, values) for k, v in {**dep.launch.env, **cfg.env}.items()}}
             key = (python, tuple(sorted((k, v) for k, v in env.items() if k.startswith("PYTHON"))))
-            to_probe.setdefault(key, []).append(name)
-    for (python, _), names in to_probe.items():
-        cfg0 = dep.configs[names[0]]
-        env = {**os.environ, **{k: expand_placeholders(v, values) for k, v in {**dep.launch.env, **cfg0.env}.items()}}
+            to_probe.setdefault(key, ([], env))[0].append(name)  # the first config's environment asks for all
+    for (python, _), (names, env) in to_probe.items():
         probe = _probe(python, [out[n][1] for n in names], env)
         for i, name in enumerate(names):
             judge, argv = out[name]

@@ -54,10 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefill-attention-backend", default=None)
     p.add_argument("--decode-attention-backend", default=None)
     p.add_argument("--disable-cuda-graph", action="store_true")
-    # The decode graph bound under every release's names, as SGLang takes them (the evidence:
-    # results/2026-12-03-sglang-server-args-from-wheels/): --cuda-graph-max-bs up to 0.5.11, from
-    # 0.5.14 --cuda-graph-max-bs-decode or --cuda-graph-config's decode.max_bs (the old name an alias
-    # until 0.5.19, refused from 0.5.20: see _refused_graph_flags).
+    # The decode graph bound under every release's names, as SGLang takes them: --cuda-graph-max-bs
+    # up to 0.5.13, from 0.5.14 --cuda-graph-max-bs-decode or --cuda-graph-config's decode.max_bs (the
+    # old name an alias until 0.5.19; a claimed release refuses what its parser refuses: _refusal).
     p.add_argument("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", dest="cuda_graph_max_bs", type=int, default=None)
     p.add_argument("--cuda-graph-config", type=_graph_config, default=None)
     p.add_argument("--cuda-graph-backend-decode", choices=("full", "breakable", "tc_piecewise", "disabled"), default=None)
@@ -104,20 +103,24 @@ def _claimed_table(text: str | None) -> ReleaseTable | None:
     return table_for(parse_release(text))
 
 
-def _refusal(table: ReleaseTable | None, argv: list[str]) -> str | None:
-    """What the claimed release's own parser says of the SGLang part of `argv` (the --sim-* flags
-    are the simulator's): the same words as SGLang at boot, from the release's table."""
-    if table is None:
-        return None
-    sglang_argv, skip = [], False
+def sglang_argv(argv: list[str]) -> list[str]:
+    """The SGLang part of a simulator command line: without the --sim-* flags (the simulator's
+    own, each taking one value) and their values."""
+    out, skip = [], False
     for arg in argv:
         if skip:
             skip = False
         elif arg.startswith("--sim-"):
             skip = "=" not in arg
         else:
-            sglang_argv.append(arg)
-    return table.refusal(sglang_argv)
+            out.append(arg)
+    return out
+
+
+def _refusal(table: ReleaseTable | None, argv: list[str]) -> str | None:
+    """What the claimed release's own parser says of the SGLang part of `argv`: the same words as
+    SGLang at boot, from the release's table."""
+    return None if table is None else table.refusal(sglang_argv(argv))
 
 
 def _decode_graph(args: argparse.Namespace) -> tuple[bool, int | None]:

@@ -3,8 +3,7 @@
 The constants are measured: SGLang 0.5.14, Llama-3.1-8B shape with dummy weights, one H200,
 deployment `llama8b-dummy-h200-steady` (plain B; eagle3-decode E with its accept length forced
 to 2; eagle3-decode-drawn D with SGLang's own draws), per-request client samples over 8-10 boots
-of each config on two machines (`results/2026-12-03-h200-steady-inject/`,
-`results/2026-12-03-h200-steady-judge/`), re-analysed in issue 46. Each is the SD of the log of a
+of each config on two machines (the steady runs the CHANGELOG lists), re-analysed in issue 46. Each is the SD of the log of a
 figure. The components the simulator draws are derived from them below, each with its arithmetic:
 
 - a **run-shared** offset of every speculative server's cost: E and D of one run slow down

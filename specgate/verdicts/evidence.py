@@ -151,15 +151,10 @@ class Evidence(Sampler):
         if pooled_now is not None and (pooled_now.runs or pooled_now.calibrations > 1):
             where = history_path(self.baselines_root, self.deployment.name, self.fingerprint()).name
             # The history pools levels, not their split: the calibration's split and lag carry over.
-            shared = (
-                pooled_now.log_sd_upper * calibrated.shared_log_sd / calibrated.log_sd
-                if calibrated is not None and calibrated.shared_log_sd is not None and calibrated.log_sd > 0
-                else None
-            )
             return BootSpread(
                 pooled_now.log_sd_upper,
                 pooled_now.describe(f"runner history {where}"),
-                shared,
+                calibrated.split_at(pooled_now.log_sd_upper) if calibrated is not None else None,
                 calibrated.request_lag1 if calibrated is not None else None,
             )
         if calibrated is not None:

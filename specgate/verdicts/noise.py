@@ -69,6 +69,13 @@ class BootSpread:
     # not what a run's servers share, so an interval widened by it still misses that.
     covers_runs: bool = True
 
+    def split_at(self, log_sd: float) -> float | None:
+        """The shared part of another estimate `log_sd` of the same spread (a pooled history's), at
+        this one's split; None where this one's split is not known."""
+        if self.shared_log_sd is None or self.log_sd <= 0:
+            return None
+        return log_sd * self.shared_log_sd / self.log_sd
+
     @property
     def own_log_sd(self) -> float | None:
         if self.shared_log_sd is None:

@@ -38,15 +38,10 @@ def _seconds(cal: Calibration | None, dep: Deployment, configs: list[str]) -> tu
     if cal is None:
         return None, None
     boots = [float(s) for s in cal.document.get("boot_seconds") or [] if isinstance(s, (int, float))]
-    speeds = []
-    for config in configs:
-        medians = ((cal.document.get("configs") or {}).get(config) or {}).get("decode_tps", {}).get("boot_medians")
-        if not medians:
-            return None, None
-        speeds.append(statistics.median(medians))
-    if not boots:
+    speeds = [_decode_speed(cal, config) for config in configs]
+    if not boots or None in speeds:
         return None, None
-    return statistics.median(boots) * len(configs), sum(dep.workload.max_new_tokens / s for s in speeds)
+    return statistics.median(boots) * len(configs), sum(dep.workload.max_new_tokens / s for s in speeds if s)
 
 
 def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
@@ -70,11 +65,7 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
             if found is None:
                 continue
             split = cal.spread_of(config, kind.removeprefix("ab:"), digest) if cal is not None else None
-            shared = (
-                found.log_sd_upper * split.shared_log_sd / split.log_sd
-                if split is not None and split.shared_log_sd is not None and split.log_sd > 0
-                else None
-            )
+            shared = split.split_at(found.log_sd_upper) if split is not None else None
             lag1 = split.request_lag1 if split is not None else None
             design = _design(dep, config, kind, found.log_sd_upper, found.within_log_sd, shared, lag1)
             said = sentence(design, found.describe(slug))
@@ -149,11 +140,13 @@ def decode_speeds(dep: Deployment, baselines_root: Path) -> dict[str, float]:
             cal = load_calibration(path)
         except BaselineError:
             continue
-        out = {}
-        for config in dep.configs:
-            medians = ((cal.document.get("configs") or {}).get(config) or {}).get("decode_tps", {}).get("boot_medians")
-            if medians:
-                out[config] = float(statistics.median(medians))
+        out = {config: speed for config in dep.configs if (speed := _decode_speed(cal, config)) is not None}
         if out:
             return out
     return {}
+
+
+def _decode_speed(cal: Calibration, config: str) -> float | None:
+    """`config`'s median decode tok/s over the calibration's boots; None where it has none."""
+    medians = ((cal.document.get("configs") or {}).get(config) or {}).get("decode_tps", {}).get("boot_medians")
+    return float(statistics.median(medians)) if medians else None

@@ -27,6 +27,7 @@ from specgate.server_flags import (
     supported_spelling,
 )
 from specgate.server_info import graph_bound
+from specgate.sim.__main__ import sglang_argv
 
 SUPPORTED = [t.name for t in sglang_cli.supported()]
 REFUSED_FROM_0_5_20 = ("--cuda-graph-max-bs", "--disable-piecewise-cuda-graph")
@@ -76,7 +77,7 @@ def test_every_config_of_every_shipped_deployment_parses_under_every_supported_r
         dep = load_deployment(str(path))
         for name, config in dep.configs.items():
             argv = final_argv(dep, config, [])
-            argv = [a for i, a in enumerate(argv) if not a.startswith("--sim-") and not argv[i - 1].startswith("--sim-")]
+            argv = sglang_argv(argv)
             for release in _checked_release(dep, config):
                 table = sglang_cli.table_for(sglang_cli.parse_release(release))
                 assert table is not None
