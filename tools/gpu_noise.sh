@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Where the speculative servers' speed noise comes from, on one H200 (issue 50; lab tool).
+#
+#   bash tools/gpu_noise.sh VARIANT [VARIANT ...]     VARIANT = quiet | spin | pinned
+#
+# Each VARIANT is one A/A round: `specgate run` of the dummy 8B with a steady simulated accept
+# length (fixtures/deployments/llama8b-dummy-h200-steady.toml) plus a TWIN of eagle3-decode
+# (`eagle3-decode-twin`, the same flags and environment), every config booted afresh and measured
+# interleaved, so each round gives plain, E, E-twin and D (eagle3-decode-drawn) side by side:
+#   quiet   the deployment as shipped (--sleep-on-idle on every server)
+#   spin    without --sleep-on-idle: idle neighbours poll on host cores, as the first H200 data ran
+#   pinned  quiet, plus launch.cpu_affinity = "split" (whole physical cores per server)
+# Rounds run in the order given until the call's deadline (DEADLINE_S, default 570 from the start;
+# a round is not started unless ~ROUND_S seconds are left, 170 by default, 340 for the first boot of a
+# fresh machine). FIRST=N numbers the rounds from N, so later calls' rounds do not overwrite.
+#
+# Beside every round, tools/host_telemetry.py samples the host at 2 Hz (/proc/stat with steal,
+# loadavg, CPU MHz, per-thread CPU and current core of every SGLang process, `lscpu -e` once) and
+# nvidia-smi the GPU's SM/memory clocks, power and throttle reasons; marks say when each round began
+# and ended. Pass SPECGATE_COMMIT=<clean commit> (the device copy has no .git). The bundle's parts
+# must be in /tmp/chunks (../shared/gpu/README.md). SAVE_JIT_CACHE=1 sends the kernel caches back
+# (jit-cache.tar.gz, under 15 MiB only); JIT_CACHE=FILE restores them first.
+#
+# Comes back under $OUT: summary.txt (provenance, a line per round), results.tar.gz (each round's
+# report folder with benchmark.json's per-request samples and server logs, provenance.txt, the
+# deployments run, telemetry.jsonl.gz and telemetry.gpu.csv).
+set -uo pipefail
+(($#)) || { echo "usage: tools/gpu_noise.sh quiet|spin|pinned ..." >&2; exit 2; }
+for v in "$@"; do [[ $v == quiet || $v == spin || $v == pinned ]] || { echo "gpu_noise.sh: bad variant '$v' (quiet, spin or pinned)" >&2; exit 2; }; done
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+deadline=$((SECONDS + ${DEADLINE_S:-570}))
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+src=fixtures/deployments/llama8b-dummy-h200-steady.toml
+work=/tmp/noise; mkdir -p "$work"
+if [[ ! -f /tmp/gpu-env.sh ]]; then
+  bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -2 || exit 3
+fi
+source /tmp/gpu-env.sh || exit 3
+export PYTHONPATH=$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
+if [[ -n ${JIT_CACHE:-} && -f $JIT_CACHE && ! -f /tmp/.jit-restored ]]; then
+  tar -C "$HOME" -xzf "$JIT_CACHE" && touch /tmp/.jit-restored && echo "kernel caches restored from $JIT_CACHE"
+fi
+
+# The variants, each under its own name (the launch digest leaves --sleep-on-idle out, so only the
+# name keeps their stored figures apart), each with the twin config. Not `check`ed here: each
+# check imports SGLang (~25 s), and `run` asks SGLang's parser before it boots anything.
+twin='
+[configs.eagle3-decode-twin]
+description = "a twin of eagle3-decode: the same flags and environment, booted and measured beside it"
+args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/tmp/assets/llama-3.1-8b-eagle3-dummy",
+        "--speculative-draft-load-format", "dummy",
+        "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3",
+        "--speculative-attention-mode", "decode"]
+env = { SGLANG_SIMULATE_ACC_LEN = "2.0", SGLANG_SIMULATE_ACC_METHOD = "match-expected" }
+'
+make_variant() {
+  local v=$1 out=$work/$1.toml
+  python3 - "$src" "$out" "$v" "$twin" <<'PY' || exit 3
+import sys
+src, out, variant, twin = sys.argv[1:]
+text = open(src).read()
+text = text.replace('name = "llama8b-dummy-h200-steady"', f'name = "llama8b-dummy-h200-noise-{variant}"', 1)
+if variant == "spin":
+    assert ', "--sleep-on-idle"]' in text
+    text = text.replace(', "--sleep-on-idle"]', "]", 1)
+if variant == "pinned":
+    text = text.replace("coexist = true", 'coexist = true\ncpu_affinity = "split"', 1)
+# The twin goes before [workload], beside the other configs.
+text = text.replace("\n[workload]\n", twin + "\n[workload]\n", 1)
+open(out, "w").write(text)
+PY
+}
+if [[ ! -d /tmp/assets/llama-3.1-8b-eagle3-dummy ]]; then
+  python3 -m specgate_lab assets llama8b-dummy /tmp/assets --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf > "$work/assets.log" 2>&1 || { tail -5 "$work/assets.log"; exit 3; }
+fi
+for v in quiet spin pinned; do make_variant "$v"; done
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: ${SPECGATE_COMMIT:-unknown}"
+  echo "command: tools/gpu_noise.sh $* (DEADLINE_S=${DEADLINE_S:-570} FIRST=${FIRST:-1} ROUND_S=${ROUND_S:-170} JIT_CACHE=${JIT_CACHE:-none})"
+  echo "host: $(hostname) machine-id $(cat /etc/machine-id 2>/dev/null || echo none) boot-id $(cat /proc/sys/kernel/random/boot_id)"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid,clocks.max.sm --format=csv,noheader
+  python3 -c 'import importlib.metadata as m; print("sglang", m.version("sglang"), "torch", m.version("torch"), "flashinfer", m.version("flashinfer-python"))'
+  echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+} > "$work/provenance.txt"
+cp "$work/provenance.txt" "$OUT/summary.txt"
+
+
+tel=$work/telemetry.jsonl
+python3 tools/host_telemetry.py "$tel" --hz 2 --match sglang &
+tel_pid=$!
+mark() { echo "$(date +%s.%N) $*" >> "$tel.marks"; }
+round=${FIRST:-1}
+fresh=1; [[ -f /tmp/.noise-booted ]] && fresh=0
+for v in "$@"; do
+  need=${ROUND_S:-170}; ((fresh)) && need=340
+  name=$(printf 'round-%02d-%s' "$round" "$v")
+  if ((SECONDS + need > deadline)); then
+    echo "$name: NOT STARTED (needs ~$need s, $((deadline - SECONDS)) s left)" | tee -a "$OUT/summary.txt"
+    round=$((round + 1)); continue
+  fi
+  t0=$SECONDS
+  mark "start $name"
+  python3 -m specgate.cli run "$work/$v.toml" --report-dir "$work/$name" --baselines-dir "$work/baselines-$name" > "$work/$name.out" 2>&1
+  rc=$?
+  mark "end $name rc $rc"
+  fresh=0; touch /tmp/.noise-booted
+  line=$(python3 - "$work/$name/report.json" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(" ".join(f"{row['config']}={row['decode_tps']}" for row in r.get("speed", [])))
+PY
+)
+  echo "$name: exit $rc in $((SECONDS - t0)) s: ${line:-$(grep -m1 '^specgate: ' "$work/$name.out")}" | tee -a "$OUT/summary.txt"
+  round=$((round + 1))
+done
+kill "$tel_pid" 2>/dev/null; wait "$tel_pid" 2>/dev/null
+gzip -f "$tel"
+cp "$src" "$work/"
+cat "$work"/round-*.out > "$OUT/run.log" 2>/dev/null
+tar -C "$work" -czf "$OUT/results.tar.gz" --exclude='*.log.gz' --exclude='baselines-*' .
+ls -la "$OUT/results.tar.gz" | tee -a "$OUT/summary.txt"
+if [[ -n ${SAVE_JIT_CACHE:-} ]]; then
+  (cd "$HOME" && tar -czf "$work/jit-cache.tar.gz" $(ls -d .triton/cache .cache/flashinfer .cache/tvm-ffi 2>/dev/null))
+  size=$(stat -c %s "$work/jit-cache.tar.gz")
+  echo "jit-cache.tar.gz: $size bytes" | tee -a "$OUT/summary.txt"
+  ((size < 15 * 1024 * 1024)) && cp "$work/jit-cache.tar.gz" "$OUT/"
+fi
