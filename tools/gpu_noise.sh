@@ -18,7 +18,7 @@
 # loadavg, CPU MHz, per-thread CPU and current core of every SGLang process, `lscpu -e` once) and
 # nvidia-smi the GPU's SM/memory clocks, power and throttle reasons; marks say when each round began
 # and ended. Pass SPECGATE_COMMIT=<clean commit> (the device copy has no .git). The bundle's parts
-# must be in /tmp/chunks (../shared/gpu/README.md). SAVE_JIT_CACHE=1 sends the kernel caches back
+# must be in /tmp/chunks (../shared/gpu/README.md; any folder layout: unpack.sh finds them). SAVE_JIT_CACHE=1 sends the kernel caches back
 # (jit-cache.tar.gz, under 15 MiB only); JIT_CACHE=FILE restores them first.
 #
 # Comes back under $OUT: summary.txt (provenance, a line per round), results.tar.gz (each round's
@@ -33,7 +33,7 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 src=fixtures/deployments/llama8b-dummy-h200-steady.toml
 work=/tmp/noise; mkdir -p "$work"
 if [[ ! -f /tmp/gpu-env.sh ]]; then
-  bash /tmp/chunks/p0/tools/unpack.sh 2>&1 | tail -2 || exit 3
+  bash "$(ls /tmp/chunks/*/tools/unpack.sh | head -1)" 2>&1 | tail -2 || exit 3
 fi
 source /tmp/gpu-env.sh || exit 3
 export PYTHONPATH=$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
@@ -91,6 +91,14 @@ tel=$work/telemetry.jsonl
 python3 tools/host_telemetry.py "$tel" --hz 2 --match sglang &
 tel_pid=$!
 mark() { echo "$(date +%s.%N) $*" >> "$tel.marks"; }
+# Packed after every round as well as at the end: a call killed at its limit still sends back
+# every round that finished.
+pack() {
+  gzip -c "$tel" > "$work/telemetry.jsonl.gz"
+  cp "$src" "$work/"
+  cat "$work"/round-*.out > "$OUT/run.log" 2>/dev/null
+  tar -C "$work" -czf "$OUT/results.tar.gz" --exclude='*.log.gz' --exclude='baselines-*' --exclude=telemetry.jsonl --exclude=jit-cache.tar.gz .
+}
 round=${FIRST:-1}
 fresh=1; [[ -f /tmp/.noise-booted ]] && fresh=0
 for v in "$@"; do
@@ -113,13 +121,11 @@ print(" ".join(f"{row['config']}={row['decode_tps']}" for row in r.get("speed", 
 PY
 )
   echo "$name: exit $rc in $((SECONDS - t0)) s: ${line:-$(grep -m1 '^specgate: ' "$work/$name.out")}" | tee -a "$OUT/summary.txt"
+  pack
   round=$((round + 1))
 done
 kill "$tel_pid" 2>/dev/null; wait "$tel_pid" 2>/dev/null
-gzip -f "$tel"
-cp "$src" "$work/"
-cat "$work"/round-*.out > "$OUT/run.log" 2>/dev/null
-tar -C "$work" -czf "$OUT/results.tar.gz" --exclude='*.log.gz' --exclude='baselines-*' .
+pack
 ls -la "$OUT/results.tar.gz" | tee -a "$OUT/summary.txt"
 if [[ -n ${SAVE_JIT_CACHE:-} ]]; then
   (cd "$HOME" && tar -czf "$work/jit-cache.tar.gz" $(ls -d .triton/cache .cache/flashinfer .cache/tvm-ffi 2>/dev/null))

@@ -60,16 +60,31 @@ def mhz() -> list[float]:
 
 
 def matching_pids(match: str) -> dict[int, str]:
-    found = {}
+    """Processes whose command line holds `match`, and their descendants: a server's scheduler
+    and detokenizer are started by multiprocessing, whose command lines need not name SGLang."""
+    cmdlines: dict[int, str] = {}
+    parents: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            stat = Path(entry.path, "stat").read_text()
         except OSError:
             continue
-        if match in cmdline and "host_telemetry" not in cmdline:
-            found[int(entry.name)] = cmdline
+        pid = int(entry.name)
+        cmdlines[pid] = cmdline
+        parents[pid] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    found: dict[int, str] = {}
+    for pid, cmdline in cmdlines.items():
+        if "host_telemetry" in cmdline:
+            continue
+        ancestor, hops = pid, 0
+        while ancestor > 1 and hops < 32:
+            if match in cmdlines.get(ancestor, ""):
+                found[pid] = cmdline
+                break
+            ancestor, hops = parents.get(ancestor, 0), hops + 1
     return found
 
 
