@@ -14,13 +14,15 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from specgate.sglang_cli import ReleaseTable, parse_release, table_for
 from specgate.sim import SIM_LABEL, SIM_VERSION
-from specgate.sim.cost import CostModel
+from specgate.sim.cost import FLAT, CostModel, Growth, parse_growth
 from specgate.sim.engine import SpecSettings
-from specgate.sim.faults import faults_from_env, parse_faults
+from specgate.sim.faults import Faults, faults_from_env, parse_faults
 from specgate.sim.nodes import DEFAULT_DIST_TIMEOUT_S, follow_leader, gather_followers, split_addr
 from specgate.sim.noise import RequestNoise, boot_offsets, request_noise
 from specgate.sim.server import SimServerState, log, serve
@@ -75,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-step-ms", type=float, default=2.0, help="cost of one plain decode step")
     p.add_argument("--sim-draft-step-ms", type=float, default=0.3, help="cost of one draft step")
     p.add_argument("--sim-prefill-verify-factor", type=float, default=2.4)
+    # Growth of each step with the request's KV length (sim/cost.py's Growth): ms per 1,000 KV tokens,
+    # piecewise from given lengths on. 0: a step costs the same at every context length.
+    p.add_argument("--sim-step-ms-per-1k", type=_growth("--sim-step-ms-per-1k"), default=FLAT,
+                   help="plain decode step's growth: MS[,FROM:MS...] ms per 1,000 KV tokens (default 0)")
+    p.add_argument("--sim-decode-verify-ms-per-1k", type=_growth("--sim-decode-verify-ms-per-1k"), default=FLAT,
+                   help="decode-path verify's growth (decode attention mode, or one backend for both)")
+    p.add_argument("--sim-prefill-verify-ms-per-1k", type=_growth("--sim-prefill-verify-ms-per-1k"), default=FLAT,
+                   help="prefill-path verify's growth (prefill attention mode on a hybrid backend pair)")
     p.add_argument("--sim-boot-s", type=float, default=0.0, help="pretend boot time before serving")
     p.add_argument("--incremental-streaming-output", "--stream-output", dest="incremental_stream", action="store_true")
     p.add_argument(
@@ -84,6 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="which SGLang release's names for the spec_* counters to send",
     )
     return p
+
+
+def _growth(flag: str) -> Callable[[str], Growth]:
+    def parse(text: str) -> Growth:
+        try:
+            return parse_growth(text, flag)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    return parse
 
 
 def _graph_config(text: str) -> dict:
@@ -223,34 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{SIM_LABEL} starting; args: {' '.join(sys.argv[1:] if argv is None else argv)}")
     if unknown:
         log(f"SIMULATOR ignores these SGLang flags: {' '.join(unknown)}")
-    spec = None
-    if args.speculative_algorithm:
-        steps = args.speculative_num_steps or 3
-        topk = args.speculative_eagle_topk or 1
-        spec = SpecSettings(
-            algorithm=args.speculative_algorithm,
-            steps=steps,
-            topk=topk,
-            draft_tokens=args.speculative_num_draft_tokens or steps + 1,
-            attention_mode=args.speculative_attention_mode,
-            draft_agreement=args.sim_draft_agreement,
-            draft_context=_draft_context(args.speculative_draft_model_path),
-            simulate_acc_len=_simulated_accept_length(),
-        )
-    # As SGLang resolves them: each side falls back to --attention-backend.
-    prefill_backend = args.prefill_attention_backend or args.attention_backend
-    decode_backend = args.decode_attention_backend or args.attention_backend
+    spec = _spec_settings(args, _simulated_accept_length())
+    prefill_backend, decode_backend = _backends(args)
     boot_factor, requests = _h200_noise(faults.h200_noise, spec is not None)
-    cost = CostModel(
+    cost = replace(
+        _cost_model(args, faults),
         boot_factor=_boot_factor(faults.boot_offset) * boot_factor,
         drift_per_min=faults.drift,
-        decode_step_ms=args.sim_step_ms,
-        draft_step_ms=args.sim_draft_step_ms,
-        prefill_verify_factor=args.sim_prefill_verify_factor,
-        slowdown=faults.slowdown,
-        cuda_graph=graphs_on,
-        hybrid_attention=prefill_backend != decode_backend,
-        cuda_graph_max_bs=graph_bound,
     )
     server_args = {
         "model_path": args.model_path,
@@ -314,6 +313,53 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     serve(args.host, args.port, state)
     return 0
+
+
+def _spec_settings(args: argparse.Namespace, simulate_acc_len: float | None) -> SpecSettings | None:
+    if not args.speculative_algorithm:
+        return None
+    steps = args.speculative_num_steps or 3
+    return SpecSettings(
+        algorithm=args.speculative_algorithm,
+        steps=steps,
+        topk=args.speculative_eagle_topk or 1,
+        draft_tokens=args.speculative_num_draft_tokens or steps + 1,
+        attention_mode=args.speculative_attention_mode,
+        draft_agreement=args.sim_draft_agreement,
+        draft_context=_draft_context(args.speculative_draft_model_path),
+        simulate_acc_len=simulate_acc_len,
+    )
+
+
+def _backends(args: argparse.Namespace) -> tuple[str, str]:
+    """(prefill, decode) attention backends, as SGLang resolves them: each falls back to --attention-backend."""
+    return args.prefill_attention_backend or args.attention_backend, args.decode_attention_backend or args.attention_backend
+
+
+def _cost_model(args: argparse.Namespace, faults: Faults) -> CostModel:
+    """The cost model the flags and faults set, before this boot's own draws (noise, drift)."""
+    prefill_backend, decode_backend = _backends(args)
+    graphs_on, graph_bound = _decode_graph(args)
+    return CostModel(
+        decode_step_ms=args.sim_step_ms,
+        draft_step_ms=args.sim_draft_step_ms,
+        prefill_verify_factor=args.sim_prefill_verify_factor,
+        step_growth=args.sim_step_ms_per_1k,
+        decode_verify_growth=args.sim_decode_verify_ms_per_1k,
+        prefill_verify_growth=args.sim_prefill_verify_ms_per_1k,
+        prefill_path_from=faults.prefill_verify_past,
+        slowdown=faults.slowdown,
+        cuda_graph=graphs_on,
+        hybrid_attention=prefill_backend != decode_backend,
+        cuda_graph_max_bs=graph_bound,
+    )
+
+
+def configured(argv: list[str]) -> tuple[CostModel, SpecSettings | None]:
+    """The cost model and speculative settings a simulator command line (its arguments, the
+    faults among them) sets, without this boot's random draws: what sim/curve.py reads."""
+    args, _ = build_parser().parse_known_args(argv)
+    return _cost_model(args, parse_faults(args.sim_fault)), _spec_settings(args, None)
 
 
 def _multi_node_problem(args: argparse.Namespace) -> str | None:

@@ -98,15 +98,22 @@ class Generation:
         yield self._append([first]), self.cost.prefill_s(len(self.prompt_ids))
         while self.state.finish_reason is None:
             if self.spec is None:
+                kv = self.kv_tokens
                 token = self._token_at(self.prompt_ids + self.state.output_ids, len(self.state.output_ids), False)
-                yield self._append([token]), self.cost.decode_step_s()
+                yield self._append([token]), self.cost.decode_step_s(kv)
             else:
+                kv = self.kv_tokens
                 tokens = self._speculate()
                 self._penalized.append(tokens[-1])
                 yield (
                     self._append(tokens),
-                    self.cost.spec_cycle_s(self.spec.steps, self.spec.draft_tokens, self.spec.attention_mode),
+                    self.cost.spec_cycle_s(self.spec.steps, self.spec.draft_tokens, self.spec.attention_mode, kv),
                 )
+
+    @property
+    def kv_tokens(self) -> int:
+        """The KV length the next step attends over: the prompt and the answer so far."""
+        return len(self.prompt_ids) + len(self.state.output_ids)
 
     def _token_at(self, context: list[int], position: int, verify: bool, drafted: bool = False) -> int:
         past = self.faults.diverge_past is not None and len(self.prompt_ids) + position >= self.faults.diverge_past

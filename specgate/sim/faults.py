@@ -38,6 +38,9 @@ in `SPECGATE_CONFIG`.
 | fake-verify-ct=T | spec_verify_ct reported as completion_tokens / T (an accept length | the accept gates' counter    |
 |                  | of T claimed); the other spec counters stay the true ones          | cross-check (accept_counts)  |
 | slowdown=F       | every step costs (1+F) times as much                               | no-regression (decode tok/s) |
+| prefill-verify-  | a verify in prefill attention mode runs the prefill path (its      | beats per context bucket: the|
+| past=N           | --sim-prefill-verify-factor and -ms-per-1k) only from KV length N  | short bucket passes, one past|
+|                  | on, whatever the backends; below N it costs a decode-path verify   | N fails (the slope's lever)  |
 | crash-after=N    | the process exits when request N+1 arrives                         | every test of that config    |
 | never-ready      | /health_generate never answers 200; the process stays alive        | boot timeout                 |
 | boot-crash-once=F| dies while booting unless file F exists (then creates it): like    | the pool's boot-alone retry  |
@@ -98,6 +101,7 @@ KNOWN = (
     "accept-collapse",
     "fake-verify-ct",
     "slowdown",
+    "prefill-verify-past",
     "crash-after",
     "never-ready",
     "boot-crash-once",
@@ -144,6 +148,7 @@ class Faults:
     accept_collapse: bool = False
     fake_verify_ct: float = 0.0  # the accept length a faked spec_verify_ct claims; 0: the true count
     slowdown: float = 0.0
+    prefill_verify_past: int | None = None  # KV length from which prefill-mode verify runs the prefill path
     crash_after: int | None = None
     never_ready: bool = False
     boot_crash_once: str | None = None  # a marker file: absent, the boot dies and creates it
@@ -179,7 +184,7 @@ def parse_faults(specs: list[str]) -> Faults:
         if name not in KNOWN:
             raise ValueError(f"--sim-fault {spec!r}: unknown fault; known: {', '.join(KNOWN)}")
         key = name.replace("-", "_")
-        if name in ("diverge-at", "diverge-past", "crash-after", "trickle-after", "node-crash", "reserve"):
+        if name in ("diverge-at", "diverge-past", "crash-after", "trickle-after", "node-crash", "reserve", "prefill-verify-past"):
             if not (value.isascii() and value.isdigit()):
                 raise ValueError(f"--sim-fault {spec!r}: expected {name}=<non-negative integer>")
             values[key] = int(value)

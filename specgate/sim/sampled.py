@@ -77,11 +77,13 @@ class SampledGeneration:
         self._append([self._target(verify=False).sample(self.rng)])
         while a.finish_reason is None:
             if self.spec is None:
+                kv = len(self.prompt_ids) + len(a.output_ids)  # the KV this step attends over
                 self._append([self._target(verify=False).sample(self.rng)])
-                a.cost_s += self.cost.decode_step_s()
+                a.cost_s += self.cost.decode_step_s(kv)
             else:
+                kv = len(self.prompt_ids) + len(a.output_ids)
                 self._append(self._cycle())
-                a.cost_s += self.cost.spec_cycle_s(self.spec.steps, self.spec.draft_tokens, self.spec.attention_mode)
+                a.cost_s += self.cost.spec_cycle_s(self.spec.steps, self.spec.draft_tokens, self.spec.attention_mode, kv)
         return a
 
     def _context(self, extra: list[int] | None = None) -> list[int]:

@@ -48,14 +48,14 @@ def sim_deployment_dict() -> dict[str, Any]:
 
 def light_kimi_twin(folder: Path) -> Path:
     """The shipped Kimi twin as it is, measured on fewer requests (the CI machine's time: its 12
-    pinned requests per config at 12 ms a token take half a run; 6 still decide both beats gates,
-    prefill mode near 0.7x and decode mode well above 1). Written under the shipped file's name,
+    pinned requests per config at ~11 ms a token take half a run; 6 still decide both beats gates,
+    prefill mode near 0.8x and decode mode near 1.2x). Written under the shipped file's name,
     so the deployment keeps its name and its stored baseline."""
     name = "kimi-k2.5-rtxpro6000-tp8-sim.toml"
     twin = tomllib.loads((builtin_deployments_dir() / name).read_text())
     twin["workload"].update(max_repeats=twin["workload"]["repeats"])
     twin["equivalence"]["examples"] = 2
-    # Its sampling check runs in turns at 12 ms a token: a minute of the CI machine for what the
+    # Its sampling check runs in turns at ~11 ms a token: a minute of the CI machine for what the
     # tests that use this twin do not judge (tests/self/test_sampling_in_turns.py sets its own).
     twin["sampling"] = {"enabled": False}
     folder.mkdir(parents=True, exist_ok=True)

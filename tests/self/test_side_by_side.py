@@ -176,7 +176,7 @@ def test_check_warns_when_this_host_cannot_start_a_configs_server():
 
 
 def test_the_users_kimi_deployment_checks_and_its_twin_gives_their_verdict(tmp_path):
-    """Prefill-mode EAGLE-3 near 0.7x fails, decode mode passes, the attention mode is the first
+    """Prefill-mode EAGLE-3 near 0.8x fails, decode mode passes, the attention mode is the first
     lever; then decode mode beats the plain decoding stored in the baseline, without booting it."""
     import json
     import os
@@ -199,7 +199,7 @@ def test_the_users_kimi_deployment_checks_and_its_twin_gives_their_verdict(tmp_p
     report = json.loads((tmp_path / "r1" / "report.json").read_text())
     gates = {g["gate"]: g for g in report["gates"]}
     prefill = gates["beats:eagle3-prefill-beats-baseline"]
-    assert prefill["status"] == "fail" and 0.6 < prefill["figures"]["ratio"]["estimate"] < 0.8, first.stdout[-2000:]
+    assert prefill["status"] == "fail" and 0.7 < prefill["figures"]["ratio"]["estimate"] < 0.9, first.stdout[-2000:]
     assert gates["beats:eagle3-decode-beats-baseline"]["status"] == "pass"
     diagnosis = {d["config"]: d for d in report["diagnosis"]}
     assert "--speculative-attention-mode decode" in json.dumps(diagnosis["eagle3-prefill"]["levers"][0])

@@ -81,7 +81,7 @@ def test_the_fault_parses_and_scales_each_request():
         with pytest.raises(ValueError, match="h200-noise"):
             parse_faults([bad])
     cost = CostModel(boot_factor=1.1, request_factor=1.2)
-    assert cost.decode_step_s() == pytest.approx(CostModel().decode_step_s() * 1.1 * 1.2)
+    assert cost.decode_step_s(0) == pytest.approx(CostModel().decode_step_s(0) * 1.1 * 1.2)
 
 
 def test_the_server_draws_each_request_its_own_factor():
