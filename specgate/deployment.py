@@ -49,6 +49,10 @@ URL_ONE_BOOT = (
 # Replicate boots per config: beyond a few dozen the between-boot spread is known well enough,
 # and every one is a server held at once.
 MAX_BOOTS = 32
+# Context buckets: below this a "long" prompt is no longer than the shipped sets' own; above, no
+# model of today takes it.
+MIN_CONTEXT_TOKENS = 256
+MAX_CONTEXT_TOKENS = 4 * 1024 * 1024
 # Flags the launcher owns: a deployment that sets them would fight the port picker.
 LAUNCHER_OWNED_FLAGS = ("--port", "--nccl-port", "--host")
 # With the ssh launcher, SGLang's multi-node flags too: it gives every node its rank and the
@@ -290,6 +294,11 @@ class Workload:
     # nearer what training counts; every speed figure then means something else, so stored
     # baselines, calibrations and sweeps of the other mode never apply; concurrency 1 only).
     ignore_eos: bool = True
+    # Prompt lengths (tokens) measured beside the ordinary short workload, each a bucket of its
+    # own (specgate.measure.context): single-stream decode speed at that context length.
+    # Empty: the short workload alone, as before.
+    context_buckets: tuple[int, ...] = ()
+    context_repeats: int = 0  # measured requests per bucket and config (0: no buckets)
 
     def prompts(self) -> tuple[Prompt, ...]:
         """Every prompt the workload sends: the built-in sets named, then each prompt file."""
@@ -1125,6 +1134,12 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
         request_timeout_s=t.number("request_timeout_s", 300.0, minimum=0.1, maximum=MAX_WAIT_S),
         prompt_files=tuple(paths),
         ignore_eos=t.flag("ignore_eos", True),
+        context_buckets=tuple(
+            t.token_counts("context_buckets", [], minimum=MIN_CONTEXT_TOKENS, maximum=MAX_CONTEXT_TOKENS)
+        ),
+        context_repeats=t.integer(
+            "context_repeats", repeats, minimum=3, maximum=MAX_REPEATS, derived="workload.repeats"
+        ),
     )
     if not workload.ignore_eos and any(c > 1 for c in workload.concurrency):
         raise t.error(

@@ -1,0 +1,149 @@
+"""Context buckets (`workload.context_buckets`, issue 48): the field, the long prompts built of the
+shipped text, `check`'s refusal of a bucket a launch cannot hold, and the cost it states."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tomli_w
+
+from specgate.context_fit import bound_tokens, refusals
+from specgate.deployment import load_deployment
+from specgate.errors import DeploymentError
+from specgate.measure.context import corpus_of, long_prompt, passes_needed
+from specgate.prompts import load_prompt_set
+from tests.self.helpers import merge, sim_deployment_dict
+
+
+def _dep(tmp_path, workload=None, launch=None, **top):
+    data = merge(sim_deployment_dict(), {"workload": workload or {}, "launch": launch or {}, **top})
+    path = tmp_path / "dep.toml"
+    path.write_text(tomli_w.dumps(data))
+    return load_deployment(str(path))
+
+
+# --- the field ---------------------------------------------------------------------------------
+
+
+def test_buckets_are_token_counts_with_k_for_1024(tmp_path):
+    dep = _dep(tmp_path, {"context_buckets": ["1K", 3000, "8k"], "context_repeats": 4})
+    assert dep.workload.context_buckets == (1024, 3000, 8192)
+    assert dep.workload.context_repeats == 4
+
+
+def test_no_buckets_is_the_short_workload_as_before(tmp_path):
+    dep = _dep(tmp_path)
+    assert dep.workload.context_buckets == ()
+    assert dep.workload.context_repeats == dep.workload.repeats  # derived: read only where buckets are
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "expected"),
+    [
+        (["8K", "1K"], "workload.context_buckets", "distinct token counts in increasing order"),
+        (["1K", 1024], "workload.context_buckets", "distinct token counts in increasing order"),
+        ([128], "workload.context_buckets[0]", "from 256"),
+        (["1K", "eight"], "workload.context_buckets[1]", 'like "8K"'),
+        ("8K", "workload.context_buckets", "expected a list of token counts"),
+        ([True], "workload.context_buckets[0]", "expected a list of token counts"),
+    ],
+)
+def test_a_bad_bucket_is_named(tmp_path, value, field, expected):
+    with pytest.raises(DeploymentError) as err:
+        _dep(tmp_path, {"context_buckets": value})
+    assert f"field '{field}'" in str(err.value) and expected in str(err.value)
+
+
+# --- the long prompts ------------------------------------------------------------------------------
+
+
+def test_a_long_prompt_is_pinned_real_text_near_its_budget(tmp_path):
+    workload = _dep(tmp_path).workload
+    first = long_prompt(workload, 2048, 3)
+    assert first == long_prompt(workload, 2048, 3)  # a pure function: two runs pair request by request
+    assert 0.9 * 2048 * 4 <= len(first.text) <= 2048 * 4  # built to 4 characters a token
+    assert first.text.startswith("<|im_start|>user\n") and first.text.endswith("<|im_start|>assistant\n")
+    # Real text: sentences of the shipped sets, never random tokens.
+    shipped = " ".join(m.content for p in load_prompt_set("long_context") for m in p.messages)
+    sentences = [s for s in first.text.split(". ") if len(s) > 40]
+    assert sentences and sum(s.strip() in shipped for s in sentences) / len(sentences) > 0.3
+
+
+def test_each_request_differs_from_its_first_words_so_no_prefix_cache_serves_another(tmp_path):
+    workload = _dep(tmp_path).workload
+    texts = [long_prompt(workload, 1024, i).text for i in range(6)]
+    body_start = len("<|im_start|>user\nDocument collection ")
+    assert len({t[: body_start + 2] for t in texts}) == len(texts)
+    # ... and the document each opens with rotates too.
+    firsts = [t.split("\n\n")[1][:60] for t in texts]
+    assert len(set(firsts)) == len(firsts)
+
+
+def test_a_bucket_longer_than_the_shipped_text_repeats_it_in_another_order(tmp_path):
+    workload = _dep(tmp_path).workload
+    corpus = corpus_of(workload)
+    tokens = 16 * 1024
+    prompt = long_prompt(workload, tokens, 0, corpus)
+    assert prompt.passes == passes_needed(workload, tokens) > 1
+    docs = prompt.text.split("\n\n")
+    first_pass = docs[1 : 1 + len(corpus.documents)]
+    second_pass = docs[1 + len(corpus.documents) : 1 + 2 * len(corpus.documents)]
+    assert sorted(first_pass) == sorted(second_pass) and first_pass != second_pass
+
+
+def test_a_users_prompt_files_join_the_text(tmp_path):
+    rows = [{"id": "mine", "messages": [{"role": "user", "content": "Zebra crossings glow at night in Lisbon."}]}]
+    (tmp_path / "mine.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    workload = _dep(tmp_path, {"prompt_files": ["mine.jsonl"]}).workload
+    assert "Zebra crossings glow at night in Lisbon." in corpus_of(workload).documents
+
+
+# --- check: refusals and cost --------------------------------------------------------------------
+
+
+def test_the_simulators_default_context_length_refuses_a_long_bucket(tmp_path):
+    dep = _dep(tmp_path, {"context_buckets": ["1K", "8K"]})
+    found = refusals(dep, "baseline", [], simulated=True, model=None)
+    need = bound_tokens(8192) + dep.workload.max_new_tokens
+    assert found == [
+        f"workload.context_buckets 8K needs up to {need} tokens per request (8192 prompt tokens at 4 characters "
+        f"each, up to {bound_tokens(8192)} at 3, + max_new_tokens 64), over --context-length 4096 (the simulator's "
+        f"default): raise --context-length to at least {need}"
+    ]
+    assert refusals(dep, "baseline", ["--context-length", str(need)], simulated=True, model=None) == []
+
+
+def test_the_kv_pool_and_the_models_positions_refuse_too(tmp_path):
+    dep = _dep(tmp_path, {"context_buckets": ["4K"]})
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"max_position_embeddings": 4096}))
+    argv = ["--model-path", str(model), "--context-length", "65536", "--max-total-tokens", "5000"]
+    found = refusals(dep, "eagle3-decode", argv, simulated=False, model=None)
+    assert len(found) == 2
+    assert "over --max-total-tokens 5000 (the KV pool): raise --max-total-tokens to at least" in found[0]
+    assert f"the model's max_position_embeddings 4096 ({model}/config.json)" in found[1]
+    assert "drop the bucket" in found[1]
+    # A real SGLang launch without --context-length takes the model's own length: nothing else to hold.
+    assert refusals(dep, "eagle3-decode", [], simulated=False, model=str(tmp_path / "absent")) == []
+
+
+def test_check_exits_2_naming_the_bucket_and_states_each_buckets_cost(tmp_path, capsys, monkeypatch):
+    from specgate.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    data = merge(sim_deployment_dict(), {"workload": {"context_buckets": ["1K", "32K"]}})
+    (tmp_path / "dep.toml").write_text(tomli_w.dumps(data))
+    assert main(["check", "dep.toml"]) == 2
+    err = capsys.readouterr().err
+    assert "workload.context_buckets 32K" in err and "raise --context-length to at least" in err
+    assert "workload.context_buckets 1K" not in err
+    data["launch"]["args"] += ["--context-length", "65536"]
+    (tmp_path / "dep.toml").write_text(tomli_w.dumps(data))
+    assert main(["check", "dep.toml"]) == 0
+    out = capsys.readouterr().out
+    assert "context buckets 1K, 32K beside the short workload" in out
+    assert "32K: 27 request(s) (warmup not counted), about 884,736 prompt and 1,728 answer tokens" in out
+    passes = passes_needed(load_deployment(str(tmp_path / "dep.toml")).workload, 32768)
+    assert passes > 1 and f"the shipped text runs {passes} time(s) through each prompt" in out
