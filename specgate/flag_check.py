@@ -369,7 +369,7 @@ def check_flags(dep: Deployment) -> FlagReport:
     simulated = dep.simulated
     root = project.current().root
     model = Path(expand_placeholders(dep.model, {"python": sys.executable, "repo": str(root), "model": dep.model}))
-    for name, (judge, argv) in judges.items():
+    for name, (_judge, argv) in judges.items():
         # A context bucket the launch cannot hold would fail request by request, after boots.
         for text in context_fit.refusals(dep, name, argv, simulated[name], str(model if model.is_absolute() else root / model)):
             findings.setdefault((text, True), []).append(name)
