@@ -7,9 +7,11 @@ receives these dataclasses, never raw dicts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
+import weakref
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -1255,3 +1257,21 @@ def _parse_gate_settings(t: Table, configs: dict[str, ServerConfig], declared: d
     )
     t.reject_unknown()
     return gates
+
+
+_VIEWS: dict[tuple[int, int], Deployment] = {}
+
+
+def bucket_view(dep: Deployment, tokens: int) -> Deployment:
+    """The deployment as one context bucket's measurement and gates read it: its requests are
+    single-stream (concurrency 1: the product's subject is one stream's decode speed, and a long
+    prompt per request of a batch would measure the KV pool), `context_repeats` of them per
+    config and boot, and never more while undecided (each costs a long prefill). One object per
+    (deployment, bucket), so the gates planned from it keep their identity (gate_kinds.planned_of)."""
+    key = (id(dep), tokens)
+    if key not in _VIEWS:
+        wl = dep.workload
+        n = wl.context_repeats
+        _VIEWS[key] = dataclasses.replace(dep, workload=dataclasses.replace(wl, concurrency=(1,), repeats=n, max_repeats=n))
+        weakref.finalize(dep, _VIEWS.pop, key, None)
+    return _VIEWS[key]

@@ -139,3 +139,10 @@ def passes_needed(workload: Workload, tokens: int) -> int:
     corpus = corpus_of(workload)
     return max(1, math.ceil(tokens * CHARS_PER_TOKEN / corpus.chars))
 
+
+
+def bucket_prompts(workload: Workload, tokens: int, count: int) -> list[LongPrompt]:
+    """The first `count` prompts of the bucket of `tokens` prompt tokens, in the pinned order."""
+    corpus = corpus_of(workload)
+    return [long_prompt(workload, tokens, i, corpus) for i in range(count)]
+
