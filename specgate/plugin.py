@@ -18,11 +18,11 @@ import pytest
 
 from specgate import interrupts, options, project
 from specgate.atomic import ensure_writable
+from specgate.context_fit import bucket_label
 from specgate.deployment import Deployment, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.errors import SpecgateError
-from specgate.context_fit import bucket_label
 from specgate.gate_kinds import kind_of_test, planned_gates, run_gates, timing_gates
 from specgate.measure.fidelity import check_fidelity, fidelity_of
 from specgate.measure.plan import SamplingPlan

@@ -6,10 +6,10 @@ import math
 import re
 from collections import Counter
 
-from specgate.equivalence.known import known_defects_for
-from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.context_fit import bucket_label
+from specgate.equivalence.known import known_defects_for
 from specgate.measure.context import LENGTH_TOLERANCE
+from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Lever, Report, Settings, SpeedRow
 from specgate.report.sampling_md import sampling_section, sampling_times
 from specgate.report.visible import visible
