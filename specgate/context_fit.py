@@ -11,18 +11,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from specgate.deployment import Deployment, flag_int, flag_value
+from specgate.deployment import Deployment, bucket_label, flag_int, flag_value
 
 # A long prompt is built to a character budget at 4 characters per token (measure.context); the
 # densest text of the shipped sets (code, numbers) runs near 3 through the tokenizers of today,
 # so a bucket is held to its budget at 3: a fit here fits the real prompt.
 CHARS_PER_TOKEN = 4.0
 CHARS_PER_TOKEN_BOUND = 3.0
-
-
-def bucket_label(tokens: int) -> str:
-    """"8K" for 8192, "1500" for 1500: the name a bucket is shown and stored under."""
-    return f"{tokens // 1024}K" if tokens % 1024 == 0 else str(tokens)
 
 
 def bound_tokens(tokens: int) -> int:

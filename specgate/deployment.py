@@ -1259,6 +1259,11 @@ def _parse_gate_settings(t: Table, configs: dict[str, ServerConfig], declared: d
     return gates
 
 
+def bucket_label(tokens: int) -> str:
+    """"8K" for 8192, "1500" for 1500: the name a bucket is shown and stored under."""
+    return f"{tokens // 1024}K" if tokens % 1024 == 0 else str(tokens)
+
+
 _VIEWS: dict[tuple[int, int], Deployment] = {}
 
 

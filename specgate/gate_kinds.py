@@ -226,8 +226,7 @@ def run_gates(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[Plann
     context bucket (`workload.context_buckets`), judged at concurrency 1 on the bucket's requests
     and named with the bucket ("beats:…@8K"). A gate declared at another concurrency has no
     bucket version: buckets are measured single-stream."""
-    from specgate.context_fit import bucket_label
-    from specgate.deployment import bucket_view
+    from specgate.deployment import bucket_label, bucket_view
 
     out = planned_of(kind, dep, unbooted)
     for tokens in dep.workload.context_buckets:

@@ -18,8 +18,7 @@ import pytest
 
 from specgate import interrupts, options, project
 from specgate.atomic import ensure_writable
-from specgate.context_fit import bucket_label
-from specgate.deployment import Deployment, load_deployment
+from specgate.deployment import Deployment, bucket_label, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.errors import SpecgateError

@@ -174,7 +174,7 @@ def context_cost(dep: Deployment) -> list[str]:
     wl = dep.workload
     if not wl.context_buckets:
         return []
-    from specgate.context_fit import bucket_label
+    from specgate.deployment import bucket_label
     from specgate.measure.context import passes_needed
     from specgate.verdicts.planned import decode_speeds
 

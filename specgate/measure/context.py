@@ -23,8 +23,8 @@ import random
 import re
 from dataclasses import dataclass
 
-from specgate.context_fit import CHARS_PER_TOKEN, bucket_label
-from specgate.deployment import Workload
+from specgate.context_fit import CHARS_PER_TOKEN
+from specgate.deployment import Workload, bucket_label
 from specgate.prompts import KNOWN_SETS, Message, load_prompt_file, load_prompt_set, render
 
 # The report flags a bucket whose median real prompt length is further than this from its target.

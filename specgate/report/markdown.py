@@ -6,7 +6,7 @@ import math
 import re
 from collections import Counter
 
-from specgate.context_fit import bucket_label
+from specgate.deployment import bucket_label
 from specgate.equivalence.known import known_defects_for
 from specgate.measure.context import LENGTH_TOLERANCE
 from specgate.measure.fidelity import FIDELITY_BOUND

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specgate.context_fit import bucket_label
+from specgate.deployment import bucket_label
 from specgate.equivalence.golden import GoldenAnswers
 from specgate.errors import GateKindError
 from specgate.gate_kinds import PlannedGate, calling, kind_named, where
