@@ -20,6 +20,7 @@ from specgate import interrupts, options, project
 from specgate.atomic import ensure_writable
 from specgate.deployment import Deployment, bucket_label, load_deployment
 from specgate.diagnosis.diagnose import diagnose
+from specgate.diagnosis.slope import slopes_of, with_slopes
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.errors import SpecgateError
 from specgate.gate_kinds import kind_of_test, planned_gates, run_gates, timing_gates
@@ -973,11 +974,14 @@ def _stand_in(gate: GateSession) -> dict | None:
 def _diagnoses(gate: GateSession, messages: list[str]) -> list[dict]:
     """Why each speculative config is as fast as it is (specgate.diagnosis)."""
     try:
-        found = diagnose(gate.deployment, _measured(gate), gate.pool.server_infos, gate.pool.log_dir)
+        found = [d.as_dict() for d in diagnose(gate.deployment, _measured(gate), gate.pool.server_infos, gate.pool.log_dir)]
+        if gate.buckets:
+            meters = {0: gate.meter, **{tokens: b.meter for tokens, b in gate.buckets.items()}}
+            with_slopes(found, slopes_of(gate.deployment, meters, gate.pool.server_infos))
     except Exception as exc:  # say so loudly, but never lose the verdicts and figures with it
         messages.append(f"diagnosis FAILED, report written without it: {type(exc).__name__}: {exc}")
         return []
-    return [d.as_dict() for d in found]
+    return found
 
 
 def _fidelity(gate: GateSession) -> list[dict]:

@@ -10,6 +10,8 @@ import tomli_w
 
 from specgate.context_fit import bound_tokens, refusals
 from specgate.deployment import load_deployment
+from specgate.diagnosis.settings import read_settings
+from specgate.diagnosis.slope import BucketPoint, context_slope, with_slopes
 from specgate.errors import DeploymentError
 from specgate.measure.context import corpus_of, long_prompt, passes_needed
 from specgate.prompts import load_prompt_set
@@ -147,3 +149,51 @@ def test_check_exits_2_naming_the_bucket_and_states_each_buckets_cost(tmp_path, 
     assert "32K: 27 request(s) (warmup not counted), about 884,736 prompt and 1,728 answer tokens" in out
     passes = passes_needed(load_deployment(str(tmp_path / "dep.toml")).workload, 32768)
     assert passes > 1 and f"the shipped text runs {passes} time(s) through each prompt" in out
+
+
+# --- the diagnosis reads the slope -------------------------------------------------------------------
+
+_HYBRID = {"prefill_attention_backend": "flashinfer", "decode_attention_backend": "triton", "speculative_algorithm": "EAGLE3"}
+PREFILL = read_settings({**_HYBRID, "speculative_attention_mode": "prefill"})
+DECODE = read_settings({**_HYBRID, "speculative_attention_mode": "decode"})
+
+
+def _points(steps_and_speedups):
+    # reference at 100 tok/s: a plain step is 10 ms, so cycle_ms = 10 * steps
+    return [BucketPoint(c, 10.0 * steps, 100.0, speedup) for c, steps, speedup in steps_and_speedups]
+
+
+def test_a_prefill_mode_slope_names_the_lever_at_the_first_losing_bucket_with_the_decode_modes_ratios():
+    prefill = _points([(1024, 1.4, 1.5), (8192, 2.2, 1.05), (32768, 3.9, 0.61)])
+    decode = _points([(1024, 1.2, 1.7), (8192, 1.25, 1.6), (32768, 1.3, 1.55)])
+    found = context_slope("eagle3-prefill", PREFILL, prefill, {"eagle3-decode": (DECODE, decode)})
+    assert found is not None and found.loses_at == 32768
+    assert found.evidence == (
+        "verify costs 1.4x a decode step at 1K and 3.9x at 32K in prefill mode; decode mode (eagle3-decode): 1.2x and 1.3x"
+    )
+    assert found.lever is not None and found.lever.action == "--speculative-attention-mode decode"
+    assert "from 32K on" in found.lever.why and found.lever.sibling == "eagle3-decode"
+    # The decode-mode config's own cost barely grows: no slope to name.
+    assert context_slope("eagle3-decode", DECODE, decode, {"eagle3-prefill": (PREFILL, prefill)}) is None
+
+
+def test_a_slope_under_the_threshold_or_on_one_bucket_is_not_named():
+    assert context_slope("x", PREFILL, _points([(0, 1.4, 0.9), (8192, 2.0, 0.8)])) is None  # 1.43x < 1.5x
+    assert context_slope("x", PREFILL, _points([(8192, 3.0, 0.5)])) is None
+
+
+def test_a_slope_the_settings_do_not_explain_or_that_never_loses_is_a_note_not_a_lever():
+    steep = [(0, 1.0, 1.8), (8192, 2.0, 1.2), (32768, 3.0, 0.9)]
+    unexplained = context_slope("x", DECODE, _points(steep))
+    assert unexplained is not None and unexplained.lever is None and unexplained.loses_at == 32768
+    still_wins = context_slope("x", PREFILL, _points([(0, 1.0, 2.5), (32768, 2.0, 1.2)]))
+    assert still_wins is not None and still_wins.lever is None
+    diagnoses = [{"config": "x", "concurrency": 1, "levers": [], "underperforms": [], "notes": []}]
+    with_slopes(diagnoses, [still_wins])
+    assert diagnoses[0]["levers"] == [] and "short and 2.0x at 32K" in diagnoses[0]["notes"][0]
+    found = context_slope("x", PREFILL, _points(steep))
+    with_slopes(diagnoses, [found])
+    assert diagnoses[0]["levers"][0]["action"] == "--speculative-attention-mode decode"
+    assert diagnoses[0]["underperforms"] == [
+        "slower than the reference at 32K: verify costs 1.0x a decode step at short and 3.0x at 32K in prefill mode"
+    ]
