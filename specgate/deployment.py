@@ -1137,7 +1137,15 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
         prompt_files=tuple(paths),
         ignore_eos=t.flag("ignore_eos", True),
         context_buckets=tuple(
-            t.token_counts("context_buckets", [], minimum=MIN_CONTEXT_TOKENS, maximum=MAX_CONTEXT_TOKENS)
+            t.token_counts(
+                "context_buckets",
+                [],
+                minimum=MIN_CONTEXT_TOKENS,
+                maximum=MAX_CONTEXT_TOKENS,
+                meaning="prompt lengths (tokens) measured and gated each as a bucket of its own beside the short "
+                "workload, single-stream (concurrency 1: one stream's decode speed is the subject), with long "
+                "prompts built of the shipped prompt sets' text",
+            )
         ),
         context_repeats=t.integer(
             "context_repeats", repeats, minimum=3, maximum=MAX_REPEATS, derived="workload.repeats"

@@ -143,7 +143,8 @@ def _leaf(entry: dict[str, Any]) -> dict[str, Any]:
         schema["items"] = {"type": "integer", **{b: entry[b] for b in bounds if b in entry}}
     elif entry["kind"] == "token count list":  # bounds hold for the integer a "K" string stands for
         schema["description"] = (
-            f"token counts, an integer or a string like \"8K\" (K = 1024), from {entry['minimum']} to {entry['maximum']}"
+            f"{entry.get('meaning', 'token counts')}: each an integer or a string like \"8K\" (K = 1024), from "
+            f"{entry['minimum']} to {entry['maximum']}, in increasing order"
         )
     else:
         schema.update({b: entry[b] for b in bounds if b in entry})

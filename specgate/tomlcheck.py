@@ -305,10 +305,11 @@ class Table:
             raise self.error(key, f"expected a non-empty list of integers {bound}, got {value!r}")
         return list(value)
 
-    def token_counts(self, key: str, default: list[int], minimum: int, maximum: int) -> list[int]:
+    def token_counts(self, key: str, default: list[int], minimum: int, maximum: int, meaning: str = "") -> list[int]:
         """A sorted list of distinct token counts, each an integer or a string "NK" (K = 1024
-        tokens, the unit context lengths are quoted in), between `minimum` and `maximum`."""
-        self._note(key, "token count list", default, minimum=minimum, maximum=maximum)
+        tokens, the unit context lengths are quoted in), between `minimum` and `maximum`;
+        `meaning`: what they are, for the JSON Schema's description."""
+        self._note(key, "token count list", default, minimum=minimum, maximum=maximum, meaning=meaning or None)
         value = self._get(key, default)
         if key not in self._data:
             return list(value)

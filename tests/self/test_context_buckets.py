@@ -4,17 +4,26 @@ shipped text, `check`'s refusal of a bucket a launch cannot hold, and the cost i
 from __future__ import annotations
 
 import json
+import math
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import tomli_w
 
 from specgate.context_fit import bound_tokens, refusals
-from specgate.deployment import load_deployment
+from specgate.deployment import bucket_view, load_deployment
 from specgate.diagnosis.settings import read_settings
 from specgate.diagnosis.slope import BucketPoint, context_slope, with_slopes
 from specgate.errors import DeploymentError
+from specgate.gate_kinds import kind_named, run_gates
 from specgate.measure.context import corpus_of, long_prompt, passes_needed
+from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.prompts import load_prompt_set
+from specgate.verdicts.baselines import load_baseline, write_baseline
+from specgate.verdicts.fingerprint import Fingerprint
+from specgate.verdicts.gates import FAIL, INCONCLUSIVE, NOT_COMPARED, PASS
+from specgate.verdicts.judge import Judge, baseline_document
 from tests.self.helpers import merge, sim_deployment_dict
 
 
@@ -197,3 +206,114 @@ def test_a_slope_the_settings_do_not_explain_or_that_never_loses_is_a_note_not_a
     assert diagnoses[0]["underperforms"] == [
         "slower than the reference at 32K: verify costs 1.0x a decode step at short and 3.0x at 32K in prefill mode"
     ]
+
+
+# --- gates per bucket, each at its share of the false-alarm budget ----------------------------------
+
+
+class _Plan:
+    """What a judge asks of a sampling plan, over records drawn beforehand (no server)."""
+
+    def __init__(self, records, digest, log_dir):
+        self.records, self.configs = records, list(records)
+        self.meter = SimpleNamespace(
+            record=lambda c, n: records[c], workload_digest=digest, results={(c, 1): r for c, r in records.items()}
+        )
+        self.pool = SimpleNamespace(server_infos={}, model_infos={}, log_dir=log_dir, boots=[])
+        self.interleaved, self.errors = True, {}
+
+    def ensure(self, configs, concurrency, per_boot):
+        pass
+
+    def raise_for(self, config):
+        pass
+
+    def per_boot(self, configs, concurrency):
+        return min(len(self.records[c].samples) for c in configs)
+
+    def more(self, *args):
+        return False
+
+    def drift(self, *args):
+        return None
+
+
+def _record(config, level, n=12, spec=False):
+    rng = np.random.default_rng(abs(hash((config, level))) % 2**32)
+    samples = [
+        SpeedSample(
+            decode_tps=700.0 * level * math.exp(rng.normal(0, 0.01)), ttft_s=0.02, e2e_s=1.0, completion_tokens=64,
+            prompt_tokens=40, verify_ct=30 if spec else None, server_e2e_s=None, chunks=10, index=i,
+        )  # fmt: skip
+        for i in range(n)
+    ]
+    return ConfigSpeed(config, 1, samples=samples)
+
+
+FP = Fingerprint("NVIDIA H200", 1, "570.1", "13.0", "0.5.11", "m")
+
+
+def _judges(tmp_path, dep, speedups):
+    """A judge per bucket (0: the short workload) over fed records: eagle3-decode at `speedups[b]`
+    of the baseline's speed."""
+    out = {}
+    for context, speedup in speedups.items():
+        view = bucket_view(dep, context) if context else dep
+        records = {"baseline": _record("baseline", 1.0), "eagle3-decode": _record("eagle3-decode", speedup, spec=True)}
+        plan = _Plan(records, f"w{context}", tmp_path)
+        judge = Judge(view, plan, tmp_path / "baselines", context=context, buckets=len(speedups))  # type: ignore[arg-type]
+        judge._fingerprint = FP
+        out[context] = judge
+    return out
+
+
+def test_the_beats_gate_fails_in_its_own_bucket_alone_at_its_share_of_the_budget(tmp_path):
+    dep = _dep(tmp_path, {"context_buckets": ["1K", "32K"]})
+    judges = _judges(tmp_path, dep, {0: 1.5, 1024: 1.45, 32768: 0.61})
+    beats = [g for g in run_gates(kind_named("beats"), dep, set())]
+    assert [g.name for g in beats] == [
+        "beats:eagle3-decode-beats-baseline",
+        "beats:eagle3-decode-beats-baseline@1K",
+        "beats:eagle3-decode-beats-baseline@32K",
+    ]
+    assert [g.test_id for g in beats][1:] == [f"{beats[0].test_id}-at-1K", f"{beats[0].test_id}-at-32K"]
+    verdicts = {g.context: judges[g.context].decide(g) for g in beats}
+    assert [verdicts[c].status for c in (0, 1024, 32768)] == [PASS, PASS, FAIL]
+    failed = verdicts[32768]
+    assert failed.gate == "beats:eagle3-decode-beats-baseline@32K" and failed.summary.startswith("at 32K: ")
+    assert failed.figures["context"] == 32768 and "context" not in verdicts[0].figures
+    for v in verdicts.values():
+        assert v.figures["false_alarm_share"] == pytest.approx(0.05 / 3, abs=1e-6)
+        assert "false-alarm share 1.67% of the run's 5.0% (split over 3 context buckets)" in v.notes
+    assert judges[0].confidence == pytest.approx(1 - 0.05 / 3)
+
+
+def test_without_buckets_the_gates_and_their_budget_are_as_before(tmp_path):
+    dep = _dep(tmp_path)
+    judge = _judges(tmp_path, dep, {0: 1.5})[0]
+    (gate,) = run_gates(kind_named("beats"), dep, set())
+    verdict = judge.decide(gate)
+    assert judge.confidence == dep.gates.confidence
+    assert "false_alarm_share" not in verdict.figures and not any("false-alarm share" in n for n in verdict.notes)
+
+
+def test_a_stored_baseline_holds_each_buckets_figures_and_a_bucket_it_lacks_is_not_compared(tmp_path):
+    dep = _dep(tmp_path, {"context_buckets": ["1K", "32K"]})
+    judges = _judges(tmp_path, dep, {0: 1.5, 1024: 1.45, 32768: 1.4})
+    # Recorded by a run that measured the short workload and 1K only (32K added since).
+    document = baseline_document(judges[0], {"date": "2026-12-01T00:00:00+00:00"}, buckets=(judges[1024],))
+    assert set(document["contexts"]) == {"1024"} and document["contexts"]["1024"]["workload_digest"] == "w1024"
+    write_baseline(dep.name, FP, document, tmp_path / "baselines")
+    stored = load_baseline(next((tmp_path / "baselines" / dep.name).glob("*.json")), dep.name)
+    assert set(stored.contexts) == {1024} and stored.at_context(1024).figures.keys() == stored.figures.keys()
+    later = _judges(tmp_path, dep, {0: 1.5, 1024: 1.45, 32768: 1.4})
+    regressions = {g.name: g for g in run_gates(kind_named("regression"), dep, set())}
+    at_1k = later[1024].decide(regressions["regression:eagle3-decode:c1:decode_tps@1K"])
+    at_32k = later[32768].decide(regressions["regression:eagle3-decode:c1:decode_tps@32K"])
+    assert at_1k.status in (PASS, INCONCLUSIVE), at_1k.summary  # compared: its own bucket's stored figures
+    assert at_32k.status == NOT_COMPARED and "has no figures for eagle3-decode" in at_32k.summary
+    # A baseline of before buckets is read as before: no contexts.
+    del document["contexts"]
+    (tmp_path / "old").mkdir()
+    write_baseline(dep.name, FP, document, tmp_path / "old")
+    assert load_baseline(next((tmp_path / "old" / dep.name).glob("*.json")), dep.name).contexts == {}
