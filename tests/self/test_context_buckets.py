@@ -317,3 +317,47 @@ def test_a_stored_baseline_holds_each_buckets_figures_and_a_bucket_it_lacks_is_n
     (tmp_path / "old").mkdir()
     write_baseline(dep.name, FP, document, tmp_path / "old")
     assert load_baseline(next((tmp_path / "old" / dep.name).glob("*.json")), dep.name).contexts == {}
+
+
+# --- end to end, on the simulator ------------------------------------------------------------------
+
+
+def test_a_run_measures_gates_charts_and_stores_each_bucket(tmp_path):
+    """One baseline update of the simulator with two buckets: rows, gates, chart and stored
+    figures per bucket. (The simulator's decode step does not depend on the context yet: this
+    proves the plumbing, not a slope.)"""
+    from tests.self.helpers import SimDeployment
+
+    d = SimDeployment(
+        tmp_path,
+        {
+            "workload": {"context_buckets": ["1K", 2048], "context_repeats": 3, "repeats": 4, "max_repeats": 4},
+            "equivalence": {"enabled": False, "skip_reason": "this test is about speed across context length"},
+        },
+    )
+    result = d.run(None, "--specgate-update-baselines")
+    assert not d.leftovers()
+    out = "\n".join(result.outlines[-60:])
+    assert result.ret == 0, out
+    report = d.report()
+    rows = {(r["config"], r["context"]): r for r in report["speed"]}
+    for config in ("baseline", "eagle3-prefill", "eagle3-decode"):
+        for context in (0, 1024, 2048):
+            assert (config, context) in rows, out
+        for context in (1024, 2048):
+            row = rows[(config, context)]
+            assert row["n"] == 3 and row["concurrency"] == 1
+            # The server's own count, more than the short workload's and growing with the bucket.
+            assert row["prompt_tokens"] > rows[(config, 0)]["prompt_tokens"]
+        assert rows[(config, 2048)]["prompt_tokens"] > rows[(config, 1024)]["prompt_tokens"]
+    gates = {g["gate"]: g for g in report["gates"]}
+    for label in ("1K", "2K"):
+        beats = gates[f"beats:eagle3-decode-beats-baseline@{label}"]
+        assert beats["status"] == "pass" and beats["summary"].startswith(f"at {label}: ")
+        assert beats["figures"]["false_alarm_share"] == pytest.approx(0.05 / 3, abs=1e-6)
+    assert (d.report_dir / "context.png").stat().st_size > 0
+    assert "1K context (" in (d.report_dir / "report.md").read_text()
+    (stored,) = (d.baselines_dir / d.data["name"]).glob("*.json")
+    contexts = json.loads(stored.read_text())["contexts"]
+    assert set(contexts) == {"1024", "2048"}
+    assert set(contexts["1024"]["configs"]) == {"baseline", "eagle3-prefill", "eagle3-decode"}
