@@ -68,7 +68,9 @@ def refusals(dep: Deployment, config: str, argv: list[str], simulated: bool, mod
     out: list[str] = []
     new = dep.workload.max_new_tokens
     found = limits(argv, simulated, model)
-    for tokens in dep.workload.context_buckets:
+    swept = dep.sweep.context_buckets if dep.sweep is not None else ()
+    for tokens in sorted({*dep.workload.context_buckets, *swept}):
+        field = "workload.context_buckets" if tokens in dep.workload.context_buckets else "sweep.context_buckets"
         need = bound_tokens(tokens) + new
         for limit in found:
             if need <= limit.tokens:
@@ -79,7 +81,7 @@ def refusals(dep: Deployment, config: str, argv: list[str], simulated: bool, mod
                 else "the model cannot take it: drop the bucket from workload.context_buckets"
             )
             out.append(
-                f"workload.context_buckets {bucket_label(tokens)} needs up to {need} tokens per request ({tokens} "
+                f"{field} {bucket_label(tokens)} needs up to {need} tokens per request ({tokens} "
                 f"prompt tokens at {CHARS_PER_TOKEN:g} characters each, up to {bound_tokens(tokens)} at "
                 f"{CHARS_PER_TOKEN_BOUND:g}, + max_new_tokens {new}), over {limit.what}: {fix}"
             )

@@ -439,6 +439,9 @@ class SweepSpec:
     gpus: tuple[str, ...]  # CUDA_VISIBLE_DEVICES values to spread servers over; empty: as launched
     repeats: int
     max_new_tokens: int  # per measured request (default: the workload's); shorter sweeps run sooner
+    # Context buckets every point is measured at besides the short workload (default: the
+    # workload's), on the same server: where along the context length speculation stops paying.
+    context_buckets: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -768,6 +771,16 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         repeats=t.integer("repeats", workload.repeats, minimum=3, maximum=MAX_REPEATS, derived="workload.repeats"),
         max_new_tokens=t.integer(
             "max_new_tokens", workload.max_new_tokens, minimum=2, maximum=MAX_NEW_TOKENS, derived="workload.max_new_tokens"
+        ),
+        context_buckets=tuple(
+            t.token_counts(
+                "context_buckets",
+                list(workload.context_buckets),
+                minimum=MIN_CONTEXT_TOKENS,
+                maximum=MAX_CONTEXT_TOKENS,
+                meaning="the sweep's context axis: prompt lengths every point is measured at besides the short "
+                "workload, on the same server (default: workload.context_buckets)",
+            )
         ),
     )
     if not modes:

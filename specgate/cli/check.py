@@ -289,9 +289,16 @@ def describe(dep: Deployment) -> str:
         from specgate.sweep.plan import plan_sweep
 
         plan = plan_sweep(dep)
+        from specgate.diagnosis.slope import context_name
+
+        axis = (
+            f", each at {', '.join(context_name(c) for c in plan.contexts)} context on the same server"
+            if len(plan.contexts) > 1
+            else ""
+        )
         lines.append(
             f"  sweep: {len(plan.points)} points from {dep.sweep.base} ({len(plan.skipped)} left out), "
-            f"{dep.sweep.parallel} servers per GPU"
+            f"{dep.sweep.parallel} servers per GPU{axis}"
         )
     return "\n".join(lines)
 

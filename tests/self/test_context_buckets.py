@@ -20,6 +20,9 @@ from specgate.gate_kinds import kind_named, run_gates
 from specgate.measure.context import corpus_of, long_prompt, passes_needed
 from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.prompts import load_prompt_set
+from specgate.sweep.plan import plan_sweep, result_name
+from specgate.sweep.state import PointResult, SweepState
+from specgate.sweep.table import ranked, render_sweep, stops_paying
 from specgate.verdicts.baselines import load_baseline, write_baseline
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import FAIL, INCONCLUSIVE, NOT_COMPARED, PASS
@@ -361,3 +364,46 @@ def test_a_run_measures_gates_charts_and_stores_each_bucket(tmp_path):
     contexts = json.loads(stored.read_text())["contexts"]
     assert set(contexts) == {"1024", "2048"}
     assert set(contexts["1024"]["configs"]) == {"baseline", "eagle3-prefill", "eagle3-decode"}
+
+
+# --- the sweep's context axis -------------------------------------------------------------------------
+
+
+def _sweep_dep(tmp_path, sweep=None, workload=None):
+    return _dep(tmp_path, workload, sweep={"base": "eagle3-decode", "num_steps": [2], **(sweep or {})})
+
+
+def test_the_sweep_axis_defaults_to_the_workloads_buckets_and_names_each_result(tmp_path):
+    plain = plan_sweep(_sweep_dep(tmp_path))
+    assert plain.contexts == (0,) and [plain.results_of(p) for p in plain.points] == [[p.name] for p in plain.points]
+    swept = plan_sweep(_sweep_dep(tmp_path, workload={"context_buckets": ["1K", "8K"]}))
+    assert swept.contexts == (0, 1024, 8192)
+    assert swept.results_of(swept.points[0]) == [swept.points[0].name + s for s in ("", "@1K", "@8K")]
+    assert swept.digest != plain.digest  # a state of the sweep without the axis is not resumed as one with it
+    own = plan_sweep(_sweep_dep(tmp_path, sweep={"context_buckets": ["2K"]}, workload={"context_buckets": ["1K"]}))
+    assert own.contexts == (0, 2048)
+
+
+def test_the_sweep_table_says_where_each_point_stops_paying(tmp_path):
+    plan = plan_sweep(_sweep_dep(tmp_path, sweep={"context_buckets": ["1K", "8K"]}))
+    prefill, decode = (next(p for p in plan.points if p.attention_mode == m) for m in ("prefill", "decode"))
+    state = SweepState(tmp_path / "s.json", "sim", plan.digest)
+
+    def put(point, context, low, est, high):
+        name = result_name(point, context)
+        axes = {**point.axes(), **({"context": context} if context else {})}
+        ratio = {"estimate": est, "low": low, "high": high, "confidence": 0.95}
+        state.points[name] = PointResult(name, axes, "measured", "s1", "", decode_tps=[100.0], ratio=ratio)
+
+    for context, iv in zip((0, 1024, 8192), [(1.2, 1.3, 1.4), (1.0, 1.1, 1.2), (0.7, 0.8, 0.9)], strict=True):
+        put(decode, context, *iv)
+    for context in (0, 1024, 8192):
+        put(prefill, context, 0.6, 0.7, 0.8)
+    assert stops_paying(plan, decode, state) == "8K"
+    assert stops_paying(plan, prefill, state) == "never pays (loses at short)"
+    table = render_sweep(plan, state, complete=True)
+    assert "| point | short | 1K | 8K | stops paying at |" in table
+    assert f"| {decode.name} | 1.30 ✓ | 1.10 ~ | 0.80 ✗ | 8K |" in table
+    # The ranked table ranks the short workload's results; the buckets' are in their own section.
+    ranked_names = [r.name for r in ranked(state)]
+    assert ranked_names == [decode.name, prefill.name]
