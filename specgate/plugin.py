@@ -868,7 +868,8 @@ def _run_facts(gate: GateSession, interrupted: str | None, not_recorded: str | N
         "equivalence": len(dep.speculative_configs) if dep.equivalence.enabled else 0,
         # Where samples cannot be compared here the report's sampling section says why instead.
         "sampling": 0 if gate.sampling_not_checkable else len(dep.speculative_configs),
-        "speed": len(measured) * len(dep.workload.concurrency),
+        # Each context bucket is one more speed test per config (at concurrency 1).
+        "speed": len(measured) * (len(dep.workload.concurrency) + len(dep.workload.context_buckets)),
         "gates": len(planned_gates(dep, {dep.reference} if gate.reference_stored else set())),
     }
     ran = {

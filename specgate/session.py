@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specgate.deployment import Deployment, bucket_view
+from specgate.deployment import Deployment, bucket_label, bucket_view
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.gate_kinds import timing_gates
 from specgate.measure.plan import SamplingPlan
@@ -224,6 +224,18 @@ class GateSession:
         ]
         if short:
             return f"measurement incomplete, every config needs workload.max_repeats requests: {', '.join(short)}"
+        # Each context bucket's figures are stored whole too: a later run pairs with them.
+        wanted = dep.workload.context_repeats
+        thin = [
+            f"{c} at {bucket_label(tokens)} ({len(b.meter.results[(c, 1)].samples) if (c, 1) in b.meter.results else 0} "
+            f"of {wanted})"
+            for tokens, b in sorted(self.buckets.items())
+            for c in dep.configs
+            if c not in excluded
+            and ((c, 1) not in b.meter.results or len(b.meter.results[(c, 1)].samples) < wanted)
+        ]
+        if thin:
+            return f"context buckets measured incompletely, each needs workload.context_repeats requests: {', '.join(thin)}"
         return None
 
     @property

@@ -13,6 +13,7 @@ ratios as evidence; another config of the run measured in decode mode is quoted 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specgate.deployment import Deployment, bucket_label
@@ -155,7 +156,7 @@ def bucket_points(record: ConfigSpeed | None, reference: ConfigSpeed | None, con
 
 
 def slopes_of(
-    deployment: Deployment, meters: dict[int, Measurements], server_infos: dict[str, dict]
+    deployment: Deployment, meters: Mapping[int, Measurements], server_infos: dict[str, dict]
 ) -> list[SlopeFinding]:
     """Every speculative config's slope across the run's buckets (`meters`: 0, the short
     workload's, then each bucket's), measured at concurrency 1."""

@@ -426,7 +426,7 @@ def build_report(
     sampling: list[dict] | None = None,
     unavailable: dict[str, str] | None = None,
     reaped: list[str] | None = None,
-    buckets: dict[int, Measurements] | None = None,
+    buckets: Mapping[int, Measurements] | None = None,
 ) -> Report:
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
     # dead server) are named in the report too, not only in pytest's traceback.

@@ -643,6 +643,7 @@ class _SpeedFigures(_Part):
     decode_tps: Interval
     ratio_to_reference: Interval | None
     accept_length: Interval | None
+    context: int = 0  # schema 17 on: a context bucket's row (0: the short workload, as every older row)
 
 
 class ReportFigures(_Part):
