@@ -88,7 +88,9 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates, AbGates):
             verdict.gate = gate.name
             verdict.figures["context"] = gate.context
             # The first screen names the bucket where it lost: "eagle3-prefill at 32K: ...".
-            verdict.summary = f"at {bucket_label(gate.context)}: {verdict.summary}"
+            at = f"{gate.config} at {bucket_label(gate.context)}"
+            rest = verdict.summary.removeprefix(gate.config).lstrip(" :")
+            verdict.summary = f"{at}: {rest}"
         self._record(verdict)
         return verdict
 

@@ -283,7 +283,7 @@ def test_the_beats_gate_fails_in_its_own_bucket_alone_at_its_share_of_the_budget
     verdicts = {g.context: judges[g.context].decide(g) for g in beats}
     assert [verdicts[c].status for c in (0, 1024, 32768)] == [PASS, PASS, FAIL]
     failed = verdicts[32768]
-    assert failed.gate == "beats:eagle3-decode-beats-baseline@32K" and failed.summary.startswith("at 32K: ")
+    assert failed.gate == "beats:eagle3-decode-beats-baseline@32K" and failed.summary.startswith("eagle3-decode at 32K: ")
     assert failed.figures["context"] == 32768 and "context" not in verdicts[0].figures
     for v in verdicts.values():
         assert v.figures["false_alarm_share"] == pytest.approx(0.05 / 3, abs=1e-6)
@@ -356,7 +356,7 @@ def test_a_run_measures_gates_charts_and_stores_each_bucket(tmp_path):
     gates = {g["gate"]: g for g in report["gates"]}
     for label in ("1K", "2K"):
         beats = gates[f"beats:eagle3-decode-beats-baseline@{label}"]
-        assert beats["status"] == "pass" and beats["summary"].startswith(f"at {label}: ")
+        assert beats["status"] == "pass" and beats["summary"].startswith(f"eagle3-decode at {label}: ")
         assert beats["figures"]["false_alarm_share"] == pytest.approx(0.05 / 3, abs=1e-6)
     assert (d.report_dir / "context.png").stat().st_size > 0
     assert "1K context (" in (d.report_dir / "report.md").read_text()
