@@ -180,10 +180,14 @@ def context_cost(dep: Deployment) -> list[str]:
 
     speeds = decode_speeds(dep, project.current().baselines_dir)
     servers = len(dep.configs) * dep.launch.boots
+    parts = 1 + len(wl.context_buckets)  # verdicts.sampler: the false-alarm budget's split
     out = [
         f"  context buckets {', '.join(bucket_label(t) for t in wl.context_buckets)} beside the short workload: "
         f"{wl.context_repeats} request(s) per config and boot each, at concurrency 1 (single-stream decode "
-        "speed), real text of the shipped prompt sets"
+        "speed), real text of the shipped prompt sets",
+        f"    every gate judged per bucket too (\"…@{bucket_label(wl.context_buckets[-1])}\"), each at a false-alarm "
+        f"share of {(1 - dep.gates.confidence) / parts:.2%}: the run's {1 - dep.gates.confidence:.1%} split over "
+        f"{parts} buckets (the short one among them)",
     ]
     for tokens in wl.context_buckets:
         requests = servers * wl.context_repeats
