@@ -1292,12 +1292,19 @@ def bucket_view(dep: Deployment, tokens: int) -> Deployment:
     """The deployment as one context bucket's measurement and gates read it: its requests are
     single-stream (concurrency 1: the product's subject is one stream's decode speed, and a long
     prompt per request of a batch would measure the KV pool), `context_repeats` of them per
-    config and boot, and never more while undecided (each costs a long prefill). One object per
+    config and boot, and never more while undecided (each costs a long prefill); no drift check of
+    its own. One object per
     (deployment, bucket), so the gates planned from it keep their identity (gate_kinds.planned_of)."""
     key = (id(dep), tokens)
     if key not in _VIEWS:
         wl = dep.workload
         n = wl.context_repeats
-        _VIEWS[key] = dataclasses.replace(dep, workload=dataclasses.replace(wl, concurrency=(1,), repeats=n, max_repeats=n))
+        _VIEWS[key] = dataclasses.replace(
+            dep,
+            workload=dataclasses.replace(wl, concurrency=(1,), repeats=n, max_repeats=n),
+            # The host's drift during the run is measured once, on the short workload: a bucket's
+            # own check would boot the reference again per bucket where servers take turns.
+            launch=dataclasses.replace(dep.launch, drift_check=False),
+        )
         weakref.finalize(dep, _VIEWS.pop, key, None)
     return _VIEWS[key]
