@@ -573,6 +573,15 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         if workload:
             gates = attempt(lambda: _parse_gates(top.table("gates"), configs, workload))
             sweep = attempt(lambda: _parse_sweep(top.table("sweep"), configs, workload)) if "sweep" in data else None
+    if launch and workload and launch.reference_stored and workload.context_buckets:
+        # The stand-in for an unbooted reference holds the short workload's figures alone.
+        errors.append(
+            top.table("workload").error(
+                "context_buckets",
+                'cannot be measured with launch.reference_from = "stored" yet: the stored reference stands in '
+                "for the short workload only; boot the reference, or drop the buckets",
+            )
+        )
     if configs is None:
         top.skip("configs")  # not checked: the launch section it needs is broken
     if reference is None:

@@ -408,3 +408,10 @@ def test_the_sweep_table_says_where_each_point_stops_paying(tmp_path):
     # The ranked table ranks the short workload's results; the buckets' are in their own section.
     ranked_names = [r.name for r in ranked(state)]
     assert ranked_names == [decode.name, prefill.name]
+
+
+def test_buckets_with_a_stored_reference_are_refused_by_name(tmp_path):
+    # The stand-in for an unbooted reference holds the short workload's figures alone.
+    with pytest.raises(DeploymentError) as err:
+        _dep(tmp_path, {"context_buckets": ["1K"]}, {"reference_from": "stored"})
+    assert "field 'workload.context_buckets'" in str(err.value) and 'reference_from = "stored"' in str(err.value)
