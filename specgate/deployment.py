@@ -7,9 +7,11 @@ receives these dataclasses, never raw dicts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
+import weakref
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -49,6 +51,10 @@ URL_ONE_BOOT = (
 # Replicate boots per config: beyond a few dozen the between-boot spread is known well enough,
 # and every one is a server held at once.
 MAX_BOOTS = 32
+# Context buckets: below this a "long" prompt is no longer than the shipped sets' own; above, no
+# model of today takes it.
+MIN_CONTEXT_TOKENS = 256
+MAX_CONTEXT_TOKENS = 4 * 1024 * 1024
 # Flags the launcher owns: a deployment that sets them would fight the port picker.
 LAUNCHER_OWNED_FLAGS = ("--port", "--nccl-port", "--host")
 # With the ssh launcher, SGLang's multi-node flags too: it gives every node its rank and the
@@ -290,6 +296,11 @@ class Workload:
     # nearer what training counts; every speed figure then means something else, so stored
     # baselines, calibrations and sweeps of the other mode never apply; concurrency 1 only).
     ignore_eos: bool = True
+    # Prompt lengths (tokens) measured beside the ordinary short workload, each a bucket of its
+    # own (specgate.measure.context): single-stream decode speed at that context length.
+    # Empty: the short workload alone, as before.
+    context_buckets: tuple[int, ...] = ()
+    context_repeats: int = 0  # measured requests per bucket and config (0: no buckets)
 
     def prompts(self) -> tuple[Prompt, ...]:
         """Every prompt the workload sends: the built-in sets named, then each prompt file."""
@@ -428,6 +439,9 @@ class SweepSpec:
     gpus: tuple[str, ...]  # CUDA_VISIBLE_DEVICES values to spread servers over; empty: as launched
     repeats: int
     max_new_tokens: int  # per measured request (default: the workload's); shorter sweeps run sooner
+    # Context buckets every point is measured at besides the short workload (default: the
+    # workload's), on the same server: where along the context length speculation stops paying.
+    context_buckets: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -559,6 +573,15 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
         if workload:
             gates = attempt(lambda: _parse_gates(top.table("gates"), configs, workload))
             sweep = attempt(lambda: _parse_sweep(top.table("sweep"), configs, workload)) if "sweep" in data else None
+    if launch and workload and launch.reference_stored and workload.context_buckets:
+        # The stand-in for an unbooted reference holds the short workload's figures alone.
+        errors.append(
+            top.table("workload").error(
+                "context_buckets",
+                'cannot be measured with launch.reference_from = "stored" yet: the stored reference stands in '
+                "for the short workload only; boot the reference, or drop the buckets",
+            )
+        )
     if configs is None:
         top.skip("configs")  # not checked: the launch section it needs is broken
     if reference is None:
@@ -757,6 +780,16 @@ def _parse_sweep(t: Table, configs: dict[str, ServerConfig], workload: Workload)
         repeats=t.integer("repeats", workload.repeats, minimum=3, maximum=MAX_REPEATS, derived="workload.repeats"),
         max_new_tokens=t.integer(
             "max_new_tokens", workload.max_new_tokens, minimum=2, maximum=MAX_NEW_TOKENS, derived="workload.max_new_tokens"
+        ),
+        context_buckets=tuple(
+            t.token_counts(
+                "context_buckets",
+                list(workload.context_buckets),
+                minimum=MIN_CONTEXT_TOKENS,
+                maximum=MAX_CONTEXT_TOKENS,
+                meaning="the sweep's context axis: prompt lengths every point is measured at besides the short "
+                "workload, on the same server (default: workload.context_buckets)",
+            )
         ),
     )
     if not modes:
@@ -1125,6 +1158,20 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
         request_timeout_s=t.number("request_timeout_s", 300.0, minimum=0.1, maximum=MAX_WAIT_S),
         prompt_files=tuple(paths),
         ignore_eos=t.flag("ignore_eos", True),
+        context_buckets=tuple(
+            t.token_counts(
+                "context_buckets",
+                [],
+                minimum=MIN_CONTEXT_TOKENS,
+                maximum=MAX_CONTEXT_TOKENS,
+                meaning="prompt lengths (tokens) measured and gated each as a bucket of its own beside the short "
+                "workload, single-stream (concurrency 1: one stream's decode speed is the subject), with long "
+                "prompts built of the shipped prompt sets' text",
+            )
+        ),
+        context_repeats=t.integer(
+            "context_repeats", repeats, minimum=3, maximum=MAX_REPEATS, derived="workload.repeats"
+        ),
     )
     if not workload.ignore_eos and any(c > 1 for c in workload.concurrency):
         raise t.error(
@@ -1240,3 +1287,33 @@ def _parse_gate_settings(t: Table, configs: dict[str, ServerConfig], declared: d
     )
     t.reject_unknown()
     return gates
+
+
+def bucket_label(tokens: int) -> str:
+    """"8K" for 8192, "1500" for 1500: the name a bucket is shown and stored under."""
+    return f"{tokens // 1024}K" if tokens % 1024 == 0 else str(tokens)
+
+
+_VIEWS: dict[tuple[int, int], Deployment] = {}
+
+
+def bucket_view(dep: Deployment, tokens: int) -> Deployment:
+    """The deployment as one context bucket's measurement and gates read it: its requests are
+    single-stream (concurrency 1: the product's subject is one stream's decode speed, and a long
+    prompt per request of a batch would measure the KV pool), `context_repeats` of them per
+    config and boot, and never more while undecided (each costs a long prefill); no drift check of
+    its own. One object per
+    (deployment, bucket), so the gates planned from it keep their identity (gate_kinds.planned_of)."""
+    key = (id(dep), tokens)
+    if key not in _VIEWS:
+        wl = dep.workload
+        n = wl.context_repeats
+        _VIEWS[key] = dataclasses.replace(
+            dep,
+            workload=dataclasses.replace(wl, concurrency=(1,), repeats=n, max_repeats=n),
+            # The host's drift during the run is measured once, on the short workload: a bucket's
+            # own check would boot the reference again per bucket where servers take turns.
+            launch=dataclasses.replace(dep.launch, drift_check=False),
+        )
+        weakref.finalize(dep, _VIEWS.pop, key, None)
+    return _VIEWS[key]

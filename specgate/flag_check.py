@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from specgate import project, sglang_cli
+from specgate import context_fit, project, sglang_cli
 from specgate.deployment import Deployment, ServerConfig, expand_placeholders
 from specgate.preflight import read_program
 
@@ -366,6 +366,13 @@ def check_flags(dep: Deployment) -> FlagReport:
         for flag, full in table.abbreviated_in(argv):
             text = f"{flag} is an abbreviation SGLang reads as {full}; specgate reads flags by their full names: write {full}"
             findings.setdefault((text, False), []).append(name)
+    simulated = dep.simulated
+    root = project.current().root
+    model = Path(expand_placeholders(dep.model, {"python": sys.executable, "repo": str(root), "model": dep.model}))
+    for name, (_judge, argv) in judges.items():
+        # A context bucket the launch cannot hold would fail request by request, after boots.
+        for text in context_fit.refusals(dep, name, argv, simulated[name], str(model if model.is_absolute() else root / model)):
+            findings.setdefault((text, True), []).append(name)
     for name, cfg in dep.configs.items():
         declared = cfg.declared_release(dep.launch)
         release = sglang_cli.parse_release(declared) if declared else None

@@ -16,7 +16,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -53,6 +53,7 @@ class PlannedGate:
     # Decided on decode timing across boots (not on counts): the report says which noise its
     # interval holds, and a baseline update may store figures past its failure (a verdict on speed).
     timing: bool = False
+    context: int = 0  # the context bucket it judges (its prompt tokens); 0: the short workload
 
 
 class GateKind(ABC):
@@ -220,9 +221,28 @@ def _asked(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[PlannedG
     return gates
 
 
+def run_gates(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
+    """The gates of `kind` a run judges: those the kind planned, then the same planned for each
+    context bucket (`workload.context_buckets`), judged at concurrency 1 on the bucket's requests
+    and named with the bucket ("beats:…@8K"). A gate declared at another concurrency has no
+    bucket version: buckets are measured single-stream."""
+    from specgate.deployment import bucket_label, bucket_view
+
+    out = planned_of(kind, dep, unbooted)
+    for tokens in dep.workload.context_buckets:
+        label = bucket_label(tokens)
+        for gate in planned_of(kind, bucket_view(dep, tokens), unbooted):
+            if getattr(gate.spec, "concurrency", 1) != 1:
+                continue
+            out.append(
+                replace(gate, name=f"{gate.name}@{label}", test_id=f"{gate.test_id}-at-{label}", context=tokens)
+            )
+    return out
+
+
 def planned_gates(dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
-    """Every gate of the run, kind by kind."""
-    return [gate for kind in kinds() for gate in planned_of(kind, dep, unbooted)]
+    """Every gate of the run, kind by kind (context buckets' included: run_gates)."""
+    return [gate for kind in kinds() for gate in run_gates(kind, dep, unbooted)]
 
 
 def timing_gates(dep: Deployment) -> set[str]:

@@ -18,11 +18,12 @@ import pytest
 
 from specgate import interrupts, options, project
 from specgate.atomic import ensure_writable
-from specgate.deployment import Deployment, load_deployment
+from specgate.deployment import Deployment, bucket_label, load_deployment
 from specgate.diagnosis.diagnose import diagnose
+from specgate.diagnosis.slope import slopes_of, with_slopes
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.errors import SpecgateError
-from specgate.gate_kinds import kind_of_test, planned_gates, planned_of, timing_gates
+from specgate.gate_kinds import kind_of_test, planned_gates, run_gates, timing_gates
 from specgate.measure.fidelity import check_fidelity, fidelity_of
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import Measurements, SpeedMeter
@@ -333,8 +334,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "spec_config" in names:
         metafunc.parametrize("spec_config", dep.speculative_configs, ids=dep.speculative_configs)
     if "speed_target" in names:
-        targets = [(c, n) for n in dep.workload.concurrency for c in dep.configs if c not in unbooted]
-        metafunc.parametrize("speed_target", targets, ids=[f"{c}-c{n}" for c, n in targets])
+        targets: list[tuple] = [(c, n) for n in dep.workload.concurrency for c in dep.configs if c not in unbooted]
+        ids = [f"{c}-c{n}" for c, n in targets]
+        for tokens in dep.workload.context_buckets:  # measured single-stream (measure.context)
+            targets += [(c, 1, tokens) for c in dep.configs if c not in unbooted]
+            ids += [f"{c}-c1-at-{bucket_label(tokens)}" for c in dep.configs if c not in unbooted]
+        metafunc.parametrize("speed_target", targets, ids=ids)
     if "planned_gate" in names:
         kind = kind_of_test(metafunc.function.__name__)
         if kind is None:
@@ -342,7 +347,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 f"specgate: {metafunc.function.__name__} asks for planned_gate, but no gate kind has that test "
                 "(specgate.gate_kinds)"
             )
-        gates = planned_of(kind, dep, unbooted)
+        gates = run_gates(kind, dep, unbooted)
         metafunc.parametrize("planned_gate", gates, ids=[g.test_id for g in gates])
 
 
@@ -779,7 +784,7 @@ def _build(
     return build_report(
         gate.deployment,
         _measured(gate),
-        gate.judge.verdicts,
+        gate.all_verdicts(),
         gate.oracle.stats,
         gate.pool.boots,
         gate.judge.fingerprint_if_known(),  # the run is over: never boot for it
@@ -795,6 +800,7 @@ def _build(
         # The pool's reason wins: it says what became of the server (died, stopped answering after
         # N requests), where the measurement's error is only the request that found it so.
         failed_servers={**gate.plan.errors, **gate.pool.failed},
+        buckets={tokens: b.meter for tokens, b in gate.buckets.items()},
         plan=gate.plan.log.as_dict(),
         calibration=_calibration_name(gate),
         failed_tests=gate.failed_tests,
@@ -862,7 +868,8 @@ def _run_facts(gate: GateSession, interrupted: str | None, not_recorded: str | N
         "equivalence": len(dep.speculative_configs) if dep.equivalence.enabled else 0,
         # Where samples cannot be compared here the report's sampling section says why instead.
         "sampling": 0 if gate.sampling_not_checkable else len(dep.speculative_configs),
-        "speed": len(measured) * len(dep.workload.concurrency),
+        # Each context bucket is one more speed test per config (at concurrency 1).
+        "speed": len(measured) * (len(dep.workload.concurrency) + len(dep.workload.context_buckets)),
         "gates": len(planned_gates(dep, {dep.reference} if gate.reference_stored else set())),
     }
     ran = {
@@ -941,7 +948,7 @@ def _stand_in(gate: GateSession) -> dict | None:
         problem = "no speculative server answered, so this machine's fingerprint and the stored baseline were never matched"
     # Which noise the intervals of the timing gates that crossed boots hold (beats, decode regression).
     timed = timing_gates(dep)
-    timing = [v for v in gate.judge.verdicts if v.gate in timed]
+    timing = [v for v in gate.all_verdicts() if v.gate in timed]
     noise = {v.gate: v.noise for v in timing if v.noise}
     stored_boot = None
     if stand_in is not None:
@@ -968,11 +975,14 @@ def _stand_in(gate: GateSession) -> dict | None:
 def _diagnoses(gate: GateSession, messages: list[str]) -> list[dict]:
     """Why each speculative config is as fast as it is (specgate.diagnosis)."""
     try:
-        found = diagnose(gate.deployment, _measured(gate), gate.pool.server_infos, gate.pool.log_dir)
+        found = [d.as_dict() for d in diagnose(gate.deployment, _measured(gate), gate.pool.server_infos, gate.pool.log_dir)]
+        if gate.buckets:
+            meters = {0: gate.meter, **{tokens: b.meter for tokens, b in gate.buckets.items()}}
+            with_slopes(found, slopes_of(gate.deployment, meters, gate.pool.server_infos))
     except Exception as exc:  # say so loudly, but never lose the verdicts and figures with it
         messages.append(f"diagnosis FAILED, report written without it: {type(exc).__name__}: {exc}")
         return []
-    return [d.as_dict() for d in found]
+    return found
 
 
 def _fidelity(gate: GateSession) -> list[dict]:
@@ -1000,7 +1010,13 @@ def _update_baselines(
     if reason is None:
         excluded = gate.excluded_from_baseline()
         golden = gate.oracle.golden_answers() if gate.deployment.launch.reference_stored else None
-        document = baseline_document(gate.judge, provenance(launcher=gate.deployment.launch.launcher, inputs=gate.deployment.input_files), excluded, golden)
+        document = baseline_document(
+            gate.judge,
+            provenance(launcher=gate.deployment.launch.launcher, inputs=gate.deployment.input_files),
+            excluded,
+            golden,
+            tuple(b.judge for b in gate.buckets.values()),
+        )
         signum = interrupts.received()
         if gate.pool.cancelled or signum is not None:  # a signal while the report was written
             how = interrupts.name(signum) if signum is not None else "a signal"

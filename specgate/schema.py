@@ -68,6 +68,10 @@ _TYPES: dict[str, dict[str, Any]] = {
     "number": {"type": "number"},
     "string list": {"type": "array", "items": {"type": "string"}},
     "integer list": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+    "token count list": {
+        "type": "array",
+        "items": {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^[0-9]+[kK]?$"}]},
+    },
     "string map": {"type": "object", "additionalProperties": {"type": "string"}},
 }
 
@@ -137,6 +141,11 @@ def _leaf(entry: dict[str, Any]) -> dict[str, Any]:
     bounds = ("minimum", "maximum")
     if entry["kind"] == "integer list":
         schema["items"] = {"type": "integer", **{b: entry[b] for b in bounds if b in entry}}
+    elif entry["kind"] == "token count list":  # bounds hold for the integer a "K" string stands for
+        schema["description"] = (
+            f"{entry.get('meaning', 'token counts')}: each an integer or a string like \"8K\" (K = 1024), from "
+            f"{entry['minimum']} to {entry['maximum']}, in increasing order"
+        )
     else:
         schema.update({b: entry[b] for b in bounds if b in entry})
     if "derived" in entry:

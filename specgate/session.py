@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specgate.deployment import Deployment
+from specgate.deployment import Deployment, bucket_label, bucket_view
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.gate_kinds import timing_gates
 from specgate.measure.plan import SamplingPlan
@@ -20,7 +20,7 @@ from specgate.sampling.live import poster, why_not_checkable
 from specgate.sampling.replay import SAMPLING_REPLAY_FILE, SamplingReplay
 from specgate.server.launcher import BootProgress
 from specgate.server.pool import ServerPool
-from specgate.verdicts.gates import verdicts_of_failure
+from specgate.verdicts.gates import Verdict, verdicts_of_failure
 from specgate.verdicts.judge import Judge
 from specgate.verdicts.outcome import FailedTest
 
@@ -46,6 +46,18 @@ class RunOptions:
     case_seed: int | None = None  # a fixed seed for them instead (reproducing a run, the self-tests)
 
 
+@dataclass(frozen=True)
+class BucketRun:
+    """One context bucket's measurement and gates (`workload.context_buckets`; measure.context):
+    its own pinned requests, plan and judge, over the run's servers."""
+
+    tokens: int
+    deployment: Deployment  # measure.context.bucket_view: concurrency 1, context_repeats requests
+    meter: SpeedMeter
+    plan: SamplingPlan
+    judge: Judge
+
+
 @dataclass
 class GateSession:
     deployment: Deployment
@@ -65,6 +77,15 @@ class GateSession:
     sampling: SamplingChecker | None = None  # the sampling equivalence test's draws and verdicts
     # Where servers take turns: each speculative config's sampling row, or what stopped its check.
     sampled_in_turns: dict[str, dict | Exception] | None = None
+    buckets: dict[int, BucketRun] = field(default_factory=dict)  # by prompt tokens
+
+    def all_verdicts(self) -> list[Verdict]:
+        """The run's verdicts: the short workload's judge's, then each context bucket's."""
+        return [*self.judge.verdicts, *(v for b in self.buckets.values() for v in b.judge.verdicts)]
+
+    def judge_for(self, context: int) -> Judge:
+        """The judge of a context bucket (0: the short workload's)."""
+        return self.buckets[context].judge if context else self.judge
 
     def sampling_row(self, config: str) -> dict:
         """`config`'s sampling row. Where servers coexist, its server and its reference's are asked
@@ -150,7 +171,7 @@ class GateSession:
         """`failed` (a failed test) is a beats or no-regression gate on speed that
         judged and did not pass, not one that raised before judging."""
         timing = timing_gates(self.deployment)
-        return any(v.failed and v.gate in timing for v in verdicts_of_failure(failed.test, self.judge.verdicts))
+        return any(v.failed and v.gate in timing for v in verdicts_of_failure(failed.test, self.all_verdicts()))
 
     def why_no_baseline(self) -> str | None:
         """A baseline states that what it holds is correct and measured in full."""
@@ -203,6 +224,18 @@ class GateSession:
         ]
         if short:
             return f"measurement incomplete, every config needs workload.max_repeats requests: {', '.join(short)}"
+        # Each context bucket's figures are stored whole too: a later run pairs with them.
+        wanted = dep.workload.context_repeats
+        thin = [
+            f"{c} at {bucket_label(tokens)} ({len(b.meter.results[(c, 1)].samples) if (c, 1) in b.meter.results else 0} "
+            f"of {wanted})"
+            for tokens, b in sorted(self.buckets.items())
+            for c in dep.configs
+            if c not in excluded
+            and ((c, 1) not in b.meter.results or len(b.meter.results[(c, 1)].samples) < wanted)
+        ]
+        if thin:
+            return f"context buckets measured incompletely, each needs workload.context_repeats requests: {', '.join(thin)}"
         return None
 
     @property
@@ -242,14 +275,27 @@ class GateSession:
             )
         meter = SpeedMeter(deployment)
         plan = SamplingPlan(deployment, pool, meter, configs, options.seed, getattr(progress, "measuring", None))
-        judge = Judge(
-            deployment,
-            plan,
-            options.baselines_dir,
-            options.allow_fingerprint_mismatch,
-            reference_stored=stored,
-            recording=options.update_baselines,
-        )
+        parts = 1 + len(deployment.workload.context_buckets)  # the false-alarm budget's split (sampler.confidence)
+
+        def judge_of(dep: Deployment, its_plan: SamplingPlan, context: int) -> Judge:
+            return Judge(
+                dep,
+                its_plan,
+                options.baselines_dir,
+                options.allow_fingerprint_mismatch,
+                reference_stored=stored,
+                recording=options.update_baselines,
+                context=context,
+                buckets=parts,
+            )
+
+        judge = judge_of(deployment, plan, 0)
+        buckets = {}
+        for tokens in deployment.workload.context_buckets:
+            view = bucket_view(deployment, tokens)
+            its_meter = SpeedMeter(view, context=tokens)
+            its_plan = SamplingPlan(view, pool, its_meter, configs, options.seed, getattr(progress, "measuring", None))
+            buckets[tokens] = BucketRun(tokens, view, its_meter, its_plan, judge_of(view, its_plan, tokens))
         oracle = EquivalenceOracle(
             deployment,
             pool,
@@ -266,7 +312,7 @@ class GateSession:
             oracle.seed,  # like the greedy cases: new draws on every commit, the same on a rerun
             SamplingReplay(options.baselines_dir / deployment.name / SAMPLING_REPLAY_FILE, deployment.name),
         )
-        return cls(deployment, options, pool, meter, plan, oracle, judge, sampling=sampling)
+        return cls(deployment, options, pool, meter, plan, oracle, judge, sampling=sampling, buckets=buckets)
 
     def close(self) -> None:
         self.pool.close()

@@ -305,6 +305,27 @@ class Table:
             raise self.error(key, f"expected a non-empty list of integers {bound}, got {value!r}")
         return list(value)
 
+    def token_counts(self, key: str, default: list[int], minimum: int, maximum: int, meaning: str = "") -> list[int]:
+        """A sorted list of distinct token counts, each an integer or a string "NK" (K = 1024
+        tokens, the unit context lengths are quoted in), between `minimum` and `maximum`;
+        `meaning`: what they are, for the JSON Schema's description."""
+        self._note(key, "token count list", default, minimum=minimum, maximum=maximum, meaning=meaning or None)
+        value = self._get(key, default)
+        if key not in self._data:
+            return list(value)
+        expected = f'a list of token counts, each an integer or a string like "8K" (K = 1024), from {minimum} to {maximum}'
+        if not isinstance(value, list):
+            raise self.error(key, f"expected {expected}, got {value!r}")
+        counts: list[int] = []
+        for i, item in enumerate(value):
+            count = _token_count(item)
+            if count is None or not minimum <= count <= maximum:
+                raise self.error(f"{key}[{i}]", f"expected {expected}, got {item!r}")
+            counts.append(count)
+        if counts != sorted(set(counts)):
+            raise self.error(key, f"expected distinct token counts in increasing order, got {value!r}")
+        return counts
+
     def str_map(self, key: str, keys: tuple[str, ...] | None = None) -> dict[str, str]:
         """`keys`: the only keys the caller accepts (it checks them, with its own message)."""
         self._note(key, "string map", {}, keys=keys)
@@ -365,3 +386,15 @@ class Table:
                 hint = f" (did you mean '{close[0]}'?)" if close else f"; known fields: {', '.join(sorted(self._read))}"
                 out.append(self.error(key, f"unknown field{hint}"))
         return out
+
+
+_TOKEN_COUNT = re.compile(r"^([0-9]+)([kK]?)$")
+
+
+def _token_count(item: Any) -> int | None:
+    """An integer, or a string "N" / "NK" (K = 1024) as a count of tokens; None otherwise."""
+    if isinstance(item, int) and not isinstance(item, bool):
+        return item
+    if isinstance(item, str) and (m := _TOKEN_COUNT.match(item.strip())):
+        return int(m.group(1)) * (1024 if m.group(2) else 1)
+    return None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specgate.deployment import bucket_label
 from specgate.documents import read_json
 from specgate.errors import ReportError
 from specgate.measure.stats import paired_ratio
@@ -75,7 +76,7 @@ def _report_of(folder: Path) -> Report:
     return report
 
 
-def _samples(folder: Path) -> dict[tuple[str, int], dict[str, float]]:
+def _samples(folder: Path) -> dict[tuple[str, int, int], dict[str, float]]:
     """Per config and concurrency, each prompt's decode tok/s (the first request of each prompt),
     from the folder's benchmark.json; {} where there is none or it cannot be read."""
     path = (folder if folder.is_dir() else folder.parent) / "benchmark.json"
@@ -83,7 +84,7 @@ def _samples(folder: Path) -> dict[tuple[str, int], dict[str, float]]:
         data = read_json(path, "pytest-benchmark's JSON")
     except (OSError, ValueError, UnicodeDecodeError):
         return {}
-    out: dict[tuple[str, int], dict[str, float]] = {}
+    out: dict[tuple[str, int, int], dict[str, float]] = {}
     for bench in data.get("benchmarks", []) if isinstance(data, dict) else []:
         info = bench.get("extra_info") if isinstance(bench, dict) else None
         if not isinstance(info, dict) or not isinstance(info.get("decode_tps"), list):
@@ -94,7 +95,7 @@ def _samples(folder: Path) -> dict[tuple[str, int], dict[str, float]]:
             if isinstance(value, (int, float)) and value > 0 and isinstance(prompt, str):
                 per.setdefault(prompt, float(value))
         try:
-            out[(str(info["config"]), int(info["concurrency"]))] = per
+            out[(str(info["config"]), int(info["concurrency"]), int(info.get("context") or 0))] = per
         except (KeyError, TypeError, ValueError):
             continue
     return out
@@ -119,12 +120,14 @@ def _z(confidence: float) -> float:
 
 def _rows(a: Report, b: Report, samples_a: dict, samples_b: dict) -> list[RatioRow]:
     rows = []
-    b_speed = {(r.config, r.concurrency): r for r in b.speed}
+    # A context bucket's row pairs with the same bucket's alone (0: the short workload).
+    b_speed = {(r.config, r.concurrency, r.context): r for r in b.speed}
     for ra in a.speed:
-        rb = b_speed.get((ra.config, ra.concurrency))
+        key = (ra.config, ra.concurrency, ra.context)
+        rb = b_speed.get(key)
         if rb is None:
             continue
-        key = (ra.config, ra.concurrency)
+        config = f"{ra.config} at {bucket_label(key[2])}" if key[2] else ra.config
         common = sorted(set(samples_a.get(key, {})) & set(samples_b.get(key, {})))
         if len(common) >= 3:
             ratio = paired_ratio([samples_b[key][p] for p in common], [samples_a[key][p] for p in common], 0.95)
@@ -133,14 +136,14 @@ def _rows(a: Report, b: Report, samples_a: dict, samples_b: dict) -> list[RatioR
             figures, source = _from_intervals(ra.decode_tps, rb.decode_tps), "report intervals"
         rows.append(
             RatioRow(
-                ra.config, ra.concurrency, "decode tok/s", ra.decode_tps.estimate, rb.decode_tps.estimate,
+                config, ra.concurrency, "decode tok/s", ra.decode_tps.estimate, rb.decode_tps.estimate,
                 *figures, source,
             )
         )  # fmt: skip
         if ra.ratio_to_reference is not None and rb.ratio_to_reference is not None:
             rows.append(
                 RatioRow(
-                    ra.config,
+                    config,
                     ra.concurrency,
                     "speedup",
                     ra.ratio_to_reference.estimate,

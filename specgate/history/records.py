@@ -108,6 +108,10 @@ def records_of(report: Report, deployment: Deployment) -> list[ResultRecord]:
     }
     out = []
     for row in report.speed:
+        if row.context:
+            # A context bucket's figures are of other traffic (long prompts): the history keys its
+            # series by config, concurrency and figure, and would mix them with the short workload's.
+            continue
         config = deployment.configs.get(row.config)
         figures = {"decode_tps": row.decode_tps, "speedup": row.ratio_to_reference}
         for figure, interval in figures.items():

@@ -149,6 +149,7 @@ class ConfigSpeed:
     concurrency: int
     samples: list[SpeedSample] = field(default_factory=list)
     warmups: list[WarmupRecord] = field(default_factory=list)
+    context: int = 0  # the context bucket's prompt tokens (measure.context); 0: the short workload
 
     @property
     def decode_tps_per_request(self) -> list[float]:
@@ -188,19 +189,29 @@ class Measurements(Protocol):
 
 
 class SpeedMeter:
-    def __init__(self, deployment: Deployment) -> None:
+    def __init__(self, deployment: Deployment, context: int = 0) -> None:
+        """`context`: measure the context bucket of that many prompt tokens (measure.context)
+        instead of the short workload."""
         self.deployment = deployment
+        self.context = context
         w = deployment.workload
-        prompts = w.speed_sequence()
-        self.labels = [p.label for p in prompts]  # the prompt of each pinned request, for per-set figures
+        if context:
+            from specgate.measure.context import bucket_prompts
+
+            # One request more than are measured: the warmup's own, so that no measured request's
+            # context is in the server's prefix cache before it is sent.
+            built = bucket_prompts(w, context, w.context_repeats + 1)
+            self.labels = [b.label for b in built]
+            texts = [b.text for b in built]
+            self.warmup_index = len(built) - 1
+        else:
+            prompts = w.speed_sequence()
+            self.labels = [p.label for p in prompts]  # the prompt of each pinned request, for per-set figures
+            texts = [render(p.messages, w.prompt_format) for p in prompts]
+            self.warmup_index = 0
         self.requests = [
-            GenerateRequest(
-                max_new_tokens=w.max_new_tokens,
-                text=render(p.messages, w.prompt_format),
-                ignore_eos=w.ignore_eos,
-                stream=True,
-            )
-            for p in prompts
+            GenerateRequest(max_new_tokens=w.max_new_tokens, text=text, ignore_eos=w.ignore_eos, stream=True)
+            for text in texts
         ]
         # Identifies the pinned sequence: stored samples pair with ours only if it is the same.
         blob = json.dumps([r.payload() for r in self.requests], sort_keys=True)
@@ -232,7 +243,7 @@ class SpeedMeter:
         return self.labels[sample.index % len(self.labels)]
 
     def record(self, config: str, concurrency: int) -> ConfigSpeed:
-        return self.results.setdefault((config, concurrency), ConfigSpeed(config, concurrency))
+        return self.results.setdefault((config, concurrency), ConfigSpeed(config, concurrency, context=self.context))
 
     def _round(self, server: LiveServer, concurrency: int, index: int) -> list[SpeedSample]:
         """`concurrency` requests at once, taken from the pinned sequence at `index`. A round whose
@@ -267,7 +278,7 @@ class SpeedMeter:
         for i in range(spec.max_requests):
             # The same request(s) every round: "settled" must mean the server is warm, not that
             # consecutive prompts happen to decode alike (accept length differs by prompt).
-            figures.extend(s.decode_tps for s in self._round(server, concurrency, 0))
+            figures.extend(s.decode_tps for s in self._round(server, concurrency, self.warmup_index))
             if i + 1 >= spec.min_requests and settled(figures, spec.settle_window, spec.settle_tolerance):
                 done = True
                 break

@@ -7,6 +7,7 @@ specgate.report.model.Report), so what a human reads and what a machine reads ca
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -35,11 +36,17 @@ FAILED_TESTS_SAID = 10
 
 
 def _speed_rows(
-    deployment: Deployment, meter: Measurements, verdicts: list[Verdict], stored_from: str | None = None
+    deployment: Deployment,
+    meter: Measurements,
+    verdicts: list[Verdict],
+    stored_from: str | None = None,
+    context: int = 0,
 ) -> list[dict]:
     """One row per measured config and concurrency; `stored_from` names the baseline file whose
-    figures stand in for the unbooted reference (its rows are marked, and every × reference is over them)."""
+    figures stand in for the unbooted reference (its rows are marked, and every × reference is over them).
+    `context`: the rows of that context bucket (its meter; measure.context), judged by its gates."""
     conf = deployment.gates.confidence
+    verdicts = [v for v in verdicts if v.figures.get("context", 0) == context]
     rows = []
     order = list(deployment.configs)
     for (config, concurrency), record in sorted(
@@ -79,9 +86,15 @@ def _speed_rows(
                 "draft_accept_rate": _draft_accept_rate(record),
                 "cycle_ms": _cycle_ms(record, conf),
                 "degenerate": record.degenerate(),
+                "context": context,
+                "prompt_tokens": _median_int([s.prompt_tokens for s in record.samples if s.prompt_tokens]),
             }
         )
     return rows
+
+
+def _median_int(values: list[int]) -> int | None:
+    return int(statistics.median(values)) if values else None
 
 
 def _cycle_ms(record: ConfigSpeed, confidence: float) -> IntervalFigure | None:
@@ -413,6 +426,7 @@ def build_report(
     sampling: list[dict] | None = None,
     unavailable: dict[str, str] | None = None,
     reaped: list[str] | None = None,
+    buckets: Mapping[int, Measurements] | None = None,
 ) -> Report:
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
     # dead server) are named in the report too, not only in pytest's traceback.
@@ -446,7 +460,12 @@ def build_report(
         "reference_from_stored": stand_in,
         "provenance": provenance,
         "tie_margin": deployment.equivalence.tie_margin,
-        "speed": _speed_rows(deployment, meter, verdicts, (stand_in or {}).get("baseline_file")),
+        "speed": _speed_rows(deployment, meter, verdicts, (stand_in or {}).get("baseline_file"))
+        + [
+            row
+            for tokens, its_meter in sorted((buckets or {}).items())
+            for row in _speed_rows(deployment, its_meter, verdicts, None, tokens)
+        ],
         "unmeasured": _unmeasured_rows(deployment, meter, failed_servers or {}, unavailable or {}),
         "gates": [
             {

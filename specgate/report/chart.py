@@ -42,11 +42,8 @@ def chart_title(report: Report, concurrency: int, width_inches: float) -> str:
 
 def chart_figure(report: Report) -> Any:
     """The chart as a matplotlib Figure (None where no speed was measured); the caller closes it."""
-    rows = (
-        [r for r in report.speed if r.concurrency == min(x.concurrency for x in report.speed)]
-        if report.speed
-        else []
-    )
+    short = [r for r in report.speed if not r.context]  # the context buckets have their own chart
+    rows = [r for r in short if r.concurrency == min(x.concurrency for x in short)] if short else []
     if not rows:
         return None
     import matplotlib

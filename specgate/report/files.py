@@ -20,6 +20,7 @@ BAD_INPUT: Final = "BAD INPUT"  # a short report's verdict where the run refused
 def write_report(out: Path, report: Report, chart: bool, messages: list[str]) -> None:
     """report.json (whole or not at all: CI reads it), report.md, and the chart where asked."""
     from specgate.report.chart import render_chart
+    from specgate.report.context_chart import CONTEXT_CHART, render_context_chart
     from specgate.report.markdown import render_markdown
 
     out.mkdir(parents=True, exist_ok=True)
@@ -29,6 +30,7 @@ def write_report(out: Path, report: Report, chart: bool, messages: list[str]) ->
     try:
         if chart:
             render_chart(report, out / "report.png")
+            render_context_chart(report, out / CONTEXT_CHART)
     except Exception as exc:  # a chart must never hide a verdict
         messages.append(f"chart not drawn: {type(exc).__name__}: {exc}")
 
@@ -52,6 +54,7 @@ def write_short_report(out: Path, report: ErrorReport, detail: str = "") -> None
     write_masked(out / "report.md", short_markdown(report, detail))
     write_json_atomic(out / "report.json", report.document())
     (out / "report.png").unlink(missing_ok=True)
+    (out / "context.png").unlink(missing_ok=True)
 
 
 def refused_input(why: str, simulator: bool | None = None) -> ErrorReport:

@@ -45,7 +45,7 @@ LOCK = ".specgate-report.lock"
 FORMAT = "specgate-report-folder/1"
 # Written by every run that gets as far as its report (listed before they exist: a run killed
 # after writing one still has it removed by the next).
-REPORT_FILES = ("report.md", "report.json", "report.png", "benchmark.json")
+REPORT_FILES = ("report.md", "report.json", "report.png", "context.png", "benchmark.json")
 # The names specgate writes into a report folder: only a file of these names that appeared
 # during a run is recorded as written by it.
 WRITTEN_NAMES = (*REPORT_FILES, "history.png", "*-golden.json", "logs/*.log")  # history.png: a run with history

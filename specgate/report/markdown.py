@@ -6,12 +6,27 @@ import math
 import re
 from collections import Counter
 
+from specgate.deployment import bucket_label
 from specgate.equivalence.known import known_defects_for
+from specgate.measure.context import LENGTH_TOLERANCE
 from specgate.measure.fidelity import FIDELITY_BOUND
-from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Lever, Report, Settings
+from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Lever, Report, Settings, SpeedRow
 from specgate.report.sampling_md import sampling_section, sampling_times
 from specgate.report.visible import visible
 from specgate.verdicts.gates import LEADS, NEXT_STEP, UNAVAILABLE, RunVerdict, Status
+
+
+def _load(row: SpeedRow) -> str:
+    """A speed row's concurrency, and its context bucket with the prompt tokens the server counted
+    (flagged where they are further from the bucket's target than measure.context allows)."""
+    if not row.context:
+        return str(row.concurrency)
+    said = f"{row.concurrency}, {bucket_label(row.context)} context"
+    if row.prompt_tokens is None:
+        return said + " (prompt tokens not told)"
+    off = row.prompt_tokens / row.context - 1
+    flag = f", OFF TARGET by {off:+.0%}" if abs(off) > LENGTH_TOLERANCE else ""
+    return f"{said} ({row.prompt_tokens:,} prompt tokens{flag})"
 
 
 def _expected_by_set(report: Report, config: str, key: str = "expected_tau_by_set") -> dict[str, float]:
@@ -238,7 +253,7 @@ def render_markdown(report: Report) -> str:
             warm = f"{r.warmup_requests}" + ("" if r.warmup_settled in (True, None) else " (unsettled)")
             name = f"{r.config} (STORED, not booted)" if r.stored else r.config
             out.append(
-                f"| {name} | {r.concurrency} | {_iv(r.decode_tps)} | {_iv(r.ratio_to_reference, '{:.3f}')} "
+                f"| {name} | {_load(r)} | {_iv(r.decode_tps)} | {_iv(r.ratio_to_reference, '{:.3f}')} "
                 f"| {_iv(r.accept_length, '{:.2f}')} | {_iv(r.ttft_ms, '{:.1f}')} | {r.n} | {warm} | {r.verdict} |"
             )
         for u in report.unmeasured:
@@ -272,7 +287,7 @@ def render_markdown(report: Report) -> str:
                     + ")"
                     for name, f in sets.items()
                 )
-                out.append(f"- {r.config} (concurrency {r.concurrency}): {parts}")
+                out.append(f"- {r.config} (concurrency {_load(r)}): {parts}")
         out.extend(_accept_histograms(report))
         out.extend(_degenerate_lines(report))
         stored = next((r.stored for r in report.speed if r.stored), None)
@@ -744,5 +759,5 @@ def _accept_histograms(report: Report) -> list[str]:
         shares = " · ".join(f"{k}: {n / cycles:.0%}" for k, n in enumerate(hist))
         rate = f"; {r.draft_accept_rate:.0%} of proposed drafts accepted" if r.draft_accept_rate is not None else ""
         cycle = f"; a verify cycle takes {_iv(r.cycle_ms, '{:.2f}')} ms" if r.cycle_ms is not None else ""
-        out.append(f"- {r.config} (concurrency {r.concurrency}): {shares} of {cycles} cycles{rate}{cycle}")
+        out.append(f"- {r.config} (concurrency {_load(r)}): {shares} of {cycles} cycles{rate}{cycle}")
     return out

@@ -47,7 +47,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[16] = 16
+SCHEMA_VERSION: Literal[17] = 17
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -56,7 +56,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -215,7 +215,15 @@ class SpeedRow(_Part):
     # Measured answers that loop (distinct 4-grams of their ids under measure.speed.LOOP_FLOOR):
     # speed and accept length computed from them are untrusted. None: no answer could be told.
     degenerate: int | None = None
-    _since: ClassVar[dict[str, int]] = {"accept_histogram": 15, "draft_accept_rate": 15, "cycle_ms": 15, "degenerate": 15}
+    # The context bucket the row measures (workload.context_buckets: its target prompt tokens, at
+    # concurrency 1); 0: the short workload. And the median prompt tokens the server counted for
+    # the row's requests (None where it did not say).
+    context: int = 0
+    prompt_tokens: int | None = None
+    _since: ClassVar[dict[str, int]] = {
+        "accept_histogram": 15, "draft_accept_rate": 15, "cycle_ms": 15, "degenerate": 15, "context": 17,
+        "prompt_tokens": 17,
+    }  # fmt: skip
 
 
 class Unmeasured(_Part):
@@ -635,6 +643,7 @@ class _SpeedFigures(_Part):
     decode_tps: Interval
     ratio_to_reference: Interval | None
     accept_length: Interval | None
+    context: int = 0  # schema 17 on: a context bucket's row (0: the short workload, as every older row)
 
 
 class ReportFigures(_Part):

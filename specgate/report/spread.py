@@ -87,7 +87,7 @@ def load_runs(paths: list[Path]) -> tuple[str, list[ConfigSpread], list[str]]:
         folder = path.parent.parent if path.parent.name in ("report", "specgate-report") else path.parent
         label = f"{folder.name or path.name} ({report.provenance.date[:16]})"
         for row in report.speed:
-            if row.concurrency != 1:
+            if row.concurrency != 1 or row.context:  # a context bucket's row is other traffic
                 continue
             per_config.setdefault(row.config, []).append(
                 RunFigures(

@@ -13,7 +13,7 @@ import itertools
 import json
 from dataclasses import dataclass
 
-from specgate.deployment import Deployment, ServerConfig, SweepSpec
+from specgate.deployment import Deployment, ServerConfig, SweepSpec, bucket_label
 from specgate.errors import DeploymentError
 
 REPLACED_FLAGS = (
@@ -49,6 +49,18 @@ class SweepPlan:
     points: tuple[SweepPoint, ...]
     skipped: tuple[str, ...]  # combinations left out, with why
     digest: str  # identifies the grid and the args behind it: a state file is resumed only under it
+    # The context axis: 0 (the short workload) first, then each bucket every point is measured at.
+    contexts: tuple[int, ...] = (0,)
+
+    def results_of(self, point: SweepPoint) -> list[str]:
+        """The names the state keeps `point`'s results under, one per context (result_name)."""
+        return [result_name(point, c) for c in self.contexts]
+
+
+def result_name(point: SweepPoint, context: int) -> str:
+    """A point's result at one context: its own name for the short workload (states of sweeps
+    before the context axis resume as they were), "NAME@8K" for a bucket."""
+    return f"{point.name}@{bucket_label(context)}" if context else point.name
 
 
 def _without_flags(args: tuple[str, ...], flags: tuple[str, ...]) -> list[str]:
@@ -128,7 +140,10 @@ def plan_sweep(deployment: Deployment) -> SweepPlan:
                 [p.label for p in w.speed_sequence()],
             ],
             "warmup": [w.warmup.min_requests, w.warmup.max_requests, w.warmup.settle_window, w.warmup.settle_tolerance],
+            # Only where there is an axis: the digest of a sweep without one stays what it was.
+            **({"contexts": list(spec.context_buckets)} if spec.context_buckets else {}),
         },
         sort_keys=True,
     )
-    return SweepPlan(tuple(points), tuple(skipped), hashlib.sha256(blob.encode()).hexdigest()[:12])
+    digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
+    return SweepPlan(tuple(points), tuple(skipped), digest, (0, *spec.context_buckets))

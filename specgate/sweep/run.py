@@ -22,7 +22,7 @@ from pathlib import Path
 from statistics import median
 
 from specgate import interrupts
-from specgate.deployment import Deployment, ServerConfig
+from specgate.deployment import Deployment, ServerConfig, bucket_label, bucket_view
 from specgate.diagnosis.cycle import cycle_model
 from specgate.errors import SpecgateError
 from specgate.measure.speed import ConfigSpeed, SpeedMeter
@@ -30,7 +30,7 @@ from specgate.provenance import provenance
 from specgate.server.launcher import BootProgress
 from specgate.server.pool import ServerPool
 from specgate.shared_files import locked
-from specgate.sweep.plan import SweepPlan, SweepPoint, plan_sweep
+from specgate.sweep.plan import SweepPlan, SweepPoint, plan_sweep, result_name
 from specgate.sweep.state import PointResult, SessionRecord, SweepState
 
 
@@ -88,7 +88,8 @@ def _run_sweep(
     assert spec is not None  # plan_sweep raised otherwise
     state = SweepState.open(state_path, deployment.name, plan.digest)
     session = SessionRecord(_dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ"), provenance())
-    todo = [p for p in plan.points if not state.done(p.name)]
+    # A point is measured at every context on one server: it is to do while any of them is.
+    todo = [p for p in plan.points if not all(state.done(n) for n in plan.results_of(p))]
     if not todo:
         return SweepOutcome(plan, state, session.id, complete=True)
     state.sessions.append(session)
@@ -104,10 +105,15 @@ def _run_sweep(
         configs[point.name] = _on_gpu(point.config, gpu)
         gpu_of[point.name] = gpu
         points[point.name] = point
-    workload = replace(deployment.workload, max_new_tokens=spec.max_new_tokens)
+    # A bucket's meter builds as many long prompts as the sweep measures (plus its warmup's).
+    workload = replace(deployment.workload, max_new_tokens=spec.max_new_tokens, context_repeats=spec.repeats)
     synth = replace(deployment, configs=configs, workload=workload)
     pool = ServerPool(synth, log_dir, progress)
-    meter = SpeedMeter(synth)
+    # One meter per context of the sweep's axis (0: the short workload), each its own pinned requests.
+    meters = {
+        c: SpeedMeter(bucket_view(synth, c), context=c) if c else SpeedMeter(synth)
+        for c in plan.contexts
+    }
     attempted: set[str] = set()
     started, longest = time.monotonic(), 0.0
     slots = max(1, spec.parallel - 1) * len(gpus)  # one slot per GPU holds its baseline
@@ -120,27 +126,34 @@ def _run_sweep(
             _stop_if_cancelled(pool)
             t0 = time.monotonic()
             pool.boot([*baseline_of.values(), *wave] if n == 0 else wave)  # baselines boot with wave 1
-            base = _measure_baselines(pool, meter, baseline_of, spec.repeats, session, n, echo)
+            base = {
+                c: _measure_baselines(pool, m, baseline_of, spec.repeats, session, n, echo, c)
+                for c, m in meters.items()
+            }
             state.save()
             for name in wave:
                 _stop_if_cancelled(pool)
                 attempted.add(name)
                 gpu = gpu_of[name]
-                try:
-                    if name in pool.failed:
-                        raise SpecgateError(pool.failed[name])
-                    record = meter.record(name, 1)
-                    meter.measure(pool.live[name], 1, spec.repeats)
-                except SpecgateError as exc:
-                    _failed(state, session, points[name], name, gpu, str(exc), echo)
-                    pool.release(name)
-                    continue
+                point = points[name]
+                for context, meter in meters.items():
+                    named = result_name(point, context)
+                    try:
+                        if name in pool.failed:
+                            raise SpecgateError(pool.failed[name])
+                        record = meter.record(name, 1)
+                        meter.measure(pool.live[name], 1, spec.repeats)
+                    except SpecgateError as exc:
+                        _failed(state, session, point, named, gpu, str(exc), echo, context)
+                        continue
+                    boot_s = next((b.seconds for b in reversed(pool.boots) if b.config == name and b.ok), None)
+                    result = _result(
+                        point, record, base[context].get(gpu), session.id, gpu, n + 1, boot_s, deployment, named, context
+                    )
+                    state.points[named] = result
+                    state.save()
+                    echo("  " + _line(result))
                 pool.release(name)
-                boot_s = next((b.seconds for b in reversed(pool.boots) if b.config == name and b.ok), None)
-                result = _result(points[name], record, base.get(gpu), session.id, gpu, n + 1, boot_s, deployment)
-                state.points[name] = result
-                state.save()
-                echo("  " + _line(result))
             longest = max(longest, time.monotonic() - t0)
     finally:
         # Stopped or done, the servers stop and the state is saved whole: a second Ctrl-C here
@@ -176,8 +189,10 @@ def _measure_baselines(
     session: SessionRecord,
     wave: int,
     echo: Callable[[str], None],
+    context: int = 0,
 ) -> dict[str, ConfigSpeed]:
-    """Each GPU's resident baseline, measured again on the first `repeats` pinned requests."""
+    """Each GPU's resident baseline, measured again on the first `repeats` pinned requests (of
+    the context bucket `context`; 0: the short workload)."""
     out = {}
     for gpu, name in baseline_of.items():
         if name not in pool.live:
@@ -189,19 +204,25 @@ def _measure_baselines(
             echo(f"  {name}: plain reference FAILED in wave {wave + 1}: {str(exc)[:200]}")
             pool.release(name)
             continue
-        record = ConfigSpeed(name, 1, samples=samples)
+        record = ConfigSpeed(name, 1, samples=samples, context=context)
         out[gpu] = record
-        session.baselines.setdefault(gpu, []).append([round(v, 3) for v in record.decode_tps_per_request])
+        if not context:  # the session's record keeps the short workload's, as before the context axis
+            session.baselines.setdefault(gpu, []).append([round(v, 3) for v in record.decode_tps_per_request])
         where = f" on GPU {gpu}" if gpu else ""
-        echo(f"  {name}: {median(record.decode_tps_per_request):.1f} tok/s (plain reference{where}, wave {wave + 1})")
+        at = f" at {bucket_label(context)}" if context else ""
+        echo(f"  {name}: {median(record.decode_tps_per_request):.1f} tok/s (plain reference{where}{at}, wave {wave + 1})")
     return out
 
 
+def _axes(point: SweepPoint, context: int) -> dict[str, object]:
+    return {**point.axes(), "context": context} if context else point.axes()
+
+
 def _failed(
-    state: SweepState, session: SessionRecord, point: SweepPoint, name: str, gpu: str, error: str, echo
+    state: SweepState, session: SessionRecord, point: SweepPoint, name: str, gpu: str, error: str, echo, context: int = 0
 ) -> None:
     first = error.strip().splitlines()[0] if error.strip() else "unknown error"
-    state.points[name] = PointResult(name, point.axes(), "failed", session.id, gpu, error=error[-4000:])
+    state.points[name] = PointResult(name, _axes(point, context), "failed", session.id, gpu, error=error[-4000:])
     state.save()
     echo(f"  {name}: FAILED: {first}")
 
@@ -215,10 +236,12 @@ def _result(
     wave: int,
     boot_s: float | None,
     deployment: Deployment,
+    name: str | None = None,
+    context: int = 0,
 ) -> PointResult:
     result = PointResult(
-        point.name,
-        point.axes(),
+        name or point.name,
+        _axes(point, context),
         "measured",
         session,
         gpu,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 
-from specgate.sweep.plan import SweepPlan
+from specgate.diagnosis.slope import context_name
+from specgate.sweep.plan import SweepPlan, SweepPoint, result_name
 from specgate.sweep.state import PointResult, SweepState
 
 
@@ -24,13 +25,14 @@ def _env_label(axes: dict) -> str:
 
 
 def ranked(state: SweepState) -> list[PointResult]:
-    measured = [r for r in state.points.values() if r.status == "measured"]
+    """The short workload's measured results, best first (each bucket's are in _across_context)."""
+    measured = [r for r in state.points.values() if r.status == "measured" and not r.axes.get("context")]
     return sorted(measured, key=lambda r: -(r.ratio["estimate"] if r.ratio else -1.0))
 
 
 def render_sweep(plan: SweepPlan, state: SweepState, complete: bool) -> str:
     out = [f"# specgate sweep — {state.deployment}\n"]
-    done = sum(1 for p in plan.points if state.done(p.name))
+    done = sum(1 for p in plan.points if all(state.done(n) for n in plan.results_of(p)))
     failed_n = sum(1 for r in state.points.values() if r.status != "measured")
     status = (
         "complete"
@@ -69,7 +71,8 @@ def render_sweep(plan: SweepPlan, state: SweepState, complete: bool) -> str:
         out.extend(f"- {s}" for s in plan.skipped)
     out.extend(_replicates(state))
     out.extend(_pivots(plan, state))
-    missing = [p.name for p in plan.points if p.name not in state.points]
+    out.extend(_across_context(plan, state))
+    missing = [n for p in plan.points for n in plan.results_of(p) if n not in state.points]
     if missing:
         out.append(f"\nNot yet measured: {', '.join(missing)}.")
     return "\n".join(out) + "\n"
@@ -90,6 +93,41 @@ def _effective(r: PointResult) -> tuple | None:
         return None
     others = tuple(sorted((k, str(v)) for k, v in a.items() if k != SIMULATED_TAU))
     return (others, tau)
+
+
+def stops_paying(plan: SweepPlan, point: SweepPoint, state: SweepState) -> str:
+    """Where along the context axis `point` stops paying: the first context whose ratio is
+    wholly below 1 (✗); "not within the axis" where none is; "?" at a context not measured first."""
+    for i, context in enumerate(plan.contexts):
+        r = state.points.get(result_name(point, context))
+        if r is None or r.status != "measured" or not r.ratio:
+            return "?"
+        if _mark(r) == "✗":
+            return "never pays (loses at short)" if i == 0 else context_name(context)
+    return "not within the axis"
+
+
+def _across_context(plan: SweepPlan, state: SweepState) -> list[str]:
+    """Per point: its speedup at each context of the axis, and where speculation stops paying."""
+    if len(plan.contexts) < 2:
+        return []
+    out = [
+        "\n## Speedup across context length\n",
+        "Each point measured at every context on the same server, each ratio against the plain reference "
+        "measured at that context in the same wave; ✓ beats it, ✗ loses, ~ undecided.\n",
+        "| point | " + " | ".join(context_name(c) for c in plan.contexts) + " | stops paying at |",
+        "|---|" + "---|" * (len(plan.contexts) + 1),
+    ]
+    for point in plan.points:
+        cells = []
+        for context in plan.contexts:
+            r = state.points.get(result_name(point, context))
+            if r is None or r.status != "measured" or not r.ratio:
+                cells.append("—" if r is None else r.status)
+            else:
+                cells.append(f"{r.ratio['estimate']:.2f} {_mark(r)}")
+        out.append(f"| {point.name} | " + " | ".join(cells) + f" | {stops_paying(plan, point, state)} |")
+    return out
 
 
 def _replicates(state: SweepState) -> list[str]:

@@ -119,7 +119,7 @@ class AbGates(GateBase):
         c = gate.concurrency
         pair = [gate.config, gate.base]
         candidate, base = self.records(pair, c)
-        confidence = share_of_budget(self.deployment.gates.confidence)
+        confidence = share_of_budget(self.confidence)
         if figure == "accept":
             return self._record(self._ab_accept(name, gate, candidate, base, confidence))
         return self._record(self._held_to_fidelity(self._ab_speed(name, gate, candidate, base, confidence), pair, c))

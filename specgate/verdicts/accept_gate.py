@@ -61,7 +61,7 @@ class AcceptFloorGates(GateBase):
         name = f"accept:{gate.name}"
         if (vacuous := self._vacuous(name, gate.config, accept_floor(self.deployment, gate))) is not None:
             return vacuous
-        conf = self.deployment.gates.confidence
+        conf = self.confidence
         wl = self.deployment.workload
         faked = simulated_tau(self.deployment, gate.config)
         if faked is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -92,6 +92,17 @@ class StoredBaseline:
     format: str = FORMAT
     # The reference's answers for a fixed case list (format /2, stored-reference deployments only).
     golden: GoldenAnswers | None = None
+    # Per context bucket (its prompt tokens; measure.context): its pinned requests' digest and
+    # its figures, keyed as `figures` (concurrency 1). A bucket absent: nothing stored of it.
+    contexts: dict[int, tuple[str, dict[tuple[str, int], StoredFigures]]] = field(default_factory=dict)
+
+    def at_context(self, tokens: int) -> StoredBaseline:
+        """This baseline as a bucket's judge reads it: that bucket's figures and digest, in the
+        places of the short workload's (none where the bucket was never stored)."""
+        if not tokens:
+            return self
+        digest, figures = self.contexts.get(tokens, ("", {}))
+        return replace(self, workload_digest=digest, figures=figures)
 
 
 # Far beyond any real figure: such a value is a broken file, and it would decide a gate.
@@ -160,6 +171,15 @@ class ConfigEntry(BaseModel):
     concurrency: dict[str, ConcurrencyFigures]
 
 
+class ContextEntry(BaseModel):
+    """One context bucket's figures (`contexts.<prompt tokens>`): its pinned requests' digest and each
+    config's figures as `configs` holds the short workload's."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    workload_digest: str
+    configs: dict[str, ConfigEntry]
+
+
 class BaselineDocument(BaseModel):
     """`baselines/<deployment>/<fingerprint slug>.json`, as `specgate baseline update` writes it: one
     definition for the reader and the writer (a document it would refuse is never written)."""
@@ -173,6 +193,7 @@ class BaselineDocument(BaseModel):
     configs: dict[str, ConfigEntry]
     excluded: dict[str, str] = {}  # config -> why it was not stored
     golden: dict[str, Any] | None = None  # format /2, stored-reference deployments: parsed by equivalence.golden
+    contexts: dict[str, ContextEntry] = {}  # per context bucket; absent before buckets (any format)
 
 
 def _require(cond: bool, path: Path, problem: str) -> None:
@@ -223,11 +244,12 @@ def load_baseline(path: Path, deployment: str | None = None) -> StoredBaseline:
     )
     try:
         figures, golden = _contents(doc)
+        contexts = _context_figures(doc)
     except _Bad as bad:
         raise BaselineError(path, f"field '{bad.field}': {bad.problem}; {_BLAME}") from None
     return StoredBaseline(
         path, doc.deployment, doc.workload_digest, fingerprint, dict(doc.provenance), figures, dict(doc.excluded),
-        format=doc.format, golden=golden,
+        format=doc.format, golden=golden, contexts=contexts,
     )  # fmt: skip
 
 
@@ -331,7 +353,8 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
     except (TypeError, ValueError) as exc:
         raise BaselineError(path, f"not written: the document this run built is not JSON: {exc}") from None
     try:
-        _contents(_with_digests(as_stored))
+        _context_figures(checked := _with_digests(as_stored))
+        _contents(checked)
     except ValidationError as exc:
         raise BaselineError(path, f"not written: the document this run built is malformed: {problem(exc)}") from None
     except _Bad as bad:
@@ -345,12 +368,32 @@ def write_baseline(deployment: str, fingerprint: Fingerprint, document: dict, ro
 def _with_digests(as_stored: dict) -> BaselineDocument:
     """`as_stored` validated, with each figure's samples_sha256 set (in it) from its samples as read."""
     doc = BaselineDocument.model_validate(as_stored)
-    for name, entry in doc.configs.items():
-        for conc, fig in entry.concurrency.items():
-            digest = samples_digest(fig)
-            as_stored["configs"][name]["concurrency"][conc]["samples_sha256"] = digest
-            fig.samples_sha256 = digest
+    sections = [(doc.configs, as_stored["configs"])] + [
+        (ctx.configs, as_stored["contexts"][key]["configs"]) for key, ctx in doc.contexts.items()
+    ]
+    for configs, stored in sections:
+        for name, entry in configs.items():
+            for conc, fig in entry.concurrency.items():
+                digest = samples_digest(fig)
+                stored[name]["concurrency"][conc]["samples_sha256"] = digest
+                fig.samples_sha256 = digest
     return doc
+
+
+def _context_figures(doc: BaselineDocument) -> dict[int, tuple[str, dict[tuple[str, int], StoredFigures]]]:
+    """Each stored context bucket's digest and figures, checked as the short workload's are."""
+    out = {}
+    for key, ctx in doc.contexts.items():
+        if not key.isdigit() or int(key) < 1:
+            raise _Bad(f"contexts.{key}", "expected a context bucket's prompt tokens (a whole number >= 1) as the key")
+        figures: dict[tuple[str, int], StoredFigures] = {}
+        for name, entry in ctx.configs.items():
+            try:
+                figures.update(_config_figures(name, entry, True))
+            except _Bad as bad:
+                raise _Bad(f"contexts.{key}.{bad.field}", bad.problem) from None
+        out[int(key)] = (ctx.workload_digest, figures)
+    return out
 
 
 def _contents(doc: BaselineDocument) -> tuple[dict[tuple[str, int], StoredFigures], GoldenAnswers | None]:

@@ -68,7 +68,7 @@ class BeatsGates(GateBase):
         if gate.against == "stored" or (self.reference_stored and gate.over == self.deployment.reference):
             # Over the unbooted reference a gate can only be "now vs stored", whatever it says.
             return self._record(self._held_to_fidelity(self._beats_stored(gate), [gate.config], gate.concurrency))
-        conf = self.deployment.gates.confidence
+        conf = self.confidence
         wl = self.deployment.workload
         c = gate.concurrency
         pair = [gate.config, gate.over]
@@ -166,7 +166,7 @@ class BeatsGates(GateBase):
             return Verdict(name, gate.config, NOT_COMPARED, f"{stored.path.name} {why} ({gate.over} at concurrency {c})")
         if stored.workload_digest != self.meter.workload_digest:
             return Verdict(name, gate.config, NOT_COMPARED, f"{stored.path.name} was measured on another workload")
-        conf = self.deployment.gates.confidence
+        conf = self.confidence
         status, ratio, cap, _, looks, noise, record = self._now_over_stored(
             gate.config, c, figs, lambda iv: at_least(iv, gate.ratio)
         )

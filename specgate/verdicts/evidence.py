@@ -133,7 +133,13 @@ class Evidence(Sampler):
 
     def lookup(self) -> BaselineLookup:
         if self._lookup is None:
-            self._lookup = find_baselines(self.deployment.name, self.fingerprint(), self.baselines_root)
+            found = find_baselines(self.deployment.name, self.fingerprint(), self.baselines_root)
+            # A bucket's judge compares with that bucket's stored figures alone (none stored: NOT
+            # COMPARED, as a config new since the baseline is).
+            self._lookup = BaselineLookup(
+                found.exact.at_context(self.context) if found.exact is not None else None,
+                [o.at_context(self.context) for o in found.others],
+            )
         return self._lookup
 
     def calibration(self) -> Calibration | None:
@@ -323,7 +329,7 @@ class Evidence(Sampler):
         that asks); None where the reference is not booted in this run."""
         if self.reference_stored:
             return None
-        return self.plan.drift(self.deployment.reference_of(config), concurrency, self.deployment.gates.confidence)
+        return self.plan.drift(self.deployment.reference_of(config), concurrency, self.confidence)
 
     def uncalibrated(self, config: str) -> str | None:
         """Why an absolute comparison of `config` with stored figures cannot tell a regression

@@ -74,7 +74,7 @@ class GateBase(Evidence):
             interval_at,
             decide,
             lambda: self._measure_more(configs, concurrency),
-            self.deployment.gates.confidence if confidence is None else confidence,
+            self.confidence if confidence is None else confidence,
             looks,
         )
         return status, interval, taken, looks
@@ -179,7 +179,7 @@ class GateBase(Evidence):
         """`config` now over the stored figures `figs`, request by request over the same pinned
         requests, measured until `decide` settles: (status, ratio, cap, stored requests per boot,
         looks, which noise the interval holds, the record)."""
-        conf = self.deployment.gates.confidence
+        conf = self.confidence
         wl = self.deployment.workload
         stored_series = across_boots(figs.series())  # every stored boot counts, whatever this run boots
         stored_n = min(len(v) for v in stored_series.values())

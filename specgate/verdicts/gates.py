@@ -80,6 +80,10 @@ class GateFigures(TypedDict, total=False):
     absolute_ratio_to_stored: IntervalFigure  # … its decode tok/s now over stored
     reference_ratio_to_stored: IntervalFigure  # … its reference's decode tok/s now over stored
     accept_ratio: IntervalFigure  # ab: the candidate's pooled accept length over the base's, paired per prompt
+    # Context buckets (workload.context_buckets): the bucket judged, and the gate's share of the
+    # run's false-alarm budget where the run judges several buckets.
+    context: int  # the bucket's prompt tokens; absent for the short workload
+    false_alarm_share: float
     # What the verdict rests on, and what it could detect.
     fidelity: dict[str, dict[str, Any]]  # per config: the server's own figure against the suite's (measure.fidelity)
     counters: str  # the spec counters' contradiction that voided an accept length (measure.accept_counts)

@@ -12,6 +12,9 @@ are said, never passed.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from specgate.deployment import bucket_label
 from specgate.equivalence.golden import GoldenAnswers
 from specgate.errors import GateKindError
 from specgate.gate_kinds import PlannedGate, calling, kind_named, where
@@ -41,9 +44,17 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates, AbGates):
         table while its test passed."""
         kind = kind_named(gate.kind)
         before = len(self.verdicts)
+        asked, bucket = gate, ""
+        if gate.context:
+            # A context bucket's gate is the kind's own, decided on this bucket's records and named
+            # with the bucket (gate_kinds.run_gates): the kind names its verdict as it always does.
+            if gate.context != self.context:
+                raise GateKindError(f"{gate.name}: a gate of context {gate.context} asked of the judge of {self.context}")
+            bucket = f"@{bucket_label(gate.context)}"
+            asked = replace(gate, name=gate.name.removesuffix(bucket), context=0)
         try:
             with own_time.bounded(), calling(kind, f"decide (of {gate.name})"):
-                verdict = kind.decide(self, gate)
+                verdict = kind.decide(self, asked)
         except own_time.OwnTimeExceeded:
             del self.verdicts[before:]
             raise GateKindError(
@@ -54,7 +65,7 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates, AbGates):
         del self.verdicts[before:]  # kept below, once, if it is what the gate decided
         if not isinstance(verdict, Verdict):
             raise GateKindError(f"{where(kind)}: decide returned {type(verdict).__name__}, not a Verdict ({gate.name})")
-        if verdict.gate != gate.name or verdict.config != gate.config:
+        if verdict.gate != asked.name or verdict.config != gate.config:
             raise GateKindError(
                 f"{where(kind)}: decide of {gate.name!r} (config {gate.config!r}) returned a verdict of "
                 f"{verdict.gate!r} (config {verdict.config!r})"
@@ -67,20 +78,59 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates, AbGates):
                 "returned: one gate, one verdict"
             )
         verdict.test = test
+        if self.buckets > 1:
+            verdict.figures["false_alarm_share"] = round(1 - self.confidence, 6)
+            verdict.notes.append(
+                f"false-alarm share {1 - self.confidence:.2%} of the run's {1 - self.deployment.gates.confidence:.1%} "
+                f"(split over {self.buckets} context buckets)"
+            )
+        if bucket:
+            verdict.gate = gate.name
+            verdict.figures["context"] = gate.context
+            # The first screen names the bucket where it lost: "eagle3-prefill at 32K: ...".
+            at = f"{gate.config} at {bucket_label(gate.context)}"
+            rest = verdict.summary.removeprefix(gate.config).lstrip(" :")
+            verdict.summary = f"{at}: {rest}"
         self._record(verdict)
         return verdict
 
 
 def baseline_document(
-    judge: Judge, provenance: dict, excluded: dict[str, str] | None = None, golden: GoldenAnswers | None = None
+    judge: Judge,
+    provenance: dict,
+    excluded: dict[str, str] | None = None,
+    golden: GoldenAnswers | None = None,
+    buckets: tuple[Judge, ...] = (),
 ) -> dict:
     """The stored form of this run's measurements: estimates, intervals and raw samples; and
     where the deployment takes its reference from the stored baseline, the reference's golden
-    answers (specgate.equivalence.golden)."""
+    answers (specgate.equivalence.golden). `buckets`: the judges of the context buckets, each
+    stored under `contexts.<prompt tokens>` (none: no such key, the document as before)."""
+    excluded = excluded or {}
+    document = {
+        "provenance": provenance,
+        "workload_digest": judge.meter.workload_digest,
+        "configs": _configs_section(judge, excluded),
+        "excluded": excluded,
+        "equivalence": "checked"
+        if judge.deployment.equivalence.enabled
+        else f"NOT CHECKED (the deployment says: {judge.deployment.equivalence.skip_reason})",
+    }
+    if buckets:
+        document["contexts"] = {
+            str(b.context): {"workload_digest": b.meter.workload_digest, "configs": _configs_section(b, excluded)}
+            for b in buckets
+        }
+    if golden is not None:
+        document["golden"] = golden.as_dict()
+    return document
+
+
+def _configs_section(judge: Judge, excluded: dict[str, str]) -> dict[str, dict]:
+    """Each measured config's figures and samples, as one judge's meter holds them."""
     dep = judge.deployment
     conf = dep.gates.confidence
     configs: dict[str, dict] = {}
-    excluded = excluded or {}
     for (config, concurrency), record in sorted(judge.meter.results.items()):
         if not record.samples or config in excluded:
             continue
@@ -110,15 +160,4 @@ def baseline_document(
                 "boot": [s.boot for s in ordered],
             },
         }
-    document = {
-        "provenance": provenance,
-        "workload_digest": judge.meter.workload_digest,
-        "configs": configs,
-        "excluded": excluded,
-        "equivalence": "checked"
-        if dep.equivalence.enabled
-        else f"NOT CHECKED (the deployment says: {dep.equivalence.skip_reason})",
-    }
-    if golden is not None:
-        document["golden"] = golden.as_dict()
-    return document
+    return configs

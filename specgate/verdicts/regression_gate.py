@@ -241,7 +241,7 @@ class RegressionGates(GateBase):
             boots_now=len(values) or self.deployment.launch.boots,
             boots_stored=int(history.get("stored_boots", 1)),
             requests=cap,
-            false_alarm=1 - self.deployment.gates.confidence,
+            false_alarm=1 - self.confidence,
             two_sided=kind == "decode_tps" and config in self.deployment.references,
             shared_log_sd=spread.shared_log_sd,
             lag1=spread.request_lag1,
@@ -279,7 +279,7 @@ class RegressionGates(GateBase):
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
     ) -> Verdict:
         """Now vs stored as the median of per-request ratios over the same pinned requests."""
-        conf = self.deployment.gates.confidence
+        conf = self.confidence
         allowed = self.deployment.gates.tolerance.decode_tps_for(config)
         two_sided = config in self.deployment.references
 
@@ -333,7 +333,7 @@ class RegressionGates(GateBase):
         notes: list[str],
     ) -> Verdict:
         """(config/reference now) / (config/reference stored), request by request and boot by boot."""
-        conf = self.deployment.gates.confidence
+        conf = self.confidence
         tol = self.deployment.gates.tolerance
         allowed = tol.decode_tps_for(config)
         wl = self.deployment.workload
@@ -422,7 +422,7 @@ class RegressionGates(GateBase):
         self, name: str, config: str, concurrency: int, figs: StoredFigures, stored: StoredBaseline, notes: list[str]
     ) -> Verdict:
         """Accept length over the same pinned requests, now vs stored, pooled and paired."""
-        conf = self.deployment.gates.confidence
+        conf = self.confidence
         tol = self.deployment.gates.tolerance.accept_length
         faked = simulated_tau(self.deployment, config)
         if faked is not None:

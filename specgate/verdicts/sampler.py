@@ -25,6 +25,18 @@ class Sampler:
     # A baseline update: this run's figures become the stored baseline (nothing stored is no gap).
     recording: bool = False
     verdicts: list[Verdict] = field(default_factory=list)
+    # The context bucket this judge judges (measure.context; 0: the short workload), and how many
+    # buckets the run judges in all (the short one among them).
+    context: int = 0
+    buckets: int = 1
+
+    @property
+    def confidence(self) -> float:
+        """The confidence each gate of this judge decides at: the deployment's false-alarm budget
+        split evenly over the run's context buckets (Bonferroni: a gate judged at every length
+        must not fail a good build more often than one judged once; the looks of one gate split
+        its share again, gates.per_look_confidence)."""
+        return 1 - (1 - self.deployment.gates.confidence) / self.buckets
 
     @property
     def meter(self):  # noqa: ANN201 - the plan's meter, read-only here

@@ -34,7 +34,8 @@ def _settle(specgate, verdict):
 
 def _gate_test(kind):
     def test(specgate, planned_gate, request):
-        _settle(specgate, specgate.judge.decide(planned_gate, test=request.node.name))
+        # A context bucket's gate is decided by that bucket's judge (gate_kinds.run_gates).
+        _settle(specgate, specgate.judge_for(planned_gate.context).decide(planned_gate, test=request.node.name))
 
     test.__name__ = test.__qualname__ = kind.test
     test.__doc__ = type(kind).__doc__

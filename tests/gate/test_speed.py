@@ -18,17 +18,20 @@ pytestmark = pytest.mark.specgate("speed")
 
 
 def test_decode_speed(specgate, speed_target, benchmark):
-    config, concurrency = speed_target
-    workload = specgate.deployment.workload
+    config, concurrency, *bucket = speed_target
+    # A context bucket (config, 1, prompt tokens) has its own requests, plan and meter.
+    context = bucket[0] if bucket else 0
+    run = specgate.buckets[context] if context else specgate
+    workload = run.deployment.workload
     # A run that records the baseline measures up to max_repeats: later runs pair their requests
     # with the stored ones and can only measure more, while undecided, up to what is stored.
     wanted = workload.max_repeats if specgate.options.update_baselines else workload.repeats
     # Interleaved, every server of the run is measured in the same rounds; in blocks, this config
     # alone, while its server is up (the others boot in their own turn, once each).
-    together = specgate.plan.configs if specgate.plan.interleaved else [config]
-    specgate.plan.ensure(together, concurrency, wanted)
-    specgate.plan.raise_for(config)
-    record = specgate.meter.record(config, concurrency)
+    together = run.plan.configs if run.plan.interleaved else [config]
+    run.plan.ensure(together, concurrency, wanted)
+    run.plan.raise_for(config)
+    record = run.meter.record(config, concurrency)
     samples = record.samples
     record_durations(benchmark, [s.e2e_s for s in samples])
 
@@ -37,12 +40,14 @@ def test_decode_speed(specgate, speed_target, benchmark):
     benchmark.extra_info.update(
         config=config,
         concurrency=concurrency,
+        context=context,
+        prompt_tokens=[s.prompt_tokens for s in samples],
         decode_tps_median=statistics.median(s.decode_tps for s in samples),
         decode_tps=[round(s.decode_tps, 3) for s in samples],
         boot=[s.boot for s in samples],
         # The raw per-request figures, request by request: which prompt, how many tokens in how
         # many verify steps (accept length is theirs), and the time to the first token.
-        prompt=[specgate.meter.label(s) for s in samples],
+        prompt=[run.meter.label(s) for s in samples],
         completion_tokens=[s.completion_tokens for s in samples],
         verify_ct=[s.verify_ct for s in samples],
         answer_digest=[s.answer_digest for s in samples],  # which text each answer was (its token ids)

@@ -20,7 +20,7 @@ def _report(tmp_path: Path, deployment: str, overall: str) -> Any:
         return SimpleNamespace(estimate=x, low=x * 0.97, high=x * 1.03)
 
     def row(config: str, tps: float, ratio: float | None) -> SimpleNamespace:
-        return SimpleNamespace(config=config, concurrency=1, decode_tps=iv(tps), speculative=ratio is not None,
+        return SimpleNamespace(config=config, concurrency=1, context=0, decode_tps=iv(tps), speculative=ratio is not None,
                                ratio_to_reference=iv(ratio) if ratio else None, accept_length=iv(2.0) if ratio else None,
                                verdict=overall)
 
