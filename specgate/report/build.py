@@ -143,15 +143,26 @@ def _shortfall(gap: Shortfall, facts: RunFacts) -> str:
     return f"{said}{during}; the rest did not start: the run was interrupted"
 
 
+def _cause(v: Verdict) -> str:
+    """A verdict's summary less the "CONFIG at 32K: " that a context bucket's gate opens with, where
+    that gate is one of several sharing the cause: one stored baseline missing reads once, not once
+    per bucket. Alone, a gate keeps its summary whole."""
+    _, at, label = v.gate.rpartition("@")
+    if not at:
+        return v.summary
+    return re.sub(rf"^\S+ at {re.escape(label)}: ", "", v.summary, count=1)
+
+
 def _grouped(verdicts: Sequence[Verdict]) -> list[str]:
     """One line per distinct cause: "STATUS ×N (gate, gate, …): cause", in the order first seen."""
     by_cause: dict[tuple[str, str], list[str]] = {}
     for v in verdicts:
-        by_cause.setdefault((v.status.upper(), v.summary), []).append(v.gate)
+        by_cause.setdefault((v.status.upper(), _cause(v)), []).append(v.gate)
     lines = []
+    whole = {v.gate: v.summary for v in verdicts}
     for (status, summary), gates in by_cause.items():
         if len(gates) == 1:
-            lines.append(f"{gates[0]}: {status} — {summary}")
+            lines.append(f"{gates[0]}: {status} — {whole[gates[0]]}")
         else:
             shown = ", ".join(gates[:4]) + (f", … {len(gates) - 4} more" if len(gates) > 4 else "")
             lines.append(f"{status} ×{len(gates)} ({shown}): {summary}")

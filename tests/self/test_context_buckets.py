@@ -415,3 +415,59 @@ def test_buckets_with_a_stored_reference_are_refused_by_name(tmp_path):
     with pytest.raises(DeploymentError) as err:
         _dep(tmp_path, {"context_buckets": ["1K"]}, {"reference_from": "stored"})
     assert "field 'workload.context_buckets'" in str(err.value) and 'reference_from = "stored"' in str(err.value)
+
+
+# --- the issue's proof on the simulator: a penalty past 8K caught at its own bucket ------------------
+
+
+def test_a_prefill_penalty_past_8k_passes_the_short_bucket_fails_32k_and_names_the_lever_with_the_slope(tmp_path):
+    """Prefill-mode verify that degrades only past 8K tokens (simulator fault prefill-verify-past):
+    the beats gate passes the short workload and the 1K bucket, fails the 32K bucket alone, and the
+    report's first screen names that bucket and --speculative-attention-mode decode with the measured
+    slope. A gate measured at short context alone would have passed this build."""
+    from tests.self.helpers import SimDeployment
+
+    sim = sim_deployment_dict()
+    d = SimDeployment(
+        tmp_path,
+        {
+            "launch": {"args": [*sim["launch"]["args"], "--context-length", "45000"]},
+            "workload": {"context_buckets": ["1K", "32K"], "context_repeats": 3},
+            "equivalence": {"enabled": False, "skip_reason": "this test is about speed across context length"},
+            "gates": {"beats": [*sim["gates"]["beats"], {"config": "eagle3-prefill", "over": "baseline", "ratio": 1.0}]},
+        },
+    )
+    result = d.run(None, faults="*:prefill-verify-past=8192")
+    assert not d.leftovers()
+    out = "\n".join(result.outlines[-80:])
+    assert result.ret == 1, out
+    gates = {g["gate"]: g for g in d.report()["gates"]}
+    prefill = "beats:eagle3-prefill-beats-baseline"
+    statuses = {label: gates[f"{prefill}{label}"]["status"] for label in ("", "@1K", "@32K")}
+    assert statuses == {"": "pass", "@1K": "pass", "@32K": "fail"}, (statuses, out)
+    # Decode mode is untouched by the fault: it passes at every length.
+    assert {gates[f"beats:eagle3-decode-beats-baseline{label}"]["status"] for label in ("", "@1K", "@32K")} == {"pass"}
+    report_md = (d.report_dir / "report.md").read_text()
+    first_screen = "\n".join(report_md.splitlines()[:40])
+    assert "eagle3-prefill at 32K" in first_screen, first_screen
+    assert "--speculative-attention-mode decode" in first_screen, first_screen
+    assert "verify costs" in first_screen and "at 1K" in first_screen and "at 32K" in first_screen, first_screen
+
+
+def test_one_cause_shared_by_the_buckets_gates_reads_once_on_the_first_screen():
+    from specgate.report.build import _grouped
+
+    def verdict(gate, status, summary):
+        return SimpleNamespace(gate=gate, status=status, summary=summary)
+
+    lines = _grouped([
+        verdict("regression:a:c1:decode_tps", "not_compared", "no stored baseline for X"),
+        verdict("regression:a:c1:decode_tps@1K", "not_compared", "a at 1K: no stored baseline for X"),
+        verdict("regression:b:c1:decode_tps@32K", "not_compared", "b at 32K: no stored baseline for X"),
+        verdict("beats:a@32K", "fail", "a at 32K: decodes at 0.7x"),
+    ])
+    assert lines == [
+        "NOT_COMPARED ×3 (regression:a:c1:decode_tps, regression:a:c1:decode_tps@1K, regression:b:c1:decode_tps@32K): "
+        "no stored baseline for X",
+        "beats:a@32K: FAIL — a at 32K: decodes at 0.7x",
+    ]
