@@ -5,14 +5,15 @@
 
 Writes one JSON object per line until SIGTERM or SIGINT:
 - {"kind": "host", "t": unix time, "cpu": {field: fraction of all CPUs}, "steal": …, "load": [1, 5, 15 min],
-   "mhz": [per-CPU MHz], "per_cpu_busy": [fraction per logical CPU]}
+   "mhz": [per-CPU MHz], "probe_us": µs of a fixed pure-Python loop, "per_cpu_busy": [fraction per logical CPU]}
 - {"kind": "threads", "t": …, "rows": [[pid, tid, comm, cpu fraction of one core, core it last ran on]]}
   for every thread of a matching process (its command line holds --match) that used at least 1% of
   a core in the interval, and every process's main thread always (the scheduler's loop runs there);
 - {"kind": "proc", "pid": …, "cmdline": …} once per matching process, when first seen;
 - {"kind": "mark", "t": …, "text": …} for every line appended to OUT.jsonl.marks (a run's steps);
 - {"kind": "lscpu", "text": …} once at the start.
-GPU clocks and power come from `nvidia-smi --query-gpu … -lms` into OUT.gpu.csv beside it.
+GPU clocks and power come from `nvidia-smi --query-gpu … -lms`, appended to OUT.gpu.csv beside it
+(appended, as OUT.jsonl is: a later call on the same machine adds to both).
 
 /proc/stat's fields are cumulative jiffies; the sampler writes each interval's share, so a reader
 sees steal and softirq per interval. No third-party imports: it runs beside SGLang's environment
@@ -49,6 +50,18 @@ def shares(before: list[int], after: list[int]) -> dict[str, float]:
     delta = [b - a for a, b in zip(before, after)]
     whole = sum(delta) or 1
     return {name: round(d / whole, 4) for name, d in zip(STAT_FIELDS, delta)}
+
+
+def probe_us() -> float:
+    """Microseconds a fixed piece of pure-Python work takes now. In a VM, /proc's MHz is the nominal
+    figure and steal shows only time taken away, not a slower core (turbo, a busy neighbour on the
+    physical host, memory bandwidth); this shows the speed host code actually gets, which is what a
+    speculative server's per-cycle scheduling spends and a GPU-bound plain server barely does."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(20000):
+        total += i * i
+    return round((time.perf_counter() - t0) * 1e6, 1)
 
 
 def mhz() -> list[float]:
@@ -130,7 +143,7 @@ def main() -> int:
         gpu = subprocess.Popen(
             ["nvidia-smi", "--query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,utilization.gpu,temperature.gpu,clocks_throttle_reasons.active",
              "--format=csv,noheader", f"-lms={int(period * 1000)}"],
-            stdout=gpu_csv.open("w"), stderr=subprocess.DEVNULL)
+            stdout=gpu_csv.open("a"), stderr=subprocess.DEVNULL)
     except OSError:
         pass
     with args.out.open("a") as sink:
@@ -153,7 +166,7 @@ def main() -> int:
             total1, per1 = read_stat()
             write({"kind": "host", "t": round(now, 3), "cpu": shares(total0, total1),
                    "load": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
-                   "mhz": mhz(),
+                   "mhz": mhz(), "probe_us": probe_us(),
                    "per_cpu_busy": [round(1 - (s["idle"] + s["iowait"]), 3) for s in (shares(a, b) for a, b in zip(per0, per1))]})
             pids = matching_pids(args.match)
             for pid, cmdline in pids.items():
