@@ -240,7 +240,9 @@ def _logit_bias(t: Table) -> tuple[tuple[int, float], ...]:
     """`logit_bias = {"42" = -5.0}`: token ids (as text, as SGLang takes them) to a bias in logits."""
     table = t.table("logit_bias")
     out = []
-    for key in table.keys():
+    # names(): its keys are the user's (token ids), so the generated schema takes any key rather
+    # than only the ids some shipped deployment happened to use.
+    for key in table.names():
         if not key.isdigit():
             raise table.error(key, "expected a token id (digits) as the key")
         out.append((int(key), table.number(key, minimum=-100.0, maximum=100.0)))

@@ -269,3 +269,20 @@ def test_check_warns_of_a_tie_margin_wider_than_any_bf16_tie(tmp_path, capsys):
     path = write(tmp_path, merge(sim_deployment_dict(), {"equivalence": {"tie_margin": 10.0}}))
     assert cli.main(["check", str(path)]) == 0
     assert "equivalence.tie_margin = 10 nats excuses a parting" in capsys.readouterr().out
+
+
+def test_the_committed_schema_takes_a_logit_bias_on_any_token_id():
+    """logit_bias's keys are the user's token ids: the schema once allowed none at all (it listed
+    the ids the shipped files used), so an editor flagged every valid bias as an error."""
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from tests.self.helpers import merge, sim_deployment_dict
+
+    committed = json.loads((Path(__file__).resolve().parents[2] / "docs" / "deployment.schema.json").read_text())
+    data = merge(sim_deployment_dict(), {"sampling": {"settings": [{"name": "bias", "temperature": 1.0, "logit_bias": {"42": -5.0}}]}})
+    assert not list(jsonschema.Draft202012Validator(committed).iter_errors(data))
+    data["sampling"]["settings"][0]["logit_bias"] = {"42": 500.0}
+    assert list(jsonschema.Draft202012Validator(committed).iter_errors(data))
