@@ -6,7 +6,8 @@
 #
 # Usage: tools/bundle.sh OUTDIR            (OUTDIR: a folder git ignores, e.g. .gpu)
 #   SGLANG_RELEASES="0.5.14+specforge==0.2.0 0.5.11"   (the default; the first is the main one)
-# Result: OUTDIR/p0 .. OUTDIR/pN, each under 60 MB; carry each in its own device call into
+# Result: OUTDIR/p0 .. OUTDIR/pN, each small enough to travel beside the working tree (64 MiB a call);
+# carry each in its own device call into
 # /tmp/chunks, then `bash /tmp/chunks/p0/tools/unpack.sh` there. It leaves, per release V,
 # /tmp/sglang-V/python (a python3 that sees that release; point a config's `command` at it) and
 # /tmp/gpu-env.sh (the main release's environment, for the rest of the job).
@@ -99,9 +100,16 @@ cp "$here/unpack.sh" "$work/tools/"
 tar -C "$work" -cf - site | zstd -q -T0 -19 -o "$work/site.tar.zst"
 rm -rf "$out"/p[0-9]*
 ( cd "$work" && split -b 28m -d -a 2 site.tar.zst site.part. && split -b 28m -d -a 2 smollm2.whl model.part. )
+# A call carries at most 64 MiB, the working tree that travels with it included (tracked and
+# untracked-not-ignored files: results/ grows every session), so a part holds as many 28 MiB pieces
+# as fit beside the tree with 6 MiB to spare, at least one.
+tree=$(cd "$here/.." && git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk "{s += \$1} END {print s}")
+per=$(( (64 * 1048576 - ${tree:-0} - 6 * 1048576) / (28 * 1048576) ))
+((per >= 1)) || per=1
+echo "working tree $((${tree:-0} / 1048576)) MiB: $per piece(s) of 28 MiB per part"
 n=0
 for f in "$work"/site.part.* "$work"/model.part.*; do
-  d="$out/p$((n / 2))"; mkdir -p "$d"; mv "$f" "$d/"; n=$((n + 1))
+  d="$out/p$((n / per))"; mkdir -p "$d"; mv "$f" "$d/"; n=$((n + 1))
 done
 cp -r "$work/tools" "$out/p0/"
 ( cd "$out" && find . -name "*.part.*" -exec sha256sum {} + | awk '{n=$2; sub(".*/","",n); print $1, n}' ) > "$out/p0/tools/MANIFEST"
