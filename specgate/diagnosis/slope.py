@@ -23,9 +23,11 @@ from specgate.measure.speed import ConfigSpeed, Measurements
 from specgate.measure.summary import paired_speed_ratio
 
 # Growth of the cycle's cost in plain steps, shortest bucket to longest, past which the slope is
-# named. The public PCIe figures issue 48 quotes (Kimi K2.5/K2.6, EAGLE-3) grow about 3x from 2K
-# to 30K in prefill mode and under 1.2x in decode mode; run-to-run noise of a median cycle over
-# 9 requests is a few percent. 1.5x sits far from both: never noise, well short of the real slope.
+# named. The public PCIe figures issue 48 quotes (Kimi K2.5/K2.6, EAGLE-3; plain ~92 tok/s at 2K
+# and 73.4 at 32K) put a cycle at (plain / speculative tok/s) x tokens per cycle: from 2K to 30K that
+# grows about 2.4x in prefill mode (92/75 to 73.4/25.3) and shrinks to 0.9x in decode mode; the
+# run-to-run noise of a median cycle over 9 requests is a few percent. 1.5x sits far from both:
+# never noise, well short of the real slope.
 SLOPE_GROWTH = 1.5
 
 
