@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -451,7 +452,8 @@ def test_a_prefill_penalty_past_8k_passes_the_short_bucket_fails_32k_and_names_t
     first_screen = "\n".join(report_md.splitlines()[:40])
     assert "eagle3-prefill at 32K" in first_screen, first_screen
     assert "--speculative-attention-mode decode" in first_screen, first_screen
-    assert "verify costs" in first_screen and "at 1K" in first_screen and "at 32K" in first_screen, first_screen
+    # The slope as evidence: the cycle's cost in plain steps at the shortest length and at 32K.
+    assert re.search(r"verify costs [0-9.]+x a decode step at short and [0-9.]+x at 32K in prefill mode", first_screen), first_screen
 
 
 def test_one_cause_shared_by_the_buckets_gates_reads_once_on_the_first_screen():
