@@ -178,7 +178,6 @@ class SamplingPlan:
             return None
         reboot = reference not in self.pool.live
         try:
-            self.meter.prepare()
             server = self.pool.acquire(reference)
             again = self.meter.sample(server, concurrency, count)
         except (SpecgateError, ValueError) as exc:
