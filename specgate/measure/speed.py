@@ -257,6 +257,10 @@ class SpeedMeter:
 
     @property
     def workload_digest(self) -> str:
+        if self._built is None and self.density is not None and self.density.found is None and self.context:
+            # Nothing of this bucket was measured (its ratio never counted): no sample to pair, and
+            # a report or baseline written after the run must not boot the reference to size it.
+            return ""
         return self._pinned()[3]
 
     def end_ids_of(self, server: LiveServer) -> frozenset[int]:

@@ -163,3 +163,16 @@ def test_the_report_says_the_ratio_in_the_rows_label_and_a_fallback_as_such():
     fell = density_of(8192, 100, "baseline")
     (line,) = _density_line(ContextPrompts.model_validate(fell.as_dict()))
     assert "built at 4 characters per token (FALLBACK): baseline's server counted 100 tokens" in line
+
+
+def test_a_bucket_never_measured_boots_nothing_for_its_digest(tmp_path):
+    """A report or baseline written after a run cut short asks each bucket's digest: one whose
+    ratio was never counted has none, and asking must not acquire the reference's server."""
+    dep = _dep(tmp_path, {"context_buckets": ["1K"]})
+
+    def acquire(name):
+        raise AssertionError(f"acquired {name} after the run")
+
+    meter = SpeedMeter(dep, context=1024, density=DensityProbe(dep.workload, "baseline", acquire, 1024))
+    assert meter.workload_digest == ""
+    assert SpeedMeter(dep).workload_digest  # the short workload's needs no count
