@@ -47,8 +47,9 @@ def _density_line(density: ContextPrompts | None) -> list[str]:
     if density.fallback:
         return [f"\nThe context buckets' prompts were built at {density.chars_per_token:g} characters per token "
                 f"(FALLBACK): {density.fallback}."]  # fmt: skip
+    # No colon after "token": "token: NAME" has a credential field's shape, which secrets.redact masks.
     return [
-        f"\nThe context buckets' prompts were built at {density.chars_per_token:.2f} characters per token: "
+        f"\nThe context buckets' prompts were built at {density.chars_per_token:.2f} characters per token, as "
         f"{density.config}'s server counted {density.prompt_tokens:,} tokens for a calibration prompt of "
         f"{density.chars:,} characters ({density.measured:.3f}), rounded so that one tokenizer gives the same "
         "prompts run after run."

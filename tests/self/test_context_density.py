@@ -17,6 +17,7 @@ from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import SpeedMeter
 from specgate.report.markdown import _density_line, _load
 from specgate.report.model import ContextPrompts, SpeedRow
+from specgate.secrets import redact
 from specgate.sim.tokenizer import encode
 from tests.self.helpers import merge, sim_deployment_dict
 
@@ -159,7 +160,9 @@ def test_the_report_says_the_ratio_in_the_rows_label_and_a_fallback_as_such():
         "built at 5.20 chars/token, OFF TARGET by -39%)"
     )
     (line,) = _density_line(measured)
-    assert "built at 5.20 characters per token: baseline's server counted 1,580 tokens" in line
+    assert "built at 5.20 characters per token, as baseline's server counted 1,580 tokens" in line
+    # Said so that no credential shape hides the name ("token: NAME" reads as a key field).
+    assert redact(line) == line
     fell = density_of(8192, 100, "baseline")
     (line,) = _density_line(ContextPrompts.model_validate(fell.as_dict()))
     assert "built at 4 characters per token (FALLBACK): baseline's server counted 100 tokens" in line
