@@ -801,6 +801,7 @@ def _build(
         # N requests), where the measurement's error is only the request that found it so.
         failed_servers={**gate.plan.errors, **gate.pool.failed},
         buckets={tokens: b.meter for tokens, b in gate.buckets.items()},
+        context_prompts=gate.density.found.as_dict() if gate.density and gate.density.found else None,
         plan=gate.plan.log.as_dict(),
         calibration=_calibration_name(gate),
         failed_tests=gate.failed_tests,

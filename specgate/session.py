@@ -12,6 +12,7 @@ from pathlib import Path
 from specgate.deployment import Deployment, bucket_label, bucket_view
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
 from specgate.gate_kinds import timing_gates
+from specgate.measure.density import DensityProbe
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import SpeedMeter
 from specgate.report.build import TestTally
@@ -78,6 +79,7 @@ class GateSession:
     # Where servers take turns: each speculative config's sampling row, or what stopped its check.
     sampled_in_turns: dict[str, dict | Exception] | None = None
     buckets: dict[int, BucketRun] = field(default_factory=dict)  # by prompt tokens
+    density: DensityProbe | None = None  # the buckets' characters per token (measure.density)
 
     def all_verdicts(self) -> list[Verdict]:
         """The run's verdicts: the short workload's judge's, then each context bucket's."""
@@ -273,7 +275,16 @@ class GateSession:
                 deployment.reference,
                 'launch.reference_from = "stored": its figures and golden answers come from the stored baseline',
             )
-        meter = SpeedMeter(deployment)
+        # The buckets' prompts are sized on the reference's tokenizer (measure.density), one ratio
+        # for every config: the short workload's meter offers it the reference's server when up.
+        density = (
+            DensityProbe(
+                deployment.workload, deployment.reference, pool.acquire, max(deployment.workload.context_buckets)
+            )
+            if deployment.workload.context_buckets
+            else None
+        )
+        meter = SpeedMeter(deployment, density=density)
         plan = SamplingPlan(deployment, pool, meter, configs, options.seed, getattr(progress, "measuring", None))
         parts = 1 + len(deployment.workload.context_buckets)  # the false-alarm budget's split (sampler.confidence)
 
@@ -293,7 +304,7 @@ class GateSession:
         buckets = {}
         for tokens in deployment.workload.context_buckets:
             view = bucket_view(deployment, tokens)
-            its_meter = SpeedMeter(view, context=tokens)
+            its_meter = SpeedMeter(view, context=tokens, density=density)
             its_plan = SamplingPlan(view, pool, its_meter, configs, options.seed, getattr(progress, "measuring", None))
             buckets[tokens] = BucketRun(tokens, view, its_meter, its_plan, judge_of(view, its_plan, tokens))
         oracle = EquivalenceOracle(
@@ -312,7 +323,9 @@ class GateSession:
             oracle.seed,  # like the greedy cases: new draws on every commit, the same on a rerun
             SamplingReplay(options.baselines_dir / deployment.name / SAMPLING_REPLAY_FILE, deployment.name),
         )
-        return cls(deployment, options, pool, meter, plan, oracle, judge, sampling=sampling, buckets=buckets)
+        return cls(
+            deployment, options, pool, meter, plan, oracle, judge, sampling=sampling, buckets=buckets, density=density
+        )
 
     def close(self) -> None:
         self.pool.close()

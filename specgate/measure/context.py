@@ -6,14 +6,17 @@ prompt format. The documents are every message text of the built-in prompt sets
 prompt files; the tasks are long_context's questions and the summarisation set's instructions.
 Never random tokens: a drafter's accept length on noise says nothing of its traffic.
 
-Prompt i of bucket B is a pure function of (B, i, the corpus): two runs send the same requests
-in the same order, so they pair request by request. Each request opens with its own number and
+Prompt i of bucket B is a pure function of (B, i, the corpus, the characters per token it is built
+at): two runs on one tokenizer send the same requests in the same order, so they pair request by
+request. Each request opens with its own number and
 its own first document (the order rotates per request), so SGLang's radix cache cannot serve one
 request's context from another's. The shipped text is ~26 KB; a bucket longer than that repeats
 it, each pass in another order (`passes` says how many).
 
-There is no tokenizer on a CPU machine: a prompt is built to a character budget at
-CHARS_PER_TOKEN, and the report reads the prompt tokens the server counted.
+There is no tokenizer on a CPU machine: a prompt is built to a character budget, at the
+characters per token the reference's server counted for a calibration prompt of the same corpus
+(measure.density; CHARS_PER_TOKEN where none is measured), and the report reads the prompt tokens
+the server counted.
 """
 
 from __future__ import annotations
@@ -105,14 +108,47 @@ class LongPrompt:
     passes: int  # how many times the corpus runs through it (more than 1: the text repeats)
 
 
-def long_prompt(workload: Workload, tokens: int, index: int, corpus: Corpus | None = None) -> LongPrompt:
-    """Prompt `index` of the bucket of `tokens` prompt tokens (see the module's docstring)."""
+def long_prompt(
+    workload: Workload,
+    tokens: int,
+    index: int,
+    corpus: Corpus | None = None,
+    chars_per_token: float = CHARS_PER_TOKEN,
+) -> LongPrompt:
+    """Prompt `index` of the bucket of `tokens` prompt tokens, built at `chars_per_token` (see the
+    module's docstring)."""
     corpus = corpus or corpus_of(workload)
     label = bucket_label(tokens)
     task = corpus.tasks[index % len(corpus.tasks)]
     opening = f"Document collection {index + 1} ({label} context). Read the documents below, then answer."
+    return _filled(workload, corpus, opening, task, round(tokens * chars_per_token), tokens, index, label)
+
+
+def calibration_text(workload: Workload, chars: int) -> str:
+    """The calibration prompt (measure.density), at most `chars` characters with the prompt
+    format's frame: the corpus's documents in their order, whole where they fit, else every k-th
+    sentence of them (its whitespace kept), so that the sample has the whole corpus's mix of prose,
+    code and numbers, as the buckets' prompts do (a long one holds the whole corpus, short ones
+    each another document). It opens unlike every bucket's prompt, so no prefix cache serves a
+    measured request from it."""
+    corpus = corpus_of(workload)
+    opening = "Calibration text. Read the excerpts below, then answer."
+    task = corpus.tasks[0]
     frame = len(render((Message("user", f"{opening}\n\n\n\n{task}"),), workload.prompt_format))
-    room = max(0, int(tokens * CHARS_PER_TOKEN) - frame)
+    room = max(0, chars - frame)
+    sentences = [s for d in corpus.documents for s in re.split(r"(?<=[.!?:]\s)", d.strip() + "\n\n") if s]
+    every = max(1, math.ceil(sum(len(s) for s in sentences) / max(1, room)))
+    body = re.sub(r"\n{3,}", "\n\n", _cut("".join(sentences[::every]).strip(), room))
+    return render((Message("user", f"{opening}\n\n{body}\n\n{task}"),), workload.prompt_format)
+
+
+def _filled(
+    workload: Workload, corpus: Corpus, opening: str, task: str, budget: int, tokens: int, index: int, label: str
+) -> LongPrompt:
+    """`opening`, then the corpus's documents (in request `index`'s order, seeded by `tokens`) to
+    `budget` characters with the frame, then `task`, rendered."""
+    frame = len(render((Message("user", f"{opening}\n\n\n\n{task}"),), workload.prompt_format))
+    room = max(0, budget - frame)
     parts: list[str] = []
     used = 0
     pass_ = 0
@@ -140,9 +176,10 @@ def passes_needed(workload: Workload, tokens: int) -> int:
     return max(1, math.ceil(tokens * CHARS_PER_TOKEN / corpus.chars))
 
 
-
-def bucket_prompts(workload: Workload, tokens: int, count: int) -> list[LongPrompt]:
-    """The first `count` prompts of the bucket of `tokens` prompt tokens, in the pinned order."""
+def bucket_prompts(
+    workload: Workload, tokens: int, count: int, chars_per_token: float = CHARS_PER_TOKEN
+) -> list[LongPrompt]:
+    """The first `count` prompts of the bucket of `tokens` prompt tokens, in the pinned order,
+    built at `chars_per_token`."""
     corpus = corpus_of(workload)
-    return [long_prompt(workload, tokens, i, corpus) for i in range(count)]
-
+    return [long_prompt(workload, tokens, i, corpus, chars_per_token) for i in range(count)]

@@ -92,6 +92,7 @@ class SamplingPlan:
 
     def _measure(self, name: str, concurrency: int, count: int) -> None:
         try:
+            self.meter.prepare()  # may acquire the reference's server to size a bucket: before `name`'s
             self.meter.measure(self.pool.acquire(name), concurrency, count)
         except (SpecgateError, ValueError) as exc:
             # One server's death must not stop the others' measurement; its own tests report it.

@@ -21,6 +21,7 @@ from specgate.client import GenerateRequest, GenerateResult
 from specgate.deployment import Deployment, expand_placeholders
 from specgate.errors import UntimeableAnswer
 from specgate.measure.answer_end import answer_digest, answer_tokens, end_ids
+from specgate.measure.density import DensityProbe
 from specgate.measure.stats import settled
 from specgate.prompts import render
 from specgate.server.pool import LiveServer
@@ -189,39 +190,78 @@ class Measurements(Protocol):
 
 
 class SpeedMeter:
-    def __init__(self, deployment: Deployment, context: int = 0) -> None:
+    def __init__(self, deployment: Deployment, context: int = 0, density: DensityProbe | None = None) -> None:
         """`context`: measure the context bucket of that many prompt tokens (measure.context)
-        instead of the short workload."""
+        instead of the short workload. `density`: the run's characters per token
+        (measure.density), at which a bucket's prompts are built once it is known; every meter of
+        the run offers it the servers it warms up (without one, a bucket is built at
+        context_fit.CHARS_PER_TOKEN)."""
         self.deployment = deployment
         self.context = context
-        w = deployment.workload
-        if context:
-            from specgate.measure.context import bucket_prompts
-
-            # One request more than are measured: the warmup's own, so that no measured request's
-            # context is in the server's prefix cache before it is sent.
-            built = bucket_prompts(w, context, w.context_repeats + 1)
-            self.labels = [b.label for b in built]
-            texts = [b.text for b in built]
-            self.warmup_index = len(built) - 1
-        else:
-            prompts = w.speed_sequence()
-            self.labels = [p.label for p in prompts]  # the prompt of each pinned request, for per-set figures
-            texts = [render(p.messages, w.prompt_format) for p in prompts]
-            self.warmup_index = 0
-        self.requests = [
-            GenerateRequest(max_new_tokens=w.max_new_tokens, text=text, ignore_eos=w.ignore_eos, stream=True)
-            for text in texts
-        ]
-        # Identifies the pinned sequence: stored samples pair with ours only if it is the same.
-        blob = json.dumps([r.payload() for r in self.requests], sort_keys=True)
-        self.workload_digest = hashlib.sha256(blob.encode()).hexdigest()[:12]
+        self.density = density
+        self._built: tuple[list[str], list[GenerateRequest], int, str] | None = None
         self.results: dict[tuple[str, int], ConfigSpeed] = {}
         # Per config, read once: the end-of-sequence ids of the model its server loaded (empty: not told).
         self._end_ids: dict[str, frozenset[int]] = {}
         # (server process, concurrency) already warmed. Not id(server): a server object freed after
         # release can hand its id to the next one booted, which would then skip its warmup.
         self._warm: set[tuple[str, int | None, int]] = set()
+
+    def prepare(self) -> None:
+        """Build the pinned requests. A bucket's need the run's characters per token, which may
+        acquire the reference's server to measure it: call this before acquiring the server to be
+        measured (where servers take turns, acquiring another would stop it)."""
+        if self._built is not None:
+            return
+        w = self.deployment.workload
+        if self.context:
+            from specgate.context_fit import CHARS_PER_TOKEN
+            from specgate.measure.context import bucket_prompts
+
+            ratio = self.density.resolve().chars_per_token if self.density else CHARS_PER_TOKEN
+            # One request more than are measured: the warmup's own, so that no measured request's
+            # context is in the server's prefix cache before it is sent.
+            built = bucket_prompts(w, self.context, w.context_repeats + 1, ratio)
+            labels = [b.label for b in built]
+            texts = [b.text for b in built]
+            warmup_index = len(built) - 1
+        else:
+            prompts = w.speed_sequence()
+            labels = [p.label for p in prompts]  # the prompt of each pinned request, for per-set figures
+            texts = [render(p.messages, w.prompt_format) for p in prompts]
+            warmup_index = 0
+        requests = [
+            GenerateRequest(max_new_tokens=w.max_new_tokens, text=text, ignore_eos=w.ignore_eos, stream=True)
+            for text in texts
+        ]
+        # Identifies the pinned sequence: stored samples pair with ours only if it is the same.
+        blob = json.dumps([r.payload() for r in requests], sort_keys=True)
+        self._built = (labels, requests, warmup_index, hashlib.sha256(blob.encode()).hexdigest()[:12])
+
+    def _pinned(self) -> tuple[list[str], list[GenerateRequest], int, str]:
+        self.prepare()
+        assert self._built is not None
+        return self._built
+
+    @property
+    def labels(self) -> list[str]:
+        return self._pinned()[0]
+
+    @property
+    def requests(self) -> list[GenerateRequest]:
+        return self._pinned()[1]
+
+    @property
+    def warmup_index(self) -> int:
+        return self._pinned()[2]
+
+    @property
+    def workload_digest(self) -> str:
+        if self._built is None and self.density is not None and self.density.found is None and self.context:
+            # Nothing of this bucket was measured (its ratio never counted): no sample to pair, and
+            # a report or baseline written after the run must not boot the reference to size it.
+            return ""
+        return self._pinned()[3]
 
     def end_ids_of(self, server: LiveServer) -> frozenset[int]:
         """The model's end-of-sequence ids, read from the folder the server says it loaded (its
@@ -272,6 +312,8 @@ class SpeedMeter:
         key = (server.handle.base_url, server.handle.pid, concurrency)
         if key in self._warm:
             return None
+        if self.density is not None:
+            self.density.offer(server)  # the reference's server is up: no boot of its own for it
         spec = self.deployment.workload.warmup
         figures: list[float] = []
         done = False

@@ -438,6 +438,7 @@ def build_report(
     unavailable: dict[str, str] | None = None,
     reaped: list[str] | None = None,
     buckets: Mapping[int, Measurements] | None = None,
+    context_prompts: dict | None = None,
 ) -> Report:
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
     # dead server) are named in the report too, not only in pytest's traceback.
@@ -513,6 +514,7 @@ def build_report(
         "sampling": sampling or [],
         "reaped": reaped or [],
         "failed_tests": [{"test": f.test, "cause": f.cause} for f in outcome.failed_tests],
+        "context_prompts": context_prompts,
     }
     # Checked as a reader checks it (every field present): a report no reader accepts is never written.
     return Report.model_validate(document, context={"complete": True, "version": SCHEMA_VERSION})

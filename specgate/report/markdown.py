@@ -10,23 +10,50 @@ from specgate.deployment import bucket_label
 from specgate.equivalence.known import known_defects_for
 from specgate.measure.context import LENGTH_TOLERANCE
 from specgate.measure.fidelity import FIDELITY_BOUND
-from specgate.report.model import TOLERATED_KEPT, EquivalenceRow, Interval, Lever, Report, Settings, SpeedRow
+from specgate.report.model import (
+    TOLERATED_KEPT,
+    ContextPrompts,
+    EquivalenceRow,
+    Interval,
+    Lever,
+    Report,
+    Settings,
+    SpeedRow,
+)
 from specgate.report.sampling_md import sampling_section, sampling_times
 from specgate.report.visible import visible
 from specgate.verdicts.gates import LEADS, NEXT_STEP, UNAVAILABLE, RunVerdict, Status
 
 
-def _load(row: SpeedRow) -> str:
+def _load(row: SpeedRow, density: ContextPrompts | None = None) -> str:
     """A speed row's concurrency, and its context bucket with the prompt tokens the server counted
-    (flagged where they are further from the bucket's target than measure.context allows)."""
+    (flagged where they are further from the bucket's target than measure.context allows) and the
+    characters per token its prompts were built at (measure.density)."""
     if not row.context:
         return str(row.concurrency)
     said = f"{row.concurrency}, {bucket_label(row.context)} context"
+    built = f"built at {density.chars_per_token:.2f} chars/token" if density else ""
     if row.prompt_tokens is None:
-        return said + " (prompt tokens not told)"
+        return said + f" (prompt tokens not told{', ' + built if built else ''})"
     off = row.prompt_tokens / row.context - 1
     flag = f", OFF TARGET by {off:+.0%}" if abs(off) > LENGTH_TOLERANCE else ""
-    return f"{said} ({row.prompt_tokens:,} prompt tokens{flag})"
+    return f"{said} ({row.prompt_tokens:,} prompt tokens{', ' + built if built else ''}{flag})"
+
+
+def _density_line(density: ContextPrompts | None) -> list[str]:
+    """How the context buckets' prompts were sized, and why not as measured where they were not."""
+    if density is None:
+        return []
+    if density.fallback:
+        return [f"\nThe context buckets' prompts were built at {density.chars_per_token:g} characters per token "
+                f"(FALLBACK): {density.fallback}."]  # fmt: skip
+    # No colon after "token": "token: NAME" has a credential field's shape, which secrets.redact masks.
+    return [
+        f"\nThe context buckets' prompts were built at {density.chars_per_token:.2f} characters per token, as "
+        f"{density.config}'s server counted {density.prompt_tokens:,} tokens for a calibration prompt of "
+        f"{density.chars:,} characters ({density.measured:.3f}), rounded so that one tokenizer gives the same "
+        "prompts run after run."
+    ]
 
 
 def _expected_by_set(report: Report, config: str, key: str = "expected_tau_by_set") -> dict[str, float]:
@@ -253,7 +280,7 @@ def render_markdown(report: Report) -> str:
             warm = f"{r.warmup_requests}" + ("" if r.warmup_settled in (True, None) else " (unsettled)")
             name = f"{r.config} (STORED, not booted)" if r.stored else r.config
             out.append(
-                f"| {name} | {_load(r)} | {_iv(r.decode_tps)} | {_iv(r.ratio_to_reference, '{:.3f}')} "
+                f"| {name} | {_load(r, report.context_prompts)} | {_iv(r.decode_tps)} | {_iv(r.ratio_to_reference, '{:.3f}')} "
                 f"| {_iv(r.accept_length, '{:.2f}')} | {_iv(r.ttft_ms, '{:.1f}')} | {r.n} | {warm} | {r.verdict} |"
             )
         for u in report.unmeasured:
@@ -287,7 +314,8 @@ def render_markdown(report: Report) -> str:
                     + ")"
                     for name, f in sets.items()
                 )
-                out.append(f"- {r.config} (concurrency {_load(r)}): {parts}")
+                out.append(f"- {r.config} (concurrency {_load(r, report.context_prompts)}): {parts}")
+        out.extend(_density_line(report.context_prompts))
         out.extend(_accept_histograms(report))
         out.extend(_degenerate_lines(report))
         stored = next((r.stored for r in report.speed if r.stored), None)
@@ -759,5 +787,5 @@ def _accept_histograms(report: Report) -> list[str]:
         shares = " · ".join(f"{k}: {n / cycles:.0%}" for k, n in enumerate(hist))
         rate = f"; {r.draft_accept_rate:.0%} of proposed drafts accepted" if r.draft_accept_rate is not None else ""
         cycle = f"; a verify cycle takes {_iv(r.cycle_ms, '{:.2f}')} ms" if r.cycle_ms is not None else ""
-        out.append(f"- {r.config} (concurrency {_load(r)}): {shares} of {cycles} cycles{rate}{cycle}")
+        out.append(f"- {r.config} (concurrency {_load(r, report.context_prompts)}): {shares} of {cycles} cycles{rate}{cycle}")
     return out

@@ -24,7 +24,9 @@ speculative side's tokens outside the setting against the reference's own); 14 a
 `within_chance` (more breaks than the reference's, below the bar of a failure) and a short report's
 `simulator`; 15 a speed row's `accept_histogram`, `draft_accept_rate` (the server's own per-request
 counters, pooled), `cycle_ms` (time per verify cycle) and `degenerate` (measured answers that loop), a kept
-case's `features` and `params`, and the `ab` gate kind. Reports written
+case's `features` and `params`, and the `ab` gate kind; 18 the run's `context_prompts` (the
+characters per token the context buckets' prompts were built at, as the reference's server counted
+them: measure.density). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -47,7 +49,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[17] = 17
+SCHEMA_VERSION: Literal[18] = 18
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -56,7 +58,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -224,6 +226,17 @@ class SpeedRow(_Part):
         "accept_histogram": 15, "draft_accept_rate": 15, "cycle_ms": 15, "degenerate": 15, "context": 17,
         "prompt_tokens": 17,
     }  # fmt: skip
+
+
+class ContextPrompts(_Part):
+    """The characters per token the context buckets' prompts were built at (measure.density)."""
+
+    chars_per_token: float  # what they were built at: the measured ratio rounded, or the fallback
+    measured: float | None  # characters over the prompt tokens the server counted; None: not measured
+    config: str | None  # whose server counted them (the reference's)
+    chars: int  # the calibration prompt's characters
+    prompt_tokens: int | None  # what the server counted for it
+    fallback: str | None  # why chars_per_token is not the measured ratio (None: it is)
 
 
 class Unmeasured(_Part):
@@ -616,7 +629,12 @@ class Report(_Part):
     # Where this run stands in the runner's results history (specgate.history.standing), one line
     # per figure said on the first screen; [] where the history holds too few earlier runs.
     standing: list[str] = []
-    _since: ClassVar[dict[str, int]] = {"ignore_eos": 3, "sampling": 8, "reaped": 9, "failed_tests": 11, "standing": 16}
+    # How the context buckets' prompts were sized on the reference's tokenizer (measure.density);
+    # None where the run has no bucket, or measured none.
+    context_prompts: ContextPrompts | None = None
+    _since: ClassVar[dict[str, int]] = {
+        "ignore_eos": 3, "sampling": 8, "reaped": 9, "failed_tests": 11, "standing": 16, "context_prompts": 18,
+    }  # fmt: skip
 
 
 class ErrorReport(_Part):

@@ -25,10 +25,11 @@ from specgate import interrupts
 from specgate.deployment import Deployment, ServerConfig, bucket_label, bucket_view
 from specgate.diagnosis.cycle import cycle_model
 from specgate.errors import SpecgateError
+from specgate.measure.density import DensityProbe
 from specgate.measure.speed import ConfigSpeed, SpeedMeter
 from specgate.provenance import provenance
 from specgate.server.launcher import BootProgress
-from specgate.server.pool import ServerPool
+from specgate.server.pool import LiveServer, ServerPool
 from specgate.shared_files import locked
 from specgate.sweep.plan import SweepPlan, SweepPoint, plan_sweep, result_name
 from specgate.sweep.state import PointResult, SessionRecord, SweepState
@@ -110,8 +111,14 @@ def _run_sweep(
     synth = replace(deployment, configs=configs, workload=workload)
     pool = ServerPool(synth, log_dir, progress)
     # One meter per context of the sweep's axis (0: the short workload), each its own pinned requests.
+    # The buckets' prompts are sized on the first GPU's resident baseline (measure.density).
+    density = (
+        DensityProbe(synth.workload, baseline_of[gpus[0]], lambda name: _live(pool, name), max(plan.contexts))
+        if any(plan.contexts)
+        else None
+    )
     meters = {
-        c: SpeedMeter(bucket_view(synth, c), context=c) if c else SpeedMeter(synth)
+        c: SpeedMeter(bucket_view(synth, c), context=c, density=density) if c else SpeedMeter(synth, density=density)
         for c in plan.contexts
     }
     attempted: set[str] = set()
@@ -163,6 +170,13 @@ def _run_sweep(
         session.complete = len(attempted) == len(points)
         state.save()
     return SweepOutcome(plan, state, session.id, complete=session.complete)
+
+
+def _live(pool: ServerPool, name: str) -> LiveServer:
+    """`name`'s server, booted with its wave; a sweep boots nothing on the side."""
+    if name not in pool.live:
+        raise SpecgateError(f"{name} is not running: {pool.failed.get(name, 'not booted')[:200]}")
+    return pool.live[name]
 
 
 def _stop_if_cancelled(pool: ServerPool) -> None:

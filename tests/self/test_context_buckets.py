@@ -355,13 +355,22 @@ def test_a_run_measures_gates_charts_and_stores_each_bucket(tmp_path):
             # The server's own count, more than the short workload's and growing with the bucket.
             assert row["prompt_tokens"] > rows[(config, 0)]["prompt_tokens"]
         assert rows[(config, 2048)]["prompt_tokens"] > rows[(config, 1024)]["prompt_tokens"]
+        # Built at the characters per token the reference's server counted (measure.density): on
+        # target within 5% (at a fixed 4.0 the simulator's tokenizer counted ~21% under).
+        for context in (1024, 2048):
+            assert rows[(config, context)]["prompt_tokens"] == pytest.approx(context, rel=0.05)
+    density = report["context_prompts"]
+    assert density["config"] == "baseline" and density["fallback"] is None
+    assert density["chars_per_token"] == round(round(density["measured"] / 0.05) * 0.05, 2) > 4.5
     gates = {g["gate"]: g for g in report["gates"]}
     for label in ("1K", "2K"):
         beats = gates[f"beats:eagle3-decode-beats-baseline@{label}"]
         assert beats["status"] == "pass" and beats["summary"].startswith(f"eagle3-decode at {label}: ")
         assert beats["figures"]["false_alarm_share"] == pytest.approx(0.05 / 3, abs=1e-6)
     assert (d.report_dir / "context.png").stat().st_size > 0
-    assert "1K context (" in (d.report_dir / "report.md").read_text()
+    md = (d.report_dir / "report.md").read_text()
+    assert f"1K context ({rows[('baseline', 1024)]['prompt_tokens']:,} prompt tokens, built at " in md
+    assert f"built at {density['chars_per_token']:.2f} characters per token, as baseline's server counted " in md
     (stored,) = (d.baselines_dir / d.data["name"]).glob("*.json")
     contexts = json.loads(stored.read_text())["contexts"]
     assert set(contexts) == {"1024", "2048"}

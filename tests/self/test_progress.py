@@ -28,6 +28,9 @@ class _Meter:
     def record(self, config, concurrency):
         return self.records.setdefault(config, ConfigSpeed(config, concurrency))
 
+    def prepare(self):  # the pinned requests: the plan builds them before it acquires a server
+        pass
+
     def measure(self, server, concurrency, count):
         rec = self.record(server.config, concurrency)
         for _ in range(count):

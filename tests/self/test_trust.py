@@ -173,6 +173,9 @@ class _FakeMeter:
     def record(self, config, concurrency):
         return self.records.setdefault(config, ConfigSpeed(config, concurrency))
 
+    def prepare(self):  # the pinned requests: the plan builds them before it acquires a server
+        pass
+
     def measure(self, server, concurrency, count):
         self.calls.append(server.name)
         rec = self.record(server.config, concurrency)
