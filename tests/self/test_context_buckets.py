@@ -164,6 +164,21 @@ def test_check_exits_2_naming_the_bucket_and_states_each_buckets_cost(tmp_path, 
     assert passes > 1 and f"the shipped text runs {passes} time(s) through each prompt" in out
 
 
+def test_check_names_the_gates_no_bucket_judges(tmp_path, capsys, monkeypatch):
+    """A gate declared at another concurrency has no bucket version (buckets are single-stream):
+    `check` must not say every gate is judged per bucket, and names the ones that are not."""
+    from specgate.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    data = merge(sim_deployment_dict(), {"workload": {"context_buckets": ["1K"], "concurrency": [1, 4]}})
+    data["gates"]["beats"] = [{"config": "eagle3-decode", "over": "baseline", "ratio": 1.1, "concurrency": 4}]
+    (tmp_path / "dep.toml").write_text(tomli_w.dumps(data))
+    assert main(["check", "dep.toml"]) == 0
+    out = capsys.readouterr().out
+    assert "every gate judged per bucket too" not in out
+    assert "NOT judged in any bucket" in out and "beats:eagle3-decode-beats-baseline-c4" in out
+
+
 # --- the diagnosis reads the slope -------------------------------------------------------------------
 
 _HYBRID = {"prefill_attention_backend": "flashinfer", "decode_attention_backend": "triton", "speculative_algorithm": "EAGLE3"}
