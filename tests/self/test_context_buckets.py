@@ -307,6 +307,19 @@ def test_the_beats_gate_fails_in_its_own_bucket_alone_at_its_share_of_the_budget
     assert judges[0].confidence == pytest.approx(1 - 0.05 / 3)
 
 
+def test_a_bucket_verdict_whose_summary_opens_with_a_possessive_keeps_the_configs_name(tmp_path):
+    """The A/B accept verdict says "X's accept length ...": at a bucket it must read
+    "X at 8K: X's accept length", never "X at 8K: 's accept length"."""
+    dep = _dep(tmp_path, {"context_buckets": ["8K"]}, gates={"ab": [{"config": "eagle3-prefill", "base": "eagle3-decode"}]})
+    view = bucket_view(dep, 8192)
+    records = {c: _record(c, 1.0, spec=True) for c in ("eagle3-prefill", "eagle3-decode")}
+    judge = Judge(view, _Plan(records, "w8192", tmp_path), tmp_path / "baselines", context=8192, buckets=2)  # type: ignore[arg-type]
+    judge._fingerprint = FP
+    accept = next(g for g in run_gates(kind_named("ab"), dep, set()) if g.name.endswith(":accept@8K"))
+    verdict = judge.decide(accept)
+    assert verdict.summary.startswith("eagle3-prefill at 8K: eagle3-prefill's accept length"), verdict.summary
+
+
 def test_without_buckets_the_gates_and_their_budget_are_as_before(tmp_path):
     dep = _dep(tmp_path)
     judge = _judges(tmp_path, dep, {0: 1.5})[0]
