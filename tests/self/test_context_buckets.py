@@ -433,6 +433,12 @@ def test_the_sweep_table_says_where_each_point_stops_paying(tmp_path):
         put(prefill, context, 0.6, 0.7, 0.8)
     assert stops_paying(plan, decode, state) == "8K"
     assert stops_paying(plan, prefill, state) == "never pays (loses at short)"
+    # Undecided at 8K with its estimate below 1: it may lose there, so it is not said to pay.
+    put(decode, 8192, 0.85, 0.95, 1.05)
+    assert stops_paying(plan, decode, state) == "undecided from 8K (estimate below 1)"
+    put(decode, 8192, 0.95, 1.05, 1.15)
+    assert stops_paying(plan, decode, state) == "not within the axis"
+    put(decode, 8192, 0.7, 0.8, 0.9)
     table = render_sweep(plan, state, complete=True)
     assert "| point | short | 1K | 8K | stops paying at |" in table
     assert f"| {decode.name} | 1.30 ✓ | 1.10 ~ | 0.80 ✗ | 8K |" in table
