@@ -179,6 +179,14 @@ def test_check_names_the_gates_no_bucket_judges(tmp_path, capsys, monkeypatch):
     assert "NOT judged in any bucket" in out and "beats:eagle3-decode-beats-baseline-c4" in out
 
 
+def test_calibrate_says_the_buckets_are_not_measured_and_borrow_the_short_workloads_spread(tmp_path):
+    from specgate.cli.calibrate import buckets_not_calibrated
+
+    assert buckets_not_calibrated(_dep(tmp_path)) == []
+    (note,) = buckets_not_calibrated(_dep(tmp_path, {"context_buckets": ["1K", "32K"]}))
+    assert note.startswith("context buckets 1K, 32K NOT measured here") and "between-boot spread" in note
+
+
 # --- the diagnosis reads the slope -------------------------------------------------------------------
 
 _HYBRID = {"prefill_attention_backend": "flashinfer", "decode_attention_backend": "triton", "speculative_algorithm": "EAGLE3"}
