@@ -128,6 +128,19 @@ def test_the_simulators_default_context_length_refuses_a_long_bucket(tmp_path):
     assert refusals(dep, "baseline", ["--context-length", str(need)], simulated=True, model=None) == []
 
 
+def test_a_sweep_bucket_is_held_to_the_sweeps_own_answer_length(tmp_path):
+    """The sweep measures its buckets at sweep.max_new_tokens: a longer answer than the workload's
+    must fit too, and a bucket only the sweep lists is dropped from the sweep's list."""
+    dep = _dep(tmp_path, {"context_buckets": ["1K"]}, sweep={"base": "eagle3-decode", "num_steps": [2], "max_new_tokens": 2000, "context_buckets": ["1K", "2K"]})
+    fits_workload = bound_tokens(2048) + dep.workload.max_new_tokens
+    found = refusals(dep, "baseline", ["--context-length", str(fits_workload)], simulated=True, model=None)
+    assert len(found) == 2, found  # 1K and 2K, each with the sweep's 2000-token answers
+    assert all("+ sweep.max_new_tokens 2000" in f for f in found), found
+    assert found[1].startswith("sweep.context_buckets 2K")
+    enough = bound_tokens(2048) + 2000
+    assert refusals(dep, "baseline", ["--context-length", str(enough)], simulated=True, model=None) == []
+
+
 def test_the_kv_pool_and_the_models_positions_refuse_too(tmp_path):
     dep = _dep(tmp_path, {"context_buckets": ["4K"]})
     model = tmp_path / "model"
