@@ -133,7 +133,10 @@ class RegressionGates(GateBase):
                     config,
                     NOT_COMPARED,
                     f"the pinned workload changed since {stored.path.name} was recorded (prompts, format, "
-                    "max_new_tokens or ignore_eos): its requests no longer pair with ours; update the baseline",
+                    "max_new_tokens or ignore_eos"
+                    # A bucket's pinned requests are context_repeats long prompts and its warmup's.
+                    + (", or workload.context_repeats" if self.context else "")
+                    + "): its requests no longer pair with ours; update the baseline",
                 )
             )
         notes = [why_not] if why_not else []

@@ -368,6 +368,11 @@ def test_a_stored_baseline_holds_each_buckets_figures_and_a_bucket_it_lacks_is_n
     assert at_32k.status == NOT_COMPARED and "has no figures" not in at_32k.summary, at_32k.summary
     assert "recorded without the 32K context bucket (buckets it stores: 1K)" in at_32k.summary
     assert "specgate baseline update" in at_32k.summary
+    # A bucket's pinned requests change with its context_repeats too: the refusal names it.
+    changed = _judges(tmp_path, dep, {0: 1.5, 1024: 1.45})
+    changed[1024].meter.workload_digest = "w1024-more-repeats"
+    moved = changed[1024].decide(regressions["regression:eagle3-decode:c1:decode_tps@1K"])
+    assert moved.status == NOT_COMPARED and "or workload.context_repeats)" in moved.summary, moved.summary
     # A baseline of before buckets is read as before: no contexts.
     del document["contexts"]
     (tmp_path / "old").mkdir()
