@@ -30,8 +30,12 @@ def ranked(state: SweepState) -> list[PointResult]:
     return sorted(measured, key=lambda r: -(r.ratio["estimate"] if r.ratio else -1.0))
 
 
-def render_sweep(plan: SweepPlan, state: SweepState, complete: bool) -> str:
-    out = [f"# specgate sweep — {state.deployment}\n"]
+def render_sweep(plan: SweepPlan, state: SweepState, complete: bool, simulator: bool = False) -> str:
+    """sweep.md; `simulator`: the deployment runs specgate's simulated engine, whose figures the
+    table must not pass off as SGLang's."""
+    out = [f"# specgate sweep — {state.deployment}" + (" (SIMULATOR run)" if simulator else "") + "\n"]
+    if simulator:
+        out.append("> **SIMULATOR run.** These figures come from specgate's simulated engine, not SGLang.\n")
     done = sum(1 for p in plan.points if all(state.done(n) for n in plan.results_of(p)))
     failed_n = sum(1 for r in state.points.values() if r.status != "measured")
     status = (

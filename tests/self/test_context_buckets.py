@@ -467,6 +467,9 @@ def test_the_sweep_table_says_where_each_point_stops_paying(tmp_path):
     put(decode, 8192, 0.7, 0.8, 0.9)
     table = render_sweep(plan, state, complete=True)
     assert "| point | short | 1K | 8K | stops paying at |" in table
+    assert "SIMULATOR" not in table
+    simulated = render_sweep(plan, state, complete=True, simulator=True)
+    assert simulated.startswith("# specgate sweep — sim (SIMULATOR run)") and "not SGLang" in simulated
     assert f"| {decode.name} | 1.30 ✓ | 1.10 ~ | 0.80 ✗ | 8K |" in table
     # The ranked table ranks the short workload's results; the buckets' are in their own section.
     ranked_names = [r.name for r in ranked(state)]
