@@ -92,3 +92,19 @@ def refusals(dep: Deployment, config: str, argv: list[str], simulated: bool, mod
                 f"{CHARS_PER_TOKEN_BOUND:g}, + {said_new} {new}), over {limit.what}: {fix}"
             )
     return out
+
+
+def unchecked(dep: Deployment, argv: list[str], simulated: bool, model: str | None) -> str | None:
+    """Why no bucket of `dep` can be held to a limit for a launch with `argv` (None: one can, or
+    there are no buckets): no --context-length or --max-total-tokens, and no model config.json
+    here to read the model's positions from. The server's own length then decides, request by
+    request, once the bucket is sent."""
+    longest = max((*dep.workload.context_buckets, *(dep.sweep.context_buckets if dep.sweep is not None else ())), default=0)
+    if not longest or limits(argv, simulated, model):
+        return None
+    return (
+        f"context bucket {bucket_label(longest)} NOT checked against a length limit: the launch names no "
+        "--context-length or --max-total-tokens and no model config.json is readable here; a bucket the "
+        "server cannot hold fails when it is sent (name --context-length to have check hold it)"
+    )
+

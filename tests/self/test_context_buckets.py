@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tomli_w
 
-from specgate.context_fit import bound_tokens, refusals
+from specgate.context_fit import bound_tokens, refusals, unchecked
 from specgate.deployment import bucket_view, load_deployment
 from specgate.diagnosis.settings import read_settings
 from specgate.diagnosis.slope import BucketPoint, context_slope, with_slopes
@@ -139,6 +139,17 @@ def test_a_sweep_bucket_is_held_to_the_sweeps_own_answer_length(tmp_path):
     assert found[1].startswith("sweep.context_buckets 2K")
     enough = bound_tokens(2048) + 2000
     assert refusals(dep, "baseline", ["--context-length", str(enough)], simulated=True, model=None) == []
+
+
+def test_a_launch_with_no_known_length_limit_is_said_unchecked_not_passed_silently(tmp_path):
+    """A url server, or SGLang on a model id with no config.json here, names no limit: check
+    cannot hold a bucket to one, and says so instead of passing it in silence."""
+    dep = _dep(tmp_path, {"context_buckets": ["1K", "32K"]})
+    said = unchecked(dep, [], simulated=False, model=str(tmp_path / "absent"))
+    assert said is not None and said.startswith("context bucket 32K NOT checked against a length limit"), said
+    assert unchecked(dep, ["--context-length", "65536"], simulated=False, model=None) is None
+    assert unchecked(dep, [], simulated=True, model=None) is None  # the simulator's default length holds it
+    assert unchecked(_dep(tmp_path), [], simulated=False, model=None) is None  # no buckets
 
 
 def test_the_kv_pool_and_the_models_positions_refuse_too(tmp_path):
