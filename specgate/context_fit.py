@@ -66,10 +66,16 @@ def limits(argv: list[str], simulated: bool, model: str | None) -> list[Limit]:
 def refusals(dep: Deployment, config: str, argv: list[str], simulated: bool, model: str | None) -> list[str]:
     """Why `config`'s launch cannot hold each bucket that does not fit (empty: all fit)."""
     out: list[str] = []
-    new = dep.workload.max_new_tokens
     found = limits(argv, simulated, model)
-    swept = dep.sweep.context_buckets if dep.sweep is not None else ()
-    for tokens in sorted({*dep.workload.context_buckets, *swept}):
+    # Each bucket with the answer length it is measured at: the sweep's own max_new_tokens where
+    # it is the sweep's, the longer of the two where both measure it.
+    answers: dict[int, tuple[str, int]] = {}
+    if dep.sweep is not None:
+        answers.update((t, ("sweep.max_new_tokens", dep.sweep.max_new_tokens)) for t in dep.sweep.context_buckets)
+    for tokens in dep.workload.context_buckets:
+        if tokens not in answers or answers[tokens][1] <= dep.workload.max_new_tokens:
+            answers[tokens] = ("max_new_tokens", dep.workload.max_new_tokens)
+    for tokens, (said_new, new) in sorted(answers.items()):
         field = "workload.context_buckets" if tokens in dep.workload.context_buckets else "sweep.context_buckets"
         need = bound_tokens(tokens) + new
         for limit in found:
@@ -78,11 +84,27 @@ def refusals(dep: Deployment, config: str, argv: list[str], simulated: bool, mod
             fix = (
                 f"raise {limit.flag} to at least {need}"
                 if limit.flag
-                else "the model cannot take it: drop the bucket from workload.context_buckets"
+                else f"the model cannot take it: drop the bucket from {field}"
             )
             out.append(
                 f"{field} {bucket_label(tokens)} needs up to {need} tokens per request ({tokens} "
                 f"prompt tokens at {CHARS_PER_TOKEN:g} characters each, up to {bound_tokens(tokens)} at "
-                f"{CHARS_PER_TOKEN_BOUND:g}, + max_new_tokens {new}), over {limit.what}: {fix}"
+                f"{CHARS_PER_TOKEN_BOUND:g}, + {said_new} {new}), over {limit.what}: {fix}"
             )
     return out
+
+
+def unchecked(dep: Deployment, argv: list[str], simulated: bool, model: str | None) -> str | None:
+    """Why no bucket of `dep` can be held to a limit for a launch with `argv` (None: one can, or
+    there are no buckets): no --context-length or --max-total-tokens, and no model config.json
+    here to read the model's positions from. The server's own length then decides, request by
+    request, once the bucket is sent."""
+    longest = max((*dep.workload.context_buckets, *(dep.sweep.context_buckets if dep.sweep is not None else ())), default=0)
+    if not longest or limits(argv, simulated, model):
+        return None
+    return (
+        f"context bucket {bucket_label(longest)} NOT checked against a length limit: the launch names no "
+        "--context-length or --max-total-tokens and no model config.json is readable here; a bucket the "
+        "server cannot hold fails when it is sent (name --context-length to have check hold it)"
+    )
+

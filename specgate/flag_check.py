@@ -371,8 +371,11 @@ def check_flags(dep: Deployment) -> FlagReport:
     model = Path(expand_placeholders(dep.model, {"python": sys.executable, "repo": str(root), "model": dep.model}))
     for name, (_judge, argv) in judges.items():
         # A context bucket the launch cannot hold would fail request by request, after boots.
-        for text in context_fit.refusals(dep, name, argv, simulated[name], str(model if model.is_absolute() else root / model)):
+        model_path = str(model if model.is_absolute() else root / model)
+        for text in context_fit.refusals(dep, name, argv, simulated[name], model_path):
             findings.setdefault((text, True), []).append(name)
+        if (why := context_fit.unchecked(dep, argv, simulated[name], model_path)) is not None:
+            findings.setdefault((why, False), []).append(name)
     for name, cfg in dep.configs.items():
         declared = cfg.declared_release(dep.launch)
         release = sglang_cli.parse_release(declared) if declared else None

@@ -232,12 +232,29 @@ def run_gates(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[Plann
     for tokens in dep.workload.context_buckets:
         label = bucket_label(tokens)
         for gate in planned_of(kind, bucket_view(dep, tokens), unbooted):
-            if getattr(gate.spec, "concurrency", 1) != 1:
+            if not _has_bucket_version(gate):
                 continue
             out.append(
                 replace(gate, name=f"{gate.name}@{label}", test_id=f"{gate.test_id}-at-{label}", context=tokens)
             )
     return out
+
+
+def _has_bucket_version(gate: PlannedGate) -> bool:
+    """Whether `gate` is judged in the context buckets too: buckets are measured single-stream,
+    so a gate declared at another concurrency is judged on the short workload alone."""
+    return getattr(gate.spec, "concurrency", 1) == 1
+
+
+def unbucketed_gates(dep: Deployment) -> list[str]:
+    """The names of the declared gates that no context bucket judges (see _has_bucket_version):
+    `check` names them, so that a bucket is never believed gated by a gate that skips it."""
+    from specgate.deployment import bucket_view
+
+    if not dep.workload.context_buckets:
+        return []
+    view = bucket_view(dep, dep.workload.context_buckets[0])
+    return [g.name for kind in kinds() for g in planned_of(kind, view, set()) if not _has_bucket_version(g)]
 
 
 def planned_gates(dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from specgate import project
 from specgate.cli.check import describe
 from specgate.cli.guards import dirty_tree_refusal
-from specgate.deployment import Deployment
+from specgate.deployment import Deployment, bucket_label
 from specgate.errors import SpecgateError
 from specgate.exits import Exit
 from specgate.report.folder import require_writable
@@ -17,6 +17,19 @@ from specgate.secrets import write_masked
 
 # More boots than this is a typo (100000), not a plan: the spread's upper bound barely moves past ~30.
 MAX_BOOTS = 100
+
+
+def buckets_not_calibrated(dep: Deployment) -> list[str]:
+    """What a calibration says of the context buckets: its rounds time the short workload alone,
+    and the buckets' timing gates borrow its between-boot spread (verdicts.evidence reads one
+    calibration per config, whatever the bucket)."""
+    if not dep.workload.context_buckets:
+        return []
+    labels = ", ".join(bucket_label(t) for t in dep.workload.context_buckets)
+    return [
+        f"context buckets {labels} NOT measured here: the rounds time the short workload, and the buckets' "
+        "timing gates use its between-boot spread (as a relative spread, the same at every length)"
+    ]
 
 
 def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:
@@ -82,6 +95,7 @@ def calibrate_command(args: argparse.Namespace, dep: Deployment) -> int:
         else "no boot completed",
         *([rounds.stopped_early] if rounds.stopped_early else []),
         *[f"tie margin not measured: {p}" for p in rounds.numerics_problems[:5]],
+        *buckets_not_calibrated(dep),
     ]
     if args.numerics and dep.equivalence.enabled and dep.speculative_configs:
         if not dep.launch.coexist:

@@ -175,6 +175,7 @@ def context_cost(dep: Deployment) -> list[str]:
     if not wl.context_buckets:
         return []
     from specgate.deployment import bucket_label
+    from specgate.gate_kinds import unbucketed_gates
     from specgate.measure.context import passes_needed
     from specgate.verdicts.planned import decode_speeds
 
@@ -189,6 +190,12 @@ def context_cost(dep: Deployment) -> list[str]:
         f"share of {(1 - dep.gates.confidence) / parts:.2%}: the run's {1 - dep.gates.confidence:.1%} split over "
         f"{parts} buckets (the short one among them)",
     ]
+    if skipped := unbucketed_gates(dep):
+        out[-1] = out[-1].replace("every gate judged per bucket too", "every gate at concurrency 1 judged per bucket too")
+        out.append(
+            f"    NOT judged in any bucket (declared at another concurrency; buckets are single-stream): "
+            f"{', '.join(skipped)}; a gate at concurrency 1 (with 1 in workload.concurrency) gates them"
+        )
     for tokens in wl.context_buckets:
         requests = servers * wl.context_repeats
         line = (

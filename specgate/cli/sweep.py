@@ -49,7 +49,7 @@ def sweep_command(args: argparse.Namespace, dep: Deployment) -> int:
         return _sweep_interrupted(dep, state, report_dir)
     if interrupts.received() is not None:  # came after the last point, while the state was saved
         return _sweep_interrupted(dep, state, report_dir)
-    table = render_sweep(outcome.plan, outcome.state, outcome.complete)
+    table = render_sweep(outcome.plan, outcome.state, outcome.complete, dep.simulator)
     try:
         report_dir.mkdir(parents=True, exist_ok=True)
         write_masked(report_dir / "sweep.md", table)
@@ -76,7 +76,7 @@ def _sweep_interrupted(dep: Deployment, state_path: Path, report_dir: Path) -> i
     how = interrupts.name(signum) if signum is not None else "Ctrl-C"
     try:
         plan = plan_sweep(dep)
-        table = render_sweep(plan, SweepState.open(state_path, dep.name, plan.digest), False)
+        table = render_sweep(plan, SweepState.open(state_path, dep.name, plan.digest), False, dep.simulator)
         report_dir.mkdir(parents=True, exist_ok=True)
         write_masked(report_dir / "sweep.md", table)
         print(table, end="")

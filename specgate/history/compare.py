@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,9 @@ class Comparison:
     gates: list[tuple[str, str, str]]  # gate, its status and figure in A, in B
     configs_changed: list[str]
     environment_changed: list[str]
+    # Speed rows one report holds and the other lacks ("eagle3-decode at 32K (c1): in A only"): a
+    # context bucket listed on one side alone, or a config not measured on one side.
+    unpaired: list[str] = field(default_factory=list)
 
     @property
     def slower(self) -> list[RatioRow]:
@@ -118,6 +121,21 @@ def _z(confidence: float) -> float:
     return float(norm.ppf(0.5 + confidence / 2)) if 0 < confidence < 1 else Z95
 
 
+def _row_name(config: str, context: int) -> str:
+    return f"{config} at {bucket_label(context)}" if context else config
+
+
+def _unpaired(a: Report, b: Report) -> list[str]:
+    """The speed rows of one side that the other lacks, each said with the side that holds it."""
+    keys_a = {(r.config, r.concurrency, r.context) for r in a.speed}
+    keys_b = {(r.config, r.concurrency, r.context) for r in b.speed}
+    return [
+        f"{_row_name(config, context)} (c{concurrency}): in {side} only"
+        for side, keys, other in (("A", keys_a, keys_b), ("B", keys_b, keys_a))
+        for config, concurrency, context in sorted(keys - other, key=lambda k: (k[2], k[0], k[1]))
+    ]
+
+
 def _rows(a: Report, b: Report, samples_a: dict, samples_b: dict) -> list[RatioRow]:
     rows = []
     # A context bucket's row pairs with the same bucket's alone (0: the short workload).
@@ -127,7 +145,7 @@ def _rows(a: Report, b: Report, samples_a: dict, samples_b: dict) -> list[RatioR
         rb = b_speed.get(key)
         if rb is None:
             continue
-        config = f"{ra.config} at {bucket_label(key[2])}" if key[2] else ra.config
+        config = _row_name(ra.config, key[2])
         common = sorted(set(samples_a.get(key, {})) & set(samples_b.get(key, {})))
         if len(common) >= 3:
             ratio = paired_ratio([samples_b[key][p] for p in common], [samples_a[key][p] for p in common], 0.95)
@@ -202,7 +220,7 @@ def compare(folder_a: Path, folder_b: Path) -> Comparison:
     environment += _differences(
         "", a.provenance, b.provenance, ["commit", "host", "host_id", "specgate", "python", "sim_faults"]
     )
-    return Comparison(folder_a, folder_b, rows, gates, configs, environment)
+    return Comparison(folder_a, folder_b, rows, gates, configs, environment, _unpaired(a, b))
 
 
 def render(c: Comparison) -> str:
@@ -215,6 +233,8 @@ def render(c: Comparison) -> str:
         out.append(
             f"{r.config:<24}{r.concurrency:>3}  {r.figure:<13}{r.a:>10.4g}{r.b:>10.4g}{r.ratio:>8.3f}  {interval:<17}{r.verdict:<21}{r.evidence}"
         )
+    if c.unpaired:
+        out.append("measured on one side only, NOT compared: " + "; ".join(c.unpaired))
     out += [
         "",
         "the intervals hold the two runs' request noise, not the spread between boots of one build (docs/history.md)",
@@ -231,5 +251,8 @@ def render(c: Comparison) -> str:
     out += [f"  {line}" for line in c.environment_changed]
     slower = sorted({f"{r.config} (c{r.concurrency}) {r.figure} {r.ratio - 1:+.1%}" for r in c.slower})
     out.append("")
-    out.append("verdict: " + ("B is SLOWER in " + ", ".join(slower) if slower else "no config shown slower in B"))
+    verdict = "B is SLOWER in " + ", ".join(slower) if slower else "no config shown slower in B"
+    if c.unpaired:
+        verdict += f" ({len(c.unpaired)} row(s) measured on one side only: not compared)"
+    out.append("verdict: " + verdict)
     return "\n".join(out) + "\n"

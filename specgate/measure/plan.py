@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from specgate.deployment import Deployment
+from specgate.deployment import Deployment, bucket_label
 from specgate.errors import SpecgateError
 from specgate.measure.drift import ReferenceDrift, measure_drift
 from specgate.measure.speed import SpeedMeter
@@ -132,6 +132,8 @@ class SamplingPlan:
         have = {n: self._have(n, concurrency) for n in names}
         total = sum(max(0, per_boot - have[n]) for n in names)
         what = f"decode speed of {', '.join(configs)} at concurrency {concurrency}"
+        if self.meter.context:  # a bucket's requests take many times a short one's: say which
+            what += f", {bucket_label(self.meter.context)} context"
 
         def told() -> None:
             if self.on_measured is None or not total:

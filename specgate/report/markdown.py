@@ -610,7 +610,7 @@ def _calibration(report: Report) -> list[str]:
                 else "—"
             )
             cv = r.cv if r.cv is not None else 0  # absent from reports older than the field
-            out.append(f"| {r.config} | {r.concurrency} | {r.warmup_requests} | {cold} | {cv:.1%} |")
+            out.append(f"| {r.config} | {_load(r)} | {r.warmup_requests} | {cold} | {cv:.1%} |")
     margins = Counter(m for e in report.equivalence for m in e.divergence_margins)
     if margins:
         tie = report.tie_margin
@@ -766,7 +766,7 @@ def _degenerate_lines(report: Report) -> list[str]:
     from specgate.measure.speed import LOOP_FLOOR, LOOP_NGRAM
 
     return [
-        f"\n**UNTRUSTED: {r.config} (concurrency {r.concurrency})**: {r.degenerate} of {r.n} measured answers loop "
+        f"\n**UNTRUSTED: {r.config} (concurrency {_load(r)})**: {r.degenerate} of {r.n} measured answers loop "
         f"(distinct {LOOP_NGRAM}-grams of their tokens under {LOOP_FLOOR:.0%}): its speed and accept length are "
         "computed partly from degenerate output, which a drafter predicts well."
         for r in report.speed

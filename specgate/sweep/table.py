@@ -30,8 +30,12 @@ def ranked(state: SweepState) -> list[PointResult]:
     return sorted(measured, key=lambda r: -(r.ratio["estimate"] if r.ratio else -1.0))
 
 
-def render_sweep(plan: SweepPlan, state: SweepState, complete: bool) -> str:
-    out = [f"# specgate sweep — {state.deployment}\n"]
+def render_sweep(plan: SweepPlan, state: SweepState, complete: bool, simulator: bool = False) -> str:
+    """sweep.md; `simulator`: the deployment runs specgate's simulated engine, whose figures the
+    table must not pass off as SGLang's."""
+    out = [f"# specgate sweep — {state.deployment}" + (" (SIMULATOR run)" if simulator else "") + "\n"]
+    if simulator:
+        out.append("> **SIMULATOR run.** These figures come from specgate's simulated engine, not SGLang.\n")
     done = sum(1 for p in plan.points if all(state.done(n) for n in plan.results_of(p)))
     failed_n = sum(1 for r in state.points.values() if r.status != "measured")
     status = (
@@ -97,13 +101,20 @@ def _effective(r: PointResult) -> tuple | None:
 
 def stops_paying(plan: SweepPlan, point: SweepPoint, state: SweepState) -> str:
     """Where along the context axis `point` stops paying: the first context whose ratio is
-    wholly below 1 (✗); "not within the axis" where none is; "?" at a context not measured first."""
+    wholly below 1 (✗); where none is, the first whose ratio is undecided (~) with its estimate
+    below 1, as such (it may lose there: "not within the axis" would claim it pays); "not within
+    the axis" where neither is; "?" at a context not measured first."""
+    undecided = None
     for i, context in enumerate(plan.contexts):
         r = state.points.get(result_name(point, context))
         if r is None or r.status != "measured" or not r.ratio:
             return "?"
         if _mark(r) == "✗":
             return "never pays (loses at short)" if i == 0 else context_name(context)
+        if undecided is None and _mark(r) == "~" and r.ratio["estimate"] < 1.0:
+            undecided = context
+    if undecided is not None:
+        return f"undecided from {context_name(undecided)} (estimate below 1)"
     return "not within the axis"
 
 

@@ -89,10 +89,18 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates, AbGates):
             verdict.figures["context"] = gate.context
             # The first screen names the bucket where it lost: "eagle3-prefill at 32K: ...".
             at = f"{gate.config} at {bucket_label(gate.context)}"
-            rest = verdict.summary.removeprefix(gate.config).lstrip(" :")
-            verdict.summary = f"{at}: {rest}"
+            verdict.summary = f"{at}: {_after_subject(verdict.summary, gate.config)}"
         self._record(verdict)
         return verdict
+
+
+def _after_subject(summary: str, config: str) -> str:
+    """`summary` without its leading config name, which the bucket's "X at 8K:" now says; a
+    possessive keeps the name ("X's accept length ..."): cut, it would read "'s accept length"."""
+    rest = summary.removeprefix(config)
+    if rest == summary or rest.startswith(("'s", "\u2019s")):
+        return summary
+    return rest.lstrip(" :")
 
 
 def baseline_document(

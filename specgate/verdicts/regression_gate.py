@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from specgate.deployment import MAX_BOOTS, Deployment
+from specgate.deployment import MAX_BOOTS, Deployment, bucket_label
 from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.measure.pairing import Series, across_boots, pooled, ratio_series, truncated
 from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio
@@ -74,6 +74,20 @@ def _inconclusive_at(cap: int, stored_n: int, max_repeats: int, more_boots: str)
 
 
 class RegressionGates(GateBase):
+    def _no_stored_figures(self, stored: StoredBaseline, config: str, concurrency: int) -> str:
+        """Why `stored` holds no figures for `config` here: a context bucket the baseline was
+        recorded without is said as that (its short workload's figures are there), with the update
+        that records it; otherwise the config at that concurrency was not stored."""
+        if self.context and self.context not in stored.contexts:
+            kept = ", ".join(bucket_label(t) for t in sorted(stored.contexts)) or "none"
+            return (
+                f"{stored.path.name} was recorded without the {bucket_label(self.context)} context bucket "
+                f"(buckets it stores: {kept}): record it with {self.update_command()}"
+            )
+        return f"{stored.path.name} has no figures for {config} at concurrency {concurrency}" + (
+            f" ({stored.excluded[config]})" if config in stored.excluded else ""
+        )
+
     def regression(self, config: str, concurrency: int, metric: str) -> Verdict:
         name = f"regression:{config}:c{concurrency}:{metric}"
         static = (
@@ -88,15 +102,7 @@ class RegressionGates(GateBase):
             return self._record(Verdict(name, config, NOT_COMPARED, why_not, figures=self._first_record_mark()))
         figs = stored.figures.get((config, concurrency))
         if figs is None:
-            return self._record(
-                Verdict(
-                    name,
-                    config,
-                    NOT_COMPARED,
-                    f"{stored.path.name} has no figures for {config} at concurrency {concurrency}"
-                    + (f" ({stored.excluded[config]})" if config in stored.excluded else ""),
-                )
-            )
+            return self._record(Verdict(name, config, NOT_COMPARED, self._no_stored_figures(stored, config, concurrency)))
         digest = self.deployment.configs[config].args_digest(self.deployment.launch)
         if figs.args_digest != digest:
             return self._record(
@@ -127,7 +133,10 @@ class RegressionGates(GateBase):
                     config,
                     NOT_COMPARED,
                     f"the pinned workload changed since {stored.path.name} was recorded (prompts, format, "
-                    "max_new_tokens or ignore_eos): its requests no longer pair with ours; update the baseline",
+                    "max_new_tokens or ignore_eos"
+                    # A bucket's pinned requests are context_repeats long prompts and its warmup's.
+                    + (", or workload.context_repeats" if self.context else "")
+                    + "): its requests no longer pair with ours; update the baseline",
                 )
             )
         notes = [why_not] if why_not else []

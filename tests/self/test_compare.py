@@ -53,3 +53,21 @@ def test_compare_cli_exits_by_the_verdict(runs: tuple[Path, Path], tmp_path: Pat
     assert missing.returncode == 2 and "report.json" in missing.stderr
     with pytest.raises(ReportError):
         compare(unchanged, tmp_path)
+
+
+def test_a_row_measured_on_one_side_only_is_said_not_compared(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """A context bucket B measured and A did not (or a bucket B lost) is no row of the table: the
+    comparison says so instead of "no config shown slower" alone."""
+    import json
+
+    unchanged, _ = runs
+    report = json.loads((unchanged / "report.json").read_text())
+    bucket = dict(next(r for r in report["speed"] if r["config"] == "eagle3-decode"), context=32768)
+    report["speed"].append(bucket)
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    c = compare(unchanged, tmp_path)
+    assert c.unpaired == ["eagle3-decode at 32K (c1): in B only"]
+    text = render(c)
+    assert "measured on one side only, NOT compared: eagle3-decode at 32K (c1): in B only" in text
+    assert "(1 row(s) measured on one side only: not compared)" in text
+    assert compare(tmp_path, unchanged).unpaired == ["eagle3-decode at 32K (c1): in A only"]

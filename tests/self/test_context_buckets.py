@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tomli_w
 
-from specgate.context_fit import bound_tokens, refusals
+from specgate.context_fit import bound_tokens, refusals, unchecked
 from specgate.deployment import bucket_view, load_deployment
 from specgate.diagnosis.settings import read_settings
 from specgate.diagnosis.slope import BucketPoint, context_slope, with_slopes
@@ -129,6 +129,30 @@ def test_the_simulators_default_context_length_refuses_a_long_bucket(tmp_path):
     assert refusals(dep, "baseline", ["--context-length", str(need)], simulated=True, model=None) == []
 
 
+def test_a_sweep_bucket_is_held_to_the_sweeps_own_answer_length(tmp_path):
+    """The sweep measures its buckets at sweep.max_new_tokens: a longer answer than the workload's
+    must fit too, and a bucket only the sweep lists is dropped from the sweep's list."""
+    dep = _dep(tmp_path, {"context_buckets": ["1K"]}, sweep={"base": "eagle3-decode", "num_steps": [2], "max_new_tokens": 2000, "context_buckets": ["1K", "2K"]})
+    fits_workload = bound_tokens(2048) + dep.workload.max_new_tokens
+    found = refusals(dep, "baseline", ["--context-length", str(fits_workload)], simulated=True, model=None)
+    assert len(found) == 2, found  # 1K and 2K, each with the sweep's 2000-token answers
+    assert all("+ sweep.max_new_tokens 2000" in f for f in found), found
+    assert found[1].startswith("sweep.context_buckets 2K")
+    enough = bound_tokens(2048) + 2000
+    assert refusals(dep, "baseline", ["--context-length", str(enough)], simulated=True, model=None) == []
+
+
+def test_a_launch_with_no_known_length_limit_is_said_unchecked_not_passed_silently(tmp_path):
+    """A url server, or SGLang on a model id with no config.json here, names no limit: check
+    cannot hold a bucket to one, and says so instead of passing it in silence."""
+    dep = _dep(tmp_path, {"context_buckets": ["1K", "32K"]})
+    said = unchecked(dep, [], simulated=False, model=str(tmp_path / "absent"))
+    assert said is not None and said.startswith("context bucket 32K NOT checked against a length limit"), said
+    assert unchecked(dep, ["--context-length", "65536"], simulated=False, model=None) is None
+    assert unchecked(dep, [], simulated=True, model=None) is None  # the simulator's default length holds it
+    assert unchecked(_dep(tmp_path), [], simulated=False, model=None) is None  # no buckets
+
+
 def test_the_kv_pool_and_the_models_positions_refuse_too(tmp_path):
     dep = _dep(tmp_path, {"context_buckets": ["4K"]})
     model = tmp_path / "model"
@@ -163,6 +187,29 @@ def test_check_exits_2_naming_the_bucket_and_states_each_buckets_cost(tmp_path, 
     assert "32K: 27 request(s) (warmup not counted), about 884,736 prompt and 1,728 answer tokens" in out
     passes = passes_needed(load_deployment(str(tmp_path / "dep.toml")).workload, 32768)
     assert passes > 1 and f"the shipped text runs {passes} time(s) through each prompt" in out
+
+
+def test_check_names_the_gates_no_bucket_judges(tmp_path, capsys, monkeypatch):
+    """A gate declared at another concurrency has no bucket version (buckets are single-stream):
+    `check` must not say every gate is judged per bucket, and names the ones that are not."""
+    from specgate.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    data = merge(sim_deployment_dict(), {"workload": {"context_buckets": ["1K"], "concurrency": [1, 4]}})
+    data["gates"]["beats"] = [{"config": "eagle3-decode", "over": "baseline", "ratio": 1.1, "concurrency": 4}]
+    (tmp_path / "dep.toml").write_text(tomli_w.dumps(data))
+    assert main(["check", "dep.toml"]) == 0
+    out = capsys.readouterr().out
+    assert "every gate judged per bucket too" not in out
+    assert "NOT judged in any bucket" in out and "beats:eagle3-decode-beats-baseline-c4" in out
+
+
+def test_calibrate_says_the_buckets_are_not_measured_and_borrow_the_short_workloads_spread(tmp_path):
+    from specgate.cli.calibrate import buckets_not_calibrated
+
+    assert buckets_not_calibrated(_dep(tmp_path)) == []
+    (note,) = buckets_not_calibrated(_dep(tmp_path, {"context_buckets": ["1K", "32K"]}))
+    assert note.startswith("context buckets 1K, 32K NOT measured here") and "between-boot spread" in note
 
 
 # --- the diagnosis reads the slope -------------------------------------------------------------------
@@ -293,6 +340,19 @@ def test_the_beats_gate_fails_in_its_own_bucket_alone_at_its_share_of_the_budget
     assert judges[0].confidence == pytest.approx(1 - 0.05 / 3)
 
 
+def test_a_bucket_verdict_whose_summary_opens_with_a_possessive_keeps_the_configs_name(tmp_path):
+    """The A/B accept verdict says "X's accept length ...": at a bucket it must read
+    "X at 8K: X's accept length", never "X at 8K: 's accept length"."""
+    dep = _dep(tmp_path, {"context_buckets": ["8K"]}, gates={"ab": [{"config": "eagle3-prefill", "base": "eagle3-decode"}]})
+    view = bucket_view(dep, 8192)
+    records = {c: _record(c, 1.0, spec=True) for c in ("eagle3-prefill", "eagle3-decode")}
+    judge = Judge(view, _Plan(records, "w8192", tmp_path), tmp_path / "baselines", context=8192, buckets=2)  # type: ignore[arg-type]
+    judge._fingerprint = FP
+    accept = next(g for g in run_gates(kind_named("ab"), dep, set()) if g.name.endswith(":accept@8K"))
+    verdict = judge.decide(accept)
+    assert verdict.summary.startswith("eagle3-prefill at 8K: eagle3-prefill's accept length"), verdict.summary
+
+
 def test_without_buckets_the_gates_and_their_budget_are_as_before(tmp_path):
     dep = _dep(tmp_path)
     judge = _judges(tmp_path, dep, {0: 1.5})[0]
@@ -316,7 +376,15 @@ def test_a_stored_baseline_holds_each_buckets_figures_and_a_bucket_it_lacks_is_n
     at_1k = later[1024].decide(regressions["regression:eagle3-decode:c1:decode_tps@1K"])
     at_32k = later[32768].decide(regressions["regression:eagle3-decode:c1:decode_tps@32K"])
     assert at_1k.status in (PASS, INCONCLUSIVE), at_1k.summary  # compared: its own bucket's stored figures
-    assert at_32k.status == NOT_COMPARED and "has no figures for eagle3-decode" in at_32k.summary
+    # Said as the bucket the baseline lacks (its short workload's figures are there), with the update.
+    assert at_32k.status == NOT_COMPARED and "has no figures" not in at_32k.summary, at_32k.summary
+    assert "recorded without the 32K context bucket (buckets it stores: 1K)" in at_32k.summary
+    assert "specgate baseline update" in at_32k.summary
+    # A bucket's pinned requests change with its context_repeats too: the refusal names it.
+    changed = _judges(tmp_path, dep, {0: 1.5, 1024: 1.45})
+    changed[1024].meter.workload_digest = "w1024-more-repeats"
+    moved = changed[1024].decide(regressions["regression:eagle3-decode:c1:decode_tps@1K"])
+    assert moved.status == NOT_COMPARED and "or workload.context_repeats)" in moved.summary, moved.summary
     # A baseline of before buckets is read as before: no contexts.
     del document["contexts"]
     (tmp_path / "old").mkdir()
@@ -412,8 +480,17 @@ def test_the_sweep_table_says_where_each_point_stops_paying(tmp_path):
         put(prefill, context, 0.6, 0.7, 0.8)
     assert stops_paying(plan, decode, state) == "8K"
     assert stops_paying(plan, prefill, state) == "never pays (loses at short)"
+    # Undecided at 8K with its estimate below 1: it may lose there, so it is not said to pay.
+    put(decode, 8192, 0.85, 0.95, 1.05)
+    assert stops_paying(plan, decode, state) == "undecided from 8K (estimate below 1)"
+    put(decode, 8192, 0.95, 1.05, 1.15)
+    assert stops_paying(plan, decode, state) == "not within the axis"
+    put(decode, 8192, 0.7, 0.8, 0.9)
     table = render_sweep(plan, state, complete=True)
     assert "| point | short | 1K | 8K | stops paying at |" in table
+    assert "SIMULATOR" not in table
+    simulated = render_sweep(plan, state, complete=True, simulator=True)
+    assert simulated.startswith("# specgate sweep — sim (SIMULATOR run)") and "not SGLang" in simulated
     assert f"| {decode.name} | 1.30 ✓ | 1.10 ~ | 0.80 ✗ | 8K |" in table
     # The ranked table ranks the short workload's results; the buckets' are in their own section.
     ranked_names = [r.name for r in ranked(state)]

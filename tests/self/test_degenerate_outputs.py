@@ -45,7 +45,26 @@ def test_a_looping_answer_is_flagged_and_a_varied_one_is_not():
 
 def test_the_report_marks_speed_and_accept_length_from_looping_answers_untrusted():
     assert "degenerate" in SpeedRow.model_fields and SpeedRow._since["degenerate"] == 15
-    rows = [SimpleNamespace(config="eagle3", concurrency=1, degenerate=2, n=9), SimpleNamespace(config="plain", concurrency=1, degenerate=0, n=9)]
+    rows = [SimpleNamespace(config="eagle3", concurrency=1, degenerate=2, n=9, context=0), SimpleNamespace(config="plain", concurrency=1, degenerate=0, n=9, context=0)]
     (line,) = _degenerate_lines(SimpleNamespace(speed=rows))
     assert "UNTRUSTED: eagle3 (concurrency 1)" in line and "2 of 9 measured answers loop" in line
     assert "speed and accept length" in line
+
+
+def test_a_context_buckets_looping_answers_name_the_bucket():
+    """Four rows of one config at concurrency 1 (the short workload and three buckets): the line
+    must say which one loops."""
+    row = SimpleNamespace(config="eagle3", concurrency=1, degenerate=3, n=9, context=32768, prompt_tokens=32000)
+    (line,) = _degenerate_lines(SimpleNamespace(speed=[row]))
+    assert "UNTRUSTED: eagle3 (concurrency 1, 32K context (32,000 prompt tokens))" in line, line
+
+
+def test_the_calibration_table_names_each_rows_context_bucket():
+    """The warmup and spread of one config at concurrency 1 differ by bucket: each row says which."""
+    from specgate.report.markdown import _calibration
+
+    row = dict(config="eagle3", concurrency=1, warmup_requests=3, warmup_first_tps=90.0, warmup_last_tps=100.0, cv=0.02)
+    rows = [SimpleNamespace(**row, context=0), SimpleNamespace(**row, context=8192, prompt_tokens=8000)]
+    table = _calibration(SimpleNamespace(speed=rows, equivalence=[], tie_margin=0.05))
+    assert "| eagle3 | 1 | 3 |" in "\n".join(table)
+    assert "| eagle3 | 1, 8K context (8,000 prompt tokens) | 3 |" in "\n".join(table)

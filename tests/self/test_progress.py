@@ -21,8 +21,9 @@ class _Clock:
 class _Meter:
     """Each request takes 2 s of the fake clock."""
 
-    def __init__(self, clock: _Clock) -> None:
+    def __init__(self, clock: _Clock, context: int = 0) -> None:
         self.clock = clock
+        self.context = context
         self.records: dict[str, ConfigSpeed] = {}
 
     def record(self, config, concurrency):
@@ -44,13 +45,13 @@ class _Pool:
         return SimpleNamespace(name=name, config=config, boot=int(boot or 1))
 
 
-def _plan(display: BootDisplay, clock: _Clock) -> SamplingPlan:
+def _plan(display: BootDisplay, clock: _Clock, context: int = 0) -> SamplingPlan:
     dep = SimpleNamespace(
         configs={"baseline": None, "a": None},
         launch=SimpleNamespace(boots=1, coexist=True),
         workload=SimpleNamespace(max_repeats=50),
     )
-    return SamplingPlan(dep, _Pool(), _Meter(clock), ["baseline", "a"], 7, display.measuring)
+    return SamplingPlan(dep, _Pool(), _Meter(clock, context), ["baseline", "a"], 7, display.measuring)
 
 
 def test_measuring_says_the_requests_done_and_the_time_left_every_few_seconds():
@@ -73,3 +74,13 @@ def test_a_short_look_says_nothing():
     display._print = lambda text, style="": said.append(text)  # type: ignore[method-assign]
     _plan(display, clock).ensure(["baseline", "a"], 1, 2)  # 4 requests: 8 s
     assert said == []
+
+
+def test_a_context_buckets_measuring_names_the_bucket():
+    """A 32K bucket's requests take many times a short one's: the line says which it is."""
+    clock = _Clock()
+    display = BootDisplay(None, every_s=10.0, clock=clock)
+    said: list[str] = []
+    display._print = lambda text, style="": said.append(text)  # type: ignore[method-assign]
+    _plan(display, clock, context=32768).ensure(["baseline", "a"], 1, 20)
+    assert said[-1] == "specgate: measured decode speed of baseline, a at concurrency 1, 32K context: 40 requests in 80 s"
