@@ -54,6 +54,8 @@ class _Meter:
     def record(self, config, concurrency):
         return self.records.setdefault(config, ConfigSpeed(config, concurrency))
 
+    context = 0  # the short workload (SpeedMeter.context: the bucket it measures)
+
     def prepare(self):  # the pinned requests: the plan builds them before it acquires a server
         pass
 

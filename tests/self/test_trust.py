@@ -173,6 +173,8 @@ class _FakeMeter:
     def record(self, config, concurrency):
         return self.records.setdefault(config, ConfigSpeed(config, concurrency))
 
+    context = 0  # the short workload (SpeedMeter.context: the bucket it measures)
+
     def prepare(self):  # the pinned requests: the plan builds them before it acquires a server
         pass
 
