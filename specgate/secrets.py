@@ -41,12 +41,13 @@ _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]+):[^/\s]*@")
 # (bucket_time_to_first_token=[0.1, 0.5]: no credential is one). After ":" only one that looks like a
 # credential: 8 characters or more, one of them no letter, not starting with a digit (prose names
 # the flag too, "must not hold --api-key: a key in a deployment file", and figures follow names:
-# "per token: 12.5ms"). Masked whether or not the run knows any key: SGLang prints its
+# "per token: 12.5ms"); the no-letter character must be in the value itself, so prose's possessive
+# ("chars/token: baseline's server") is no credential. Masked whether or not the run knows any key: SGLang prints its
 # admin_api_key whatever launch.api_key_env says.
 _SECRET_NAME = r"(?<![\w-])[\w-]*?(?:api[_-]?key|token|secret|password|passwd|credentials?)"
 _KEY_FIELD = re.compile(
     rf"""({_SECRET_NAME}['"]?\s*[=:]\s*)(?!None\b)"""
-    r"""('(?:[^'\\]|\\.)+'|"(?:[^"\\]|\\.)+"|(?<==)(?!['"\[{])[^\s,)]+|(?=[^\s,)]*[^A-Za-z\s,)])(?![\d.])[^\s,)'"]{8,})""",
+    r"""('(?:[^'\\]|\\.)+'|"(?:[^"\\]|\\.)+"|(?<==)(?!['"\[{])[^\s,)]+|(?=[^\s,)'"]*[^A-Za-z\s,)'"])(?![\d.])[^\s,)'"]{8,})""",
     re.IGNORECASE,
 )
 # A secret flag and its value as a command line gives it ("--api-key KEY", inside a wrapper's

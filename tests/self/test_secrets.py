@@ -360,3 +360,11 @@ def test_a_key_wrapped_across_lines_or_inside_base64_is_masked():
         encoded = base64.b64encode(f"{prefix}{key}".encode()).decode()
         assert encoded[len(encoded) // 2 - 4 : len(encoded) // 2 + 4] not in masked, (prefix, masked)
     assert redact("a model named sk-live-ABC is fine", key).endswith("is fine")
+
+
+def test_a_possessive_after_a_token_colon_is_prose_not_a_credential():
+    from specgate.secrets import redact
+
+    line = "long prompts built at 5.00 chars/token: baseline's server counted the calibration prompt"
+    assert redact(line) == line
+    assert redact("HF_TOKEN: hf_abcdefghijklmnop1234") == "HF_TOKEN: ***"
