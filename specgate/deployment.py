@@ -1173,6 +1173,10 @@ def _parse_workload(t: Table, folder: Path) -> Workload:
             "context_repeats", repeats, minimum=3, maximum=MAX_REPEATS, derived="workload.repeats"
         ),
     )
+    if "context_repeats" in t.keys() and not workload.context_buckets:
+        # Requests per context bucket, with no bucket to measure: a user who meant to add buckets
+        # would otherwise see a run at short context alone and take it for the whole.
+        raise t.error("context_repeats", "is set but workload.context_buckets is not: list the buckets it is for, or drop it")
     if not workload.ignore_eos and any(c > 1 for c in workload.concurrency):
         raise t.error(
             "ignore_eos",

@@ -70,6 +70,12 @@ def test_a_bad_bucket_is_named(tmp_path, value, field, expected):
     assert f"field '{field}'" in str(err.value) and expected in str(err.value)
 
 
+def test_context_repeats_without_buckets_is_refused_by_name(tmp_path):
+    with pytest.raises(DeploymentError) as err:
+        _dep(tmp_path, {"context_repeats": 5})
+    assert "field 'workload.context_repeats'" in str(err.value) and "workload.context_buckets is not" in str(err.value)
+
+
 # --- the long prompts ------------------------------------------------------------------------------
 
 
