@@ -18,6 +18,7 @@ from typing import Protocol
 
 from specgate import project
 from specgate.client import GenerateRequest, GenerateResult
+from specgate.context_fit import CHARS_PER_TOKEN
 from specgate.deployment import Deployment, expand_placeholders
 from specgate.errors import UntimeableAnswer
 from specgate.measure.answer_end import answer_digest, answer_tokens, end_ids
@@ -215,7 +216,6 @@ class SpeedMeter:
             return
         w = self.deployment.workload
         if self.context:
-            from specgate.context_fit import CHARS_PER_TOKEN
             from specgate.measure.context import bucket_prompts
 
             ratio = self.density.resolve().chars_per_token if self.density else CHARS_PER_TOKEN
@@ -254,6 +254,14 @@ class SpeedMeter:
     @property
     def warmup_index(self) -> int:
         return self._pinned()[2]
+
+    @property
+    def built_at(self) -> float | None:
+        """The characters per token this bucket's prompts were built at (None: the short workload,
+        or a bucket not built)."""
+        if not self.context or self._built is None:
+            return None
+        return self.density.found.chars_per_token if self.density and self.density.found else CHARS_PER_TOKEN
 
     @property
     def workload_digest(self) -> str:

@@ -95,6 +95,11 @@ class StoredBaseline:
     # Per context bucket (its prompt tokens; measure.context): its pinned requests' digest and
     # its figures, keyed as `figures` (concurrency 1). A bucket absent: nothing stored of it.
     contexts: dict[int, tuple[str, dict[tuple[str, int], StoredFigures]]] = field(default_factory=dict)
+    # Per context bucket: the characters per token its prompts were built at (measure.density; absent
+    # in baselines written before it was stored), so that a digest changed by the reference's
+    # tokenizer counting otherwise is named as such, not as an edited workload.
+    context_ratios: dict[int, float] = field(default_factory=dict)
+    chars_per_token: float | None = None  # at_context's bucket's entry of context_ratios
 
     def at_context(self, tokens: int) -> StoredBaseline:
         """This baseline as a bucket's judge reads it: that bucket's figures and digest, in the
@@ -102,7 +107,28 @@ class StoredBaseline:
         if not tokens:
             return self
         digest, figures = self.contexts.get(tokens, ("", {}))
-        return replace(self, workload_digest=digest, figures=figures)
+        return replace(self, workload_digest=digest, figures=figures, chars_per_token=self.context_ratios.get(tokens))
+
+
+def workload_changed(stored: StoredBaseline, built_at: float | None, context: int) -> str:
+    """Why `stored`'s pinned requests no longer pair with this run's, for a gate's NOT COMPARED:
+    where a context bucket's prompts were built at another characters per token (measure.density),
+    that is named, with what to do; otherwise the workload's own fields."""
+    if context and stored.chars_per_token is not None and built_at is not None and stored.chars_per_token != built_at:
+        return (
+            f"the {context}-token bucket's prompts were built at {stored.chars_per_token:g} characters per token "
+            f"when {stored.path.name} was recorded and at {built_at:g} now (the reference's server counted its "
+            "calibration prompt otherwise: another tokenizer, or a count not believed; the report's context "
+            "section says which): its requests no longer pair with ours; update the baseline if the "
+            "tokenizer changed on purpose"
+        )
+    return (
+        f"the pinned workload changed since {stored.path.name} was recorded (prompts, format, max_new_tokens or "
+        "ignore_eos"
+        # A bucket's pinned requests are context_repeats long prompts, built at the measured ratio.
+        + (", workload.context_repeats, or the characters per token its prompts were built at" if context else "")
+        + "): its requests no longer pair with ours; update the baseline"
+    )
 
 
 # Far beyond any real figure: such a value is a broken file, and it would decide a gate.
@@ -178,6 +204,7 @@ class ContextEntry(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     workload_digest: str
     configs: dict[str, ConfigEntry]
+    chars_per_token: float | None = None  # what its prompts were built at (measure.density); absent before
 
 
 class BaselineDocument(BaseModel):
@@ -250,6 +277,7 @@ def load_baseline(path: Path, deployment: str | None = None) -> StoredBaseline:
     return StoredBaseline(
         path, doc.deployment, doc.workload_digest, fingerprint, dict(doc.provenance), figures, dict(doc.excluded),
         format=doc.format, golden=golden, contexts=contexts,
+        context_ratios={int(k): c.chars_per_token for k, c in doc.contexts.items() if c.chars_per_token is not None},
     )  # fmt: skip
 
 

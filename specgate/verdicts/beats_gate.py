@@ -19,7 +19,7 @@ from specgate.gate_kinds import GateKind, PlannedGate
 from specgate.measure.pairing import pooled, ratio_series
 from specgate.measure.stats import Interval, median_interval, widened
 from specgate.measure.summary import accept_interval
-from specgate.verdicts.baselines import StoredBaseline
+from specgate.verdicts.baselines import StoredBaseline, workload_changed
 from specgate.verdicts.gate_base import GateBase, _level
 from specgate.verdicts.gates import (
     FAIL,
@@ -165,7 +165,7 @@ class BeatsGates(GateBase):
             why = "holds no figures for it" if figs is None else "was recorded with other launch flags"
             return Verdict(name, gate.config, NOT_COMPARED, f"{stored.path.name} {why} ({gate.over} at concurrency {c})")
         if stored.workload_digest != self.meter.workload_digest:
-            return Verdict(name, gate.config, NOT_COMPARED, f"{stored.path.name} was measured on another workload")
+            return Verdict(name, gate.config, NOT_COMPARED, workload_changed(stored, self.meter.built_at, self.context))
         conf = self.confidence
         status, ratio, cap, _, looks, noise, record = self._now_over_stored(
             gate.config, c, figs, lambda iv: at_least(iv, gate.ratio)

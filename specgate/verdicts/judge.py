@@ -126,7 +126,11 @@ def baseline_document(
     }
     if buckets:
         document["contexts"] = {
-            str(b.context): {"workload_digest": b.meter.workload_digest, "configs": _configs_section(b, excluded)}
+            str(b.context): {
+                "workload_digest": b.meter.workload_digest,
+                "configs": _configs_section(b, excluded),
+                **({"chars_per_token": b.meter.built_at} if b.meter.built_at is not None else {}),
+            }
             for b in buckets
         }
     if golden is not None:

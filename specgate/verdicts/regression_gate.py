@@ -13,7 +13,7 @@ from specgate.measure.pairing import Series, across_boots, pooled, ratio_series,
 from specgate.measure.stats import Interval, median_interval, paired_pooled_ratio
 from specgate.measure.summary import accept_interval, accept_length_of, pooled_accept_length
 from specgate.verdicts import vacuity
-from specgate.verdicts.baselines import StoredBaseline, StoredFigures
+from specgate.verdicts.baselines import StoredBaseline, StoredFigures, workload_changed
 from specgate.verdicts.gate_base import SIMULATED_TAU_ENV, GateBase, _level, simulated_tau
 from specgate.verdicts.gates import (
     FAIL,
@@ -132,11 +132,7 @@ class RegressionGates(GateBase):
                     name,
                     config,
                     NOT_COMPARED,
-                    f"the pinned workload changed since {stored.path.name} was recorded (prompts, format, "
-                    "max_new_tokens or ignore_eos"
-                    # A bucket's pinned requests are context_repeats long prompts and its warmup's.
-                    + (", or workload.context_repeats" if self.context else "")
-                    + "): its requests no longer pair with ours; update the baseline",
+                    workload_changed(stored, self.meter.built_at, self.context),
                 )
             )
         notes = [why_not] if why_not else []

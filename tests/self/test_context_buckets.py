@@ -275,7 +275,8 @@ class _Plan:
     def __init__(self, records, digest, log_dir):
         self.records, self.configs = records, list(records)
         self.meter = SimpleNamespace(
-            record=lambda c, n: records[c], workload_digest=digest, results={(c, 1): r for c, r in records.items()}
+            record=lambda c, n: records[c], workload_digest=digest, results={(c, 1): r for c, r in records.items()},
+            built_at=None,
         )
         self.pool = SimpleNamespace(server_infos={}, model_infos={}, log_dir=log_dir, boots=[])
         self.interleaved, self.errors = True, {}
@@ -390,12 +391,32 @@ def test_a_stored_baseline_holds_each_buckets_figures_and_a_bucket_it_lacks_is_n
     changed = _judges(tmp_path, dep, {0: 1.5, 1024: 1.45})
     changed[1024].meter.workload_digest = "w1024-more-repeats"
     moved = changed[1024].decide(regressions["regression:eagle3-decode:c1:decode_tps@1K"])
-    assert moved.status == NOT_COMPARED and "or workload.context_repeats)" in moved.summary, moved.summary
+    assert moved.status == NOT_COMPARED and "workload.context_repeats, or the characters per token" in moved.summary
     # A baseline of before buckets is read as before: no contexts.
     del document["contexts"]
     (tmp_path / "old").mkdir()
     write_baseline(dep.name, FP, document, tmp_path / "old")
     assert load_baseline(next((tmp_path / "old" / dep.name).glob("*.json")), dep.name).contexts == {}
+
+
+def test_a_bucket_built_at_another_ratio_than_its_baseline_is_said_as_such_not_as_an_edited_workload(tmp_path):
+    """`baseline update` then `run` where the reference's server counted the calibration prompt
+    otherwise (another tokenizer, or a FALLBACK to 4.0): the bucket's prompts differ, so its gates
+    say NOT COMPARED, and the reason names both ratios instead of workload fields nobody edited."""
+    dep = _dep(tmp_path, {"context_buckets": ["1K"]})
+    judges = _judges(tmp_path, dep, {0: 1.5, 1024: 1.45})
+    judges[1024].meter.built_at = 3.85
+    document = baseline_document(judges[0], {"date": "2026-12-01T00:00:00+00:00"}, buckets=(judges[1024],))
+    assert document["contexts"]["1024"]["chars_per_token"] == 3.85
+    write_baseline(dep.name, FP, document, tmp_path / "baselines")
+    stored = load_baseline(next((tmp_path / "baselines" / dep.name).glob("*.json")), dep.name)
+    assert stored.at_context(1024).chars_per_token == 3.85 and stored.chars_per_token is None
+    later = _judges(tmp_path, dep, {0: 1.5, 1024: 1.45})
+    later[1024].meter.workload_digest, later[1024].meter.built_at = "w1024-at-4", 4.0
+    regressions = {g.name: g for g in run_gates(kind_named("regression"), dep, set())}
+    verdict = later[1024].decide(regressions["regression:eagle3-decode:c1:decode_tps@1K"])
+    assert verdict.status == NOT_COMPARED, verdict.summary
+    assert "built at 3.85 characters per token" in verdict.summary and "at 4 now" in verdict.summary, verdict.summary
 
 
 # --- end to end, on the simulator ------------------------------------------------------------------
