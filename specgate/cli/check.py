@@ -288,7 +288,16 @@ def describe(dep: Deployment) -> str:
     sampling_why = why_not_checkable(dep, dep.launch.reference_stored)
     if sampling_why is not None:
         lines.append(f"  sampling equivalence NOT CHECKED: {sampling_why}")
-    elif not dep.launch.coexist:
+    else:
+        # What the test will draw, so that a reader sees each setting (penalties, logit_bias) it holds the configs to.
+        sampling = dep.sampling
+        lines.append(
+            f"  sampling equivalence: {len(sampling.settings)} setting(s), {sampling.prompts} prompt(s) x "
+            f"{sampling.samples} sample(s) per side of up to {sampling.max_new_tokens} tokens per setting and speculative "
+            f"config ({len(dep.speculative_configs)}), at most {sampling.false_alarm_rate:.1%} false alarms per config: "
+            + "; ".join(f"{s.name} ({s.describe()})" for s in sampling.settings)
+        )
+    if sampling_why is None and not dep.launch.coexist:
         spec = len(dep.speculative_configs)
         refs = len({dep.reference_of(c) for c in dep.speculative_configs})
         lines.append(

@@ -67,3 +67,17 @@ def test_a_headline_check_that_did_not_run_is_no_pass_unless_turned_off(tmp_path
 
     assert verdict(RunFacts(sampling_not_checked=why)).name == "PARTIAL"
     assert verdict(RunFacts()).name == "PASS"
+
+
+def test_check_states_the_sampling_settings_it_holds_servers_side_by_side_to():
+    """`check` on the shipped sampling deployment (servers side by side) said nothing of sampling
+    equivalence, its whole purpose: now it states the settings (logit_bias among them) and the draws."""
+    from specgate.cli.check import describe
+    from specgate.deployment import load_deployment
+    from specgate.resources import builtin_deployments_dir
+
+    text = describe(load_deployment(str(builtin_deployments_dir() / "smollm2-sampling-h200.toml")))
+    line = next(line for line in text.splitlines() if line.startswith("  sampling equivalence: "))
+    assert "6 setting(s), 8 prompt(s) x 64 sample(s) per side" in line, line
+    assert "t1.0-bias (temperature 1, logit_bias on 3 token(s))" in line, line
+    assert "in turns" not in text
