@@ -4,14 +4,15 @@
     python3 tools/host_telemetry.py OUT.jsonl [--hz 2] [--match sglang]
 
 Writes one JSON object per line until SIGTERM or SIGINT:
-- {"kind": "host", "t": unix time, "cpu": {field: fraction of all CPUs}, "steal": …, "load": [1, 5, 15 min],
+- {"kind": "host", "t": unix time, "cpu": {field: fraction of all CPUs, steal among them}, "load": [1, 5, 15 min],
    "mhz": [per-CPU MHz], "probe_us": µs of a fixed pure-Python loop, "per_cpu_busy": [fraction per logical CPU]}
 - {"kind": "threads", "t": …, "rows": [[pid, tid, comm, cpu fraction of one core, core it last ran on]]}
   for every thread of a matching process (its command line holds --match) that used at least 1% of
   a core in the interval, and every process's main thread always (the scheduler's loop runs there);
 - {"kind": "proc", "pid": …, "cmdline": …} once per matching process, when first seen;
 - {"kind": "mark", "t": …, "text": …} for every line appended to OUT.jsonl.marks (a run's steps);
-- {"kind": "lscpu", "text": …} once at the start.
+- {"kind": "lscpu", "text": …} once at the start;
+- {"kind": "note", "t": …, "text": …} where nvidia-smi could not start (OUT.gpu.csv then stays empty).
 GPU clocks and power come from `nvidia-smi --query-gpu … -lms`, appended to OUT.gpu.csv beside it
 (appended, as OUT.jsonl is: a later call on the same machine adds to both).
 
@@ -29,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -139,13 +141,25 @@ def main() -> int:
     marks = Path(str(args.out) + ".marks")
     gpu_csv = Path(str(args.out).removesuffix(".jsonl") + ".gpu.csv")
     gpu = None
+    gpu_missing = ""
     try:
         gpu = subprocess.Popen(
             ["nvidia-smi", "--query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,utilization.gpu,temperature.gpu,clocks_throttle_reasons.active",
              "--format=csv,noheader", f"-lms={int(period * 1000)}"],
             stdout=gpu_csv.open("a"), stderr=subprocess.DEVNULL)
-    except OSError:
-        pass
+    except OSError as exc:
+        gpu_missing = f"no GPU telemetry: nvidia-smi could not start ({exc})"
+    try:
+        return _sample(args, marks, gpu_missing, lambda: stop)
+    finally:
+        # Also on an error in the loop: a left nvidia-smi -lms would poll the GPU for the rest of the machine's life.
+        if gpu is not None:
+            gpu.terminate()
+            gpu.wait(timeout=10)
+
+
+def _sample(args: argparse.Namespace, marks: Path, gpu_missing: str, stopped: Callable[[], bool]) -> int:
+    period = 1.0 / args.hz
     with args.out.open("a") as sink:
         def write(record: dict) -> None:
             sink.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -154,12 +168,14 @@ def main() -> int:
             write({"kind": "lscpu", "text": subprocess.run(["lscpu", "-e"], capture_output=True, text=True, timeout=10).stdout})
         except (OSError, subprocess.SubprocessError):
             pass
+        if gpu_missing:
+            write({"kind": "note", "t": round(time.time(), 3), "text": gpu_missing})
         seen: set[int] = set()
         marks_read = 0
         total0, per0 = read_stat()
         threads0: dict[tuple[int, int], tuple[str, int, int]] = {}
         t0 = time.monotonic()
-        while not stop:
+        while not stopped():
             time.sleep(max(0.0, period - (time.monotonic() - t0)))
             t1 = time.monotonic()
             now = time.time()
@@ -192,8 +208,6 @@ def main() -> int:
                 marks_read = len(lines)
             sink.flush()
             total0, per0, threads0, t0 = total1, per1, threads1, t1
-    if gpu is not None:
-        gpu.terminate()
     return 0
 
 
