@@ -33,7 +33,9 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 src=fixtures/deployments/llama8b-dummy-h200-steady.toml
 work=/tmp/noise; mkdir -p "$work"
 if [[ ! -f /tmp/gpu-env.sh ]]; then
-  bash "$(ls /tmp/chunks/*/tools/unpack.sh | head -1)" 2>&1 | tail -2 || exit 3
+  unpack=$(find /tmp/chunks -path '*/tools/unpack.sh' -print -quit 2>/dev/null)
+  [[ -n $unpack ]] || { echo "gpu_noise.sh: no bundle to unpack: no tools/unpack.sh under /tmp/chunks and no /tmp/gpu-env.sh (carry the bundle's parts to /tmp/chunks: ../shared/gpu/README.md)" >&2; exit 3; }
+  bash "$unpack" 2>&1 | tail -2 || exit 3
 fi
 source /tmp/gpu-env.sh || exit 3
 export PYTHONPATH=$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
@@ -128,7 +130,11 @@ kill "$tel_pid" 2>/dev/null; wait "$tel_pid" 2>/dev/null
 pack
 ls -la "$OUT/results.tar.gz" | tee -a "$OUT/summary.txt"
 if [[ -n ${SAVE_JIT_CACHE:-} ]]; then
-  (cd "$HOME" && tar -czf "$work/jit-cache.tar.gz" $(ls -d .triton/cache .cache/flashinfer .cache/tvm-ffi 2>/dev/null))
+  caches=$(cd "$HOME" && ls -d .triton/cache .cache/flashinfer .cache/tvm-ffi 2>/dev/null)
+  if [[ -z $caches ]] || ! (cd "$HOME" && tar -czf "$work/jit-cache.tar.gz" $caches); then
+    echo "jit-cache.tar.gz: NOT MADE (no kernel cache under $HOME, or tar failed)" | tee -a "$OUT/summary.txt"
+    exit 0
+  fi
   size=$(stat -c %s "$work/jit-cache.tar.gz")
   echo "jit-cache.tar.gz: $size bytes" | tee -a "$OUT/summary.txt"
   ((size < 15 * 1024 * 1024)) && cp "$work/jit-cache.tar.gz" "$OUT/"
