@@ -9,7 +9,8 @@ correlation of E's and E-twin's round offsets (a shared, host-side part shows as
 E/E-twin spread well under each one's own). Within rounds: the prompt's own effect (one prompt is
 as fast or slow in every config) and the lag-1 autocorrelation of what is left, in send order.
 Host signals per round, from telemetry.jsonl.gz between the round's marks: steal, busy CPUs, load,
-GPU SM clock and power, and the speculative schedulers' CPU share and core changes.
+GPU SM clock and power, and the working threads (>= 30% of a core) of every SGLang process, plain
+or speculative, with the cores the busiest ran on.
 """
 
 from __future__ import annotations
@@ -37,7 +38,18 @@ def rounds(folder: Path) -> list[dict]:
         per = {}
         for b in json.loads(bench.read_text())["benchmarks"]:
             e = b["extra_info"]
-            per[e["config"]] = dict(zip(e["prompt"], e["decode_tps"]))
+            # A prompt sent more than once in a round (repeats > the prompts) keeps every sending,
+            # paired across configs by its occurrence: a dict on the label alone kept the last one.
+            seen: dict[str, int] = defaultdict(int)
+            keyed = {}
+            for label, tps in zip(e["prompt"], e["decode_tps"]):
+                seen[label] += 1
+                keyed[label if seen[label] == 1 else f"{label}#{seen[label]}"] = tps
+            per[e["config"]] = keyed
+        missing = [c for c in CONFIGS if c not in per]
+        if missing:
+            print(f"{name}: left out, no figures of {', '.join(missing)} (a server that failed?)", file=sys.stderr)
+            continue
         out.append({"name": name, "variant": name.split("-", 2)[2], "host": host[:8], "gpu": gpu[:12], "per": per, "folder": folder})
     return out
 
@@ -83,12 +95,9 @@ def telemetry(folder: Path, span: tuple[float, float]) -> dict:
     steal, busy, load, probe = [], [], [], []
     spec_cpu: dict[int, list[float]] = defaultdict(list)
     spec_cores: dict[int, set[int]] = defaultdict(set)
-    speculative_pids: set[int] = set()
     with gzip.open(path, "rt") as f:
         for line in f:
             r = json.loads(line)
-            if r["kind"] == "proc" and "--speculative-algorithm" in r["cmdline"]:
-                speculative_pids.add(r["pid"])
             t = r.get("t", 0)
             if not (span[0] <= t <= span[1]):
                 continue
