@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,17 +156,46 @@ def curve_at(deployment: dict, config: str, kv_tokens: int) -> float:
     return decode_tps(cost, spec, kv_tokens)
 
 
+def bucket_list(text: str) -> list[int]:
+    """--buckets: comma-separated bucket labels ("2K,30K" or token counts), at least one."""
+    try:
+        buckets = [tokens_of(b.strip()) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected bucket labels like 2K,10K,30K (or token counts), got {text!r}") from None
+    if not buckets or min(buckets) < 1:
+        raise argparse.ArgumentTypeError(f"expected at least one bucket of >= 1 token, got {text!r}")
+    return buckets
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text}")
+        return value
+
+    return parse
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1 (0.10 is 10%), got {text}")
+    return value
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--report-dir", type=Path, default=None, help="where the run's report goes (default: a temp folder)"
     )
-    ap.add_argument("--buckets", default=BUCKETS)
-    ap.add_argument("--repeats", type=int, default=3, help="requests per config, short workload and each bucket")
-    ap.add_argument("--tolerance", type=float, default=0.10)
+    ap.add_argument("--buckets", type=bucket_list, default=bucket_list(BUCKETS), help=f"default {BUCKETS}")
+    # 3: the least workload.repeats specgate accepts.
+    ap.add_argument("--repeats", type=at_least(3), default=3, help="requests per config, short workload and each bucket")
+    ap.add_argument("--tolerance", type=fraction, default=0.10, help="the largest gap to a public figure (0.10: 10%%)")
     ap.add_argument("--seed", type=int, default=0, help="the interleaved rounds' order")
     args = ap.parse_args()
-    buckets = [tokens_of(b.strip()) for b in args.buckets.split(",") if b.strip()]
+    buckets = args.buckets
 
     with tempfile.TemporaryDirectory(prefix="kimi-context-twin-") as tmp:
         report_dir = args.report_dir or Path(tmp) / "report"
