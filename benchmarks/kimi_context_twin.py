@@ -214,7 +214,8 @@ def main() -> int:
     print(
         f"prompts built at {density.get('chars_per_token')} characters per token "
         f"({density.get('config')}'s server counted {density.get('prompt_tokens')} tokens for "
-        f"{density.get('chars')} characters; fallback: {density.get('fallback')})"
+        f"{density.get('chars')} characters"
+        + (f"; FALLBACK: {density['fallback']})" if density.get("fallback") else ")")
     )
     print()
     print(
