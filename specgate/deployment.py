@@ -490,6 +490,12 @@ class Deployment:
             return dict.fromkeys(self.configs, False)
         return {n: any("specgate.sim" in p for p in c.launch_command(self.launch)) for n, c in self.configs.items()}
 
+    @property
+    def judged_contexts(self) -> int:
+        """How many parts the run's false-alarm budget is split into: the short workload and each
+        context bucket, every gate judged in each (verdicts/sampler.py `confidence`)."""
+        return 1 + len(self.workload.context_buckets)
+
     def sim_fault_problems(self, environ: dict[str, str]) -> list[str]:
         """SPECGATE_SIM_FAULTS (from `environ`) and the configs' `--sim-fault` arguments, checked
         before any server boots (the simulator would refuse them only at its boot, or never see them).

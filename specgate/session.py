@@ -286,7 +286,6 @@ class GateSession:
         )
         meter = SpeedMeter(deployment, density=density)
         plan = SamplingPlan(deployment, pool, meter, configs, options.seed, getattr(progress, "measuring", None))
-        parts = 1 + len(deployment.workload.context_buckets)  # the false-alarm budget's split (sampler.confidence)
 
         def judge_of(dep: Deployment, its_plan: SamplingPlan, context: int) -> Judge:
             return Judge(
@@ -297,7 +296,7 @@ class GateSession:
                 reference_stored=stored,
                 recording=options.update_baselines,
                 context=context,
-                buckets=parts,
+                buckets=deployment.judged_contexts,
             )
 
         judge = judge_of(deployment, plan, 0)

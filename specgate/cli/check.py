@@ -181,17 +181,18 @@ def context_cost(dep: Deployment) -> list[str]:
 
     speeds = decode_speeds(dep, project.current().baselines_dir)
     servers = len(dep.configs) * dep.launch.boots
-    parts = 1 + len(wl.context_buckets)  # verdicts.sampler: the false-alarm budget's split
+    parts = dep.judged_contexts
+    skipped = unbucketed_gates(dep)
+    which = "every gate at concurrency 1" if skipped else "every gate"
     out = [
         f"  context buckets {', '.join(bucket_label(t) for t in wl.context_buckets)} beside the short workload: "
         f"{wl.context_repeats} request(s) per config and boot each, at concurrency 1 (single-stream decode "
         "speed), real text of the shipped prompt sets",
-        f"    every gate judged per bucket too (\"…@{bucket_label(wl.context_buckets[-1])}\"), each at a false-alarm "
+        f"    {which} judged per bucket too (\"…@{bucket_label(wl.context_buckets[-1])}\"), each at a false-alarm "
         f"share of {(1 - dep.gates.confidence) / parts:.2%}: the run's {1 - dep.gates.confidence:.1%} split over "
         f"{parts} buckets (the short one among them)",
     ]
-    if skipped := unbucketed_gates(dep):
-        out[-1] = out[-1].replace("every gate judged per bucket too", "every gate at concurrency 1 judged per bucket too")
+    if skipped:
         out.append(
             f"    NOT judged in any bucket (declared at another concurrency; buckets are single-stream): "
             f"{', '.join(skipped)}; a gate at concurrency 1 (with 1 in workload.concurrency) gates them"

@@ -134,11 +134,17 @@ def calibration_text(workload: Workload, chars: int) -> str:
     corpus = corpus_of(workload)
     opening = "Calibration text. Read the excerpts below, then answer."
     task = corpus.tasks[0]
-    frame = len(render((Message("user", f"{opening}\n\n\n\n{task}"),), workload.prompt_format))
+    frame = len(_framed(workload, opening, "", task))
     room = max(0, chars - frame)
     sentences = [s for d in corpus.documents for s in re.split(r"(?<=[.!?:]\s)", d.strip() + "\n\n") if s]
     every = max(1, math.ceil(sum(len(s) for s in sentences) / max(1, room)))
     body = re.sub(r"\n{3,}", "\n\n", _cut("".join(sentences[::every]).strip(), room))
+    return _framed(workload, opening, body, task)
+
+
+def _framed(workload: Workload, opening: str, body: str, task: str) -> str:
+    """One long prompt: `opening`, `body`, then `task`, rendered in the deployment's format. With an
+    empty body its length is the frame every budget leaves room for."""
     return render((Message("user", f"{opening}\n\n{body}\n\n{task}"),), workload.prompt_format)
 
 
@@ -147,7 +153,7 @@ def _filled(
 ) -> LongPrompt:
     """`opening`, then the corpus's documents (in request `index`'s order, seeded by `tokens`) to
     `budget` characters with the frame, then `task`, rendered."""
-    frame = len(render((Message("user", f"{opening}\n\n\n\n{task}"),), workload.prompt_format))
+    frame = len(_framed(workload, opening, "", task))
     room = max(0, budget - frame)
     parts: list[str] = []
     used = 0
@@ -166,7 +172,7 @@ def _filled(
             continue
         break
     body = re.sub(r"\n{3,}", "\n\n", "\n\n".join(parts))
-    text = render((Message("user", f"{opening}\n\n{body}\n\n{task}"),), workload.prompt_format)
+    text = _framed(workload, opening, body, task)
     return LongPrompt(text=text, label=f"context-{label}/{index:02d}", passes=pass_ + 1)
 
 

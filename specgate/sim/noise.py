@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 RUN_ID_ENV = "SPECGATE_RUN_ID"  # as server/orphans.py names it (not imported: it needs psutil)
 
-# Measured (issue 46's table; results/2026-12-03-h200-steady-*), SD of log figure:
+# Measured on the H200 (the CHANGELOG's h200-noise entry names the runs), SD of log figure:
 PLAIN_BOOT_SD = 0.0062  # plain decode tok/s, between boots
 PLAIN_REQUEST_SD = 0.0075  # plain decode tok/s, between requests of one boot
 SPEEDUP_BOOT_SD = 0.0272  # E's speedup over plain (same run), between boots

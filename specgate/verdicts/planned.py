@@ -124,7 +124,7 @@ def _design(
         requests=dep.workload.max_repeats,
         # An A/B speed gate keeps half the pair's budget (verdicts/ab_gate.py); every gate, its
         # share of the run's split over the context buckets (verdicts/sampler.py `confidence`).
-        false_alarm=(1 - dep.gates.confidence) / (2 if pair else 1) / (1 + len(dep.workload.context_buckets)),
+        false_alarm=(1 - dep.gates.confidence) / (2 if pair else 1) / dep.judged_contexts,
         two_sided=kind == "decode_tps" and config in dep.references,
         shared_log_sd=shared,
         lag1=lag1,
