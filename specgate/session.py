@@ -229,12 +229,11 @@ class GateSession:
         # Each context bucket's figures are stored whole too: a later run pairs with them.
         wanted = dep.workload.context_repeats
         thin = [
-            f"{c} at {bucket_label(tokens)} ({len(b.meter.results[(c, 1)].samples) if (c, 1) in b.meter.results else 0} "
-            f"of {wanted})"
+            f"{c} at {bucket_label(tokens)} ({have} of {wanted})"
             for tokens, b in sorted(self.buckets.items())
             for c in dep.configs
             if c not in excluded
-            and ((c, 1) not in b.meter.results or len(b.meter.results[(c, 1)].samples) < wanted)
+            and (have := len(r.samples) if (r := b.meter.results.get((c, 1))) is not None else 0) < wanted
         ]
         if thin:
             return f"context buckets measured incompletely, each needs workload.context_repeats requests: {', '.join(thin)}"

@@ -142,7 +142,7 @@ def context_slope(
 
 def bucket_points(record: ConfigSpeed | None, reference: ConfigSpeed | None, context: int, confidence: float) -> BucketPoint:
     """A config's BucketPoint from its record and its reference's at one bucket."""
-    cycles = [s.accept_length / s.decode_tps * 1000 for s in (record.samples if record else []) if s.accept_length and s.decode_tps > 0]
+    cycles = record.cycle_ms_per_request if record is not None else []
     ref_tps = [s.decode_tps for s in reference.samples] if reference is not None else []
     speedup = (
         paired_speed_ratio(record, reference, confidence).estimate

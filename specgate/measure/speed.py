@@ -158,6 +158,11 @@ class ConfigSpeed:
         return [s.decode_tps for s in self.samples]
 
     @property
+    def cycle_ms_per_request(self) -> list[float]:
+        """Time per verify cycle, ms, of each speculative request: its accept length over its decode speed."""
+        return [s.accept_length / s.decode_tps * 1000 for s in self.samples if s.accept_length and s.decode_tps > 0]
+
+    @property
     def speculative(self) -> bool:
         return any(s.verify_ct for s in self.samples)
 

@@ -99,7 +99,7 @@ def _median_int(values: list[int]) -> int | None:
 
 def _cycle_ms(record: ConfigSpeed, confidence: float) -> IntervalFigure | None:
     """Median time per verify cycle, ms: a request's accept length over its decode speed."""
-    cycles = [s.accept_length / s.decode_tps * 1000 for s in record.samples if s.accept_length and s.decode_tps > 0]
+    cycles = record.cycle_ms_per_request
     return median_interval(cycles, confidence).as_dict() if len(cycles) >= 2 else None
 
 
