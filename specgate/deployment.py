@@ -368,6 +368,9 @@ class BetweenBootSpread:
     decode_tps_shared_log_sd: float | None = None
     speedup_shared_log_sd: float | None = None
     request_lag1: float | None = None
+    # `request_sd`: SD of one request's log decode tok/s within a boot (None: not known). The judge
+    # measures its own requests; this serves the sensitivity `specgate check` states before a run.
+    request_log_sd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1275,6 +1278,7 @@ def _parse_gate_settings(t: Table, configs: dict[str, ServerConfig], declared: d
             decode_tps_shared_log_sd=spread.number("decode_tps_shared", None, minimum=0.0, maximum=1.0),
             speedup_shared_log_sd=spread.number("speedup_shared", None, minimum=0.0, maximum=1.0),
             request_lag1=spread.number("request_lag1", None, minimum=0.0, maximum=0.9),
+            request_log_sd=spread.number("request_sd", None, minimum=0.0, maximum=1.0),
         )
         for kind, shared, total in (
             ("decode_tps", between_boot.decode_tps_shared_log_sd, between_boot.decode_tps_log_sd),

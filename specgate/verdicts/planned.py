@@ -20,7 +20,10 @@ from specgate.verdicts.sensitivity import Design, plan_sentence, sentence
 
 
 def _gates(dep: Deployment) -> list[tuple[str, str]]:
-    """(config, figure) of each no-regression speed gate, as the judge judges it."""
+    """(config, figure) of each no-regression speed gate against stored figures, as the judge
+    judges it; none where no gate compares with a stored baseline (`against_stored = false`)."""
+    if not dep.gates.against_stored:
+        return []
     stored = dep.launch.reference_stored
     out = []
     for config in dep.configs:
@@ -81,7 +84,7 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
             figure = kind.removeprefix("ab:")
             sd = declared.decode_tps_log_sd if figure == "decode_tps" else declared.speedup_log_sd
             shared = declared.decode_tps_shared_log_sd if figure == "decode_tps" else declared.speedup_shared_log_sd
-            design = _design(dep, config, kind, sd, None, shared, declared.request_lag1)
+            design = _design(dep, config, kind, sd, declared.request_log_sd, shared, declared.request_lag1)
             said = sentence(design, f"declared in [gates.between_boot]: {declared.source}")
             if dep.gates.detect is not None:
                 said += "; " + plan_sentence(design, dep.gates.detect, MAX_BOOTS, None, None, url=dep.launch.launcher == "url")
@@ -116,6 +119,10 @@ def _design(
     lag1: float | None = None,
 ) -> Design:
     pair = kind.startswith("ab:")
+    if pair:
+        tolerance = next(g for g in dep.gates.of("ab") if g.config == config).speed_tolerance(dep)
+    else:
+        tolerance = dep.gates.tolerance.decode_tps_for(config)
     return Design(
         between_log_sd=between,
         within_log_sd=within,
@@ -129,6 +136,7 @@ def _design(
         shared_log_sd=shared,
         lag1=lag1,
         pair=pair,
+        tolerance=tolerance,
     )
 
 

@@ -250,9 +250,11 @@ class RegressionGates(GateBase):
             two_sided=kind == "decode_tps" and config in self.deployment.references,
             shared_log_sd=spread.shared_log_sd,
             lag1=spread.request_lag1,
+            tolerance=self.deployment.gates.tolerance.decode_tps_for(config),
         )
         sensitivity: dict[str, Any] = {
             "detects_80pct": design.detects(),
+            "fails_80pct_at_tolerance": design.detects_at_tolerance(),
             "false_alarm": design.false_alarm,
             "boots_now": design.boots_now,
             "boots_stored": design.boots_stored,

@@ -19,6 +19,9 @@ confidence`; split over both sides for the two-sided reference gate):
 
     detects = 1 − exp(−(z_fa + z_0.8) · sd)
 
+A gate FAILs only where its interval lies wholly below its own bar, 1 − tolerance, so the
+regression it FAILs with 80% power is 1 − (1 − tolerance)·exp(−(z_fa + z_0.8)·sd): both are said.
+
 It depends on the design, not on this run's luck, so `specgate check` states it before anything
 boots and the report after, from the spread the judge uses (pooled history, calibration or
 declared). For `[gates] detect = D` it gives the boots per side (launch.boots, and a baseline
@@ -47,6 +50,7 @@ class Design:
     shared_log_sd: float | None = None  # the part the servers of one run share (None: not known, all of it)
     lag1: float | None = None  # the requests' lag-1 autocorrelation (None: taken as independent)
     pair: bool = False  # A/B in one run: both sides booted side by side, no stored side
+    tolerance: float | None = None  # the gate's own bar, 1 − tolerance (None: the sensitivity alone)
 
     def sd(self, boots_now: int | None = None, boots_stored: int | None = None) -> float:
         from specgate.verdicts.noise import autocorrelation_inflation
@@ -68,6 +72,16 @@ class Design:
         z = float(norm.ppf(1 - alpha)) + float(norm.ppf(POWER))
         return 1 - math.exp(-z * self.sd(boots_now, boots_stored))
 
+    def detects_at_tolerance(self) -> float | None:
+        """The regression this gate FAILs with 80% power at its own bar: it fails where its interval's
+        high end, the estimate times exp(z_fa·sd), lies below 1 − tolerance, so
+        1 − (1 − tolerance)·exp(−(z_fa + z_0.8)·sd). With no tolerance this is `detects`; a wider
+        tolerance passes more unchanged builds and catches only larger regressions. Sequential looks
+        split the false-alarm share further: this is a floor of what the run's cap sees."""
+        if self.tolerance is None:
+            return None
+        return 1 - (1 - self.tolerance) * (1 - self.detects())
+
     def boots_for(self, target: float, most: int) -> int | None:
         """The fewest boots per side (now and stored alike) that detect `target`; None past `most`."""
         return next((b for b in range(1, most + 1) if self.detects(b, b) <= target), None)
@@ -81,7 +95,11 @@ def minutes(boots: int, boot_seconds: float | None, request_seconds: float | Non
 
 
 def sentence(design: Design, source: str) -> str:
-    within = "" if design.within_log_sd is None else f", within-boot {design.within_log_sd:.1%}"
+    within = (
+        ", the requests' own spread NOT known and left out (a floor: more requests are taken to cost nothing)"
+        if design.within_log_sd is None
+        else f", within-boot {design.within_log_sd:.1%}"
+    )
     if design.lag1 is not None:
         within += f", requests' lag-1 {design.lag1:.2f}"
     split = (
@@ -94,10 +112,16 @@ def sentence(design: Design, source: str) -> str:
         if design.pair
         else f"{design.boots_now} boot(s) now, {design.boots_stored} stored"
     )
+    at_bar = design.detects_at_tolerance()
+    own_bar = (
+        f"; at its own bar ({design.tolerance:.3g} tolerance) it FAILs a regression of {at_bar:.1%} with {POWER:.0%} power"
+        if at_bar is not None and design.tolerance
+        else ""
+    )
     return (
         f"sensitivity: detects a regression of {design.detects():.1%} with {POWER:.0%} power at a "
-        f"{design.false_alarm * 100:.3g}% false-alarm rate ({sides}, {design.requests} requests per boot; between-boot "
-        f"spread {design.between_log_sd:.1%}, {split}{within}; {source})"
+        f"{design.false_alarm * 100:.3g}% false-alarm rate{own_bar} ({sides}, {design.requests} requests per boot; "
+        f"between-boot spread {design.between_log_sd:.1%}, {split}{within}; {source})"
     )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from specgate.deployment import BetweenBootSpread, Deployment, load_deployment
 from specgate.measure.speed import ConfigSpeed, SpeedSample
@@ -256,8 +257,11 @@ def test_each_regression_gate_states_its_sensitivity_after_the_run(tmp_path: Pat
     found = verdict.figures["sensitivity"]
     # 4.9% between boots and 3.3% within, one boot a side, 30 requests: (1.96 + 0.84)·7.0% ≈ 18%
     assert 0.16 < found["detects_80pct"] < 0.20, found
+    # At its own bar (20% tolerance) it FAILs only a larger regression: 1 − 0.8·(1 − 18%) ≈ 34%.
+    assert found["fails_80pct_at_tolerance"] == pytest.approx(1 - 0.8 * (1 - found["detects_80pct"]))
     said = next(n for n in verdict.notes if n.startswith("sensitivity: detects a regression of"))
-    assert "with 80% power at a 5% false-alarm rate (1 boot(s) now, 1 stored, 30 requests per boot" in said
+    assert "with 80% power at a 5% false-alarm rate; at its own bar (0.2 tolerance) it FAILs a regression of" in said
+    assert "(1 boot(s) now, 1 stored, 30 requests per boot" in said
     assert "between-boot spread 4.9%" in said and "declared in the deployment" in said
 
 

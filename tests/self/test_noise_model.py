@@ -134,3 +134,37 @@ def test_check_states_each_gates_sensitivity_under_the_model(tmp_path):
 
     assert detects(ab) < 0.05 < detects(stored)  # a few percent from one run; a stored side sees far less
     assert "A/B in one run" in ab and "2.5% of it shared" in stored
+
+
+def test_check_states_the_ab_gates_bar_and_what_it_leaves_out(tmp_path):
+    """Before a run, the A/B speed gate's line says the regression it FAILs at its own tolerance
+    beside the bare sensitivity, counts the declared requests' spread (`request_sd`), says so
+    where none is declared, and no regression gate is listed where none compares with stored
+    figures (`against_stored = false`)."""
+    from specgate.deployment import parse_deployment
+    from specgate.verdicts.planned import sensitivity_lines
+    from tests.self.helpers import sim_deployment_dict
+
+    data = sim_deployment_dict()
+    data["configs"]["eagle3-base"] = dict(data["configs"]["eagle3-decode"])
+    data["gates"]["ab"] = [{"config": "eagle3-decode", "base": "eagle3-base", "tolerance": 0.04}]
+    data["gates"]["against_stored"] = False
+    spread = {
+        "decode_tps": 0.048, "speedup": 0.048, "decode_tps_shared": 0.047, "speedup_shared": 0.047,
+        "request_lag1": 0.32, "source": "twin rounds",
+    }  # fmt: skip
+    data["gates"]["between_boot"] = dict(spread)
+    (unknown,) = sensitivity_lines(parse_deployment(data, tmp_path / "a.toml"), tmp_path)
+    assert unknown.strip().startswith("ab:eagle3-decode-vs-eagle3-base:speed")  # no regression:… lines
+    assert "the requests' own spread NOT known and left out" in unknown
+    data["gates"]["between_boot"] = dict(spread, request_sd=0.0387)
+    (known,) = sensitivity_lines(parse_deployment(data, tmp_path / "b.toml"), tmp_path)
+    assert "within-boot 3.9%" in known and "NOT known" not in known
+
+    def figure(line: str, words: str) -> float:
+        return float(line.split(words)[1].split("%")[0]) / 100
+
+    bare, at_bar = figure(known, "detects a regression of "), figure(known, "it FAILs a regression of ")
+    assert figure(unknown, "detects a regression of ") < bare  # the requests' part counts
+    assert "at its own bar (0.04 tolerance)" in known
+    assert at_bar == pytest.approx(1 - 0.96 * (1 - bare), abs=0.0006)  # the figures are printed to 0.1%
