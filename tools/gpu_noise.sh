@@ -10,6 +10,11 @@
 #   quiet   the deployment as shipped (--sleep-on-idle on every server)
 #   spin    without --sleep-on-idle: idle neighbours poll on host cores, as the first H200 data ran
 #   pinned  quiet, plus launch.cpu_affinity = "split" (whole physical cores per server)
+#   ab      not an A/A round: one trial of the gate as users run it (experiment 4), by
+#           tools/gate_trials.py: fixtures/deployments/llama8b-dummy-h200-ab.toml, the candidate
+#           eagle3-decode against an identical base beside it, judged by the A/B speed gate and the
+#           deployment's kept calibration alone (an empty baselines folder every trial); odd rounds
+#           unchanged, even ones with the candidate slowed by SLOWDOWN (default 0.10, tools/inject)
 # Rounds run in the order given until the call's deadline (DEADLINE_S, default 570 from the start;
 # a round is not started unless ~ROUND_S seconds are left, 170 by default, 340 for the first boot of a
 # fresh machine). FIRST=N numbers the rounds from N, so later calls' rounds do not overwrite.
@@ -25,8 +30,8 @@
 # report folder with benchmark.json's per-request samples and server logs, provenance.txt, the
 # deployments run, telemetry.jsonl.gz and telemetry.gpu.csv).
 set -uo pipefail
-(($#)) || { echo "usage: tools/gpu_noise.sh quiet|spin|pinned ..." >&2; exit 2; }
-for v in "$@"; do [[ $v == quiet || $v == spin || $v == pinned ]] || { echo "gpu_noise.sh: bad variant '$v' (quiet, spin or pinned)" >&2; exit 2; }; done
+(($#)) || { echo "usage: tools/gpu_noise.sh quiet|spin|pinned|ab ..." >&2; exit 2; }
+for v in "$@"; do [[ $v == quiet || $v == spin || $v == pinned || $v == ab ]] || { echo "gpu_noise.sh: bad variant '$v' (quiet, spin, pinned or ab)" >&2; exit 2; }; done
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 deadline=$((SECONDS + ${DEADLINE_S:-570}))
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -80,7 +85,7 @@ for v in quiet spin pinned; do make_variant "$v"; done
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "commit: ${SPECGATE_COMMIT:-unknown}"
-  echo "command: tools/gpu_noise.sh $* (DEADLINE_S=${DEADLINE_S:-570} FIRST=${FIRST:-1} ROUND_S=${ROUND_S:-170} JIT_CACHE=${JIT_CACHE:-none})"
+  echo "command: tools/gpu_noise.sh $* (DEADLINE_S=${DEADLINE_S:-570} FIRST=${FIRST:-1} ROUND_S=${ROUND_S:-170} SLOWDOWN=${SLOWDOWN:-0.10} JIT_CACHE=${JIT_CACHE:-none})"
   echo "host: $(hostname) machine-id $(cat /etc/machine-id 2>/dev/null || echo none) boot-id $(cat /proc/sys/kernel/random/boot_id)"
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,uuid,clocks.max.sm --format=csv,noheader
   python3 -c 'import importlib.metadata as m; print("sglang", m.version("sglang"), "torch", m.version("torch"), "flashinfer", m.version("flashinfer-python"))'
@@ -97,7 +102,7 @@ mark() { echo "$(date +%s.%N) $*" >> "$tel.marks"; }
 # every round that finished.
 pack() {
   gzip -c "$tel" > "$work/telemetry.jsonl.gz"
-  cp "$src" "$work/"
+  cp "$src" fixtures/deployments/llama8b-dummy-h200-ab.toml "$work/"
   cat "$work"/round-*.out > "$OUT/run.log" 2>/dev/null
   tar -C "$work" -czf "$OUT/results.tar.gz" --exclude='*.log.gz' --exclude='baselines-*' --exclude=telemetry.jsonl --exclude=jit-cache.tar.gz .
 }
@@ -112,6 +117,19 @@ for v in "$@"; do
   fi
   t0=$SECONDS
   mark "start $name"
+  if [[ $v == ab ]]; then
+    # tools/inject first on the servers' path (inert unless the trial sets SPECGATE_INJECT_SLOWDOWN);
+    # the trial's report folder and its line in trials.jsonl go under $work/trials.
+    PYTHONPATH=$PWD/tools/inject:$PYTHONPATH python3 tools/gate_trials.py run --runs 1 --first "$round" \
+      --slowdown "${SLOWDOWN:-0.10}" --out "$work/trials" --deadline-s 100000 > "$work/$name.out" 2>&1
+    rc=$?
+    mark "end $name rc $rc"
+    fresh=0; touch /tmp/.noise-booted
+    echo "$name: exit $rc in $((SECONDS - t0)) s: $(tail -1 "$work/$name.out")" | tee -a "$OUT/summary.txt"
+    pack
+    round=$((round + 1))
+    continue
+  fi
   python3 -m specgate.cli run "$work/$v.toml" --report-dir "$work/$name" --baselines-dir "$work/baselines-$name" > "$work/$name.out" 2>&1
   rc=$?
   mark "end $name rc $rc"

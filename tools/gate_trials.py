@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""The no-regression gate as users run it, run many times: unchanged runs and runs with a known
+slowdown of the candidate, alternating, and the false-alarm and detection rates they give (lab tool,
+issue 50, run 4).
+
+    python3 tools/gate_trials.py run [--sim] [--runs N] [--slowdown F] [--first K] [--deadline-s S]
+                                     [--run-s S] [--deployment TOML] [--out DIR]
+    python3 tools/gate_trials.py analyse DIR [DIR ...]
+
+`run` runs `specgate run` of the A/B deployment (fixtures/deployments/llama8b-dummy-h200-ab.toml:
+the candidate eagle3-decode against an identical base booted beside it) N times from trial K, odd
+trials unchanged and even ones slowed, every run booting its servers afresh with an EMPTY baselines folder of its
+own, so that every run is judged by the deployment's kept calibration alone ([gates.between_boot]),
+never by a history the earlier trials wrote. A slowed run sets SPECGATE_INJECT_SLOWDOWN=F and
+SPECGATE_INJECT_ONLY=eagle3-decode for tools/inject (on the servers' PYTHONPATH: tools/gpu_gate_trials.sh
+puts it there), so the candidate decodes at (1 - F) of its speed. No run is started unless ~--run-s
+seconds are left before the deadline. After every run its line is appended to OUT/trials.jsonl and
+its report folder kept under OUT/, so a killed call keeps what finished.
+
+`--sim` runs the same design on the SIMULATOR instead: the deployment rewritten for `specgate.sim`
+(same configs, workload, gates and kept calibration), the H200's noise shape drawn by its
+`h200-noise` fault, and the slowdown by its `slowdown` fault on the candidate alone. It proves the
+trial loop and the analysis on CPU and predicts the rates under the noise model; its figures are
+the simulator's, never the GPU's.
+
+`analyse` pools every trials.jsonl given (several calls, several machines: each line names its
+host) and prints, per kind of run, how often the A/B speed gate FAILed (false alarms among the
+unchanged, detections among the slowed), with their 95% Clopper-Pearson intervals, the other
+verdicts, and the GPU time a verdict took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEPLOYMENT = REPO / "fixtures" / "deployments" / "llama8b-dummy-h200-ab.toml"
+CANDIDATE = "eagle3-decode"
+UNCHANGED, SLOWED = "unchanged", "slowed"
+
+
+def kind_of(trial: int) -> str:
+    """Odd trials run unchanged, even ones slowed: by the trial's own number, so that calls of one
+    trial each (tools/gpu_noise.sh packs after every one) alternate as one call of many does."""
+    return UNCHANGED if trial % 2 == 1 else SLOWED
+
+
+def sim_deployment(source: Path, out: Path) -> Path:
+    """The A/B deployment for the simulator: its configs, workload, gates and kept calibration,
+    launched as `specgate.sim` with the toy model (the simulator drafts, verifies and draws the
+    H200's noise; it knows nothing of SGLang's memory or kernel flags)."""
+    import tomllib
+
+    import tomli_w
+
+    doc = tomllib.loads(source.read_text())
+    doc["name"] = f"{doc['name']}-sim"
+    doc["description"] = "SIMULATOR twin of " + doc["description"]
+    doc["simulator"] = True
+    doc["model"] = "specgate-sim/toy-1k"
+    doc["launch"] = {
+        "launcher": "local",
+        "command": ["{python}", "-m", "specgate.sim"],
+        "args": ["--model-path", "specgate-sim/toy-1k", "--prefill-attention-backend", "flashinfer",
+                 "--decode-attention-backend", "triton", "--cuda-graph-max-bs-decode", "4", "--enable-metrics"],
+        "boot_timeout_s": 30,
+        "coexist": True,
+        "shutdown_timeout_s": 10,
+        "gpu_release_timeout_s": 0,
+    }  # fmt: skip
+    for config in doc["configs"].values():
+        config.pop("env", None)  # SGLang's simulated accept length and the inject scope: not the simulator's
+        if config.get("args"):
+            config["args"] = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "specgate-sim/toy-drafter",
+                              "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
+                              "--speculative-num-draft-tokens", "3", "--speculative-attention-mode", "decode"]  # fmt: skip
+    # The toy's answers are its own and short: what matters is the request count, not their length.
+    doc["workload"]["max_new_tokens"] = min(int(doc["workload"].get("max_new_tokens", 64)), 64)
+    doc["workload"]["request_timeout_s"] = 30
+    doc["equivalence"] = {"enabled": False, "skip_reason": "a speed-gate trial: equivalence is not what it measures"}
+    out.write_text(
+        "# SIMULATOR twin of "
+        + source.name
+        + ", written by tools/gate_trials.py --sim: figures are the simulator's.\n"
+        + tomli_w.dumps(doc)
+    )
+    return out
+
+
+def trial_env(kind: str, slowdown: float, sim: bool) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SPECGATE_INJECT_SLOWDOWN", "SPECGATE_INJECT_ONLY", "SPECGATE_SIM_FAULTS")
+    }
+    if sim:
+        faults = ["*:h200-noise"]
+        if kind == SLOWED:
+            # slowdown=X makes every step cost (1 + X): the candidate at (1 - F) of its speed.
+            faults.append(f"{CANDIDATE}:slowdown={slowdown / (1 - slowdown):.6f}")
+        env["SPECGATE_SIM_FAULTS"] = ";".join(faults)
+    elif kind == SLOWED:
+        env["SPECGATE_INJECT_SLOWDOWN"] = f"{slowdown}"
+        env["SPECGATE_INJECT_ONLY"] = CANDIDATE
+    return env
+
+
+def verdicts(report: Path) -> dict:
+    """The gates of one run, read from its report.json: status and figures, by gate name."""
+    data = json.loads(report.read_text())
+    out = {"overall": data.get("overall"), "host_id": (data.get("provenance") or {}).get("host_id"), "gates": {}}
+    for gate in data.get("gates") or []:
+        figures = gate.get("figures") or {}
+        ratio = figures.get("ratio") or figures.get("accept_ratio") or {}
+        out["gates"][gate["gate"]] = {
+            "status": gate.get("status"),
+            "estimate": ratio.get("estimate"),
+            "low": ratio.get("low"),
+            "high": ratio.get("high"),
+            "required": figures.get("required"),
+        }
+    out["boot_s"] = {b.get("config", "?"): b.get("seconds") for b in data.get("boots") or [] if isinstance(b, dict)}
+    return out
+
+
+def run_trials(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + args.deadline_s
+    deployment = Path(args.deployment)
+    if args.sim:
+        deployment = sim_deployment(deployment, out / "deployment-sim.toml")
+    commit = os.environ.get("SPECGATE_COMMIT", "unknown")
+    for i in range(args.first, args.first + args.runs):
+        kind = kind_of(i)
+        left = deadline - time.monotonic()
+        if left < args.run_s:
+            print(f"trial {i:02d} ({kind}): NOT STARTED (needs ~{args.run_s:.0f} s, {left:.0f} s left)", flush=True)
+            break
+        name = f"trial-{i:02d}-{kind}"
+        report_dir = out / name
+        with tempfile.TemporaryDirectory(prefix="specgate-trial-baselines-") as baselines:
+            command = [sys.executable, "-m", "specgate.cli", "run", str(deployment),
+                       "--report-dir", str(report_dir), "--baselines-dir", baselines]  # fmt: skip
+            start = time.monotonic()
+            with (out / f"{name}.out").open("w") as log:
+                done = subprocess.run(
+                    command,
+                    env=trial_env(kind, args.slowdown, args.sim),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    check=False,
+                )
+            seconds = time.monotonic() - start
+        line = {
+            "trial": i,
+            "kind": kind,
+            "slowdown": args.slowdown if kind == SLOWED else 0.0,
+            "simulator": bool(args.sim),
+            "exit": done.returncode,
+            "seconds": round(seconds, 1),
+            "commit": commit,
+            "command": " ".join(command[1:]),
+        }
+        report = report_dir / "report.json"
+        if report.is_file():
+            line.update(verdicts(report))
+        else:
+            line["error"] = f"no report.json (exit {done.returncode}): see {name}.out"
+        with (out / "trials.jsonl").open("a") as f:
+            f.write(json.dumps(line) + "\n")
+        speed = next(
+            (g for n, g in (line.get("gates") or {}).items() if n.startswith("ab:") and n.endswith(":speed")), None
+        )
+        said = (
+            f"{speed['status']} {speed['estimate']:.3f} [{speed['low']:.3f}, {speed['high']:.3f}]"
+            if speed and speed["estimate"] is not None
+            else line.get("error", "no A/B speed gate")
+        )
+        print(f"{name}: exit {done.returncode} in {seconds:.0f} s; A/B speed {said}", flush=True)
+    return 0
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    from scipy.stats import beta
+
+    a = (1 - level) / 2
+    low = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return low, high
+
+
+def analyse(folders: list[Path]) -> int:
+    lines = []
+    for folder in folders:
+        path = folder / "trials.jsonl" if folder.is_dir() else folder
+        if not path.is_file():
+            print(f"{path}: no trials.jsonl", file=sys.stderr)
+            return 2
+        lines += [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    if not lines:
+        print("no trials", file=sys.stderr)
+        return 1
+    sim = {bool(x.get("simulator")) for x in lines}
+    if len(sim) > 1:
+        print("the trials mix the simulator and real servers: analyse them apart", file=sys.stderr)
+        return 2
+    print(
+        ("SIMULATOR trials (the noise model's figures, not a GPU's)" if sim.pop() else "trials on real servers")
+        + f": {len(lines)}"
+    )
+    hosts: dict[str, int] = {}
+    for x in lines:
+        hosts[str(x.get("host_id"))] = hosts.get(str(x.get("host_id")), 0) + 1
+    print("hosts: " + ", ".join(f"{h} ({n} runs)" for h, n in hosts.items()))
+    print(
+        "\n| runs | n | A/B speed FAIL | rate [95% CI] | PASS | INCONCLUSIVE | other | A/B accept | median s a verdict |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind in (UNCHANGED, SLOWED):
+        runs = [x for x in lines if x["kind"] == kind]
+        if not runs:
+            continue
+        statuses = []
+        accept = {}
+        for x in runs:
+            gates = x.get("gates") or {}
+            speed = next((g for n, g in gates.items() if n.startswith("ab:") and n.endswith(":speed")), None)
+            statuses.append(speed["status"] if speed else "missing")
+            for n, g in gates.items():
+                if n.startswith("ab:") and n.endswith(":accept"):
+                    accept[g["status"]] = accept.get(g["status"], 0) + 1
+        fails = statuses.count("fail")
+        low, high = clopper_pearson(fails, len(runs))
+        other = len(runs) - fails - statuses.count("pass") - statuses.count("inconclusive")
+        slow = sorted({x["slowdown"] for x in runs})
+        label = kind if kind == UNCHANGED else f"{kind} by {', '.join(f'{s:.0%}' for s in slow)}"
+        seconds = sorted(x["seconds"] for x in runs)
+        print(
+            f"| {label} | {len(runs)} | {fails} | {fails / len(runs):.0%} [{low:.0%}, {high:.0%}] | {statuses.count('pass')} "
+            f"| {statuses.count('inconclusive')} | {other} | {', '.join(f'{k} {v}' for k, v in sorted(accept.items())) or '-'} "
+            f"| {seconds[len(seconds) // 2]:.0f} |"
+        )
+    print("\nper run:")
+    for x in lines:
+        gates = x.get("gates") or {}
+        speed = next((g for n, g in gates.items() if n.startswith("ab:") and n.endswith(":speed")), None)
+        said = (
+            f"{speed['status']} {speed['estimate']:.3f} [{speed['low']:.3f}, {speed['high']:.3f}]"
+            if speed and speed.get("estimate") is not None
+            else x.get("error", "no A/B speed gate")
+        )
+        print(
+            f"  trial {x['trial']:02d} {x['kind']:9s} host {str(x.get('host_id'))[:16]:16s} exit {x['exit']} {x['seconds']:5.0f} s  A/B speed {said}"
+        )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tools/gate_trials.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    run = sub.add_parser("run", help="run unchanged and slowed trials, alternating")
+    run.add_argument("--sim", action="store_true", help="on the simulator (its figures, labelled so)")
+    run.add_argument("--runs", type=int, default=10)
+    run.add_argument("--slowdown", type=float, default=0.10)
+    run.add_argument("--first", type=int, default=1, help="number the trials from K (later calls do not overwrite)")
+    run.add_argument("--deadline-s", type=float, default=570.0)
+    run.add_argument("--run-s", type=float, default=150.0, help="no trial is started with less than this left")
+    run.add_argument("--deployment", default=str(DEPLOYMENT))
+    run.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
+    ana = sub.add_parser("analyse", help="false-alarm and detection rates over trials.jsonl files")
+    ana.add_argument("folders", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    if args.what == "analyse":
+        return analyse(args.folders)
+    if not 0 < args.slowdown < 0.9:
+        parser.error(f"--slowdown {args.slowdown}: expected a fraction above 0 and below 0.9")
+    if args.runs < 1 or args.first < 1:
+        parser.error("--runs and --first: expected at least 1")
+    if not Path(args.deployment).is_file():
+        parser.error(f"--deployment {args.deployment}: no such file")
+    return run_trials(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
