@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from specgate.exits import Exit  # noqa: E402
+
 DEPLOYMENT = REPO / "fixtures" / "deployments" / "llama8b-dummy-h200-ab.toml"
 CANDIDATE = "eagle3-decode"
 UNCHANGED, SLOWED = "unchanged", "slowed"
@@ -130,6 +135,30 @@ def verdicts(report: Path) -> dict:
     return out
 
 
+def _run_forwarding_signals(command: list[str], env: dict[str, str], log) -> subprocess.CompletedProcess:  # noqa: ANN001
+    """`specgate run`, with SIGTERM and SIGINT passed on to it: it then stops its servers and
+    writes what it measured, where a killed trial loop would leave it running on its own."""
+    child = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    stopped: list[int] = []
+
+    def forward(sig: int, _frame: object) -> None:
+        stopped.append(sig)
+        child.send_signal(sig)
+
+    for sig in previous:
+        signal.signal(sig, forward)
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopped or code == Exit.INTERRUPTED:
+        raise KeyboardInterrupt  # the loop stops: a trial that was stopped is no trial
+    return subprocess.CompletedProcess(command, code)
+
+
 def run_trials(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -151,13 +180,7 @@ def run_trials(args: argparse.Namespace) -> int:
                        "--report-dir", str(report_dir), "--baselines-dir", baselines]  # fmt: skip
             start = time.monotonic()
             with (out / f"{name}.out").open("w") as log:
-                done = subprocess.run(
-                    command,
-                    env=trial_env(kind, args.slowdown, args.sim),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    check=False,
-                )
+                done = _run_forwarding_signals(command, trial_env(kind, args.slowdown, args.sim), log)
             seconds = time.monotonic() - start
         line = {
             "trial": i,
@@ -204,7 +227,24 @@ def analyse(folders: list[Path]) -> int:
         if not path.is_file():
             print(f"{path}: no trials.jsonl", file=sys.stderr)
             return 2
-        lines += [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        for number, text in enumerate(path.read_text().splitlines(), 1):
+            if not text.strip():
+                continue
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError as exc:
+                print(
+                    f"{path}:{number}: not a JSON line ({exc.msg}): is it a trials.jsonl of tools/gate_trials.py run?",
+                    file=sys.stderr,
+                )
+                return 2
+            if not isinstance(line, dict) or line.get("kind") not in (UNCHANGED, SLOWED) or "trial" not in line:
+                print(
+                    f"{path}:{number}: expected a trial line with 'trial' and 'kind' ({UNCHANGED} or {SLOWED})",
+                    file=sys.stderr,
+                )
+                return 2
+            lines.append(line)
     if not lines:
         print("no trials", file=sys.stderr)
         return 1
@@ -280,6 +320,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.what == "analyse":
         return analyse(args.folders)
+    try:
+        return _checked_run(parser, args)
+    except KeyboardInterrupt:
+        print(
+            "stopped: the trial under way was interrupted and is not recorded; trials.jsonl keeps the ones that finished",
+            file=sys.stderr,
+        )
+        return int(Exit.INTERRUPTED)
+
+
+def _checked_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not 0 < args.slowdown < 0.9:
         parser.error(f"--slowdown {args.slowdown}: expected a fraction above 0 and below 0.9")
     if args.runs < 1 or args.first < 1:

@@ -105,6 +105,12 @@ def machine(rounds: list[dict]) -> dict[str, float] | None:
 def main(folders: list[Path]) -> int:
     by_machine: dict[str, list[dict]] = {}
     for folder in folders:
+        if not (folder / "provenance.txt").is_file():
+            print(
+                f"{folder}: no provenance.txt: expected an unpacked results.tar.gz of tools/gpu_noise.sh",
+                file=sys.stderr,
+            )
+            return 2
         for r in noise_rounds.rounds(folder):
             by_machine.setdefault(r["gpu"], []).append(r)
     found = {}
