@@ -1,0 +1,62 @@
+"""tools/gate_trials.py (lab): the rates issue 50's run 4 reports come from its `analyse`, so what
+it counts is checked here on made-up trial lines (no server)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "gate_trials.py"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("gate_trials", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _line(trial: int, status: str, sim: bool = False) -> dict:
+    kind = "unchanged" if trial % 2 == 1 else "slowed"
+    speed = {"status": status, "estimate": 0.9, "low": 0.85, "high": 0.95, "required": 0.96}
+    return {
+        "trial": trial, "kind": kind, "slowdown": 0.0 if kind == "unchanged" else 0.1, "simulator": sim,
+        "exit": 0, "seconds": 150.0 + trial, "host_id": "gpu:A",
+        "gates": {"ab:c-vs-b:speed": speed, "ab:c-vs-b:accept": {"status": "vacuous"}},
+    }  # fmt: skip
+
+
+def test_trials_alternate_by_their_own_number():
+    tool = _tool()
+    assert [tool.kind_of(i) for i in (1, 2, 3, 4)] == ["unchanged", "slowed", "unchanged", "slowed"]
+
+
+def test_analyse_counts_false_alarms_and_detections_with_their_intervals(tmp_path, capsys):
+    tool = _tool()
+    statuses = {1: "pass", 3: "inconclusive", 5: "fail", 2: "fail", 4: "fail", 6: "inconclusive"}
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(_line(t, s)) + "\n" for t, s in statuses.items()))
+    assert tool.analyse([tmp_path]) == 0
+    out = capsys.readouterr().out
+    low, high = tool.clopper_pearson(1, 3)
+    assert f"| unchanged | 3 | 1 | 33% [{low:.0%}, {high:.0%}] | 1 | 1 | 0 |" in out
+    assert "| slowed by 10% | 3 | 2 | 67%" in out
+    assert "trials on real servers: 6" in out and "gpu:A (6 runs)" in out
+    assert tool.clopper_pearson(0, 10)[0] == 0.0 and tool.clopper_pearson(10, 10)[1] == 1.0
+    assert tool.clopper_pearson(0, 10)[1] == pytest.approx(0.3085, abs=1e-3)
+
+
+def test_analyse_refuses_simulator_and_real_trials_mixed_and_lines_it_cannot_read(tmp_path, capsys):
+    tool = _tool()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "trials.jsonl").write_text(json.dumps(_line(1, "pass")) + "\n")
+    (tmp_path / "b" / "trials.jsonl").write_text(json.dumps(_line(2, "fail", sim=True)) + "\n")
+    assert tool.analyse([tmp_path / "a", tmp_path / "b"]) == 2
+    assert "mix the simulator and real servers" in capsys.readouterr().err
+    (tmp_path / "a" / "trials.jsonl").write_text("not json\n")
+    assert tool.analyse([tmp_path / "a"]) == 2
+    assert "trials.jsonl:1: not a JSON line" in capsys.readouterr().err
