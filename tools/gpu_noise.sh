@@ -17,7 +17,7 @@
 #           unchanged, even ones with the candidate slowed by SLOWDOWN (default 0.10, tools/inject)
 # Rounds run in the order given until the call's deadline (DEADLINE_S, default 570 from the start;
 # a round is not started unless ~ROUND_S seconds are left, 170 by default, 340 for the first boot of a
-# fresh machine). FIRST=N numbers the rounds from N, so later calls' rounds do not overwrite.
+# fresh machine; an ab round ~AB_ROUND_S, 240 by default, 420 on a fresh machine). FIRST=N numbers the rounds from N, so later calls' rounds do not overwrite.
 #
 # Beside every round, tools/host_telemetry.py samples the host at 2 Hz (/proc/stat with steal,
 # loadavg, CPU MHz, per-thread CPU and current core of every SGLang process, `lscpu -e` once) and
@@ -110,6 +110,8 @@ round=${FIRST:-1}
 fresh=1; [[ -f /tmp/.noise-booted ]] && fresh=0
 for v in "$@"; do
   need=${ROUND_S:-170}; ((fresh)) && need=340
+  # An A/B trial may take its 40 paired requests of three servers (~120 s) beside the boots.
+  [[ $v == ab ]] && { need=${AB_ROUND_S:-240}; ((fresh)) && need=420; }
   name=$(printf 'round-%02d-%s' "$round" "$v")
   if ((SECONDS + need > deadline)); then
     echo "$name: NOT STARTED (needs ~$need s, $((deadline - SECONDS)) s left)" | tee -a "$OUT/summary.txt"
