@@ -26,7 +26,7 @@ from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KE
 from specgate.server.pool import BootRecord, unusable
 from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Status, Verdict
+from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Verdict, gate_tally, tally_verdict
 from specgate.verdicts.not_run import with_not_run
 from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, Shortfall, TestTally, decide
 
@@ -56,7 +56,9 @@ def _speed_rows(
             continue
         summary = summarise_speed(record, meter.results.get((deployment.reference_of(config), concurrency)), conf)
         warm = record.warmups[-1] if record.warmups else None
-        judged = [v for v in verdicts if v.config == config and not v.unjudged]
+        # Every gate the row stands for, whatever became of it: one that did not run or compare
+        # keeps the row from reading PASS (gates.tally_verdict), and the cell says how many.
+        tally = gate_tally(v for v in verdicts if v.config == config)
         rows.append(
             {
                 "config": config,
@@ -76,11 +78,8 @@ def _speed_rows(
                 "warmup_last_tps": round(warm.decode_tps_per_request[-1], 2) if warm and warm.decode_tps_per_request else None,
                 "cv": round(_cv(record.decode_tps_per_request), 4),
                 "boots": len(record.by_boot()),
-                "verdict": RunVerdict.FAIL
-                if any(v.status == Status.FAIL for v in judged)
-                else RunVerdict.INCONCLUSIVE
-                if any(v.undecided for v in judged)
-                else (RunVerdict.PASS if judged else "—"),
+                "verdict": tally_verdict(tally) or "—",
+                "gates": tally,
                 "stored": stored_from if stored_from and config == deployment.reference else None,
                 "accept_histogram": list(hist) if (hist := pooled_histogram(record)) else None,
                 "draft_accept_rate": _draft_accept_rate(record),

@@ -40,6 +40,16 @@ def _load(row: SpeedRow, density: ContextPrompts | None = None) -> str:
     return f"{said} ({row.prompt_tokens:,} prompt tokens{', ' + built if built else ''}{flag})"
 
 
+def row_verdict(row: SpeedRow) -> str:
+    """A speed row's verdict with every gate it stands for that did not pass, counted by status
+    ("PARTIAL (1 NOT RUN of 3 gates)"): a row reads bare PASS only where all of them passed."""
+    others = {status: n for status, n in row.gates.items() if status != Status.PASS}
+    if not others:
+        return str(row.verdict)
+    said = ", ".join(f"{n} {status.upper()}" for status, n in others.items())
+    return f"{row.verdict} ({said} of {sum(row.gates.values())} gates)"
+
+
 def _density_line(density: ContextPrompts | None) -> list[str]:
     """How the context buckets' prompts were sized, and why not as measured where they were not."""
     if density is None:
@@ -281,7 +291,7 @@ def render_markdown(report: Report) -> str:
             name = f"{r.config} (STORED, not booted)" if r.stored else r.config
             out.append(
                 f"| {name} | {_load(r, report.context_prompts)} | {_iv(r.decode_tps)} | {_iv(r.ratio_to_reference, '{:.3f}')} "
-                f"| {_iv(r.accept_length, '{:.2f}')} | {_iv(r.ttft_ms, '{:.1f}')} | {r.n} | {warm} | {r.verdict} |"
+                f"| {_iv(r.accept_length, '{:.2f}')} | {_iv(r.ttft_ms, '{:.1f}')} | {r.n} | {warm} | {row_verdict(r)} |"
             )
         for u in report.unmeasured:
             # A server attached by url that never answered did not run: no FAIL of the config's.

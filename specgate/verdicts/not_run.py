@@ -33,6 +33,8 @@ def with_not_run(
             continue
         server, why = cause
         verdict = Verdict(gate, config, NOT_RUN, f"the server of {server!r} {_what_became_of(why)}: {why}")
+        if planned.context:  # a bucket's gate: its row is the bucket's (report.build reads figures' context)
+            verdict.figures["context"] = planned.context
         if had is not None:
             verdict.test = had.test  # the test that judged it before: its failure is this row's
         if had is not None:

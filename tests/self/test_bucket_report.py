@@ -1,0 +1,76 @@
+"""What a run with context buckets says in its report (issue 48's review): a speed row's verdict
+stands for every gate of its config at its bucket, and reads PASS only where each passed."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from specgate.deployment import parse_deployment
+from specgate.measure.speed import ConfigSpeed, SpeedSample
+from specgate.report.build import build_report
+from specgate.report.markdown import render_markdown
+from specgate.verdicts.gates import PASS, Verdict
+from specgate.verdicts.outcome import TestTally
+from tests.self.helpers import merge, sim_deployment_dict
+
+PROVENANCE = {"host": "h", "date": "d", "commit": "c", "command": "specgate run"}
+DIED = "the server died after serving 12 request(s) (POST http://127.0.0.1:1/generate failed)."
+
+
+def _record(config: str, spec: bool, n: int = 4) -> ConfigSpeed:
+    rng = np.random.default_rng(0)
+    samples = [
+        SpeedSample(
+            decode_tps=(700.0 if spec else 500.0) * math.exp(rng.normal(0, 0.01)), ttft_s=0.02, e2e_s=1.0,
+            completion_tokens=64, prompt_tokens=1000, verify_ct=30 if spec else None, server_e2e_s=None, chunks=10, index=i,
+        )  # fmt: skip
+        for i in range(n)
+    ]
+    return ConfigSpeed(config, 1, samples=samples)
+
+
+def _meter(*configs: str):
+    results = {(c, 1): _record(c, c != "baseline") for c in configs}
+    return SimpleNamespace(results=results, label=lambda s: "")
+
+
+def _report(verdicts, failed_servers=None, buckets=None, failed_tests=None, workload=None):
+    dep = parse_deployment(merge(sim_deployment_dict(), {"workload": workload or {"context_buckets": ["1K"]}}), Path("sim.toml"))
+    return build_report(
+        dep, _meter("baseline", "eagle3-decode"), verdicts, {}, [], None, PROVENANCE, TestTally(1, failed=1), {}, {}, [],
+        plan={"interleaved": True, "boots": 1, "rounds": 0, "orders": []}, failed_servers=failed_servers,
+        buckets=buckets if buckets is not None else {1024: _meter("baseline", "eagle3-decode")},
+        failed_tests=failed_tests,
+    )  # fmt: skip
+
+
+def test_a_row_with_a_gate_not_run_reads_partial_with_the_count_in_report_md():
+    """eagle3-decode's beats gate passed; its regression gates did not run (its server died): its
+    row read PASS. It reads PARTIAL, and the cell counts what did not pass, in report.md and on the
+    console alike (both render report.md's Markdown)."""
+    beats = Verdict("beats:eagle3-decode-beats-baseline", "eagle3-decode", PASS, "1.5x")
+    report = _report([beats], failed_servers={"eagle3-decode": DIED})
+    rows = {(r.config, r.context): r for r in report.speed}
+    short = rows[("eagle3-decode", 0)]
+    assert short.verdict == "PARTIAL", short
+    assert short.gates["pass"] == 1 and short.gates["not run"] >= 1
+    # A bucket's NOT RUN gates are the bucket's row's, not the short workload's.
+    bucket = rows[("eagle3-decode", 1024)]
+    assert bucket.verdict == "PARTIAL" and set(bucket.gates) == {"not run"}, bucket
+    assert short.gates["not run"] == sum(1 for g in report.gates if g.config == "eagle3-decode" and "@" not in g.gate and g.status == "not run")
+    md = render_markdown(report)
+    line = next(x for x in md.splitlines() if x.startswith("| eagle3-decode | 1 |"))
+    assert line.endswith(f"| PARTIAL ({short.gates['not run']} NOT RUN of {sum(short.gates.values())} gates) |"), line
+    assert "| PASS |" not in md.split("## Gates")[0]
+
+
+def test_a_row_every_gate_of_which_passed_reads_bare_pass():
+    report = _report([Verdict("beats:eagle3-decode-beats-baseline", "eagle3-decode", PASS, "1.5x")], workload={}, buckets={})
+    (row,) = [r for r in report.speed if r.config == "eagle3-decode"]
+    assert row.verdict == "PASS" and row.gates == {"pass": 1}
+    assert "| PASS |" in render_markdown(report)
+
