@@ -47,7 +47,8 @@ def row_verdict(row: SpeedRow) -> str:
     if not others:
         return str(row.verdict)
     said = ", ".join(f"{n} {status.upper()}" for status, n in others.items())
-    return f"{row.verdict} ({said} of {sum(row.gates.values())} gates)"
+    total = sum(row.gates.values())
+    return f"{row.verdict} ({said} of {total} gate{'' if total == 1 else 's'})"
 
 
 def _density_line(density: ContextPrompts | None) -> list[str]:
