@@ -226,7 +226,7 @@ def run_gates(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[Plann
     context bucket (`workload.context_buckets`), judged at concurrency 1 on the bucket's requests
     and named with the bucket ("beats:…@8K"). A gate declared at another concurrency has no
     bucket version: buckets are measured single-stream."""
-    from specgate.deployment import bucket_label, bucket_view
+    from specgate.deployment import bucket_label, bucket_test_id, bucket_view
 
     out = planned_of(kind, dep, unbooted)
     for tokens in dep.workload.context_buckets:
@@ -235,7 +235,7 @@ def run_gates(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[Plann
             if not _has_bucket_version(gate):
                 continue
             out.append(
-                replace(gate, name=f"{gate.name}@{label}", test_id=f"{gate.test_id}-at-{label}", context=tokens)
+                replace(gate, name=f"{gate.name}@{label}", test_id=bucket_test_id(gate.test_id, tokens), context=tokens)
             )
     return out
 

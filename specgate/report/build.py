@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from specgate.deployment import Deployment
+from specgate.deployment import Deployment, bucket_label, bucket_of_test
 from specgate.diagnosis.signals import pooled_histogram
 from specgate.equivalence.check import EquivalenceStats, TokenDivergence
 from specgate.equivalence.known import known_defects_for
@@ -27,7 +27,7 @@ from specgate.server.pool import BootRecord, unusable
 from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Verdict, gate_tally, tally_verdict
-from specgate.verdicts.not_run import with_not_run
+from specgate.verdicts.not_run import stopped_mid_run, with_not_run
 from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, Shortfall, TestTally, decide
 
 # The failed tests that no gate verdict tells, said among the reasons (report.json's
@@ -185,13 +185,15 @@ def overall_verdict(
 _OUTPUT_TESTS = ("test_speculative_output_is_greedy_baseline", "test_speculative_sampling_matches_reference")
 
 
-def reasons_of(outcome: RunOutcome, unbooted: Sequence[str] = ()) -> list[str]:
+def reasons_of(outcome: RunOutcome, unbooted: Sequence[str] = (), stopped: Mapping[str, str] | None = None) -> list[str]:
     """Why the run is not PASS, in words: what failed first (gate failures, then failed tests that
     are no gate verdict, such as equivalence), then what cannot tell, then what did not compare,
     repeated causes grouped into one line with their count. `unbooted`: the configs whose
     servers failed to boot (said first, by `boot_failures`): what failed for want of them is one
     line, not a bullet per test and gate, each repeating the boot's cause (and an equivalence test
-    among them reading as wrong output)."""
+    among them reading as wrong output). `stopped`: the servers that died or stopped answering
+    mid-run, with why (not_run.stopped_mid_run): each is one line naming the buckets it cost, not a
+    line per bucket's test repeating the same death."""
     reasons: list[str] = []
     c, tally = outcome.facts, outcome.tests
     decided, undecided, not_run, unjudged = outcome.failed, outcome.undecided, outcome.not_run, outcome.unjudged
@@ -215,7 +217,10 @@ def reasons_of(outcome: RunOutcome, unbooted: Sequence[str] = ()) -> list[str]:
             + (f" ({shown_names})" if names else "")
             + f" and {len(tests_after)} test(s) (report.md's gate table and failed tests list each)"
         )
-    not_run = tuple(v for v in not_run if v not in gates_after)
+    deaths, tests_died, gates_died = _mid_run_deaths(outcome, stopped or {})
+    reasons += deaths
+    tests_after += tests_died
+    not_run = tuple(v for v in not_run if v not in gates_after and v not in gates_died)
     # Wrong outputs first: they are the graver failure, and they void that config's speed figures.
     shown = [f for f in outcome.failed_tests if f not in tests_after][:FAILED_TESTS_SAID]
     wrong = [f for f in shown if f.test.startswith(_OUTPUT_TESTS)]
@@ -260,6 +265,36 @@ def _after_boot_failures(outcome: RunOutcome, unbooted: Sequence[str]) -> tuple[
         if any(v.summary.startswith((f"the server of {c!r} never served", f"the server of '{c}@")) for c in unbooted)
     ]  # fmt: skip
     return tests, gates
+
+
+def _mid_run_deaths(outcome: RunOutcome, stopped: Mapping[str, str]) -> tuple[list[str], list[FailedTest], list[Verdict]]:
+    """One line per server that died or stopped answering mid-run, naming the buckets it cost
+    (the short workload's and each context bucket's gates and tests that failed for it), with the
+    failed tests and NOT RUN gates it stands for: they are not said again one by one."""
+    lines: list[str] = []
+    tests: list[FailedTest] = []
+    gates: list[Verdict] = []
+    for server, why in stopped.items():
+        its_gates = [v for v in outcome.not_run if v.summary.startswith(f"the server of {server!r} stopped mid-run")]
+        its_tests = [f for f in outcome.failed_tests if why and why in f.cause and f not in tests]
+        if not its_gates and not its_tests:
+            continue
+        contexts = {v.figures.get("context", 0) for v in its_gates} | {bucket_of_test(f.test) for f in its_tests}
+        cost = [("the short workload" if c == 0 else bucket_label(c)) for c in sorted(contexts)]
+        names = [v.gate for v in its_gates]
+        shown = ", ".join(names[:4]) + (f", … {len(names) - 4} more" if len(names) > 4 else "")
+        lines.append(
+            f"the server of {server!r} stopped mid-run: {why.rstrip('.')}. It cost {_and(cost)}: "
+            f"{len(its_gates)} gate(s) NOT RUN" + (f" ({shown})" if names else "")
+            + f" and {len(its_tests)} test(s) failed (report.md's gate table lists each gate, report.json's failed_tests each test)"
+        )
+        tests += its_tests
+        gates += its_gates
+    return lines, tests, gates
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def never_served(boots: Sequence[BootRecord]) -> list[str]:
@@ -445,7 +480,7 @@ def build_report(
     unbooted = {deployment.reference} if stand_in else set()
     verdicts = with_not_run(deployment, verdicts, failed_servers or {}, unbooted)
     outcome = decide(tally, verdicts, replace(facts or RunFacts(), unavailable=unavailable or {}), failed_tests or ())
-    overall, reasons = outcome.verdict, reasons_of(outcome, never_served(boots))
+    overall, reasons = outcome.verdict, reasons_of(outcome, never_served(boots), stopped_mid_run(failed_servers or {}))
     at = len(unavailable or {}) if not outcome.facts.interrupted else 0
     reasons[at:at] = boot_failures(boots)
     if lead is not None:

@@ -44,6 +44,17 @@ def with_not_run(
     return out
 
 
+def stopped_mid_run(failed_servers: dict[str, str]) -> dict[str, str]:
+    """The failed servers that served requests and then died or stopped answering, each with the
+    first line of why (as its NOT RUN rows and its failed tests say it)."""
+    out = {}
+    for name, why in failed_servers.items():
+        first = why.splitlines()[0][:400] if why.strip() else ""
+        if _what_became_of(first) == "stopped mid-run":
+            out[name] = first
+    return out
+
+
 # How the pool words a server that served and then died or stopped answering (server/pool.py).
 _SERVED = re.compile(r"after serving ([0-9]+) request")
 

@@ -38,8 +38,11 @@ def _meter(*configs: str):
     return SimpleNamespace(results=results, label=lambda s: "")
 
 
-def _report(verdicts, failed_servers=None, buckets=None, failed_tests=None, workload=None):
-    dep = parse_deployment(merge(sim_deployment_dict(), {"workload": workload or {"context_buckets": ["1K"]}}), Path("sim.toml"))
+def _report(verdicts, failed_servers=None, buckets=None, failed_tests=None, workload=None, beats=None):
+    data = merge(sim_deployment_dict(), {"workload": workload or {"context_buckets": ["1K"]}})
+    if beats is not None:
+        data["gates"]["beats"] = beats
+    dep = parse_deployment(data, Path("sim.toml"))
     return build_report(
         dep, _meter("baseline", "eagle3-decode"), verdicts, {}, [], None, PROVENANCE, TestTally(1, failed=1), {}, {}, [],
         plan={"interleaved": True, "boots": 1, "rounds": 0, "orders": []}, failed_servers=failed_servers,
@@ -73,4 +76,32 @@ def test_a_row_every_gate_of_which_passed_reads_bare_pass():
     (row,) = [r for r in report.speed if r.config == "eagle3-decode"]
     assert row.verdict == "PASS" and row.gates == {"pass": 1}
     assert "| PASS |" in render_markdown(report)
+
+
+def test_a_server_dying_mid_run_is_said_once_naming_the_buckets_it_cost():
+    """eagle3-decode's server died after serving requests: its speed, beats and accept tests of
+    each bucket failed, each repeating the death, and its regression gates were NOT RUN. The first
+    screen says the death once, with the buckets it cost."""
+    from specgate.verdicts.outcome import FailedTest
+
+    cause = f"specgate.errors.SpecgateError: config 'eagle3-decode' could not be measured (eagle3-decode): config 'eagle3-decode': {DIED}"
+    failed = [
+        FailedTest(f"{test}[eagle3-decode{suffix}-at-{label}]", cause)
+        for label in ("1K", "2K")
+        for test, suffix in (("test_decode_speed", "-c1"), ("test_speculation_beats_reference", "-beats-baseline"))
+    ]
+    beats = Verdict("beats:eagle3-decode-beats-baseline", "eagle3-decode", PASS, "1.5x")
+    report = _report(
+        [beats], failed_servers={"eagle3-decode": DIED + "\nits log"}, failed_tests=failed,
+        workload={"context_buckets": ["1K", "2K"]},
+        buckets={1024: _meter("baseline", "eagle3-decode"), 2048: _meter("baseline", "eagle3-decode")},
+    )  # fmt: skip
+    said = [r for r in report.overall_reasons if "died after serving 12" in r]
+    assert len(said) == 1, report.overall_reasons
+    (line,) = said
+    assert line.startswith("the server of 'eagle3-decode' stopped mid-run: the server died after serving 12 request(s)")
+    assert "It cost the short workload, 1K and 2K: " in line and "and 4 test(s) failed" in line, line
+    md = render_markdown(report).split("## Decode speed")[0]
+    assert md.count("died after serving 12") == 1, md
+    assert len(report.failed_tests) == 4  # report.json still holds each test
 
