@@ -246,9 +246,13 @@ def _has_bucket_version(gate: PlannedGate) -> bool:
     return getattr(gate.spec, "concurrency", 1) == 1
 
 
+# Why a gate has no bucket version, as `check` and the report both say it beside the gates' names.
+UNBUCKETED_WHY = "declared at another concurrency; buckets are single-stream"
+
+
 def unbucketed_gates(dep: Deployment) -> list[str]:
     """The names of the declared gates that no context bucket judges (see _has_bucket_version):
-    `check` names them, so that a bucket is never believed gated by a gate that skips it."""
+    `check` and the report name them, so that a bucket is never believed gated by a gate that skips it."""
     from specgate.deployment import bucket_view
 
     if not dep.workload.context_buckets:

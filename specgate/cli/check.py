@@ -175,7 +175,7 @@ def context_cost(dep: Deployment) -> list[str]:
     if not wl.context_buckets:
         return []
     from specgate.deployment import bucket_label
-    from specgate.gate_kinds import unbucketed_gates
+    from specgate.gate_kinds import UNBUCKETED_WHY, unbucketed_gates
     from specgate.measure.context import passes_needed
     from specgate.verdicts.planned import decode_speeds
 
@@ -194,7 +194,7 @@ def context_cost(dep: Deployment) -> list[str]:
     ]
     if skipped:
         out.append(
-            f"    NOT judged in any bucket (declared at another concurrency; buckets are single-stream): "
+            f"    NOT judged in any bucket ({UNBUCKETED_WHY}): "
             f"{', '.join(skipped)}; a gate at concurrency 1 (with 1 in workload.concurrency) gates them"
         )
     for tokens in wl.context_buckets:

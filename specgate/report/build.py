@@ -19,6 +19,7 @@ from specgate.diagnosis.signals import pooled_histogram
 from specgate.equivalence.check import EquivalenceStats, TokenDivergence
 from specgate.equivalence.known import known_defects_for
 from specgate.equivalence.partings import Parting, met_elsewhere
+from specgate.gate_kinds import unbucketed_gates
 from specgate.measure.speed import ConfigSpeed, Measurements
 from specgate.measure.stats import IntervalFigure, median_interval
 from specgate.measure.summary import accept_by_set, summarise_speed
@@ -549,6 +550,7 @@ def build_report(
         "reaped": reaped or [],
         "failed_tests": [{"test": f.test, "cause": f.cause} for f in outcome.failed_tests],
         "context_prompts": context_prompts,
+        "unbucketed_gates": unbucketed_gates(deployment),
     }
     # Checked as a reader checks it (every field present): a report no reader accepts is never written.
     return Report.model_validate(document, context={"complete": True, "version": SCHEMA_VERSION})

@@ -8,6 +8,7 @@ from collections import Counter
 
 from specgate.deployment import bucket_label
 from specgate.equivalence.known import known_defects_for
+from specgate.gate_kinds import UNBUCKETED_WHY
 from specgate.measure.context import LENGTH_TOLERANCE
 from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.report.model import (
@@ -352,6 +353,11 @@ def render_markdown(report: Report) -> str:
             out.append("\n### Not judged (NOT COMPARED or VACUOUS: never a pass)\n")
             out.extend(f"- **{g.gate}** {g.status.upper()}: {g.summary}" for g in unjudged)
 
+    if report.unbucketed_gates:  # said where no gate table is too: a bucket is never believed gated by them
+        out.append(
+            f"\n**NOT judged in any context bucket** ({UNBUCKETED_WHY}): {', '.join(report.unbucketed_gates)}; "
+            "their verdicts are the short workload's alone."
+        )
     out.extend(_diagnosis(report))
 
     if report.equivalence_not_checked:

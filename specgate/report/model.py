@@ -27,7 +27,8 @@ counters, pooled), `cycle_ms` (time per verify cycle) and `degenerate` (measured
 case's `features` and `params`, and the `ab` gate kind; 18 the run's `context_prompts` (the
 characters per token the context buckets' prompts were built at, as the reference's server counted
 them: measure.density); 19 a speed row's `gates` (how many of the gates it stands for stand at each
-status: its verdict reads PASS only where every one passed). Reports written
+status: its verdict reads PASS only where every one passed) and the run's `unbucketed_gates` (the
+declared gates no context bucket judges). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -636,8 +637,12 @@ class Report(_Part):
     # How the context buckets' prompts were sized on the reference's tokenizer (measure.density);
     # None where the run has no bucket, or measured none.
     context_prompts: ContextPrompts | None = None
+    # The declared gates no context bucket judges (gate_kinds.unbucketed_gates: declared at another
+    # concurrency, while buckets are single-stream); [] where the run has no bucket or none is left out.
+    unbucketed_gates: list[str] = []
     _since: ClassVar[dict[str, int]] = {
         "ignore_eos": 3, "sampling": 8, "reaped": 9, "failed_tests": 11, "standing": 16, "context_prompts": 18,
+        "unbucketed_gates": 19,
     }  # fmt: skip
 
 

@@ -105,3 +105,21 @@ def test_a_server_dying_mid_run_is_said_once_naming_the_buckets_it_cost():
     assert md.count("died after serving 12") == 1, md
     assert len(report.failed_tests) == 4  # report.json still holds each test
 
+
+def test_the_gates_no_bucket_judges_are_named_in_report_json_and_report_md_as_check_names_them():
+    """A beats gate declared at concurrency 4 has no bucket version: `check` named it; the report
+    did not, so a reader of report.md took the 1K bucket for gated by it."""
+    from specgate.gate_kinds import unbucketed_gates
+
+    c4 = [{"config": "eagle3-decode", "over": "baseline", "ratio": 1.1, "concurrency": 4}]
+    report = _report([], workload={"context_buckets": ["1K"], "concurrency": [1, 4]}, beats=c4)
+    assert report.unbucketed_gates == ["beats:eagle3-decode-beats-baseline-c4"]
+    assert report.unbucketed_gates == unbucketed_gates(parse_deployment(
+        merge(sim_deployment_dict(), {"workload": {"context_buckets": ["1K"], "concurrency": [1, 4]}, "gates": {"beats": c4}}),
+        Path("sim.toml"),
+    ))  # fmt: skip
+    md = render_markdown(report)
+    assert "**NOT judged in any context bucket** (declared at another concurrency; buckets are single-stream): " \
+        "beats:eagle3-decode-beats-baseline-c4" in md
+    # Without a bucket nothing is said.
+    assert "NOT judged in any context bucket" not in render_markdown(_report([], workload={}, buckets={}))
