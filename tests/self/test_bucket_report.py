@@ -21,20 +21,20 @@ PROVENANCE = {"host": "h", "date": "d", "commit": "c", "command": "specgate run"
 DIED = "the server died after serving 12 request(s) (POST http://127.0.0.1:1/generate failed)."
 
 
-def _record(config: str, spec: bool, n: int = 4) -> ConfigSpeed:
+def _record(config: str, spec: bool, n: int = 4, prompt_tokens: int = 1000) -> ConfigSpeed:
     rng = np.random.default_rng(0)
     samples = [
         SpeedSample(
             decode_tps=(700.0 if spec else 500.0) * math.exp(rng.normal(0, 0.01)), ttft_s=0.02, e2e_s=1.0,
-            completion_tokens=64, prompt_tokens=1000, verify_ct=30 if spec else None, server_e2e_s=None, chunks=10, index=i,
+            completion_tokens=64, prompt_tokens=prompt_tokens, verify_ct=30 if spec else None, server_e2e_s=None, chunks=10, index=i,
         )  # fmt: skip
         for i in range(n)
     ]
     return ConfigSpeed(config, 1, samples=samples)
 
 
-def _meter(*configs: str):
-    results = {(c, 1): _record(c, c != "baseline") for c in configs}
+def _meter(*configs: str, prompt_tokens: int = 1000):
+    results = {(c, 1): _record(c, c != "baseline", prompt_tokens=prompt_tokens) for c in configs}
     return SimpleNamespace(results=results, label=lambda s: "")
 
 
@@ -44,7 +44,7 @@ def _report(verdicts, failed_servers=None, buckets=None, failed_tests=None, work
         data["gates"]["beats"] = beats
     dep = parse_deployment(data, Path("sim.toml"))
     return build_report(
-        dep, _meter("baseline", "eagle3-decode"), verdicts, {}, [], None, PROVENANCE, TestTally(1, failed=1), {}, {}, [],
+        dep, _meter("baseline", "eagle3-decode", prompt_tokens=40), verdicts, {}, [], None, PROVENANCE, TestTally(1, failed=1), {}, {}, [],
         plan={"interleaved": True, "boots": 1, "rounds": 0, "orders": []}, failed_servers=failed_servers,
         buckets=buckets if buckets is not None else {1024: _meter("baseline", "eagle3-decode")},
         failed_tests=failed_tests,
@@ -123,3 +123,27 @@ def test_the_gates_no_bucket_judges_are_named_in_report_json_and_report_md_as_ch
         "beats:eagle3-decode-beats-baseline-c4" in md
     # Without a bucket nothing is said.
     assert "NOT judged in any context bucket" not in render_markdown(_report([], workload={}, buckets={}))
+
+
+def test_context_png_puts_its_ticks_where_its_points_are_the_counted_tokens_naming_the_bucket():
+    """The points sat at the prompt tokens the server counted (here 1,200 for the 8K bucket's
+    neighbour 1K, 17% over) while the ticks sat at the targets: a reader read a point at 1,200 as
+    measured at 1K's 1,024. Now each tick sits at its bucket's counted tokens and names both."""
+    from specgate.report.context_chart import context_figure
+
+    report = _report([], workload={"context_buckets": ["1K", "8K"]},
+                     buckets={1024: _meter("baseline", "eagle3-decode", prompt_tokens=1200),
+                              8192: _meter("baseline", "eagle3-decode", prompt_tokens=8000)})  # fmt: skip
+    fig = context_figure(report)
+    try:
+        for ax in fig.axes:
+            ticks = list(ax.get_xticks())
+            labels = [t.get_text() for t in ax.get_xticklabels()]
+            assert ticks == [40.0, 1200.0, 8000.0], ticks
+            assert labels == ["40\nshort", "1,200\n1K", "8,000\n8K"], labels
+            xs = {float(x) for line in ax.get_lines() for x in line.get_xdata() if line.get_linestyle() != "--"}
+            assert xs <= set(ticks), xs  # every point sits on a tick
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
