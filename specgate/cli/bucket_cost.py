@@ -21,6 +21,11 @@ ASSUMED_PREFILL_TPS = 10_000.0
 TIMEOUT_HEADROOM = 2.0
 
 
+def _span(low: float, high: float, fmt: str = "{:,.0f}") -> str:
+    """"9" where the bounds agree, else "9 to 90"."""
+    return fmt.format(low) if fmt.format(low) == fmt.format(high) else f"{fmt.format(low)} to {fmt.format(high)}"
+
+
 def request_seconds(tokens: int, max_new_tokens: int, decode_tps: float | None) -> float:
     """One bucket request's estimated time: its prompt prefilled at ASSUMED_PREFILL_TPS and its
     answer decoded at `decode_tps` (None: no decode speed known, the prefill alone)."""
@@ -63,6 +68,7 @@ def context_cost(dep: Deployment) -> list[str]:
         return []
     from specgate.gate_kinds import UNBUCKETED_WHY, unbucketed_gates
     from specgate.measure.context import passes_needed
+    from specgate.measure.speed import warmup_requests
     from specgate.verdicts.planned import decode_speeds
 
     speeds = decode_speeds(dep, project.current().baselines_dir)
@@ -83,20 +89,24 @@ def context_cost(dep: Deployment) -> list[str]:
             f"    NOT judged in any bucket ({UNBUCKETED_WHY}): "
             f"{', '.join(skipped)}; a gate at concurrency 1 (with 1 in workload.concurrency) gates them"
         )
+    # Each bucket warms every server up anew on its own prompts (its meter's), as the short workload does.
+    fewest, most = warmup_requests(wl.warmup)
+    warm = f"{fewest}" if fewest == most else f"{fewest} to {most}"
     for tokens in wl.context_buckets:
-        requests = servers * wl.context_repeats
+        measured = servers * wl.context_repeats
+        low, high = measured + servers * fewest, measured + servers * most
         line = (
-            f"    {bucket_label(tokens)}: {requests} request(s) (warmup not counted), about {requests * tokens:,} prompt "
-            f"and {requests * wl.max_new_tokens:,} answer tokens; the shipped text runs {passes_needed(wl, tokens)} "
-            "time(s) through each prompt"
+            f"    {bucket_label(tokens)}: {measured} measured request(s) and {warm} warmup request(s) per server "
+            f"(workload.warmup), {_span(low, high)} request(s) in all: about {_span(low * tokens, high * tokens)} prompt "
+            f"and {_span(low * wl.max_new_tokens, high * wl.max_new_tokens)} answer tokens; the shipped text runs "
+            f"{passes_needed(wl, tokens)} time(s) through each prompt"
         )
         if speeds and len(speeds) == len(dep.configs):
-            seconds = dep.launch.boots * wl.context_repeats * sum(
-                request_seconds(tokens, wl.max_new_tokens, tps) for tps in speeds.values()
-            )
+            per_server = sum(request_seconds(tokens, wl.max_new_tokens, tps) for tps in speeds.values()) * dep.launch.boots
+            minutes = [per_server * (wl.context_repeats + n) / 60 for n in (fewest, most)]
             line += (
-                f"; about {seconds / 60:.1f} GPU-minute(s): decode at this runner's calibrated short-context speeds "
-                f"(slower at length: a floor), prefill assumed at {ASSUMED_PREFILL_TPS:,.0f} tokens/s"
+                f"; about {_span(*minutes, fmt='{:.1f}')} GPU-minute(s): decode at this runner's calibrated "
+                f"short-context speeds (slower at length: a floor), prefill assumed at {ASSUMED_PREFILL_TPS:,.0f} tokens/s"
             )
         else:
             line += "; GPU time not stated (no calibration of this runner's decode speeds)"

@@ -42,3 +42,34 @@ def test_check_prints_the_timeout_warning(tmp_path, capsys, monkeypatch):
     assert main(["check", "dep.toml"]) == 0
     out = capsys.readouterr().out
     assert "context bucket 32K: a request of config" in out and "Raise workload.request_timeout_s to at least 7" in out
+
+
+def test_each_buckets_cost_counts_the_warmup_its_meter_really_runs(tmp_path, capsys, monkeypatch):
+    """check's per-bucket lines said "(warmup not counted)"; each bucket's meter warms every server
+    up on its own prompts (3 to 12 requests at sim.toml's workload.warmup), which they now count."""
+    from specgate.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    _dep(tmp_path, {"context_buckets": ["32K"], "context_repeats": 3})
+    assert main(["check", "dep.toml"]) == 0
+    out = capsys.readouterr().out
+    # 3 servers: 9 measured, 3 x 3 to 3 x 12 warmup.
+    assert "32K: 9 measured request(s) and 3 to 12 warmup request(s) per server (workload.warmup), 18 to 45 request(s) in all: " \
+        f"about {18 * 32768:,} to {45 * 32768:,} prompt and {18 * 64:,} to {45 * 64:,} answer tokens" in out, out
+
+
+def test_the_warmup_bounds_check_states_are_those_the_meter_sends(tmp_path):
+    from types import SimpleNamespace
+
+    from specgate.measure.speed import SpeedMeter, warmup_requests
+
+    dep = _dep(tmp_path, {"context_buckets": ["1K"]})
+    fewest, most = warmup_requests(dep.workload.warmup)
+    for figures, expected in (([100.0], fewest), ([100.0, 150.0], most)):  # settled at once / never
+        meter = SpeedMeter(dep, 1024)
+        sent = iter(figures * 100)
+        meter._round = lambda server, concurrency, index, sent=sent: [SimpleNamespace(decode_tps=next(sent))]  # type: ignore[method-assign]
+        meter._built = ([], [], 0, "")
+        server = SimpleNamespace(config="baseline", handle=SimpleNamespace(base_url="u", pid=len(figures)))
+        record = meter.warm_up(server, 1)  # type: ignore[arg-type]
+        assert record is not None and record.requests == expected
