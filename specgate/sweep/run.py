@@ -113,7 +113,7 @@ def _run_sweep(
     # One meter per context of the sweep's axis (0: the short workload), each its own pinned requests.
     # The buckets' prompts are sized on the first GPU's resident baseline (measure.density).
     density = (
-        DensityProbe(synth.workload, baseline_of[gpus[0]], lambda name: _live(pool, name), max(plan.contexts))
+        DensityProbe(synth.workload, baseline_of[gpus[0]], lambda name: _live(pool, name))
         if any(plan.contexts)
         else None
     )
