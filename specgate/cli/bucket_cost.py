@@ -105,7 +105,7 @@ def context_cost(dep: Deployment) -> list[str]:
             per_server = sum(request_seconds(tokens, wl.max_new_tokens, tps) for tps in speeds.values()) * dep.launch.boots
             minutes = [per_server * (wl.context_repeats + n) / 60 for n in (fewest, most)]
             line += (
-                f"; about {_span(*minutes, fmt='{:.1f}')} GPU-minute(s): decode at this runner's calibrated "
+                f"; about {_span(minutes[0], minutes[1], fmt='{:.1f}')} GPU-minute(s): decode at this runner's calibrated "
                 f"short-context speeds (slower at length: a floor), prefill assumed at {ASSUMED_PREFILL_TPS:,.0f} tokens/s"
             )
         else:

@@ -73,3 +73,15 @@ def test_the_warmup_bounds_check_states_are_those_the_meter_sends(tmp_path):
         server = SimpleNamespace(config="baseline", handle=SimpleNamespace(base_url="u", pid=len(figures)))
         record = meter.warm_up(server, 1)  # type: ignore[arg-type]
         assert record is not None and record.requests == expected
+
+
+def test_the_gpu_time_counts_the_warmup_too(tmp_path, monkeypatch):
+    import specgate.verdicts.planned
+    from specgate.cli.bucket_cost import context_cost, request_seconds
+
+    speeds = {"baseline": 40.0, "eagle3-prefill": 16.0, "eagle3-decode": 80.0}
+    monkeypatch.setattr(specgate.verdicts.planned, "decode_speeds", lambda dep, where: speeds)
+    dep = _dep(tmp_path, {"context_buckets": ["8K"], "context_repeats": 3, "max_new_tokens": 64})
+    (line,) = [x for x in context_cost(dep) if x.strip().startswith("8K:")]
+    per_request = sum(request_seconds(8192, 64, tps) for tps in speeds.values())
+    assert f"about {per_request * (3 + 3) / 60:.1f} to {per_request * (3 + 12) / 60:.1f} GPU-minute(s)" in line, line
