@@ -28,7 +28,7 @@ from specgate.server.pool import BootRecord, unusable
 from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
 from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Verdict, gate_tally, tally_verdict
-from specgate.verdicts.not_run import stopped_mid_run, with_not_run
+from specgate.verdicts.not_run import lost_after_boot, with_not_run
 from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, Shortfall, TestTally, decide
 
 # The failed tests that no gate verdict tells, said among the reasons (report.json's
@@ -186,15 +186,17 @@ def overall_verdict(
 _OUTPUT_TESTS = ("test_speculative_output_is_greedy_baseline", "test_speculative_sampling_matches_reference")
 
 
-def reasons_of(outcome: RunOutcome, unbooted: Sequence[str] = (), stopped: Mapping[str, str] | None = None) -> list[str]:
+def reasons_of(
+    outcome: RunOutcome, unbooted: Sequence[str] = (), lost: Mapping[str, tuple[str, str]] | None = None
+) -> list[str]:
     """Why the run is not PASS, in words: what failed first (gate failures, then failed tests that
     are no gate verdict, such as equivalence), then what cannot tell, then what did not compare,
     repeated causes grouped into one line with their count. `unbooted`: the configs whose
     servers failed to boot (said first, by `boot_failures`): what failed for want of them is one
     line, not a bullet per test and gate, each repeating the boot's cause (and an equivalence test
-    among them reading as wrong output). `stopped`: the servers that died or stopped answering
-    mid-run, with why (not_run.stopped_mid_run): each is one line naming the buckets it cost, not a
-    line per bucket's test repeating the same death."""
+    among them reading as wrong output). `lost`: the servers that booted and then died or stopped
+    answering (not_run.lost_after_boot): each is one line naming the buckets it cost, not a line
+    per bucket's test repeating the same death."""
     reasons: list[str] = []
     c, tally = outcome.facts, outcome.tests
     decided, undecided, not_run, unjudged = outcome.failed, outcome.undecided, outcome.not_run, outcome.unjudged
@@ -218,7 +220,7 @@ def reasons_of(outcome: RunOutcome, unbooted: Sequence[str] = (), stopped: Mappi
             + (f" ({shown_names})" if names else "")
             + f" and {len(tests_after)} test(s) (report.md's gate table and failed tests list each)"
         )
-    deaths, tests_died, gates_died = _mid_run_deaths(outcome, stopped or {})
+    deaths, tests_died, gates_died = _mid_run_deaths(outcome, lost or {})
     reasons += deaths
     tests_after += tests_died
     not_run = tuple(v for v in not_run if v not in gates_after and v not in gates_died)
@@ -268,15 +270,18 @@ def _after_boot_failures(outcome: RunOutcome, unbooted: Sequence[str]) -> tuple[
     return tests, gates
 
 
-def _mid_run_deaths(outcome: RunOutcome, stopped: Mapping[str, str]) -> tuple[list[str], list[FailedTest], list[Verdict]]:
-    """One line per server that died or stopped answering mid-run, naming the buckets it cost
-    (the short workload's and each context bucket's gates and tests that failed for it), with the
-    failed tests and NOT RUN gates it stands for: they are not said again one by one."""
+def _mid_run_deaths(
+    outcome: RunOutcome, lost: Mapping[str, tuple[str, str]]
+) -> tuple[list[str], list[FailedTest], list[Verdict]]:
+    """One line per server that booted and then died or stopped answering, naming the buckets it
+    cost (the short workload's and each context bucket's gates and tests that failed for it), with
+    the failed tests and NOT RUN gates it stands for: they are not said again one by one."""
     lines: list[str] = []
     tests: list[FailedTest] = []
     gates: list[Verdict] = []
-    for server, why in stopped.items():
-        its_gates = [v for v in outcome.not_run if v.summary.startswith(f"the server of {server!r} stopped mid-run")]
+    for server, (became, why) in lost.items():
+        said = f"the server of {server!r} {became}"
+        its_gates = [v for v in outcome.not_run if v.summary.startswith(said)]
         its_tests = [f for f in outcome.failed_tests if why and why in f.cause and f not in tests]
         if not its_gates and not its_tests:
             continue
@@ -285,7 +290,7 @@ def _mid_run_deaths(outcome: RunOutcome, stopped: Mapping[str, str]) -> tuple[li
         names = [v.gate for v in its_gates]
         shown = ", ".join(names[:4]) + (f", … {len(names) - 4} more" if len(names) > 4 else "")
         lines.append(
-            f"the server of {server!r} stopped mid-run: {why.rstrip('.')}. It cost {_and(cost)}: "
+            f"{said}: {why.rstrip('.')}. It cost {_and(cost)}: "
             f"{len(its_gates)} gate(s) NOT RUN" + (f" ({shown})" if names else "")
             + f" and {len(its_tests)} test(s) failed (report.md's gate table lists each gate, report.json's failed_tests each test)"
         )
@@ -481,7 +486,11 @@ def build_report(
     unbooted = {deployment.reference} if stand_in else set()
     verdicts = with_not_run(deployment, verdicts, failed_servers or {}, unbooted)
     outcome = decide(tally, verdicts, replace(facts or RunFacts(), unavailable=unavailable or {}), failed_tests or ())
-    overall, reasons = outcome.verdict, reasons_of(outcome, never_served(boots), stopped_mid_run(failed_servers or {}))
+    unserved = never_served(boots)
+    # Those that booted and were lost during the run; a stand-in reference was never meant to boot.
+    booted_then_lost = {n: w for n, w in (failed_servers or {}).items() if n not in (unavailable or {})}
+    lost = lost_after_boot(booted_then_lost, [*unserved, *unbooted])
+    overall, reasons = outcome.verdict, reasons_of(outcome, unserved, lost)
     at = len(unavailable or {}) if not outcome.facts.interrupted else 0
     reasons[at:at] = boot_failures(boots)
     if lead is not None:

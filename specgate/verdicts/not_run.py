@@ -9,6 +9,7 @@ row, saying which server it needed and why that server was not there.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from specgate.deployment import Deployment
 from specgate.gate_kinds import planned_gates
@@ -44,14 +45,16 @@ def with_not_run(
     return out
 
 
-def stopped_mid_run(failed_servers: dict[str, str]) -> dict[str, str]:
-    """The failed servers that served requests and then died or stopped answering, each with the
-    first line of why (as its NOT RUN rows and its failed tests say it)."""
+def lost_after_boot(failed_servers: dict[str, str], never_booted: Collection[str]) -> dict[str, tuple[str, str]]:
+    """The failed servers whose config booted (not in `never_booted`): each died or stopped
+    answering during the run, with what became of it ("stopped mid-run", or "never served" where it
+    died on its first request) and the first line of why, as its NOT RUN rows and failed tests say it."""
     out = {}
     for name, why in failed_servers.items():
+        if name.partition("@")[0] in never_booted:
+            continue
         first = why.splitlines()[0][:400] if why.strip() else ""
-        if _what_became_of(first) == "stopped mid-run":
-            out[name] = first
+        out[name] = (_what_became_of(first), first)
     return out
 
 

@@ -14,7 +14,7 @@ from specgate.measure.speed import ConfigSpeed, SpeedSample
 from specgate.report.build import build_report
 from specgate.report.markdown import render_markdown
 from specgate.verdicts.gates import PASS, Verdict
-from specgate.verdicts.outcome import TestTally
+from specgate.verdicts.outcome import FailedTest, TestTally
 from tests.self.helpers import merge, sim_deployment_dict
 
 PROVENANCE = {"host": "h", "date": "d", "commit": "c", "command": "specgate run"}
@@ -147,3 +147,17 @@ def test_context_png_puts_its_ticks_where_its_points_are_the_counted_tokens_nami
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_a_server_that_died_on_its_first_request_after_booting_is_said_once_too():
+    """Booted, then died before answering anything: "never served" in its NOT RUN rows, but no
+    boot failure either, so each bucket's failed test repeated it too."""
+    died = "the server died after serving 0 request(s) (POST http://127.0.0.1:1/generate failed)."
+    cause = f"specgate.errors.SpecgateError: config 'eagle3-decode': {died}"
+    failed = [FailedTest(f"test_decode_speed[eagle3-decode-c1-at-{label}]", cause) for label in ("1K", "2K")]
+    report = _report(
+        [], failed_servers={"eagle3-decode": died}, failed_tests=failed, workload={"context_buckets": ["1K", "2K"]},
+        buckets={1024: _meter("baseline", "eagle3-decode"), 2048: _meter("baseline", "eagle3-decode")},
+    )  # fmt: skip
+    (line,) = [r for r in report.overall_reasons if "died after serving 0" in r]
+    assert line.startswith("the server of 'eagle3-decode' never served: ") and "It cost the short workload, 1K and 2K" in line
