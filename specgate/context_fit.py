@@ -18,6 +18,12 @@ from specgate.deployment import Deployment, bucket_label, flag_int, flag_value
 # so a bucket is held to its budget at 3: a fit here fits the real prompt.
 CHARS_PER_TOKEN = 4.0
 CHARS_PER_TOKEN_BOUND = 3.0
+# The calibration prompt's characters (measure.density): ~2K tokens at 4 characters each, a sample of
+# the corpus large enough that its ratio is the whole corpus's within ~2% (measure.context.
+# calibration_text). The same whatever buckets a run lists: a prompt that followed the longest bucket
+# moved the ratio, and with it every bucket's prompts, when a bucket was added. The reference's
+# launch is held to it here as to a bucket (it sends it, one token asked).
+CALIBRATION_CHARS = 8192
 
 
 def bound_tokens(tokens: int) -> int:
@@ -75,6 +81,8 @@ def refusals(dep: Deployment, config: str, argv: list[str], simulated: bool, mod
     for tokens in dep.workload.context_buckets:
         if tokens not in answers or answers[tokens][1] <= dep.workload.max_new_tokens:
             answers[tokens] = ("max_new_tokens", dep.workload.max_new_tokens)
+    if answers and config == dep.reference:
+        out += _calibration_refusals(found)
     for tokens, (said_new, new) in sorted(answers.items()):
         field = "workload.context_buckets" if tokens in dep.workload.context_buckets else "sweep.context_buckets"
         need = bound_tokens(tokens) + new
@@ -92,6 +100,20 @@ def refusals(dep: Deployment, config: str, argv: list[str], simulated: bool, mod
                 f"{CHARS_PER_TOKEN_BOUND:g}, + {said_new} {new}), over {limit.what}: {fix}"
             )
     return out
+
+
+def _calibration_refusals(found: list[Limit]) -> list[str]:
+    """Why the reference's launch cannot hold the calibration prompt (CALIBRATION_CHARS, at
+    CHARS_PER_TOKEN_BOUND, + its one answer token), where it cannot."""
+    need = math.ceil(CALIBRATION_CHARS / CHARS_PER_TOKEN_BOUND) + 1
+    return [
+        f"the context buckets' calibration prompt (measure.density: {CALIBRATION_CHARS:,} characters, whatever buckets "
+        f"are listed, sent to the reference) needs up to {need} tokens (at {CHARS_PER_TOKEN_BOUND:g} characters each, "
+        f"+ 1 answer token), over {limit.what}: "
+        + (f"raise {limit.flag} to at least {need}" if limit.flag else "the model cannot take it: drop the context buckets")
+        for limit in found
+        if need > limit.tokens
+    ]
 
 
 def unchecked(dep: Deployment, argv: list[str], simulated: bool, model: str | None) -> str | None:

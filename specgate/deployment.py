@@ -1308,6 +1308,24 @@ def bucket_label(tokens: int) -> str:
     return f"{tokens // 1024}K" if tokens % 1024 == 0 else str(tokens)
 
 
+# How a gate test's id names the bucket it measures or judges ("eagle3-decode-c1-at-8K").
+_BUCKET_IN_TEST = re.compile(r"-at-([0-9]+)(K?)\]?$")
+
+
+def bucket_test_id(test_id: str, tokens: int) -> str:
+    """A gate test's id for one context bucket: the short workload's id with the bucket's label."""
+    return f"{test_id}-at-{bucket_label(tokens)}"
+
+
+def bucket_of_test(test: str) -> int:
+    """The bucket (prompt tokens) a gate test's id or pytest name measures (`bucket_test_id`);
+    0: the short workload."""
+    found = _BUCKET_IN_TEST.search(test)
+    if not found:
+        return 0
+    return int(found.group(1)) * (1024 if found.group(2) else 1)
+
+
 _VIEWS: dict[tuple[int, int], Deployment] = {}
 
 

@@ -226,7 +226,7 @@ def run_gates(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[Plann
     context bucket (`workload.context_buckets`), judged at concurrency 1 on the bucket's requests
     and named with the bucket ("beats:…@8K"). A gate declared at another concurrency has no
     bucket version: buckets are measured single-stream."""
-    from specgate.deployment import bucket_label, bucket_view
+    from specgate.deployment import bucket_label, bucket_test_id, bucket_view
 
     out = planned_of(kind, dep, unbooted)
     for tokens in dep.workload.context_buckets:
@@ -235,7 +235,7 @@ def run_gates(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[Plann
             if not _has_bucket_version(gate):
                 continue
             out.append(
-                replace(gate, name=f"{gate.name}@{label}", test_id=f"{gate.test_id}-at-{label}", context=tokens)
+                replace(gate, name=f"{gate.name}@{label}", test_id=bucket_test_id(gate.test_id, tokens), context=tokens)
             )
     return out
 
@@ -246,9 +246,13 @@ def _has_bucket_version(gate: PlannedGate) -> bool:
     return getattr(gate.spec, "concurrency", 1) == 1
 
 
+# Why a gate has no bucket version, as `check` and the report both say it beside the gates' names.
+UNBUCKETED_WHY = "declared at another concurrency; buckets are single-stream"
+
+
 def unbucketed_gates(dep: Deployment) -> list[str]:
     """The names of the declared gates that no context bucket judges (see _has_bucket_version):
-    `check` names them, so that a bucket is never believed gated by a gate that skips it."""
+    `check` and the report name them, so that a bucket is never believed gated by a gate that skips it."""
     from specgate.deployment import bucket_view
 
     if not dep.workload.context_buckets:

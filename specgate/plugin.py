@@ -18,7 +18,7 @@ import pytest
 
 from specgate import interrupts, options, project
 from specgate.atomic import ensure_writable
-from specgate.deployment import Deployment, bucket_label, load_deployment
+from specgate.deployment import Deployment, bucket_test_id, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.diagnosis.slope import slopes_of, with_slopes
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
@@ -338,7 +338,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         ids = [f"{c}-c{n}" for c, n in targets]
         for tokens in dep.workload.context_buckets:  # measured single-stream (measure.context)
             targets += [(c, 1, tokens) for c in dep.configs if c not in unbooted]
-            ids += [f"{c}-c1-at-{bucket_label(tokens)}" for c in dep.configs if c not in unbooted]
+            ids += [bucket_test_id(f"{c}-c1", tokens) for c in dep.configs if c not in unbooted]
         metafunc.parametrize("speed_target", targets, ids=ids)
     if "planned_gate" in names:
         kind = kind_of_test(metafunc.function.__name__)

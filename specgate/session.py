@@ -277,9 +277,7 @@ class GateSession:
         # The buckets' prompts are sized on the reference's tokenizer (measure.density), one ratio
         # for every config: the short workload's meter offers it the reference's server when up.
         density = (
-            DensityProbe(
-                deployment.workload, deployment.reference, pool.acquire, max(deployment.workload.context_buckets)
-            )
+            DensityProbe(deployment.workload, deployment.reference, pool.acquire)
             if deployment.workload.context_buckets
             else None
         )

@@ -8,6 +8,7 @@ import os
 import sys
 
 from specgate import project
+from specgate.cli.bucket_cost import context_cost
 from specgate.deployment import Deployment, SshSpec, load_deployment
 from specgate.errors import SpecgateError
 from specgate.gate_kinds import descriptions
@@ -159,63 +160,6 @@ def equivalence_cost(dep: Deployment) -> str:
     else:
         said += "; GPU time not stated (no calibration of this runner's decode speeds)"
     return said
-
-
-# Prefill throughput assumed for the GPU time `check` states per context bucket: no record of this
-# runner times prefill, and one 8B-class model on one H200 prefills some 10-20 thousand tokens a
-# second; the lower end keeps the estimate from promising a short run.
-ASSUMED_PREFILL_TPS = 10_000.0
-
-
-def context_cost(dep: Deployment) -> list[str]:
-    """Per context bucket: the requests it sends, their prompt and answer tokens, how often the
-    shipped text repeats in one prompt, and (where this runner's calibration records the configs'
-    decode speeds) about how long they take on the GPU: long prompts dominate a run's time."""
-    wl = dep.workload
-    if not wl.context_buckets:
-        return []
-    from specgate.deployment import bucket_label
-    from specgate.gate_kinds import unbucketed_gates
-    from specgate.measure.context import passes_needed
-    from specgate.verdicts.planned import decode_speeds
-
-    speeds = decode_speeds(dep, project.current().baselines_dir)
-    servers = len(dep.configs) * dep.launch.boots
-    parts = dep.judged_contexts
-    skipped = unbucketed_gates(dep)
-    which = "every gate at concurrency 1" if skipped else "every gate"
-    out = [
-        f"  context buckets {', '.join(bucket_label(t) for t in wl.context_buckets)} beside the short workload: "
-        f"{wl.context_repeats} request(s) per config and boot each, at concurrency 1 (single-stream decode "
-        "speed), real text of the shipped prompt sets",
-        f"    {which} judged per bucket too (\"…@{bucket_label(wl.context_buckets[-1])}\"), each at a false-alarm "
-        f"share of {(1 - dep.gates.confidence) / parts:.2%}: the run's {1 - dep.gates.confidence:.1%} split over "
-        f"{parts} buckets (the short one among them)",
-    ]
-    if skipped:
-        out.append(
-            f"    NOT judged in any bucket (declared at another concurrency; buckets are single-stream): "
-            f"{', '.join(skipped)}; a gate at concurrency 1 (with 1 in workload.concurrency) gates them"
-        )
-    for tokens in wl.context_buckets:
-        requests = servers * wl.context_repeats
-        line = (
-            f"    {bucket_label(tokens)}: {requests} request(s) (warmup not counted), about {requests * tokens:,} prompt "
-            f"and {requests * wl.max_new_tokens:,} answer tokens; the shipped text runs {passes_needed(wl, tokens)} "
-            "time(s) through each prompt"
-        )
-        if speeds and len(speeds) == len(dep.configs):
-            seconds = dep.launch.boots * wl.context_repeats * sum(
-                tokens / ASSUMED_PREFILL_TPS + wl.max_new_tokens / tps for tps in speeds.values()
-            )
-            line += (
-                f"; about {seconds / 60:.1f} GPU-minute(s): decode at this runner's calibrated short-context speeds "
-                f"(slower at length: a floor), prefill assumed at {ASSUMED_PREFILL_TPS:,.0f} tokens/s"
-            )
-        else:
-            line += "; GPU time not stated (no calibration of this runner's decode speeds)"
-        out.append(line)
-    return out
 
 
 def describe(dep: Deployment) -> str:

@@ -23,23 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from specgate.client import GenerateRequest
-from specgate.context_fit import CHARS_PER_TOKEN
+from specgate.context_fit import CALIBRATION_CHARS, CHARS_PER_TOKEN
 from specgate.deployment import Workload
 from specgate.server.pool import LiveServer
 
 ROUND_TO = 0.05
 PLAUSIBLE = (1.5, 12.0)  # characters per token; outside it the measurement is not believed
 
-# The calibration prompt's most characters: ~2K tokens at 4 characters each, a sample of the
-# corpus large enough that its ratio is the whole corpus's within ~2% (measure.context.calibration_text).
-# Never more than a run's longest bucket is built at context_fit.CHARS_PER_TOKEN, so any server
-# that `check` lets hold that bucket holds it.
-CALIBRATION_CHARS = 8192
-
-
-def calibration_chars(longest: int) -> int:
-    """The calibration prompt's characters for a run whose longest bucket is `longest` tokens."""
-    return min(CALIBRATION_CHARS, int(longest * CHARS_PER_TOKEN))
 
 
 @dataclass(frozen=True)
@@ -86,12 +76,13 @@ def density_of(chars: int, prompt_tokens: int | None, config: str) -> Density:
     return Density(rounded(measured), measured, config, chars, prompt_tokens)
 
 
-def calibration_request(workload: Workload, longest: int) -> GenerateRequest:
+def calibration_request(workload: Workload) -> GenerateRequest:
     """The calibration prompt: a sample of the buckets' corpus (measure.context), rendered with the
-    deployment's prompt format, calibration_chars(longest) long; one token asked for."""
+    deployment's prompt format, context_fit.CALIBRATION_CHARS long (whatever buckets the run
+    lists); one token asked for."""
     from specgate.measure.context import calibration_text
 
-    return GenerateRequest(max_new_tokens=1, text=calibration_text(workload, calibration_chars(longest)))
+    return GenerateRequest(max_new_tokens=1, text=calibration_text(workload, CALIBRATION_CHARS))
 
 
 class DensityProbe:
@@ -100,18 +91,16 @@ class DensityProbe:
     before a bucket is first measured (where servers take turns, that boots it: before another's
     server is acquired, never while one is in use)."""
 
-    def __init__(self, workload: Workload, reference: str, acquire: Callable[[str], LiveServer], longest: int) -> None:
-        """`longest`: the run's longest bucket, in tokens (calibration_chars)."""
+    def __init__(self, workload: Workload, reference: str, acquire: Callable[[str], LiveServer]) -> None:
         self.workload = workload
         self.reference = reference
-        self.longest = longest
         self._acquire = acquire
         self.found: Density | None = None
 
     def offer(self, server: LiveServer) -> None:
         """Measure on `server` if it is the reference's first boot and nothing is measured yet."""
         if self.found is None and server.config == self.reference and server.boot == 1:
-            request = calibration_request(self.workload, self.longest)
+            request = calibration_request(self.workload)
             assert request.text is not None
             self.found = density_of(len(request.text), server.generate(request).prompt_tokens, server.name)
 

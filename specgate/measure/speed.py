@@ -19,7 +19,7 @@ from typing import Protocol
 from specgate import project
 from specgate.client import GenerateRequest, GenerateResult
 from specgate.context_fit import CHARS_PER_TOKEN
-from specgate.deployment import Deployment, expand_placeholders
+from specgate.deployment import Deployment, WarmupSpec, expand_placeholders
 from specgate.errors import UntimeableAnswer
 from specgate.measure.answer_end import answer_digest, answer_tokens, end_ids
 from specgate.measure.density import DensityProbe
@@ -193,6 +193,13 @@ class Measurements(Protocol):
     def results(self) -> dict[tuple[str, int], ConfigSpeed]: ...
 
     def label(self, sample: SpeedSample) -> str: ...
+
+
+def warmup_requests(spec: WarmupSpec) -> tuple[int, int]:
+    """The fewest and most requests `SpeedMeter.warm_up` sends one server at concurrency 1: it
+    stops once min_requests are sent and the last settle_window figures settled (so never before
+    settle_window), and at max_requests whatever they did."""
+    return min(spec.max_requests, max(spec.min_requests, spec.settle_window)), spec.max_requests
 
 
 class SpeedMeter:

@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from specgate.deployment import Deployment
+from specgate.deployment import Deployment, bucket_label, bucket_of_test
 from specgate.diagnosis.signals import pooled_histogram
 from specgate.equivalence.check import EquivalenceStats, TokenDivergence
 from specgate.equivalence.known import known_defects_for
 from specgate.equivalence.partings import Parting, met_elsewhere
+from specgate.gate_kinds import unbucketed_gates
 from specgate.measure.speed import ConfigSpeed, Measurements
 from specgate.measure.stats import IntervalFigure, median_interval
 from specgate.measure.summary import accept_by_set, summarise_speed
@@ -26,8 +27,8 @@ from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KE
 from specgate.server.pool import BootRecord, unusable
 from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Status, Verdict
-from specgate.verdicts.not_run import with_not_run
+from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Verdict, gate_tally, tally_verdict
+from specgate.verdicts.not_run import lost_after_boot, with_not_run
 from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, Shortfall, TestTally, decide
 
 # The failed tests that no gate verdict tells, said among the reasons (report.json's
@@ -56,7 +57,9 @@ def _speed_rows(
             continue
         summary = summarise_speed(record, meter.results.get((deployment.reference_of(config), concurrency)), conf)
         warm = record.warmups[-1] if record.warmups else None
-        judged = [v for v in verdicts if v.config == config and not v.unjudged]
+        # Every gate the row stands for, whatever became of it: one that did not run or compare
+        # keeps the row from reading PASS (gates.tally_verdict), and the cell says how many.
+        tally = gate_tally(v for v in verdicts if v.config == config)
         rows.append(
             {
                 "config": config,
@@ -76,11 +79,8 @@ def _speed_rows(
                 "warmup_last_tps": round(warm.decode_tps_per_request[-1], 2) if warm and warm.decode_tps_per_request else None,
                 "cv": round(_cv(record.decode_tps_per_request), 4),
                 "boots": len(record.by_boot()),
-                "verdict": RunVerdict.FAIL
-                if any(v.status == Status.FAIL for v in judged)
-                else RunVerdict.INCONCLUSIVE
-                if any(v.undecided for v in judged)
-                else (RunVerdict.PASS if judged else "—"),
+                "verdict": tally_verdict(tally) or "—",
+                "gates": tally,
                 "stored": stored_from if stored_from and config == deployment.reference else None,
                 "accept_histogram": list(hist) if (hist := pooled_histogram(record)) else None,
                 "draft_accept_rate": _draft_accept_rate(record),
@@ -186,13 +186,17 @@ def overall_verdict(
 _OUTPUT_TESTS = ("test_speculative_output_is_greedy_baseline", "test_speculative_sampling_matches_reference")
 
 
-def reasons_of(outcome: RunOutcome, unbooted: Sequence[str] = ()) -> list[str]:
+def reasons_of(
+    outcome: RunOutcome, unbooted: Sequence[str] = (), lost: Mapping[str, tuple[str, str]] | None = None
+) -> list[str]:
     """Why the run is not PASS, in words: what failed first (gate failures, then failed tests that
     are no gate verdict, such as equivalence), then what cannot tell, then what did not compare,
     repeated causes grouped into one line with their count. `unbooted`: the configs whose
     servers failed to boot (said first, by `boot_failures`): what failed for want of them is one
     line, not a bullet per test and gate, each repeating the boot's cause (and an equivalence test
-    among them reading as wrong output)."""
+    among them reading as wrong output). `lost`: the servers that booted and then died or stopped
+    answering (not_run.lost_after_boot): each is one line naming the buckets it cost, not a line
+    per bucket's test repeating the same death."""
     reasons: list[str] = []
     c, tally = outcome.facts, outcome.tests
     decided, undecided, not_run, unjudged = outcome.failed, outcome.undecided, outcome.not_run, outcome.unjudged
@@ -216,7 +220,10 @@ def reasons_of(outcome: RunOutcome, unbooted: Sequence[str] = ()) -> list[str]:
             + (f" ({shown_names})" if names else "")
             + f" and {len(tests_after)} test(s) (report.md's gate table and failed tests list each)"
         )
-    not_run = tuple(v for v in not_run if v not in gates_after)
+    deaths, tests_died, gates_died = _mid_run_deaths(outcome, lost or {})
+    reasons += deaths
+    tests_after += tests_died
+    not_run = tuple(v for v in not_run if v not in gates_after and v not in gates_died)
     # Wrong outputs first: they are the graver failure, and they void that config's speed figures.
     shown = [f for f in outcome.failed_tests if f not in tests_after][:FAILED_TESTS_SAID]
     wrong = [f for f in shown if f.test.startswith(_OUTPUT_TESTS)]
@@ -261,6 +268,39 @@ def _after_boot_failures(outcome: RunOutcome, unbooted: Sequence[str]) -> tuple[
         if any(v.summary.startswith((f"the server of {c!r} never served", f"the server of '{c}@")) for c in unbooted)
     ]  # fmt: skip
     return tests, gates
+
+
+def _mid_run_deaths(
+    outcome: RunOutcome, lost: Mapping[str, tuple[str, str]]
+) -> tuple[list[str], list[FailedTest], list[Verdict]]:
+    """One line per server that booted and then died or stopped answering, naming the buckets it
+    cost (the short workload's and each context bucket's gates and tests that failed for it), with
+    the failed tests and NOT RUN gates it stands for: they are not said again one by one."""
+    lines: list[str] = []
+    tests: list[FailedTest] = []
+    gates: list[Verdict] = []
+    for server, (became, why) in lost.items():
+        said = f"the server of {server!r} {became}"
+        its_gates = [v for v in outcome.not_run if v.summary.startswith(said)]
+        its_tests = [f for f in outcome.failed_tests if why and why in f.cause and f not in tests]
+        if not its_gates and not its_tests:
+            continue
+        contexts = {v.figures.get("context", 0) for v in its_gates} | {bucket_of_test(f.test) for f in its_tests}
+        cost = [("the short workload" if c == 0 else bucket_label(c)) for c in sorted(contexts)]
+        names = [v.gate for v in its_gates]
+        shown = ", ".join(names[:4]) + (f", … {len(names) - 4} more" if len(names) > 4 else "")
+        lines.append(
+            f"{said}: {why.rstrip('.')}. It cost {_and(cost)}: "
+            f"{len(its_gates)} gate(s) NOT RUN" + (f" ({shown})" if names else "")
+            + f" and {len(its_tests)} test(s) failed (report.md's gate table lists each gate, report.json's failed_tests each test)"
+        )
+        tests += its_tests
+        gates += its_gates
+    return lines, tests, gates
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def never_served(boots: Sequence[BootRecord]) -> list[str]:
@@ -446,7 +486,11 @@ def build_report(
     unbooted = {deployment.reference} if stand_in else set()
     verdicts = with_not_run(deployment, verdicts, failed_servers or {}, unbooted)
     outcome = decide(tally, verdicts, replace(facts or RunFacts(), unavailable=unavailable or {}), failed_tests or ())
-    overall, reasons = outcome.verdict, reasons_of(outcome, never_served(boots))
+    unserved = never_served(boots)
+    # Those that booted and were lost during the run; a stand-in reference was never meant to boot.
+    booted_then_lost = {n: w for n, w in (failed_servers or {}).items() if n not in (unavailable or {})}
+    lost = lost_after_boot(booted_then_lost, [*unserved, *unbooted])
+    overall, reasons = outcome.verdict, reasons_of(outcome, unserved, lost)
     at = len(unavailable or {}) if not outcome.facts.interrupted else 0
     reasons[at:at] = boot_failures(boots)
     if lead is not None:
@@ -515,6 +559,7 @@ def build_report(
         "reaped": reaped or [],
         "failed_tests": [{"test": f.test, "cause": f.cause} for f in outcome.failed_tests],
         "context_prompts": context_prompts,
+        "unbucketed_gates": unbucketed_gates(deployment),
     }
     # Checked as a reader checks it (every field present): a report no reader accepts is never written.
     return Report.model_validate(document, context={"complete": True, "version": SCHEMA_VERSION})

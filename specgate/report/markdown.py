@@ -8,6 +8,7 @@ from collections import Counter
 
 from specgate.deployment import bucket_label
 from specgate.equivalence.known import known_defects_for
+from specgate.gate_kinds import UNBUCKETED_WHY
 from specgate.measure.context import LENGTH_TOLERANCE
 from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.report.model import (
@@ -38,6 +39,17 @@ def _load(row: SpeedRow, density: ContextPrompts | None = None) -> str:
     off = row.prompt_tokens / row.context - 1
     flag = f", OFF TARGET by {off:+.0%}" if abs(off) > LENGTH_TOLERANCE else ""
     return f"{said} ({row.prompt_tokens:,} prompt tokens{', ' + built if built else ''}{flag})"
+
+
+def row_verdict(row: SpeedRow) -> str:
+    """A speed row's verdict with every gate it stands for that did not pass, counted by status
+    ("PARTIAL (1 NOT RUN of 3 gates)"): a row reads bare PASS only where all of them passed."""
+    others = {status: n for status, n in row.gates.items() if status != Status.PASS}
+    if not others:
+        return str(row.verdict)
+    said = ", ".join(f"{n} {status.upper()}" for status, n in others.items())
+    total = sum(row.gates.values())
+    return f"{row.verdict} ({said} of {total} gate{'' if total == 1 else 's'})"
 
 
 def _density_line(density: ContextPrompts | None) -> list[str]:
@@ -281,7 +293,7 @@ def render_markdown(report: Report) -> str:
             name = f"{r.config} (STORED, not booted)" if r.stored else r.config
             out.append(
                 f"| {name} | {_load(r, report.context_prompts)} | {_iv(r.decode_tps)} | {_iv(r.ratio_to_reference, '{:.3f}')} "
-                f"| {_iv(r.accept_length, '{:.2f}')} | {_iv(r.ttft_ms, '{:.1f}')} | {r.n} | {warm} | {r.verdict} |"
+                f"| {_iv(r.accept_length, '{:.2f}')} | {_iv(r.ttft_ms, '{:.1f}')} | {r.n} | {warm} | {row_verdict(r)} |"
             )
         for u in report.unmeasured:
             # A server attached by url that never answered did not run: no FAIL of the config's.
@@ -341,6 +353,11 @@ def render_markdown(report: Report) -> str:
             out.append("\n### Not judged (NOT COMPARED or VACUOUS: never a pass)\n")
             out.extend(f"- **{g.gate}** {g.status.upper()}: {g.summary}" for g in unjudged)
 
+    if report.unbucketed_gates:  # said where no gate table is too: a bucket is never believed gated by them
+        out.append(
+            f"\n**NOT judged in any context bucket** ({UNBUCKETED_WHY}): {', '.join(report.unbucketed_gates)}; "
+            "their verdicts are the short workload's alone."
+        )
     out.extend(_diagnosis(report))
 
     if report.equivalence_not_checked:

@@ -26,7 +26,9 @@ speculative side's tokens outside the setting against the reference's own); 14 a
 counters, pooled), `cycle_ms` (time per verify cycle) and `degenerate` (measured answers that loop), a kept
 case's `features` and `params`, and the `ab` gate kind; 18 the run's `context_prompts` (the
 characters per token the context buckets' prompts were built at, as the reference's server counted
-them: measure.density). Reports written
+them: measure.density); 19 a speed row's `gates` (how many of the gates it stands for stand at each
+status: its verdict reads PASS only where every one passed) and the run's `unbucketed_gates` (the
+declared gates no context bucket judges). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -49,7 +51,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[18] = 18
+SCHEMA_VERSION: Literal[19] = 19
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -58,7 +60,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -206,6 +208,9 @@ class SpeedRow(_Part):
     cv: float | None = None  # per-request spread of decode tok/s
     boots: int | None = None
     verdict: _RunVerdict | Literal["—"]  # "—": no gate judged the config
+    # The gates the row stands for (its config's, at its context), by status (a Status's value, or
+    # "first record": verdicts.gates.gate_tally): the verdict is decided from it (tally_verdict).
+    gates: dict[str, int] = {}
     stored: str | None = None  # the stored baseline whose figures stand in for an unbooted reference
     # Verify cycles by drafts accepted (index k: cycles that accepted k), pooled over the measured
     # requests, and accepted drafts over proposed ones: where the server counts them per request.
@@ -224,7 +229,7 @@ class SpeedRow(_Part):
     prompt_tokens: int | None = None
     _since: ClassVar[dict[str, int]] = {
         "accept_histogram": 15, "draft_accept_rate": 15, "cycle_ms": 15, "degenerate": 15, "context": 17,
-        "prompt_tokens": 17,
+        "prompt_tokens": 17, "gates": 19,
     }  # fmt: skip
 
 
@@ -632,8 +637,12 @@ class Report(_Part):
     # How the context buckets' prompts were sized on the reference's tokenizer (measure.density);
     # None where the run has no bucket, or measured none.
     context_prompts: ContextPrompts | None = None
+    # The declared gates no context bucket judges (gate_kinds.unbucketed_gates: declared at another
+    # concurrency, while buckets are single-stream); [] where the run has no bucket or none is left out.
+    unbucketed_gates: list[str] = []
     _since: ClassVar[dict[str, int]] = {
         "ignore_eos": 3, "sampling": 8, "reaped": 9, "failed_tests": 11, "standing": 16, "context_prompts": 18,
+        "unbucketed_gates": 19,
     }  # fmt: skip
 
 

@@ -113,7 +113,7 @@ def _run_sweep(
     # One meter per context of the sweep's axis (0: the short workload), each its own pinned requests.
     # The buckets' prompts are sized on the first GPU's resident baseline (measure.density).
     density = (
-        DensityProbe(synth.workload, baseline_of[gpus[0]], lambda name: _live(pool, name), max(plan.contexts))
+        DensityProbe(synth.workload, baseline_of[gpus[0]], lambda name: _live(pool, name))
         if any(plan.contexts)
         else None
     )
@@ -157,6 +157,7 @@ def _run_sweep(
                     result = _result(
                         point, record, base[context].get(gpu), session.id, gpu, n + 1, boot_s, deployment, named, context
                     )
+                    result.chars_per_token = meter.built_at  # a resumed sweep's bucket keeps what each point was built at
                     state.points[named] = result
                     state.save()
                     echo("  " + _line(result))
@@ -281,4 +282,5 @@ def _line(r: PointResult) -> str:
     ratio = f"{r.ratio['estimate']:.3f}x [{r.ratio['low']:.3f}, {r.ratio['high']:.3f}]" if r.ratio else "no ratio"
     tau = f"τ {r.tau['estimate']:.2f}" if r.tau else "τ ?"
     cost = f", cycle {r.t_c_ms:.2f} ms = {r.cycle_cost:.2f} plain steps" if r.cycle_cost else ""
-    return f"{r.name}: {r.median_tps:.1f} tok/s, {ratio} baseline, {tau}{cost}"
+    built = f", prompts built at {r.chars_per_token:.2f} chars/token" if r.chars_per_token else ""
+    return f"{r.name}: {r.median_tps:.1f} tok/s, {ratio} baseline, {tau}{cost}{built}"

@@ -41,6 +41,9 @@ class PointResult:
     cycle_cost: float | None = None
     boot_s: float | None = None
     wave: int | None = None  # its wave in its session: its ratio pairs with that wave's baseline
+    # A context bucket's result: the characters per token its prompts were built at (its session's
+    # measure.density); None for the short workload, and in states written before it was kept.
+    chars_per_token: float | None = None
 
     @property
     def median_tps(self) -> float | None:
@@ -63,6 +66,16 @@ class SweepState:
     plan_digest: str
     sessions: list[SessionRecord] = field(default_factory=list)
     points: dict[str, PointResult] = field(default_factory=dict)
+
+    def built_at(self, context: int) -> dict[float | None, list[str]]:
+        """The measured results of context bucket `context` by the characters per token their
+        prompts were built at (None: not recorded): more than one key and the bucket's column mixes
+        prompts of sessions that counted the tokenizer apart."""
+        out: dict[float | None, list[str]] = {}
+        for r in self.points.values():
+            if r.status == "measured" and r.axes.get("context") == context:
+                out.setdefault(r.chars_per_token, []).append(r.name)
+        return out
 
     def done(self, name: str) -> bool:
         return name in self.points and self.points[name].status == "measured"

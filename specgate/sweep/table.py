@@ -138,6 +138,27 @@ def _across_context(plan: SweepPlan, state: SweepState) -> list[str]:
             else:
                 cells.append(f"{r.ratio['estimate']:.2f} {_mark(r)}")
         out.append(f"| {point.name} | " + " | ".join(cells) + f" | {stops_paying(plan, point, state)} |")
+    return out + _mixed_ratios(plan, state)
+
+
+def _mixed_ratios(plan: SweepPlan, state: SweepState) -> list[str]:
+    """A bucket whose points were built at more than one characters per token (sessions of a
+    resumed sweep that counted the tokenizer apart, or a state from before the ratio was kept):
+    said under the table, naming each ratio's points, never mixed silently."""
+    out = []
+    for context in plan.contexts:
+        built = state.built_at(context) if context else {}
+        if len(built) < 2:
+            continue
+        said = "; ".join(
+            f"{'not recorded' if ratio is None else f'{ratio:.2f}'}: {', '.join(sorted(names))}"
+            for ratio, names in sorted(built.items(), key=lambda kv: (kv[0] is None, kv[0] or 0.0))
+        )
+        out.append(
+            f"\n**NOT one workload at {context_name(context)}**: its points' prompts were built at different characters "
+            f"per token ({said}). Each ratio is over a reference measured on the same prompts, but the prompts differ "
+            "between them: move the state away (or pass another --state) to measure every point at one."
+        )
     return out
 
 

@@ -17,7 +17,7 @@ compared with itself). The run exits non-zero on either unless the user allows i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypedDict
@@ -134,6 +134,36 @@ class Verdict:
     @property
     def unjudged(self) -> bool:
         return self.status in UNJUDGED
+
+
+# A baseline update's first record of a gate: NOT COMPARED because nothing was stored before it,
+# which the run's verdict does not count as a gap (outcome.decide); a tally says it apart.
+FIRST_RECORD = "first record"
+
+
+def gate_tally(verdicts: Iterable[Verdict]) -> dict[str, int]:
+    """How many of `verdicts` stand at each status (a Status's value, or FIRST_RECORD), in the
+    order first seen: what a speed row's verdict is decided from and what its cell says."""
+    tally: dict[str, int] = {}
+    for v in verdicts:
+        key = FIRST_RECORD if v.status == NOT_COMPARED and v.figures.get("first_record") else str(v.status.value)
+        tally[key] = tally.get(key, 0) + 1
+    return tally
+
+
+def tally_verdict(tally: Mapping[str, int]) -> RunVerdict | None:
+    """The one word for a set of gates, by the run's own rule (outcome.decide): FAIL where one
+    failed, INCONCLUSIVE where one cannot tell, PARTIAL where one did not run or judge, PASS only
+    where every one passed (a first record apart); None where there is no gate."""
+    if not tally:
+        return None
+    if tally.get(FAIL.value):
+        return RunVerdict.FAIL
+    if tally.get(INCONCLUSIVE.value):
+        return RunVerdict.INCONCLUSIVE
+    if any(n for status, n in tally.items() if status not in (PASS.value, FIRST_RECORD)):
+        return RunVerdict.PARTIAL
+    return RunVerdict.PASS
 
 
 def verdicts_of_failure(test: str, verdicts: list[Verdict]) -> list[Verdict]:

@@ -9,6 +9,7 @@ row, saying which server it needed and why that server was not there.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from specgate.deployment import Deployment
 from specgate.gate_kinds import planned_gates
@@ -33,12 +34,27 @@ def with_not_run(
             continue
         server, why = cause
         verdict = Verdict(gate, config, NOT_RUN, f"the server of {server!r} {_what_became_of(why)}: {why}")
+        if planned.context:  # a bucket's gate: its row is the bucket's (report.build reads figures' context)
+            verdict.figures["context"] = planned.context
         if had is not None:
             verdict.test = had.test  # the test that judged it before: its failure is this row's
         if had is not None:
             out[out.index(had)] = verdict
         else:
             out.append(verdict)
+    return out
+
+
+def lost_after_boot(failed_servers: dict[str, str], never_booted: Collection[str]) -> dict[str, tuple[str, str]]:
+    """The failed servers whose config booted (not in `never_booted`): each died or stopped
+    answering during the run, with what became of it ("stopped mid-run", or "never served" where it
+    died on its first request) and the first line of why, as its NOT RUN rows and failed tests say it."""
+    out = {}
+    for name, why in failed_servers.items():
+        if name.partition("@")[0] in never_booted:
+            continue
+        first = why.splitlines()[0][:400] if why.strip() else ""
+        out[name] = (_what_became_of(first), first)
     return out
 
 

@@ -12,7 +12,7 @@ import tomli_w
 from specgate.client import GenerateRequest
 from specgate.deployment import load_deployment
 from specgate.measure.context import calibration_text, corpus_of, long_prompt
-from specgate.measure.density import CALIBRATION_CHARS, DensityProbe, calibration_chars, density_of, rounded
+from specgate.measure.density import CALIBRATION_CHARS, DensityProbe, calibration_request, density_of, rounded
 from specgate.measure.plan import SamplingPlan
 from specgate.measure.speed import SpeedMeter
 from specgate.report.markdown import _density_line, _load
@@ -73,8 +73,35 @@ def test_the_calibration_sample_has_the_whole_corpus_ratio(tmp_path):
     assert len(sample) <= CALIBRATION_CHARS and sample == calibration_text(workload, CALIBRATION_CHARS)
     assert sample.startswith("<|im_start|>user\nCalibration text.")
     assert len(sample) / len(encode(sample)) == pytest.approx(ratio, rel=0.02)
-    # Never more than the longest bucket holds at 4 characters a token (what `check` bounds).
-    assert calibration_chars(1024) == 4096 and calibration_chars(32768) == CALIBRATION_CHARS
+
+
+def test_the_calibration_prompt_is_the_same_whatever_buckets_are_listed(tmp_path):
+    """With every bucket under 2K tokens it followed the longest bucket (4 characters a token of
+    it), so adding a 1,500-token bucket beside 1K sent another sample and could move the ratio,
+    and with it every bucket's prompts."""
+    sent = {
+        tuple(buckets): calibration_request(_dep(tmp_path, {"context_buckets": buckets}).workload).text
+        for buckets in (["1K"], [1024, 1500], ["1K", "32K"], [256])
+    }
+    assert len(set(sent.values())) == 1, {k: len(v or "") for k, v in sent.items()}
+    assert len(next(iter(sent.values())) or "") <= CALIBRATION_CHARS
+
+
+def test_check_holds_the_references_launch_to_the_calibration_prompt(tmp_path):
+    """The calibration prompt no longer shrinks with the buckets: a reference launched too short
+    for it is refused before anything boots, naming the flag and the value it needs; the other
+    configs, which never send it, are not."""
+    from specgate.context_fit import refusals
+
+    dep = _dep(tmp_path, {"context_buckets": [256]})
+    said = refusals(dep, "baseline", ["--context-length", "2048"], True, None)
+    assert said == [
+        "the context buckets' calibration prompt (measure.density: 8,192 characters, whatever buckets are listed, sent "
+        "to the reference) needs up to 2732 tokens (at 3 characters each, + 1 answer token), over --context-length "
+        "2048: raise --context-length to at least 2732"
+    ]
+    assert refusals(dep, "eagle3-decode", ["--context-length", "2048"], True, None) == []
+    assert refusals(dep, "baseline", ["--context-length", "4096"], True, None) == []
 
 
 class _Server:
@@ -98,7 +125,7 @@ def test_the_reference_counts_once_and_only_its_first_boot(tmp_path):
         acquired.append(name)
         return servers[name]
 
-    probe = DensityProbe(workload, "baseline", acquire, 32768)
+    probe = DensityProbe(workload, "baseline", acquire)
     probe.offer(servers["eagle3-decode"])  # type: ignore[arg-type]
     probe.offer(servers["baseline@2"])  # type: ignore[arg-type]
     assert probe.found is None and not any(s.sent for s in servers.values())
@@ -107,7 +134,7 @@ def test_the_reference_counts_once_and_only_its_first_boot(tmp_path):
     assert sent.max_new_tokens == 1 and sent.text == calibration_text(workload, CALIBRATION_CHARS)
     assert probe.resolve().chars_per_token == rounded(len(sent.text) / 1600) and not acquired
     # Not offered: the reference's server is acquired for it, once.
-    fresh = DensityProbe(workload, "baseline", acquire, 32768)
+    fresh = DensityProbe(workload, "baseline", acquire)
     fresh.resolve()
     fresh.resolve()
     assert acquired == ["baseline"]
@@ -128,7 +155,7 @@ def test_a_bucket_is_sized_before_the_measured_servers_is_acquired(tmp_path):
             return servers[name]
 
     pool = Pool()
-    probe = DensityProbe(dep.workload, "baseline", pool.acquire, 1024)
+    probe = DensityProbe(dep.workload, "baseline", pool.acquire)
     meter = SpeedMeter(dep, context=1024, density=probe)
     plan = SamplingPlan(dep, pool, meter, ["eagle3-decode"], seed=0)  # type: ignore[arg-type]
     meter.measure = lambda server, concurrency, count: order.append(f"measure {server.name}")  # type: ignore[method-assign]
@@ -176,6 +203,6 @@ def test_a_bucket_never_measured_boots_nothing_for_its_digest(tmp_path):
     def acquire(name):
         raise AssertionError(f"acquired {name} after the run")
 
-    meter = SpeedMeter(dep, context=1024, density=DensityProbe(dep.workload, "baseline", acquire, 1024))
+    meter = SpeedMeter(dep, context=1024, density=DensityProbe(dep.workload, "baseline", acquire))
     assert meter.workload_digest == ""
     assert SpeedMeter(dep).workload_digest  # the short workload's needs no count

@@ -35,7 +35,7 @@ FIELDS_BEFORE_THE_MODEL = [
     "gates", "equivalence", "equivalence_not_checked", "baseline_problems", "baseline_margins", "boots",
     "phase_seconds", "fidelity", "diagnosis", "server_settings", "interrupted", "drafters",
 ]  # fmt: skip
-FIELDS_SINCE = ["ignore_eos", "sampling", "reaped", "failed_tests", "standing", "context_prompts"]  # 3, 8, 9, 11, 16, 18
+FIELDS_SINCE = ["ignore_eos", "sampling", "reaped", "failed_tests", "standing", "context_prompts", "unbucketed_gates"]  # 3, 8, 9, 11, 16, 18, 19
 
 
 @pytest.fixture(scope="module")

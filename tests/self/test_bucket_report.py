@@ -1,0 +1,163 @@
+"""What a run with context buckets says in its report (issue 48's review): a speed row's verdict
+stands for every gate of its config at its bucket, and reads PASS only where each passed."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from specgate.deployment import parse_deployment
+from specgate.measure.speed import ConfigSpeed, SpeedSample
+from specgate.report.build import build_report
+from specgate.report.markdown import render_markdown
+from specgate.verdicts.gates import PASS, Verdict
+from specgate.verdicts.outcome import FailedTest, TestTally
+from tests.self.helpers import merge, sim_deployment_dict
+
+PROVENANCE = {"host": "h", "date": "d", "commit": "c", "command": "specgate run"}
+DIED = "the server died after serving 12 request(s) (POST http://127.0.0.1:1/generate failed)."
+
+
+def _record(config: str, spec: bool, n: int = 4, prompt_tokens: int = 1000) -> ConfigSpeed:
+    rng = np.random.default_rng(0)
+    samples = [
+        SpeedSample(
+            decode_tps=(700.0 if spec else 500.0) * math.exp(rng.normal(0, 0.01)), ttft_s=0.02, e2e_s=1.0,
+            completion_tokens=64, prompt_tokens=prompt_tokens, verify_ct=30 if spec else None, server_e2e_s=None, chunks=10, index=i,
+        )  # fmt: skip
+        for i in range(n)
+    ]
+    return ConfigSpeed(config, 1, samples=samples)
+
+
+def _meter(*configs: str, prompt_tokens: int = 1000):
+    results = {(c, 1): _record(c, c != "baseline", prompt_tokens=prompt_tokens) for c in configs}
+    return SimpleNamespace(results=results, label=lambda s: "")
+
+
+def _report(verdicts, failed_servers=None, buckets=None, failed_tests=None, workload=None, beats=None):
+    data = merge(sim_deployment_dict(), {"workload": workload or {"context_buckets": ["1K"]}})
+    if beats is not None:
+        data["gates"]["beats"] = beats
+    dep = parse_deployment(data, Path("sim.toml"))
+    return build_report(
+        dep, _meter("baseline", "eagle3-decode", prompt_tokens=40), verdicts, {}, [], None, PROVENANCE, TestTally(1, failed=1), {}, {}, [],
+        plan={"interleaved": True, "boots": 1, "rounds": 0, "orders": []}, failed_servers=failed_servers,
+        buckets=buckets if buckets is not None else {1024: _meter("baseline", "eagle3-decode")},
+        failed_tests=failed_tests,
+    )  # fmt: skip
+
+
+def test_a_row_with_a_gate_not_run_reads_partial_with_the_count_in_report_md():
+    """eagle3-decode's beats gate passed; its regression gates did not run (its server died): its
+    row read PASS. It reads PARTIAL, and the cell counts what did not pass, in report.md and on the
+    console alike (both render report.md's Markdown)."""
+    beats = Verdict("beats:eagle3-decode-beats-baseline", "eagle3-decode", PASS, "1.5x")
+    report = _report([beats], failed_servers={"eagle3-decode": DIED})
+    rows = {(r.config, r.context): r for r in report.speed}
+    short = rows[("eagle3-decode", 0)]
+    assert short.verdict == "PARTIAL", short
+    assert short.gates["pass"] == 1 and short.gates["not run"] >= 1
+    # A bucket's NOT RUN gates are the bucket's row's, not the short workload's.
+    bucket = rows[("eagle3-decode", 1024)]
+    assert bucket.verdict == "PARTIAL" and set(bucket.gates) == {"not run"}, bucket
+    assert short.gates["not run"] == sum(1 for g in report.gates if g.config == "eagle3-decode" and "@" not in g.gate and g.status == "not run")
+    md = render_markdown(report)
+    line = next(x for x in md.splitlines() if x.startswith("| eagle3-decode | 1 |"))
+    assert line.endswith(f"| PARTIAL ({short.gates['not run']} NOT RUN of {sum(short.gates.values())} gates) |"), line
+    assert "| PASS |" not in md.split("## Gates")[0]
+
+
+def test_a_row_every_gate_of_which_passed_reads_bare_pass():
+    report = _report([Verdict("beats:eagle3-decode-beats-baseline", "eagle3-decode", PASS, "1.5x")], workload={}, buckets={})
+    (row,) = [r for r in report.speed if r.config == "eagle3-decode"]
+    assert row.verdict == "PASS" and row.gates == {"pass": 1}
+    assert "| PASS |" in render_markdown(report)
+
+
+def test_a_server_dying_mid_run_is_said_once_naming_the_buckets_it_cost():
+    """eagle3-decode's server died after serving requests: its speed, beats and accept tests of
+    each bucket failed, each repeating the death, and its regression gates were NOT RUN. The first
+    screen says the death once, with the buckets it cost."""
+    from specgate.verdicts.outcome import FailedTest
+
+    cause = f"specgate.errors.SpecgateError: config 'eagle3-decode' could not be measured (eagle3-decode): config 'eagle3-decode': {DIED}"
+    failed = [
+        FailedTest(f"{test}[eagle3-decode{suffix}-at-{label}]", cause)
+        for label in ("1K", "2K")
+        for test, suffix in (("test_decode_speed", "-c1"), ("test_speculation_beats_reference", "-beats-baseline"))
+    ]
+    beats = Verdict("beats:eagle3-decode-beats-baseline", "eagle3-decode", PASS, "1.5x")
+    report = _report(
+        [beats], failed_servers={"eagle3-decode": DIED + "\nits log"}, failed_tests=failed,
+        workload={"context_buckets": ["1K", "2K"]},
+        buckets={1024: _meter("baseline", "eagle3-decode"), 2048: _meter("baseline", "eagle3-decode")},
+    )  # fmt: skip
+    said = [r for r in report.overall_reasons if "died after serving 12" in r]
+    assert len(said) == 1, report.overall_reasons
+    (line,) = said
+    assert line.startswith("the server of 'eagle3-decode' stopped mid-run: the server died after serving 12 request(s)")
+    assert "It cost the short workload, 1K and 2K: " in line and "and 4 test(s) failed" in line, line
+    md = render_markdown(report).split("## Decode speed")[0]
+    assert md.count("died after serving 12") == 1, md
+    assert len(report.failed_tests) == 4  # report.json still holds each test
+
+
+def test_the_gates_no_bucket_judges_are_named_in_report_json_and_report_md_as_check_names_them():
+    """A beats gate declared at concurrency 4 has no bucket version: `check` named it; the report
+    did not, so a reader of report.md took the 1K bucket for gated by it."""
+    from specgate.gate_kinds import unbucketed_gates
+
+    c4 = [{"config": "eagle3-decode", "over": "baseline", "ratio": 1.1, "concurrency": 4}]
+    report = _report([], workload={"context_buckets": ["1K"], "concurrency": [1, 4]}, beats=c4)
+    assert report.unbucketed_gates == ["beats:eagle3-decode-beats-baseline-c4"]
+    assert report.unbucketed_gates == unbucketed_gates(parse_deployment(
+        merge(sim_deployment_dict(), {"workload": {"context_buckets": ["1K"], "concurrency": [1, 4]}, "gates": {"beats": c4}}),
+        Path("sim.toml"),
+    ))  # fmt: skip
+    md = render_markdown(report)
+    assert "**NOT judged in any context bucket** (declared at another concurrency; buckets are single-stream): " \
+        "beats:eagle3-decode-beats-baseline-c4" in md
+    # Without a bucket nothing is said.
+    assert "NOT judged in any context bucket" not in render_markdown(_report([], workload={}, buckets={}))
+
+
+def test_context_png_puts_its_ticks_where_its_points_are_the_counted_tokens_naming_the_bucket():
+    """The points sat at the prompt tokens the server counted (here 1,200 for the 8K bucket's
+    neighbour 1K, 17% over) while the ticks sat at the targets: a reader read a point at 1,200 as
+    measured at 1K's 1,024. Now each tick sits at its bucket's counted tokens and names both."""
+    from specgate.report.context_chart import context_figure
+
+    report = _report([], workload={"context_buckets": ["1K", "8K"]},
+                     buckets={1024: _meter("baseline", "eagle3-decode", prompt_tokens=1200),
+                              8192: _meter("baseline", "eagle3-decode", prompt_tokens=8000)})  # fmt: skip
+    fig = context_figure(report)
+    try:
+        for ax in fig.axes:
+            ticks = list(ax.get_xticks())
+            labels = [t.get_text() for t in ax.get_xticklabels()]
+            assert ticks == [40.0, 1200.0, 8000.0], ticks
+            assert labels == ["40\nshort", "1,200\n1K", "8,000\n8K"], labels
+            xs = {float(x) for line in ax.get_lines() for x in line.get_xdata() if line.get_linestyle() != "--"}
+            assert xs <= set(ticks), xs  # every point sits on a tick
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def test_a_server_that_died_on_its_first_request_after_booting_is_said_once_too():
+    """Booted, then died before answering anything: "never served" in its NOT RUN rows, but no
+    boot failure either, so each bucket's failed test repeated it too."""
+    died = "the server died after serving 0 request(s) (POST http://127.0.0.1:1/generate failed)."
+    cause = f"specgate.errors.SpecgateError: config 'eagle3-decode': {died}"
+    failed = [FailedTest(f"test_decode_speed[eagle3-decode-c1-at-{label}]", cause) for label in ("1K", "2K")]
+    report = _report(
+        [], failed_servers={"eagle3-decode": died}, failed_tests=failed, workload={"context_buckets": ["1K", "2K"]},
+        buckets={1024: _meter("baseline", "eagle3-decode"), 2048: _meter("baseline", "eagle3-decode")},
+    )  # fmt: skip
+    (line,) = [r for r in report.overall_reasons if "died after serving 0" in r]
+    assert line.startswith("the server of 'eagle3-decode' never served: ") and "It cost the short workload, 1K and 2K" in line
