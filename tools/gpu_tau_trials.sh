@@ -13,6 +13,8 @@
 #           measurement), which the accept gate at 5% must FAIL
 #   small   the copy with noise SIGMA_SMALL (default 0.004: ~3% fewer), which it should PASS
 # (results/2026-12-05-cpu-smollm2-perturbed-drafter sized both with HF transformers on CPU, not SGLang.)
+# The deployment leaves greedy equivalence off, so a run whose gates all pass ends PARTIAL (exit 4),
+# one the accept gate fails FAIL (exit 1): read the summary line's verdicts, not the exit code.
 # Without KINDs: same drop small same drop same drop same drop. Runs go in the order given until the
 # call's deadline (DEADLINE_S, default 570 from the start; a run is not started unless ~RUN_S seconds
 # are left, 190 by default, 420 for the first boot of a fresh machine). FIRST=N numbers the runs from
