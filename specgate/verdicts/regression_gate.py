@@ -544,6 +544,8 @@ class NoRegression(GateKind):
         return judge.regression(*gate.spec)
 
     def describe(self, dep: Deployment) -> list[str]:
+        if not dep.gates.against_stored:
+            return ["  no-regression: none, nothing is compared with a stored baseline ([gates] against_stored = false)"]
         tol = dep.gates.tolerance
         return [
             f"  no-regression tolerance: {tol.decode_tps_fraction:.0%}"

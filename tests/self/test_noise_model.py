@@ -168,3 +168,23 @@ def test_check_states_the_ab_gates_bar_and_what_it_leaves_out(tmp_path):
     assert figure(unknown, "detects a regression of ") < bare  # the requests' part counts
     assert "at its own bar (0.04 tolerance)" in known
     assert at_bar == pytest.approx(1 - 0.96 * (1 - bare), abs=0.0006)  # the figures are printed to 0.1%
+
+
+def test_check_with_no_gate_across_boots_says_there_is_nothing_to_state_not_that_no_spread_is_known(tmp_path):
+    """`against_stored = false` and no [[gates.ab]]: no gate's sensitivity exists. The line said
+    "no runner history or calibration ... and no [gates.between_boot]" (false where one is declared
+    or stored) and asked for `specgate calibrate`; and the tolerance line listed bars no gate holds."""
+    from specgate.deployment import parse_deployment
+    from specgate.gate_kinds import descriptions
+    from specgate.verdicts.planned import sensitivity_lines
+    from tests.self.helpers import sim_deployment_dict
+
+    data = sim_deployment_dict()
+    data["gates"]["against_stored"] = False
+    data["gates"]["between_boot"] = {"decode_tps": 0.02, "speedup": 0.02, "source": "assumed"}
+    dep = parse_deployment(data, tmp_path / "d.toml")
+    (line,) = sensitivity_lines(dep, tmp_path)
+    assert "nothing to state" in line and "against_stored = false" in line, line
+    assert "calibrate" not in line and "no [gates.between_boot]" not in line
+    said = "\n".join(descriptions(dep))
+    assert "no-regression tolerance" not in said and "against_stored = false" in said, said
