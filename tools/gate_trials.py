@@ -25,8 +25,9 @@ the simulator's, never the GPU's.
 
 `analyse` pools every trials.jsonl given (several calls, several machines: each line names its
 host) and prints, per kind of run, how often the A/B speed gate FAILed (false alarms among the
-unchanged, detections among the slowed), with their 95% Clopper-Pearson intervals, the other
-verdicts, and the GPU time a verdict took.
+unchanged, detections among the slowed) among the runs it reached a verdict in, with their 95%
+Clopper-Pearson intervals, the other verdicts, the runs of no verdict (refused, broken, a server
+lost: apart, never in a rate), and the GPU time a verdict took.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from specgate.exits import Exit  # noqa: E402
 DEPLOYMENT = REPO / "fixtures" / "deployments" / "llama8b-dummy-h200-ab.toml"
 CANDIDATE = "eagle3-decode"
 UNCHANGED, SLOWED = "unchanged", "slowed"
+# The A/B speed gate's statuses that are a verdict on the pair (the rates' denominators).
+JUDGED = ("pass", "fail", "inconclusive")
 
 
 def kind_of(trial: int) -> str:
@@ -208,6 +211,10 @@ def run_trials(args: argparse.Namespace) -> int:
             else line.get("error", "no A/B speed gate")
         )
         print(f"{name}: exit {done.returncode} in {seconds:.0f} s; A/B speed {said}", flush=True)
+        if done.returncode == Exit.BAD_INPUT:
+            # What `specgate run` refused once it refuses in every trial: no trial more is started.
+            print(f"stopped: {name}'s run was refused (exit {done.returncode}): see {out / name}.out", file=sys.stderr)
+            return int(Exit.BAD_INPUT)
     return 0
 
 
@@ -261,7 +268,8 @@ def analyse(folders: list[Path]) -> int:
         hosts[str(x.get("host_id"))] = hosts.get(str(x.get("host_id")), 0) + 1
     print("hosts: " + ", ".join(f"{h} ({n} runs)" for h, n in hosts.items()))
     print(
-        "\n| runs | n | A/B speed FAIL | rate [95% CI] | PASS | INCONCLUSIVE | other | A/B accept | median s a verdict |"
+        "\n| runs | n judged | A/B speed FAIL | rate [95% CI] | PASS | INCONCLUSIVE | no verdict (not in n) | A/B accept "
+        "| median s a verdict |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for kind in (UNCHANGED, SLOWED):
@@ -278,13 +286,19 @@ def analyse(folders: list[Path]) -> int:
                 if n.startswith("ab:") and n.endswith(":accept"):
                     accept[g["status"]] = accept.get(g["status"], 0) + 1
         fails = statuses.count("fail")
-        low, high = clopper_pearson(fails, len(runs))
-        other = len(runs) - fails - statuses.count("pass") - statuses.count("inconclusive")
+        # The rates are over runs whose A/B speed gate reached a verdict: a run that broke, was
+        # refused or lost a server (its gate NOT RUN) neither false-alarmed nor detected anything.
+        judged = sum(status in JUDGED for status in statuses)
+        other = len(runs) - judged
+        if not judged:
+            print(f"| {kind} | 0 | - | - | 0 | 0 | {other} | - | - |")
+            continue
+        low, high = clopper_pearson(fails, judged)
         slow = sorted({x["slowdown"] for x in runs})
         label = kind if kind == UNCHANGED else f"{kind} by {', '.join(f'{s:.0%}' for s in slow)}"
-        seconds = sorted(x["seconds"] for x in runs)
+        seconds = sorted(x["seconds"] for x, status in zip(runs, statuses) if status in JUDGED)
         print(
-            f"| {label} | {len(runs)} | {fails} | {fails / len(runs):.0%} [{low:.0%}, {high:.0%}] | {statuses.count('pass')} "
+            f"| {label} | {judged} | {fails} | {fails / judged:.0%} [{low:.0%}, {high:.0%}] | {statuses.count('pass')} "
             f"| {statuses.count('inconclusive')} | {other} | {', '.join(f'{k} {v}' for k, v in sorted(accept.items())) or '-'} "
             f"| {seconds[len(seconds) // 2]:.0f} |"
         )
@@ -337,6 +351,17 @@ def _checked_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         parser.error("--runs and --first: expected at least 1")
     if not Path(args.deployment).is_file():
         parser.error(f"--deployment {args.deployment}: no such file")
+    # Checked as `specgate run` checks it, before any trial: a deployment every trial would refuse
+    # (or one with no A/B gate to count) would otherwise fill trials.jsonl with runs of no verdict.
+    from specgate.deployment import load_deployment
+    from specgate.errors import SpecgateError
+
+    try:
+        dep = load_deployment(args.deployment)
+    except SpecgateError as exc:
+        parser.error(f"--deployment {args.deployment}: {exc}")
+    if not dep.gates.of("ab"):
+        parser.error(f"--deployment {args.deployment}: no [[gates.ab]]: the trials count the A/B speed gate's verdicts")
     return run_trials(args)
 
 

@@ -60,3 +60,33 @@ def test_analyse_refuses_simulator_and_real_trials_mixed_and_lines_it_cannot_rea
     (tmp_path / "a" / "trials.jsonl").write_text("not json\n")
     assert tool.analyse([tmp_path / "a"]) == 2
     assert "trials.jsonl:1: not a JSON line" in capsys.readouterr().err
+
+
+def test_analyse_leaves_runs_with_no_speed_verdict_out_of_the_rates(tmp_path, capsys):
+    """A run that was refused or broke (no report.json) or lost a server (its gate NOT RUN)
+    neither false-alarmed nor detected: counted in n, it pulled both rates toward 0%."""
+    tool = _tool()
+    broken = dict(_line(3, "pass"), exit=2, error="no report.json (exit 2): see trial-03-unchanged.out")
+    del broken["gates"]
+    lines = [_line(1, "fail"), broken, _line(5, "not run"), _line(7, "pass")]
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert tool.analyse([tmp_path]) == 0
+    low, high = tool.clopper_pearson(1, 2)
+    assert f"| unchanged | 2 | 1 | 50% [{low:.0%}, {high:.0%}] | 1 | 0 | 2 |" in capsys.readouterr().out
+
+
+def test_run_refuses_a_deployment_specgate_refuses_or_without_an_ab_gate_before_any_trial(tmp_path, capsys):
+    """A bad deployment made every trial exit 2 (or, with --sim, a KeyError traceback) and the
+    loop went on recording trials of no verdict; now it is refused by name before any trial."""
+    tool = _tool()
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n')
+    for extra in ([], ["--sim"]):
+        with pytest.raises(SystemExit) as exc:
+            tool.main(["run", *extra, "--deployment", str(bad), "--out", str(tmp_path / "out")])
+        assert exc.value.code == 2
+        assert f"--deployment {bad}: " in capsys.readouterr().err
+    assert not (tmp_path / "out" / "trials.jsonl").exists()
+    with pytest.raises(SystemExit):
+        tool.main(["run", "--deployment", str(TOOL.parents[1] / "fixtures/deployments/sim.toml"), "--out", str(tmp_path / "o")])
+    assert "no [[gates.ab]]" in capsys.readouterr().err
