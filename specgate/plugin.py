@@ -18,7 +18,7 @@ import pytest
 
 from specgate import interrupts, options, project
 from specgate.atomic import ensure_writable
-from specgate.deployment import Deployment, bucket_test_id, load_deployment
+from specgate.deployment import Deployment, bucket_label, bucket_of_test, bucket_test_id, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.diagnosis.slope import slopes_of, with_slopes
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
@@ -590,8 +590,16 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     try:
         return (yield)
     except KeyboardInterrupt:
-        gate.cut_short = (*found, time.monotonic() - started)
+        phase, config = found
+        gate.cut_short = (phase, stopped_test(config, item.name), time.monotonic() - started)
         raise
+
+
+def stopped_test(config: str, test: str) -> str:
+    """What the report says a signal stopped: the config, and the context bucket where the test
+    measured one ("baseline at 2K"): each bucket's test of a config is its own."""
+    tokens = bucket_of_test(test)
+    return f"{config} at {bucket_label(tokens)}" if tokens else config
 
 
 def _record_outcome(gate: GateSession, phase: str, config: str, report: pytest.TestReport) -> None:

@@ -139,7 +139,7 @@ def _shortfall(gap: Shortfall, facts: RunFacts) -> str:
     if not facts.interrupted:
         return f"{said} (a selection, a skip or a failed boot)"
     stopped = facts.cut_short.get(gap.phase)
-    during = f"; {stopped}'s was running when the signal came (its time so far is in the phase's)" if stopped else ""
+    during = f"; the test of {stopped} was running when the signal came (its time so far is in the phase's)" if stopped else ""
     return f"{said}{during}; the rest did not start: the run was interrupted"
 
 
