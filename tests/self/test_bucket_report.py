@@ -161,3 +161,20 @@ def test_a_server_that_died_on_its_first_request_after_booting_is_said_once_too(
     )  # fmt: skip
     (line,) = [r for r in report.overall_reasons if "died after serving 0" in r]
     assert line.startswith("the server of 'eagle3-decode' never served: ") and "It cost the short workload, 1K and 2K" in line
+
+
+def test_a_row_of_one_request_shows_no_interval_rather_than_a_point_as_its_own_bounds():
+    """A run stopped one request into its 2K bucket showed "505.9 [505.9, 505.9]" for that row:
+    a figure read as known exactly. One request gives the estimate alone, said so."""
+    one = SimpleNamespace(results={("baseline", 1): _record("baseline", False, n=1)}, label=lambda s: "")
+    report = _report([], workload={"context_buckets": ["1K", "2K"]},
+                     buckets={1024: _meter("baseline", "eagle3-decode"), 2048: one})  # fmt: skip
+    md = render_markdown(report)
+    speed_rows = [line for line in md.splitlines() if line.count("|") == 10]  # the speed table's 9 columns
+    (row,) = [line for line in speed_rows if line.startswith("| baseline | 1, 2K context")]
+    assert "(one request: no interval)" in row and "[" not in row.split("|")[3], row
+    (short,) = [line for line in speed_rows if line.startswith("| baseline | 1, 1K context")]
+    assert "(one request" not in short and "[" in short.split("|")[3]
+    # Nor a per-request spread of 0.0% in the calibration table.
+    (calibrated,) = [line for line in md.splitlines() if line.count("|") == 6 and "1, 2K context" in line]
+    assert calibrated.endswith("| — (one request) |"), calibrated
