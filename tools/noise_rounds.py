@@ -29,9 +29,20 @@ CONFIGS = ("baseline", "eagle3-decode", "eagle3-decode-twin", "eagle3-decode-dra
 SHORT = {"baseline": "P", "eagle3-decode": "E", "eagle3-decode-twin": "T", "eagle3-decode-drawn": "D"}
 
 
+def gpu_of(folder: Path) -> str:
+    """The first GPU's uuid in provenance.txt's nvidia-smi lines ("0, NVIDIA H100 80GB HBM3, driver,
+    memory, uuid"), whatever the model: an H200 alone was matched, so every other machine's rounds
+    read "?" and pooled as one machine's frame."""
+    for line in (folder / "provenance.txt").read_text().splitlines():
+        fields = line.split(", ")
+        if len(fields) >= 5 and fields[0].strip().isdigit() and fields[1].startswith("NVIDIA") and fields[4].startswith("GPU-"):
+            return fields[4].strip()
+    return "?"
+
+
 def rounds(folder: Path) -> list[dict]:
     host = next((line.split("boot-id ")[1].strip() for line in (folder / "provenance.txt").read_text().splitlines() if "boot-id" in line), "?")
-    gpu = next((line.split(", ")[4] for line in (folder / "provenance.txt").read_text().splitlines() if "NVIDIA H200" in line), "?")
+    gpu = gpu_of(folder)
     out = []
     for bench in sorted(folder.glob("round-*/benchmark.json")):
         name = bench.parent.name
