@@ -114,15 +114,14 @@ def main(folders: list[Path]) -> int:
                 file=sys.stderr,
             )
             return 2
-        found_here = noise_rounds.rounds(folder)
-        if not found_here:
+        if not noise_rounds.rounds(folder):
             print(
                 f"{folder}: no A/A round (round-*/benchmark.json with every config of {', '.join(noise_rounds.CONFIGS)}): "
                 "an ab round is a gate trial (tools/gate_trials.py analyse), not a noise round",
                 file=sys.stderr,
             )
-        for r in found_here:
-            by_machine.setdefault(r["gpu"], []).append(r)
+    for r in noise_rounds.rounds_of(folders):
+        by_machine.setdefault(r["gpu"], []).append(r)
     found = {}
     for gpu, rounds in sorted(by_machine.items()):
         figures = machine(rounds)

@@ -149,8 +149,25 @@ def telemetry(folder: Path, span: tuple[float, float]) -> dict:
     }
 
 
+def rounds_of(folders: list[Path]) -> list[dict]:
+    """Every round of `folders`, each once: a later call's archive packs the same machine's folder
+    again with the earlier rounds in it (gpu_noise.sh packs its whole work folder), and a round
+    counted twice narrows the spread between rounds and adds degrees of freedom it does not have.
+    A round is the same where its machine, name and figures are."""
+    out, seen = [], set()
+    for folder in folders:
+        for r in rounds(folder):
+            key = (r["gpu"], r["name"], json.dumps(r["per"], sort_keys=True))
+            if key in seen:
+                print(f"{folder}: {r['name']} left out, the same round as in an earlier folder", file=sys.stderr)
+                continue
+            seen.add(key)
+            out.append(r)
+    return out
+
+
 def main(folders: list[Path]) -> None:
-    all_rounds = [r for f in folders for r in rounds(f)]
+    all_rounds = rounds_of(folders)
     print("## Per round (median decode tok/s per config; paired per-prompt ratios)\n")
     print("| round | machine | P | E | T (twin) | D | E/P | T/P | E/T | E/T per-prompt sd |")
     print("|---|---|---|---|---|---|---|---|---|---|")
