@@ -362,7 +362,34 @@ def _checked_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         parser.error(f"--deployment {args.deployment}: {exc}")
     if not dep.gates.of("ab"):
         parser.error(f"--deployment {args.deployment}: no [[gates.ab]]: the trials count the A/B speed gate's verdicts")
+    taken = taken_trials(Path(args.out))
+    clash = sorted(taken & set(range(args.first, args.first + args.runs)))
+    if clash:
+        # A trial's report folder and log would be overwritten, and trials.jsonl would hold its number twice.
+        parser.error(
+            f"--first {args.first} --runs {args.runs}: trial(s) {', '.join(f'{i:02d}' for i in clash)} already in "
+            f"{args.out} (a report folder, log or trials.jsonl line): pass --first {max(taken) + 1} or another --out"
+        )
     return run_trials(args)
+
+
+def taken_trials(out: Path) -> set[int]:
+    """The trial numbers `out` already holds: a trials.jsonl line, a report folder or a log."""
+    taken = set()
+    for path in out.glob("trial-*"):
+        number = path.name.split("-")[1].split(".")[0]
+        if number.isdigit():
+            taken.add(int(number))
+    trials = out / "trials.jsonl"
+    if trials.is_file():
+        for text in trials.read_text().splitlines():
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(line, dict) and isinstance(line.get("trial"), int):
+                taken.add(line["trial"])
+    return taken
 
 
 if __name__ == "__main__":

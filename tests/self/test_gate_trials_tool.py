@@ -90,3 +90,21 @@ def test_run_refuses_a_deployment_specgate_refuses_or_without_an_ab_gate_before_
     with pytest.raises(SystemExit):
         tool.main(["run", "--deployment", str(TOOL.parents[1] / "fixtures/deployments/sim.toml"), "--out", str(tmp_path / "o")])
     assert "no [[gates.ab]]" in capsys.readouterr().err
+
+
+def test_run_refuses_trial_numbers_its_out_folder_already_holds(tmp_path, capsys):
+    """A second call into the same --out with the same --first overwrote the earlier trial's report
+    folder and log and wrote its number twice into trials.jsonl; it is refused, naming a free --first."""
+    tool = _tool()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "trials.jsonl").write_text(json.dumps(_line(1, "pass")) + "\n")
+    (out / "trial-02-slowed").mkdir()
+    (out / "trial-03-unchanged.out").write_text("")
+    ab = str(TOOL.parents[1] / "fixtures/deployments/llama8b-dummy-h200-ab.toml")
+    assert tool.taken_trials(out) == {1, 2, 3}
+    with pytest.raises(SystemExit) as exc:
+        tool.main(["run", "--deployment", ab, "--out", str(out), "--runs", "2"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "trial(s) 01, 02 already in" in err and "pass --first 4" in err, err
