@@ -102,7 +102,8 @@ def context_cost(dep: Deployment) -> list[str]:
         measured = servers * wl.context_repeats
         low, high = measured + servers * fewest, measured + servers * most
         line = (
-            f"    {bucket_label(tokens)}: {measured} measured request(s) and {warm} warmup request(s) per server "
+            f"    {bucket_label(tokens)}: {measured} measured request(s) ({wl.context_repeats} per server) and {warm} "
+            "warmup request(s) per server "
             f"(workload.warmup), {_span(low, high)} request(s) in all: about {_span(low * tokens, high * tokens)} prompt "
             f"and {_span(low * wl.max_new_tokens, high * wl.max_new_tokens)} answer tokens; the shipped text runs "
             f"{passes_needed(wl, tokens)} time(s) through each prompt"

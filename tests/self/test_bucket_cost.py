@@ -54,7 +54,9 @@ def test_each_buckets_cost_counts_the_warmup_its_meter_really_runs(tmp_path, cap
     assert main(["check", "dep.toml"]) == 0
     out = capsys.readouterr().out
     # 3 servers: 9 measured, 3 x 3 to 3 x 12 warmup.
-    assert "32K: 9 measured request(s) and 3 to 12 warmup request(s) per server (workload.warmup), 18 to 45 request(s) in all: " \
+    # "9 measured request(s) and 3 to 12 warmup request(s) per server" read as 9 measured per server.
+    assert "32K: 9 measured request(s) (3 per server) and 3 to 12 warmup request(s) per server (workload.warmup), " \
+        "18 to 45 request(s) in all: " \
         f"about {18 * 32768:,} to {45 * 32768:,} prompt and {18 * 64:,} to {45 * 64:,} answer tokens" in out, out
 
 
