@@ -102,7 +102,9 @@ def sim_deployment(source: Path, out: Path) -> Path:
     return out
 
 
-def trial_env(kind: str, slowdown: float, sim: bool) -> dict[str, str]:
+def trial_env(kind: str, slowdown: float, sim: bool, candidate: str = CANDIDATE) -> dict[str, str]:
+    """The environment of one trial's `specgate run`: a slowed trial slows `candidate` alone (the
+    A/B gate's config), by the simulator's fault or tools/inject."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -112,11 +114,11 @@ def trial_env(kind: str, slowdown: float, sim: bool) -> dict[str, str]:
         faults = ["*:h200-noise"]
         if kind == SLOWED:
             # slowdown=X makes every step cost (1 + X): the candidate at (1 - F) of its speed.
-            faults.append(f"{CANDIDATE}:slowdown={slowdown / (1 - slowdown):.6f}")
+            faults.append(f"{candidate}:slowdown={slowdown / (1 - slowdown):.6f}")
         env["SPECGATE_SIM_FAULTS"] = ";".join(faults)
     elif kind == SLOWED:
         env["SPECGATE_INJECT_SLOWDOWN"] = f"{slowdown}"
-        env["SPECGATE_INJECT_ONLY"] = CANDIDATE
+        env["SPECGATE_INJECT_ONLY"] = candidate
     return env
 
 
@@ -183,7 +185,7 @@ def run_trials(args: argparse.Namespace) -> int:
                        "--report-dir", str(report_dir), "--baselines-dir", baselines]  # fmt: skip
             start = time.monotonic()
             with (out / f"{name}.out").open("w") as log:
-                done = _run_forwarding_signals(command, trial_env(kind, args.slowdown, args.sim), log)
+                done = _run_forwarding_signals(command, trial_env(kind, args.slowdown, args.sim, args.candidate), log)
             seconds = time.monotonic() - start
         line = {
             "trial": i,
@@ -360,8 +362,15 @@ def _checked_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         dep = load_deployment(args.deployment)
     except SpecgateError as exc:
         parser.error(f"--deployment {args.deployment}: {exc}")
-    if not dep.gates.of("ab"):
-        parser.error(f"--deployment {args.deployment}: no [[gates.ab]]: the trials count the A/B speed gate's verdicts")
+    ab = dep.gates.of("ab")
+    if len(ab) != 1:
+        parser.error(
+            f"--deployment {args.deployment}: {len(ab)} [[gates.ab]]: expected one, whose config the slowed "
+            "trials slow and whose speed gate the trials count"
+        )
+    # The slowed trials slow the A/B gate's candidate, whatever its name: a fixed "eagle3-decode"
+    # slowed nothing in a deployment that names it otherwise, and every slowed trial ran unchanged.
+    args.candidate = ab[0].config
     taken = taken_trials(Path(args.out))
     clash = sorted(taken & set(range(args.first, args.first + args.runs)))
     if clash:

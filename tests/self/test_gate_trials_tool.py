@@ -89,7 +89,7 @@ def test_run_refuses_a_deployment_specgate_refuses_or_without_an_ab_gate_before_
     assert not (tmp_path / "out" / "trials.jsonl").exists()
     with pytest.raises(SystemExit):
         tool.main(["run", "--deployment", str(TOOL.parents[1] / "fixtures/deployments/sim.toml"), "--out", str(tmp_path / "o")])
-    assert "no [[gates.ab]]" in capsys.readouterr().err
+    assert "0 [[gates.ab]]: expected one" in capsys.readouterr().err
 
 
 def test_run_refuses_trial_numbers_its_out_folder_already_holds(tmp_path, capsys):
@@ -108,3 +108,26 @@ def test_run_refuses_trial_numbers_its_out_folder_already_holds(tmp_path, capsys
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "trial(s) 01, 02 already in" in err and "pass --first 4" in err, err
+
+
+def test_slowed_trials_slow_the_ab_gates_own_candidate_whatever_its_name(tmp_path, monkeypatch):
+    """The slowdown went to a fixed "eagle3-decode": in an A/B deployment naming its candidate
+    otherwise, every slowed trial ran unchanged and the detection rate measured nothing."""
+    import tomli_w
+
+    from tests.self.helpers import sim_deployment_dict
+
+    tool = _tool()
+    data = sim_deployment_dict()
+    data["configs"]["cand"] = dict(data["configs"].pop("eagle3-prefill"))
+    data["configs"]["cand-base"] = dict(data["configs"]["cand"])
+    data["gates"]["ab"] = [{"config": "cand", "base": "cand-base"}]
+    data["gates"]["against_stored"] = False
+    path = tmp_path / "ab.toml"
+    path.write_text(tomli_w.dumps(data))
+    seen = []
+    monkeypatch.setattr(tool, "run_trials", lambda args: seen.append(args.candidate) or 0)
+    assert tool.main(["run", "--sim", "--deployment", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert seen == ["cand"]
+    assert tool.trial_env("slowed", 0.1, True, "cand")["SPECGATE_SIM_FAULTS"].endswith("cand:slowdown=0.111111")
+    assert tool.trial_env("slowed", 0.1, False, "cand")["SPECGATE_INJECT_ONLY"] == "cand"
