@@ -625,6 +625,15 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
             'is false, but launch.reference_from = "stored" takes the reference from the stored baseline: '
             "keep one of the two",
         )
+    stored_beats = [g for g in gates.of("beats") if getattr(g, "against", "run") == "stored"]
+    if stored_beats and not gates.against_stored:
+        # The promise of against_stored = false is a run that needs no stored figures; a beats gate
+        # against the stored reference would be NOT COMPARED in every run without one.
+        raise top.table("gates").error(
+            "against_stored",
+            f'is false, but [[gates.beats]] of {", ".join(repr(g.config) for g in stored_beats)} compares with the '
+            'stored baseline (against = "stored"): keep one of the two',
+        )
     check_planned(deployment)
     return deployment
 
