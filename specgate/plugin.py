@@ -1041,7 +1041,7 @@ def _update_baselines(
             messages.append(f"baseline written: {path}")
             for name, why in excluded.items():
                 messages.append(f"baseline holds no figures for {name}: {why}")
-            return _recorded(path, document, excluded), None
+            return _recorded(path, document, excluded, gate.deployment.gates.against_stored), None
     messages.append(f"baseline NOT written: {reason}")
     if not interrupted:  # an interrupted run keeps pytest's exit status for an interrupt
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -1074,8 +1074,9 @@ def _replays_not_kept(gate: GateSession) -> list[str]:
     ]
 
 
-def _recorded(path: Path, document: dict, excluded: dict[str, str]) -> str:
-    """What a baseline update stored, as the report's first line says it."""
+def _recorded(path: Path, document: dict, excluded: dict[str, str], compared: bool = True) -> str:
+    """What a baseline update stored, as the report's first line says it; `compared`: whether
+    the deployment's gates compare with a stored baseline (`[gates] against_stored`)."""
     configs = []
     total = 0
     for name, entry in document["configs"].items():
@@ -1090,7 +1091,11 @@ def _recorded(path: Path, document: dict, excluded: dict[str, str]) -> str:
     files = f"{path} (and {replay}, the cases replayed first)" if replay.is_file() else str(path)
     return (
         f"{BASELINE_RECORDED}{path}: {total} samples of {len(configs)} config(s), {'; '.join(configs)}{also}{left}. "
-        f"Commit {files}: later runs on this machine compare against it"
+        + (
+            f"Commit {files}: later runs on this machine compare against it"
+            if compared
+            else "No gate of this deployment compares against it ([gates] against_stored = false): its runs need none"
+        )
     )
 
 

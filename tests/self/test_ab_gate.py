@@ -127,3 +127,15 @@ def test_against_stored_false_refuses_a_beats_gate_against_the_stored_baseline(t
         parse_deployment(data, tmp_path / "d.toml")
     data["gates"]["beats"][0]["against"] = "run"
     parse_deployment(data, tmp_path / "d.toml")
+
+
+def test_a_baseline_update_under_against_stored_false_does_not_promise_runs_compare_against_it(tmp_path):
+    """`specgate baseline update` of a deployment with against_stored = false said "later runs on
+    this machine compare against it": none does."""
+    from specgate.plugin import _recorded
+
+    document = {"configs": {"baseline": {"concurrency": {"1": {"n": 30}}}}}
+    said = _recorded(tmp_path / "b.json", document, {}, compared=False)
+    assert "compare against it" not in said.replace("compares against it", "")
+    assert "No gate of this deployment compares against it ([gates] against_stored = false)" in said
+    assert "later runs on this machine compare against it" in _recorded(tmp_path / "b.json", document, {})
