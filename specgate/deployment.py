@@ -1295,6 +1295,11 @@ def _parse_gate_settings(t: Table, configs: dict[str, ServerConfig], declared: d
         ):
             if shared is not None and shared > total:
                 raise spread.error(f"{kind}_shared", f"is {shared:g}, more than the whole spread {kind} = {total:g}")
+        if between_boot.request_log_sd == 0:
+            # 0 reads as "within-boot 0.0%" where leaving it out is said as the floor it is.
+            raise spread.error(
+                "request_sd", "is 0: no request decodes at exactly one speed; leave it out where it is not known"
+            )
         if not between_boot.source.strip():
             raise spread.error("source", "say where the spread was measured (e.g. the specgate spread of results/…)")
         spread.reject_unknown()

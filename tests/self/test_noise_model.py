@@ -188,3 +188,18 @@ def test_check_with_no_gate_across_boots_says_there_is_nothing_to_state_not_that
     assert "calibrate" not in line and "no [gates.between_boot]" not in line
     said = "\n".join(descriptions(dep))
     assert "no-regression tolerance" not in said and "against_stored = false" in said, said
+
+
+def test_a_declared_request_sd_of_zero_is_refused_by_name(tmp_path):
+    """`request_sd = 0` was taken and said "within-boot 0.0%": the same floor as leaving it out,
+    without the words that say it is one."""
+    from specgate.deployment import parse_deployment
+    from specgate.errors import DeploymentError
+    from tests.self.helpers import sim_deployment_dict
+
+    data = sim_deployment_dict()
+    data["gates"]["between_boot"] = {"decode_tps": 0.02, "speedup": 0.02, "source": "assumed", "request_sd": 0.0}
+    with pytest.raises(DeploymentError, match=r"gates.between_boot.request_sd.*is 0: .*leave it out"):
+        parse_deployment(data, tmp_path / "d.toml")
+    data["gates"]["between_boot"]["request_sd"] = 0.03
+    assert parse_deployment(data, tmp_path / "d.toml").gates.between_boot.request_log_sd == 0.03
