@@ -203,3 +203,17 @@ def test_a_declared_request_sd_of_zero_is_refused_by_name(tmp_path):
         parse_deployment(data, tmp_path / "d.toml")
     data["gates"]["between_boot"]["request_sd"] = 0.03
     assert parse_deployment(data, tmp_path / "d.toml").gates.between_boot.request_log_sd == 0.03
+
+
+def test_the_reports_width_line_says_not_pass_where_the_sensitivity_line_says_fail():
+    """Beside "at its own bar it FAILs a regression of 14.9%", the width line said "this run sees
+    regressions of 8% or more; an unchanged build fails it with probability 3%", counting an
+    INCONCLUSIVE as a failure: two figures for one gate, both called failing."""
+    from specgate.verdicts.regression_gate import seen_at_width
+
+    said = seen_at_width(0.08, 0.03)
+    assert said == (
+        "this run keeps regressions of 8.0% or more from PASS (80% power); an unchanged build does not PASS it "
+        "with probability 3%"
+    )
+    assert "fails" not in seen_at_width(0.5, 0.6) and "does not PASS it with probability 60%" in seen_at_width(0.5, 0.6)
