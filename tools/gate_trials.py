@@ -351,6 +351,10 @@ def _checked_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         parser.error(f"--slowdown {args.slowdown}: expected a fraction above 0 and below 0.9")
     if args.runs < 1 or args.first < 1:
         parser.error("--runs and --first: expected at least 1")
+    if not args.deadline_s > 0 or not args.run_s >= 0:
+        parser.error(f"--deadline-s {args.deadline_s:g} --run-s {args.run_s:g}: expected a deadline above 0 s and a run time of 0 s or more")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        parser.error(f"--out {args.out}: not a folder (the trials' report folders, logs and trials.jsonl go there)")
     if not Path(args.deployment).is_file():
         parser.error(f"--deployment {args.deployment}: no such file")
     # Checked as `specgate run` checks it, before any trial: a deployment every trial would refuse

@@ -131,3 +131,21 @@ def test_slowed_trials_slow_the_ab_gates_own_candidate_whatever_its_name(tmp_pat
     assert seen == ["cand"]
     assert tool.trial_env("slowed", 0.1, True, "cand")["SPECGATE_SIM_FAULTS"].endswith("cand:slowdown=0.111111")
     assert tool.trial_env("slowed", 0.1, False, "cand")["SPECGATE_INJECT_ONLY"] == "cand"
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--out", "FILE"], "not a folder"),  # a traceback (FileExistsError) before
+        (["--deadline-s", "-5"], "expected a deadline above 0 s"),  # exit 0 with no trial before
+        (["--run-s", "-1"], "a run time of 0 s or more"),
+    ],
+)
+def test_run_refuses_bad_flags_by_name(tmp_path, capsys, flags, said):
+    tool = _tool()
+    (tmp_path / "FILE").write_text("")
+    flags = [str(tmp_path / "FILE") if f == "FILE" else f for f in flags]
+    out = [] if "--out" in flags else ["--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as exc:
+        tool.main(["run", *flags, *out])
+    assert exc.value.code == 2 and said in capsys.readouterr().err
