@@ -33,6 +33,9 @@ def test_default_deployment_is_the_simulator():
         ({"workload": {"max_new_token": 10}}, "workload.max_new_token", "did you mean 'max_new_tokens'"),
         ({"workload": {"max_new_tokens": "64"}}, "workload.max_new_tokens", "expected an integer"),
         ({"workload": {"concurrency": []}}, "workload.concurrency", "non-empty list"),
+        # [1, 1] planned every gate twice: the gate kinds' own-bug error, naming no field (hypothesis found it).
+        ({"workload": {"concurrency": [1, 1]}}, "workload.concurrency", "lists 1 more than once"),
+        ({"equivalence": {"concurrency": [4, 1, 4]}}, "equivalence.concurrency", "lists 4 more than once"),
         ({"workload": {"prompt_sets": ["poetry"]}}, "workload.prompt_sets", "unknown prompt set 'poetry'"),
         ({"launch": {"launcher": "k8s"}}, "launch.launcher", "expected one of local, url, ssh"),
         ({"launch": {"launcher": "ssh"}}, "launch.ssh", "is required but missing"),
