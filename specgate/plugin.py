@@ -586,6 +586,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if found is None or gate is None:
         return (yield)
     gate.pool.phase = found[0]
+    tokens = bucket_of_test(item.name)
+    gate.pool.bucket = bucket_label(tokens) if tokens else ""
     started = time.monotonic()
     try:
         return (yield)
