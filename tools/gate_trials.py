@@ -231,6 +231,7 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 def analyse(folders: list[Path]) -> int:
     lines = []
+    seen: set[str] = set()
     for folder in folders:
         path = folder / "trials.jsonl" if folder.is_dir() else folder
         if not path.is_file():
@@ -253,6 +254,13 @@ def analyse(folders: list[Path]) -> int:
                     file=sys.stderr,
                 )
                 return 2
+            # gpu_noise.sh keeps one trials folder per machine and packs it whole after every round,
+            # so a later call's archive holds the earlier calls' lines again: each trial counts once.
+            key = json.dumps(line, sort_keys=True)
+            if key in seen:
+                print(f"{path}:{number}: trial {line['trial']:02d} left out, the same line as in an earlier file", file=sys.stderr)
+                continue
+            seen.add(key)
             lines.append(line)
     if not lines:
         print("no trials", file=sys.stderr)

@@ -149,3 +149,20 @@ def test_run_refuses_bad_flags_by_name(tmp_path, capsys, flags, said):
     with pytest.raises(SystemExit) as exc:
         tool.main(["run", *flags, *out])
     assert exc.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_analyse_counts_a_trial_repacked_in_a_later_calls_archive_once(tmp_path, capsys):
+    """Each call of gpu_noise.sh packs its machine's whole trials folder: call 2's trials.jsonl
+    holds call 1's lines again, and analysing both counted them twice (n doubled, intervals narrowed)."""
+    tool = _tool()
+    (tmp_path / "call-1").mkdir()
+    (tmp_path / "call-2").mkdir()
+    first = [_line(1, "pass"), _line(2, "fail")]
+    (tmp_path / "call-1" / "trials.jsonl").write_text("".join(json.dumps(x) + "\n" for x in first))
+    (tmp_path / "call-2" / "trials.jsonl").write_text("".join(json.dumps(x) + "\n" for x in [*first, _line(3, "fail")]))
+    assert tool.analyse([tmp_path / "call-1", tmp_path / "call-2"]) == 0
+    captured = capsys.readouterr()
+    assert "trials on real servers: 3" in captured.out
+    low, high = tool.clopper_pearson(1, 2)
+    assert f"| unchanged | 2 | 1 | 50% [{low:.0%}, {high:.0%}] |" in captured.out
+    assert "trial 01 left out, the same line as in an earlier file" in captured.err
