@@ -106,6 +106,40 @@ def test_a_server_dying_mid_run_is_said_once_naming_the_buckets_it_cost():
     assert len(report.failed_tests) == 4  # report.json still holds each test
 
 
+def test_a_server_that_hung_is_said_once_though_its_tests_causes_are_cut_short():
+    """A request of the 1K bucket outlived request_timeout_s: the reason is long, each failed test's
+    cause is cut at 400 characters after a prefix of its own, so none held the whole reason and all
+    ten tests repeated it under the server's line ("0 test(s) failed"). The first test's cause is
+    the timeout itself, which the reason wraps."""
+    from specgate.verdicts.outcome import FailedTest
+
+    error = (
+        "POST http://127.0.0.1:36932/generate: no complete answer within workload.request_timeout_s = 0.14 s (the "
+        "deadline passed before the answer was complete); the server hangs, or that deadline is too short for one "
+        "answer of the workload (it is under a second)"
+    )
+    hung = f"the server stopped answering after serving 13 request(s) (a request of the speed phase, at the 1K context bucket): {error}"
+    unusable = f"config 'baseline' is unusable in this session: {hung}"
+    failed = [
+        FailedTest("test_decode_speed[baseline-c1-at-1K]",
+                   f"specgate.errors.SpecgateError: config 'baseline' could not be measured (baseline): {error}"[:400]),
+        FailedTest("test_decode_speed[baseline-c1-at-2K]",
+                   f"specgate.errors.SpecgateError: config 'baseline' could not be measured (baseline): {unusable}"[:400]),
+        FailedTest("test_speculative_output_is_greedy_baseline[eagle3-decode]",
+                   f"specgate.errors.ServerBootError: {unusable}"[:400]),
+        FailedTest("test_decode_speed[eagle3-decode-c1-at-2K]", "AssertionError: something of its own"),
+    ]  # fmt: skip
+    report = _report(
+        [], failed_servers={"baseline": hung}, failed_tests=failed, workload={"context_buckets": ["1K", "2K"]},
+        buckets={1024: _meter("baseline", "eagle3-decode"), 2048: _meter("baseline", "eagle3-decode")},
+    )  # fmt: skip
+    (line,) = [r for r in report.overall_reasons if r.startswith("the server of 'baseline'")]
+    assert "and 3 test(s) failed" in line, line
+    md = render_markdown(report).split("## Decode speed")[0]
+    assert md.count("no complete answer within") == 1, md
+    assert "failed: test_decode_speed[eagle3-decode-c1-at-2K]: AssertionError: something of its own" in md
+
+
 def test_the_gates_no_bucket_judges_are_named_in_report_json_and_report_md_as_check_names_them():
     """A beats gate declared at concurrency 4 has no bucket version: `check` named it; the report
     did not, so a reader of report.md took the 1K bucket for gated by it."""
