@@ -140,6 +140,20 @@ def test_a_server_that_hung_is_said_once_though_its_tests_causes_are_cut_short()
     assert "failed: test_decode_speed[eagle3-decode-c1-at-2K]: AssertionError: something of its own" in md
 
 
+def test_a_drift_recheck_that_failed_because_its_server_was_lost_is_not_a_second_loss():
+    """The reference hung in the 2K bucket; its drift re-check then failed ("config 'baseline' is
+    unusable in this session: …") and the first screen said a second lost server, 'baseline:drift'."""
+    from specgate.verdicts.not_run import lost_after_boot
+
+    hung = "the server stopped answering after serving 20 request(s) (a request of the speed phase): POST …"
+    failed = {"baseline": hung, "baseline:drift": f"config 'baseline' is unusable in this session: {hung}"}
+    assert list(lost_after_boot(failed, set())) == ["baseline"]
+    # A drift re-check that failed on its own (its server not lost) is still said.
+    assert list(lost_after_boot({"baseline:drift": "the reboot failed"}, set())) == ["baseline:drift"]
+    report = _report([], failed_servers=failed, workload={"context_buckets": ["1K"]})
+    assert not [r for r in report.overall_reasons if "baseline:drift" in r], report.overall_reasons
+
+
 def test_the_gates_no_bucket_judges_are_named_in_report_json_and_report_md_as_check_names_them():
     """A beats gate declared at concurrency 4 has no bucket version: `check` named it; the report
     did not, so a reader of report.md took the 1K bucket for gated by it."""
