@@ -1027,6 +1027,10 @@ def _parse_configs(t: Table, launch: LaunchSpec, folder: Path) -> dict[str, Serv
 def _parse_config(t: Table, name: str, launch: LaunchSpec, folder: Path) -> ServerConfig:
     if problem := safe_name_problem(name):
         raise t.error(name, f"config name {problem}")
+    if _BUCKET_IN_TEST.search(name):
+        # A gate test's id ends with a config's name ("…-beats-ref"): one ending "-at-2K" reads as
+        # the 2K bucket's test (bucket_of_test), and the report would name a bucket it never ran.
+        raise t.error(name, 'config name ends like a context bucket\'s test id ("-at-<tokens>"): rename it')
     c = t.table(name)
     args = tuple(c.str_list("args", []))
     _reject_owned_flags(c, "args", args, launch.owned_flags)

@@ -53,6 +53,8 @@ def test_default_deployment_is_the_simulator():
         ({"equivalence": {"top_logprobs": 1}}, "equivalence.top_logprobs", ">= 2"),
         ({"configs": {"baseline": {"argz": []}}}, "configs.baseline.argz", "did you mean 'args'"),
         ({"gpu": "h200"}, "gpu", "unknown field"),
+        # Its short-workload tests ("…-beats-ref-at-2K") read as the 2K bucket's (bucket_of_test).
+        ({"configs": {"ref-at-2K": {"args": []}}}, "configs.ref-at-2K", "ends like a context bucket's test id"),
         ({"launch": {"env": {"A=B": "1"}}}, "launch.env", "cannot name an environment variable"),
         ({"configs": {"baseline": {"env": {"": "1"}}}}, "configs.baseline.env", "cannot name an environment variable"),
     ],
