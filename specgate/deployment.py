@@ -625,6 +625,15 @@ def parse_deployment(data: dict, path: Path) -> Deployment:
             'is false, but launch.reference_from = "stored" takes the reference from the stored baseline: '
             "keep one of the two",
         )
+    stored_beats = [g for g in gates.of("beats") if getattr(g, "against", "run") == "stored"]
+    if stored_beats and not gates.against_stored:
+        # The promise of against_stored = false is a run that needs no stored figures; a beats gate
+        # against the stored reference would be NOT COMPARED in every run without one.
+        raise top.table("gates").error(
+            "against_stored",
+            f'is false, but [[gates.beats]] of {", ".join(repr(g.config) for g in stored_beats)} compares with the '
+            'stored baseline (against = "stored"): keep one of the two',
+        )
     check_planned(deployment)
     return deployment
 
@@ -1018,6 +1027,10 @@ def _parse_configs(t: Table, launch: LaunchSpec, folder: Path) -> dict[str, Serv
 def _parse_config(t: Table, name: str, launch: LaunchSpec, folder: Path) -> ServerConfig:
     if problem := safe_name_problem(name):
         raise t.error(name, f"config name {problem}")
+    if _BUCKET_IN_TEST.search(name):
+        # A gate test's id ends with a config's name ("…-beats-ref"): one ending "-at-2K" reads as
+        # the 2K bucket's test (bucket_of_test), and the report would name a bucket it never ran.
+        raise t.error(name, 'config name ends like a context bucket\'s test id ("-at-<tokens>"): rename it')
     c = t.table(name)
     args = tuple(c.str_list("args", []))
     _reject_owned_flags(c, "args", args, launch.owned_flags)
@@ -1286,6 +1299,11 @@ def _parse_gate_settings(t: Table, configs: dict[str, ServerConfig], declared: d
         ):
             if shared is not None and shared > total:
                 raise spread.error(f"{kind}_shared", f"is {shared:g}, more than the whole spread {kind} = {total:g}")
+        if between_boot.request_log_sd == 0:
+            # 0 reads as "within-boot 0.0%" where leaving it out is said as the floor it is.
+            raise spread.error(
+                "request_sd", "is 0: no request decodes at exactly one speed; leave it out where it is not known"
+            )
         if not between_boot.source.strip():
             raise spread.error("source", "say where the spread was measured (e.g. the specgate spread of results/…)")
         spread.reject_unknown()

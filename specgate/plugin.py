@@ -18,7 +18,7 @@ import pytest
 
 from specgate import interrupts, options, project
 from specgate.atomic import ensure_writable
-from specgate.deployment import Deployment, bucket_test_id, load_deployment
+from specgate.deployment import Deployment, bucket_label, bucket_of_test, bucket_test_id, load_deployment
 from specgate.diagnosis.diagnose import diagnose
 from specgate.diagnosis.slope import slopes_of, with_slopes
 from specgate.equivalence.oracle import REPLAY_FILE, EquivalenceOracle
@@ -586,12 +586,22 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if found is None or gate is None:
         return (yield)
     gate.pool.phase = found[0]
+    tokens = bucket_of_test(item.name)
+    gate.pool.bucket = bucket_label(tokens) if tokens else ""
     started = time.monotonic()
     try:
         return (yield)
     except KeyboardInterrupt:
-        gate.cut_short = (*found, time.monotonic() - started)
+        phase, config = found
+        gate.cut_short = (phase, stopped_test(config, item.name), time.monotonic() - started)
         raise
+
+
+def stopped_test(config: str, test: str) -> str:
+    """What the report says a signal stopped: the config, and the context bucket where the test
+    measured one ("baseline at 2K"): each bucket's test of a config is its own."""
+    tokens = bucket_of_test(test)
+    return f"{config} at {bucket_label(tokens)}" if tokens else config
 
 
 def _record_outcome(gate: GateSession, phase: str, config: str, report: pytest.TestReport) -> None:
@@ -1033,7 +1043,7 @@ def _update_baselines(
             messages.append(f"baseline written: {path}")
             for name, why in excluded.items():
                 messages.append(f"baseline holds no figures for {name}: {why}")
-            return _recorded(path, document, excluded), None
+            return _recorded(path, document, excluded, gate.deployment.gates.against_stored), None
     messages.append(f"baseline NOT written: {reason}")
     if not interrupted:  # an interrupted run keeps pytest's exit status for an interrupt
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -1066,8 +1076,9 @@ def _replays_not_kept(gate: GateSession) -> list[str]:
     ]
 
 
-def _recorded(path: Path, document: dict, excluded: dict[str, str]) -> str:
-    """What a baseline update stored, as the report's first line says it."""
+def _recorded(path: Path, document: dict, excluded: dict[str, str], compared: bool = True) -> str:
+    """What a baseline update stored, as the report's first line says it; `compared`: whether
+    the deployment's gates compare with a stored baseline (`[gates] against_stored`)."""
     configs = []
     total = 0
     for name, entry in document["configs"].items():
@@ -1082,7 +1093,11 @@ def _recorded(path: Path, document: dict, excluded: dict[str, str]) -> str:
     files = f"{path} (and {replay}, the cases replayed first)" if replay.is_file() else str(path)
     return (
         f"{BASELINE_RECORDED}{path}: {total} samples of {len(configs)} config(s), {'; '.join(configs)}{also}{left}. "
-        f"Commit {files}: later runs on this machine compare against it"
+        + (
+            f"Commit {files}: later runs on this machine compare against it"
+            if compared
+            else "No gate of this deployment compares against it ([gates] against_stored = false): its runs need none"
+        )
     )
 
 

@@ -303,6 +303,11 @@ class Table:
         ):
             bound = f">= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
             raise self.error(key, f"expected a non-empty list of integers {bound}, got {value!r}")
+        # Each list is a set of settings (concurrencies, sweep axes): a value twice would plan its
+        # gates or points twice, which the gate kinds refuse as their own bug, naming no field.
+        twice = sorted({v for v in value if value.count(v) > 1})
+        if twice:
+            raise self.error(key, f"lists {', '.join(map(str, twice))} more than once, in {value!r}: give each once")
         return list(value)
 
     def token_counts(self, key: str, default: list[int], minimum: int, maximum: int, meaning: str = "") -> list[int]:

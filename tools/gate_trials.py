@@ -25,8 +25,9 @@ the simulator's, never the GPU's.
 
 `analyse` pools every trials.jsonl given (several calls, several machines: each line names its
 host) and prints, per kind of run, how often the A/B speed gate FAILed (false alarms among the
-unchanged, detections among the slowed), with their 95% Clopper-Pearson intervals, the other
-verdicts, and the GPU time a verdict took.
+unchanged, detections among the slowed) among the runs it reached a verdict in, with their 95%
+Clopper-Pearson intervals, the other verdicts, the runs of no verdict (refused, broken, a server
+lost: apart, never in a rate), and the GPU time a verdict took.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from specgate.exits import Exit  # noqa: E402
 DEPLOYMENT = REPO / "fixtures" / "deployments" / "llama8b-dummy-h200-ab.toml"
 CANDIDATE = "eagle3-decode"
 UNCHANGED, SLOWED = "unchanged", "slowed"
+# The A/B speed gate's statuses that are a verdict on the pair (the rates' denominators).
+JUDGED = ("pass", "fail", "inconclusive")
 
 
 def kind_of(trial: int) -> str:
@@ -99,7 +102,9 @@ def sim_deployment(source: Path, out: Path) -> Path:
     return out
 
 
-def trial_env(kind: str, slowdown: float, sim: bool) -> dict[str, str]:
+def trial_env(kind: str, slowdown: float, sim: bool, candidate: str = CANDIDATE) -> dict[str, str]:
+    """The environment of one trial's `specgate run`: a slowed trial slows `candidate` alone (the
+    A/B gate's config), by the simulator's fault or tools/inject."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -109,11 +114,11 @@ def trial_env(kind: str, slowdown: float, sim: bool) -> dict[str, str]:
         faults = ["*:h200-noise"]
         if kind == SLOWED:
             # slowdown=X makes every step cost (1 + X): the candidate at (1 - F) of its speed.
-            faults.append(f"{CANDIDATE}:slowdown={slowdown / (1 - slowdown):.6f}")
+            faults.append(f"{candidate}:slowdown={slowdown / (1 - slowdown):.6f}")
         env["SPECGATE_SIM_FAULTS"] = ";".join(faults)
     elif kind == SLOWED:
         env["SPECGATE_INJECT_SLOWDOWN"] = f"{slowdown}"
-        env["SPECGATE_INJECT_ONLY"] = CANDIDATE
+        env["SPECGATE_INJECT_ONLY"] = candidate
     return env
 
 
@@ -180,7 +185,7 @@ def run_trials(args: argparse.Namespace) -> int:
                        "--report-dir", str(report_dir), "--baselines-dir", baselines]  # fmt: skip
             start = time.monotonic()
             with (out / f"{name}.out").open("w") as log:
-                done = _run_forwarding_signals(command, trial_env(kind, args.slowdown, args.sim), log)
+                done = _run_forwarding_signals(command, trial_env(kind, args.slowdown, args.sim, args.candidate), log)
             seconds = time.monotonic() - start
         line = {
             "trial": i,
@@ -208,6 +213,10 @@ def run_trials(args: argparse.Namespace) -> int:
             else line.get("error", "no A/B speed gate")
         )
         print(f"{name}: exit {done.returncode} in {seconds:.0f} s; A/B speed {said}", flush=True)
+        if done.returncode == Exit.BAD_INPUT:
+            # What `specgate run` refused once it refuses in every trial: no trial more is started.
+            print(f"stopped: {name}'s run was refused (exit {done.returncode}): see {out / name}.out", file=sys.stderr)
+            return int(Exit.BAD_INPUT)
     return 0
 
 
@@ -222,6 +231,7 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 def analyse(folders: list[Path]) -> int:
     lines = []
+    seen: set[str] = set()
     for folder in folders:
         path = folder / "trials.jsonl" if folder.is_dir() else folder
         if not path.is_file():
@@ -244,6 +254,13 @@ def analyse(folders: list[Path]) -> int:
                     file=sys.stderr,
                 )
                 return 2
+            # gpu_noise.sh keeps one trials folder per machine and packs it whole after every round,
+            # so a later call's archive holds the earlier calls' lines again: each trial counts once.
+            key = json.dumps(line, sort_keys=True)
+            if key in seen:
+                print(f"{path}:{number}: trial {line['trial']:02d} left out, the same line as in an earlier file", file=sys.stderr)
+                continue
+            seen.add(key)
             lines.append(line)
     if not lines:
         print("no trials", file=sys.stderr)
@@ -261,7 +278,8 @@ def analyse(folders: list[Path]) -> int:
         hosts[str(x.get("host_id"))] = hosts.get(str(x.get("host_id")), 0) + 1
     print("hosts: " + ", ".join(f"{h} ({n} runs)" for h, n in hosts.items()))
     print(
-        "\n| runs | n | A/B speed FAIL | rate [95% CI] | PASS | INCONCLUSIVE | other | A/B accept | median s a verdict |"
+        "\n| runs | n judged | A/B speed FAIL | rate [95% CI] | PASS | INCONCLUSIVE | no verdict (not in n) | A/B accept "
+        "| median s a verdict |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for kind in (UNCHANGED, SLOWED):
@@ -278,13 +296,19 @@ def analyse(folders: list[Path]) -> int:
                 if n.startswith("ab:") and n.endswith(":accept"):
                     accept[g["status"]] = accept.get(g["status"], 0) + 1
         fails = statuses.count("fail")
-        low, high = clopper_pearson(fails, len(runs))
-        other = len(runs) - fails - statuses.count("pass") - statuses.count("inconclusive")
+        # The rates are over runs whose A/B speed gate reached a verdict: a run that broke, was
+        # refused or lost a server (its gate NOT RUN) neither false-alarmed nor detected anything.
+        judged = sum(status in JUDGED for status in statuses)
+        other = len(runs) - judged
+        if not judged:
+            print(f"| {kind} | 0 | - | - | 0 | 0 | {other} | - | - |")
+            continue
+        low, high = clopper_pearson(fails, judged)
         slow = sorted({x["slowdown"] for x in runs})
         label = kind if kind == UNCHANGED else f"{kind} by {', '.join(f'{s:.0%}' for s in slow)}"
-        seconds = sorted(x["seconds"] for x in runs)
+        seconds = sorted(x["seconds"] for x, status in zip(runs, statuses) if status in JUDGED)
         print(
-            f"| {label} | {len(runs)} | {fails} | {fails / len(runs):.0%} [{low:.0%}, {high:.0%}] | {statuses.count('pass')} "
+            f"| {label} | {judged} | {fails} | {fails / judged:.0%} [{low:.0%}, {high:.0%}] | {statuses.count('pass')} "
             f"| {statuses.count('inconclusive')} | {other} | {', '.join(f'{k} {v}' for k, v in sorted(accept.items())) or '-'} "
             f"| {seconds[len(seconds) // 2]:.0f} |"
         )
@@ -335,9 +359,58 @@ def _checked_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         parser.error(f"--slowdown {args.slowdown}: expected a fraction above 0 and below 0.9")
     if args.runs < 1 or args.first < 1:
         parser.error("--runs and --first: expected at least 1")
+    if not args.deadline_s > 0 or not args.run_s >= 0:
+        parser.error(f"--deadline-s {args.deadline_s:g} --run-s {args.run_s:g}: expected a deadline above 0 s and a run time of 0 s or more")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        parser.error(f"--out {args.out}: not a folder (the trials' report folders, logs and trials.jsonl go there)")
     if not Path(args.deployment).is_file():
         parser.error(f"--deployment {args.deployment}: no such file")
+    # Checked as `specgate run` checks it, before any trial: a deployment every trial would refuse
+    # (or one with no A/B gate to count) would otherwise fill trials.jsonl with runs of no verdict.
+    from specgate.deployment import load_deployment
+    from specgate.errors import SpecgateError
+
+    try:
+        dep = load_deployment(args.deployment)
+    except SpecgateError as exc:
+        parser.error(f"--deployment {args.deployment}: {exc}")
+    ab = dep.gates.of("ab")
+    if len(ab) != 1:
+        parser.error(
+            f"--deployment {args.deployment}: {len(ab)} [[gates.ab]]: expected one, whose config the slowed "
+            "trials slow and whose speed gate the trials count"
+        )
+    # The slowed trials slow the A/B gate's candidate, whatever its name: a fixed "eagle3-decode"
+    # slowed nothing in a deployment that names it otherwise, and every slowed trial ran unchanged.
+    args.candidate = ab[0].config
+    taken = taken_trials(Path(args.out))
+    clash = sorted(taken & set(range(args.first, args.first + args.runs)))
+    if clash:
+        # A trial's report folder and log would be overwritten, and trials.jsonl would hold its number twice.
+        parser.error(
+            f"--first {args.first} --runs {args.runs}: trial(s) {', '.join(f'{i:02d}' for i in clash)} already in "
+            f"{args.out} (a report folder, log or trials.jsonl line): pass --first {max(taken) + 1} or another --out"
+        )
     return run_trials(args)
+
+
+def taken_trials(out: Path) -> set[int]:
+    """The trial numbers `out` already holds: a trials.jsonl line, a report folder or a log."""
+    taken = set()
+    for path in out.glob("trial-*"):
+        number = path.name.split("-")[1].split(".")[0]
+        if number.isdigit():
+            taken.add(int(number))
+    trials = out / "trials.jsonl"
+    if trials.is_file():
+        for text in trials.read_text().splitlines():
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(line, dict) and isinstance(line.get("trial"), int):
+                taken.add(line["trial"])
+    return taken
 
 
 if __name__ == "__main__":

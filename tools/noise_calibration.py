@@ -105,14 +105,23 @@ def machine(rounds: list[dict]) -> dict[str, float] | None:
 def main(folders: list[Path]) -> int:
     by_machine: dict[str, list[dict]] = {}
     for folder in folders:
+        if not folder.is_dir():
+            print(f"{folder}: no such folder: expected an unpacked results.tar.gz of tools/gpu_noise.sh", file=sys.stderr)
+            return 2
         if not (folder / "provenance.txt").is_file():
             print(
                 f"{folder}: no provenance.txt: expected an unpacked results.tar.gz of tools/gpu_noise.sh",
                 file=sys.stderr,
             )
             return 2
-        for r in noise_rounds.rounds(folder):
-            by_machine.setdefault(r["gpu"], []).append(r)
+        if not noise_rounds.rounds(folder):
+            print(
+                f"{folder}: no A/A round (round-*/benchmark.json with every config of {', '.join(noise_rounds.CONFIGS)}): "
+                "an ab round is a gate trial (tools/gate_trials.py analyse), not a noise round",
+                file=sys.stderr,
+            )
+    for r in noise_rounds.rounds_of(folders):
+        by_machine.setdefault(r["gpu"], []).append(r)
     found = {}
     for gpu, rounds in sorted(by_machine.items()):
         figures = machine(rounds)

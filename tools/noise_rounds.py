@@ -29,9 +29,20 @@ CONFIGS = ("baseline", "eagle3-decode", "eagle3-decode-twin", "eagle3-decode-dra
 SHORT = {"baseline": "P", "eagle3-decode": "E", "eagle3-decode-twin": "T", "eagle3-decode-drawn": "D"}
 
 
+def gpu_of(folder: Path) -> str:
+    """The first GPU's uuid in provenance.txt's nvidia-smi lines ("0, NVIDIA H100 80GB HBM3, driver,
+    memory, uuid"), whatever the model: an H200 alone was matched, so every other machine's rounds
+    read "?" and pooled as one machine's frame."""
+    for line in (folder / "provenance.txt").read_text().splitlines():
+        fields = line.split(", ")
+        if len(fields) >= 5 and fields[0].strip().isdigit() and fields[1].startswith("NVIDIA") and fields[4].startswith("GPU-"):
+            return fields[4].strip()
+    return "?"
+
+
 def rounds(folder: Path) -> list[dict]:
     host = next((line.split("boot-id ")[1].strip() for line in (folder / "provenance.txt").read_text().splitlines() if "boot-id" in line), "?")
-    gpu = next((line.split(", ")[4] for line in (folder / "provenance.txt").read_text().splitlines() if "NVIDIA H200" in line), "?")
+    gpu = gpu_of(folder)
     out = []
     for bench in sorted(folder.glob("round-*/benchmark.json")):
         name = bench.parent.name
@@ -138,8 +149,25 @@ def telemetry(folder: Path, span: tuple[float, float]) -> dict:
     }
 
 
+def rounds_of(folders: list[Path]) -> list[dict]:
+    """Every round of `folders`, each once: a later call's archive packs the same machine's folder
+    again with the earlier rounds in it (gpu_noise.sh packs its whole work folder), and a round
+    counted twice narrows the spread between rounds and adds degrees of freedom it does not have.
+    A round is the same where its machine, name and figures are."""
+    out, seen = [], set()
+    for folder in folders:
+        for r in rounds(folder):
+            key = (r["gpu"], r["name"], json.dumps(r["per"], sort_keys=True))
+            if key in seen:
+                print(f"{folder}: {r['name']} left out, the same round as in an earlier folder", file=sys.stderr)
+                continue
+            seen.add(key)
+            out.append(r)
+    return out
+
+
 def main(folders: list[Path]) -> None:
-    all_rounds = [r for f in folders for r in rounds(f)]
+    all_rounds = rounds_of(folders)
     print("## Per round (median decode tok/s per config; paired per-prompt ratios)\n")
     print("| round | machine | P | E | T (twin) | D | E/P | T/P | E/T | E/T per-prompt sd |")
     print("|---|---|---|---|---|---|---|---|---|---|")

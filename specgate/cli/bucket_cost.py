@@ -26,6 +26,12 @@ def _span(low: float, high: float, fmt: str = "{:,.0f}") -> str:
     return fmt.format(low) if fmt.format(low) == fmt.format(high) else f"{fmt.format(low)} to {fmt.format(high)}"
 
 
+def _rounded_up(seconds: float) -> float:
+    """`seconds` rounded up to a whole second, or to a tenth under ten seconds: a sub-second
+    timeout is rounded to what it is, not to 1 (which is no longer "2x the estimate")."""
+    return float(math.ceil(seconds)) if seconds >= 10 else math.ceil(seconds * 10) / 10
+
+
 def request_seconds(tokens: int, max_new_tokens: int, decode_tps: float | None) -> float:
     """One bucket request's estimated time: its prompt prefilled at ASSUMED_PREFILL_TPS and its
     answer decoded at `decode_tps` (None: no decode speed known, the prefill alone)."""
@@ -54,7 +60,7 @@ def timeout_warnings(dep: Deployment, speeds: dict[str, float]) -> list[str]:
             f"at {estimate:.1f} s ({tokens:,} prompt tokens prefilled at an assumed {ASSUMED_PREFILL_TPS:,.0f} tokens/s, "
             f"{how}), and decode slows with context: it can pass workload.request_timeout_s = {wl.request_timeout_s:g} s, "
             f"which cuts it off (its gates NOT RUN). Raise workload.request_timeout_s to at least "
-            f"{math.ceil(estimate * TIMEOUT_HEADROOM)} ({TIMEOUT_HEADROOM:g}x the estimate)"
+            f"{_rounded_up(estimate * TIMEOUT_HEADROOM):g} ({TIMEOUT_HEADROOM:g}x the estimate, rounded up)"
         )
     return out
 
@@ -96,7 +102,8 @@ def context_cost(dep: Deployment) -> list[str]:
         measured = servers * wl.context_repeats
         low, high = measured + servers * fewest, measured + servers * most
         line = (
-            f"    {bucket_label(tokens)}: {measured} measured request(s) and {warm} warmup request(s) per server "
+            f"    {bucket_label(tokens)}: {measured} measured request(s) ({wl.context_repeats} per server) and {warm} "
+            "warmup request(s) per server "
             f"(workload.warmup), {_span(low, high)} request(s) in all: about {_span(low * tokens, high * tokens)} prompt "
             f"and {_span(low * wl.max_new_tokens, high * wl.max_new_tokens)} answer tokens; the shipped text runs "
             f"{passes_needed(wl, tokens)} time(s) through each prompt"

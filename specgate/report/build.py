@@ -139,7 +139,7 @@ def _shortfall(gap: Shortfall, facts: RunFacts) -> str:
     if not facts.interrupted:
         return f"{said} (a selection, a skip or a failed boot)"
     stopped = facts.cut_short.get(gap.phase)
-    during = f"; {stopped}'s was running when the signal came (its time so far is in the phase's)" if stopped else ""
+    during = f"; the test of {stopped} was running when the signal came (its time so far is in the phase's)" if stopped else ""
     return f"{said}{during}; the rest did not start: the run was interrupted"
 
 
@@ -270,6 +270,23 @@ def _after_boot_failures(outcome: RunOutcome, unbooted: Sequence[str]) -> tuple[
     return tests, gates
 
 
+# How much of a lost server's reason a failed test's cause must hold to be that server's: a cause
+# is cut at 400 characters (plugin._cause) after a prefix of its own ("config 'x' could not be
+# measured (x): config 'x' is unusable in this session: "), so the whole reason rarely survives.
+_REASON_HEAD = 120
+
+
+def _caused_by(cause: str, why: str) -> bool:
+    """Whether a failed test's `cause` is the lost server's `why`: it holds the reason's head, or
+    the head of the request error the reason wraps (a hang's reason, "the server stopped answering
+    after serving N request(s) (…): <error>", wraps the error the first test failed with, which
+    names the server's own address)."""
+    if not why:
+        return False
+    _, wrapped_at, wrapped = why.partition("): ")
+    return why[:_REASON_HEAD] in cause or bool(wrapped_at and wrapped and wrapped[:_REASON_HEAD] in cause)
+
+
 def _mid_run_deaths(
     outcome: RunOutcome, lost: Mapping[str, tuple[str, str]]
 ) -> tuple[list[str], list[FailedTest], list[Verdict]]:
@@ -282,7 +299,7 @@ def _mid_run_deaths(
     for server, (became, why) in lost.items():
         said = f"the server of {server!r} {became}"
         its_gates = [v for v in outcome.not_run if v.summary.startswith(said)]
-        its_tests = [f for f in outcome.failed_tests if why and why in f.cause and f not in tests]
+        its_tests = [f for f in outcome.failed_tests if _caused_by(f.cause, why) and f not in tests]
         if not its_gates and not its_tests:
             continue
         contexts = {v.figures.get("context", 0) for v in its_gates} | {bucket_of_test(f.test) for f in its_tests}

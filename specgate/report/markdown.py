@@ -86,9 +86,14 @@ def _expected_by_set(report: Report, config: str, key: str = "expected_tau_by_se
     return out
 
 
-def _iv(d: Interval | None, fmt: str = "{:.1f}") -> str:
+def _iv(d: Interval | None, fmt: str = "{:.1f}", n: int | None = None) -> str:
+    """"est [low, high]"; where `n` (the requests behind it) is under 2, the estimate alone: one
+    request's interval is the point itself, which would read as a figure known exactly (a run
+    stopped one request into a context bucket)."""
     if not d:
         return "—"
+    if n is not None and n < 2:
+        return f"{fmt.format(d.estimate)} (one request: no interval)"
     return f"{fmt.format(d.estimate)} [{fmt.format(d.low)}, {fmt.format(d.high)}]"
 
 
@@ -292,8 +297,9 @@ def render_markdown(report: Report) -> str:
             warm = f"{r.warmup_requests}" + ("" if r.warmup_settled in (True, None) else " (unsettled)")
             name = f"{r.config} (STORED, not booted)" if r.stored else r.config
             out.append(
-                f"| {name} | {_load(r, report.context_prompts)} | {_iv(r.decode_tps)} | {_iv(r.ratio_to_reference, '{:.3f}')} "
-                f"| {_iv(r.accept_length, '{:.2f}')} | {_iv(r.ttft_ms, '{:.1f}')} | {r.n} | {warm} | {row_verdict(r)} |"
+                f"| {name} | {_load(r, report.context_prompts)} | {_iv(r.decode_tps, n=r.n)} "
+                f"| {_iv(r.ratio_to_reference, '{:.3f}', r.n)} | {_iv(r.accept_length, '{:.2f}', r.n)} "
+                f"| {_iv(r.ttft_ms, '{:.1f}', r.n)} | {r.n} | {warm} | {row_verdict(r)} |"
             )
         for u in report.unmeasured:
             # A server attached by url that never answered did not run: no FAIL of the config's.
@@ -627,7 +633,8 @@ def _calibration(report: Report) -> list[str]:
                 else "—"
             )
             cv = r.cv if r.cv is not None else 0  # absent from reports older than the field
-            out.append(f"| {r.config} | {_load(r)} | {r.warmup_requests} | {cold} | {cv:.1%} |")
+            spread = "— (one request)" if r.n < 2 else f"{cv:.1%}"  # one request has no spread, not a 0% one
+            out.append(f"| {r.config} | {_load(r)} | {r.warmup_requests} | {cold} | {spread} |")
     margins = Counter(m for e in report.equivalence for m in e.divergence_margins)
     if margins:
         tie = report.tie_margin

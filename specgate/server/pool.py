@@ -180,6 +180,9 @@ class ServerPool:
         # The run's phase (golden, speed, equivalence, sampling, gates) while its tests ask for
         # servers, set by the plugin: a server that stops answering is said with the phase it stopped in.
         self.phase = ""
+        # The context bucket ("2K") the running test measures, "" for the short workload: a bucket's
+        # long prompts are what outlast a request timeout, so the hang is said with it.
+        self.bucket = ""
         atexit.register(self.launcher.stop_all)
         self._install_signal_handlers()
 
@@ -475,7 +478,8 @@ class ServerPool:
         fails at once with this reason instead of waiting out the deadline again."""
         server = self.live.get(config)
         served = server.handle.requests_served if server else 0
-        during = f" (a request of the {self.phase} phase)" if self.phase else ""
+        at = f", at the {self.bucket} context bucket" if self.bucket else ""
+        during = f" (a request of the {self.phase} phase{at})" if self.phase else ""
         self.failed.setdefault(config, f"the server stopped answering after serving {served} request(s){during}: {why}")
         self.release(config)
 

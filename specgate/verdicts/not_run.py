@@ -53,6 +53,9 @@ def lost_after_boot(failed_servers: dict[str, str], never_booted: Collection[str
     for name, why in failed_servers.items():
         if name.partition("@")[0] in never_booted:
             continue
+        checked, drift, _ = name.partition(":")  # "baseline:drift": the reference's drift re-check (measure.plan)
+        if drift and checked in failed_servers:
+            continue  # it failed because that server was already lost: one loss, said once
         first = why.splitlines()[0][:400] if why.strip() else ""
         out[name] = (_what_became_of(first), first)
     return out

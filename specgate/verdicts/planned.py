@@ -50,6 +50,12 @@ def _seconds(cal: Calibration | None, dep: Deployment, configs: list[str]) -> tu
 def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
     """One line per stored fingerprint and gate (or one saying why none can be stated)."""
     folder = baselines_root / dep.name
+    gates = [*_gates(dep), *_ab_gates(dep)]
+    if not gates:
+        return [
+            "  sensitivity: nothing to state: no speed gate compares across boots ([gates] against_stored = false "
+            "and no [[gates.ab]])"
+        ]
     slugs = sorted({p.stem for sub in ("calibration", "history") for p in (folder / sub).glob("*.json")})
     lines = []
     for slug in slugs:
@@ -62,7 +68,7 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
             continue
         frames = {e.frame for e in history.entries} if history else set()
         extra = [e for e in calibration_entries(cal.document, slug) if e.frame not in frames] if cal else []
-        for config, kind in [*_gates(dep), *_ab_gates(dep)]:
+        for config, kind in gates:
             digest = dep.configs[config].args_digest(dep.launch)
             found = pooled_spread(history, config, kind.removeprefix("ab:"), digest, extra)
             if found is None:
@@ -80,7 +86,7 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
             lines.append(f"  {_gate_name(dep, config, kind)} on {slug}: {said}")
     if not lines and dep.gates.between_boot is not None:
         declared = dep.gates.between_boot
-        for config, kind in [*_gates(dep), *_ab_gates(dep)]:
+        for config, kind in gates:
             figure = kind.removeprefix("ab:")
             sd = declared.decode_tps_log_sd if figure == "decode_tps" else declared.speedup_log_sd
             shared = declared.decode_tps_shared_log_sd if figure == "decode_tps" else declared.speedup_shared_log_sd
@@ -91,7 +97,8 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
             lines.append(f"  {_gate_name(dep, config, kind)}: {said}")
     if not lines:
         lines.append(
-            f"  sensitivity not stated: no runner history or calibration under {folder} and no [gates.between_boot] "
+            f"  sensitivity not stated: no runner history or calibration under {folder} holds a spread of these gates' "
+            "configs and no [gates.between_boot] is declared "
             f"(run `specgate calibrate {dep.path}` on the GPU runner)"
         )
     return lines

@@ -73,6 +73,21 @@ def _inconclusive_at(cap: int, stored_n: int, max_repeats: int, more_boots: str)
     )
 
 
+def seen_at_width(mde: float, false_alarm: float) -> str:
+    """What this run's interval sees at the gate's tolerance (noise.detection): the regression it
+    keeps from PASS with 80% power, and how often an unchanged build misses PASS. Neither is a FAIL
+    (an interval wholly under the bar): the sensitivity line says the regression the gate FAILs."""
+    if false_alarm > 0.5:
+        return (
+            "at this interval's width the gate cannot tell a regression from noise: an unchanged build does not "
+            f"PASS it with probability {false_alarm:.0%}"
+        )
+    return (
+        f"this run keeps regressions of {mde:.1%} or more from PASS (80% power); an unchanged build does not PASS it "
+        f"with probability {false_alarm:.0%}"
+    )
+
+
 class RegressionGates(GateBase):
     def _no_stored_figures(self, stored: StoredBaseline, config: str, concurrency: int) -> str:
         """Why `stored` holds no figures for `config` here: a context bucket the baseline was
@@ -203,16 +218,7 @@ class RegressionGates(GateBase):
         mde, false_alarm = detection(ratio, tol)
         figures["detects"] = {"regression_80pct_power": mde, "unchanged_fails": false_alarm}
         notes.append(self._sensitivity(config, figures, cap))
-        if false_alarm > 0.5:
-            sees = (
-                f"at this interval's width the gate cannot tell a regression from noise: an unchanged build fails "
-                f"it with probability {false_alarm:.0%}"
-            )
-        else:
-            sees = (
-                f"this run sees regressions of {mde:.1%} or more (80% power); an unchanged build fails it with "
-                f"probability {false_alarm:.0%}"
-            )
+        sees = seen_at_width(mde, false_alarm)
         if not noise.covers_between_boot:
             sees += " (from the noise this interval holds; between-boot noise would raise both)"
         said = (noise.words + "; " if noise.words else "") + sees
@@ -544,6 +550,8 @@ class NoRegression(GateKind):
         return judge.regression(*gate.spec)
 
     def describe(self, dep: Deployment) -> list[str]:
+        if not dep.gates.against_stored:
+            return ["  no-regression: none, nothing is compared with a stored baseline ([gates] against_stored = false)"]
         tol = dep.gates.tolerance
         return [
             f"  no-regression tolerance: {tol.decode_tps_fraction:.0%}"

@@ -96,7 +96,8 @@ def minutes(boots: int, boot_seconds: float | None, request_seconds: float | Non
 
 def sentence(design: Design, source: str) -> str:
     within = (
-        ", the requests' own spread NOT known and left out (a floor: more requests are taken to cost nothing)"
+        ", the requests' own spread NOT known and left out (as if requests added no noise: the regressions "
+        "stated are floors, the gate sees only larger ones)"
         if design.within_log_sd is None
         else f", within-boot {design.within_log_sd:.1%}"
     )

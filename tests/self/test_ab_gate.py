@@ -114,3 +114,28 @@ def test_a_deployment_judged_by_ab_alone_asks_nothing_stored(tmp_path):
     data["launch"]["reference_from"] = "stored"
     with pytest.raises(DeploymentError, match="against_stored"):
         parse_deployment(data, tmp_path / "d.toml")
+
+
+def test_against_stored_false_refuses_a_beats_gate_against_the_stored_baseline(tmp_path):
+    """`against_stored = false` promises a run that needs no stored figures; a beats gate with
+    against = "stored" was accepted, NOT COMPARED in every such run, while `check` said no gate
+    compared across boots."""
+    data = sim_deployment_dict()
+    data["gates"]["against_stored"] = False
+    data["gates"]["beats"] = [{"config": "eagle3-decode", "over": "baseline", "ratio": 1.1, "against": "stored"}]
+    with pytest.raises(DeploymentError, match=r"against_stored.*is false, but \[\[gates.beats\]\] of 'eagle3-decode'"):
+        parse_deployment(data, tmp_path / "d.toml")
+    data["gates"]["beats"][0]["against"] = "run"
+    parse_deployment(data, tmp_path / "d.toml")
+
+
+def test_a_baseline_update_under_against_stored_false_does_not_promise_runs_compare_against_it(tmp_path):
+    """`specgate baseline update` of a deployment with against_stored = false said "later runs on
+    this machine compare against it": none does."""
+    from specgate.plugin import _recorded
+
+    document = {"configs": {"baseline": {"concurrency": {"1": {"n": 30}}}}}
+    said = _recorded(tmp_path / "b.json", document, {}, compared=False)
+    assert "compare against it" not in said.replace("compares against it", "")
+    assert "No gate of this deployment compares against it ([gates] against_stored = false)" in said
+    assert "later runs on this machine compare against it" in _recorded(tmp_path / "b.json", document, {})

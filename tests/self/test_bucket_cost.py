@@ -41,7 +41,7 @@ def test_check_prints_the_timeout_warning(tmp_path, capsys, monkeypatch):
     _dep(tmp_path, {"context_buckets": ["32K"], "request_timeout_s": 5})
     assert main(["check", "dep.toml"]) == 0
     out = capsys.readouterr().out
-    assert "context bucket 32K: a request of config" in out and "Raise workload.request_timeout_s to at least 7" in out
+    assert "context bucket 32K: a request of config" in out and "Raise workload.request_timeout_s to at least 6.6 (2x" in out
 
 
 def test_each_buckets_cost_counts_the_warmup_its_meter_really_runs(tmp_path, capsys, monkeypatch):
@@ -54,7 +54,9 @@ def test_each_buckets_cost_counts_the_warmup_its_meter_really_runs(tmp_path, cap
     assert main(["check", "dep.toml"]) == 0
     out = capsys.readouterr().out
     # 3 servers: 9 measured, 3 x 3 to 3 x 12 warmup.
-    assert "32K: 9 measured request(s) and 3 to 12 warmup request(s) per server (workload.warmup), 18 to 45 request(s) in all: " \
+    # "9 measured request(s) and 3 to 12 warmup request(s) per server" read as 9 measured per server.
+    assert "32K: 9 measured request(s) (3 per server) and 3 to 12 warmup request(s) per server (workload.warmup), " \
+        "18 to 45 request(s) in all: " \
         f"about {18 * 32768:,} to {45 * 32768:,} prompt and {18 * 64:,} to {45 * 64:,} answer tokens" in out, out
 
 
@@ -85,3 +87,11 @@ def test_the_gpu_time_counts_the_warmup_too(tmp_path, monkeypatch):
     (line,) = [x for x in context_cost(dep) if x.strip().startswith("8K:")]
     per_request = sum(request_seconds(8192, 64, tps) for tps in speeds.values())
     assert f"about {per_request * (3 + 3) / 60:.1f} to {per_request * (3 + 12) / 60:.1f} GPU-minute(s)" in line, line
+
+
+def test_a_sub_second_estimate_asks_for_a_timeout_at_twice_it_not_for_a_whole_second(tmp_path):
+    """A 1K bucket's prefill alone is ~0.1 s: the warning asked for "at least 1 (2x the
+    estimate)", ten times the estimate; it now asks for twice it, to a tenth of a second."""
+    (warning,) = timeout_warnings(_dep(tmp_path, {"context_buckets": ["1K"], "request_timeout_s": 0.15}), {})
+    assert "estimated at 0.1 s" in warning
+    assert "at least 0.3 (2x the estimate, rounded up)" in warning, warning  # 2 x 0.1024 s = 0.2048 s

@@ -106,6 +106,54 @@ def test_a_server_dying_mid_run_is_said_once_naming_the_buckets_it_cost():
     assert len(report.failed_tests) == 4  # report.json still holds each test
 
 
+def test_a_server_that_hung_is_said_once_though_its_tests_causes_are_cut_short():
+    """A request of the 1K bucket outlived request_timeout_s: the reason is long, each failed test's
+    cause is cut at 400 characters after a prefix of its own, so none held the whole reason and all
+    ten tests repeated it under the server's line ("0 test(s) failed"). The first test's cause is
+    the timeout itself, which the reason wraps."""
+    from specgate.verdicts.outcome import FailedTest
+
+    error = (
+        "POST http://127.0.0.1:36932/generate: no complete answer within workload.request_timeout_s = 0.14 s (the "
+        "deadline passed before the answer was complete); the server hangs, or that deadline is too short for one "
+        "answer of the workload (it is under a second)"
+    )
+    hung = f"the server stopped answering after serving 13 request(s) (a request of the speed phase, at the 1K context bucket): {error}"
+    unusable = f"config 'baseline' is unusable in this session: {hung}"
+    failed = [
+        FailedTest("test_decode_speed[baseline-c1-at-1K]",
+                   f"specgate.errors.SpecgateError: config 'baseline' could not be measured (baseline): {error}"[:400]),
+        FailedTest("test_decode_speed[baseline-c1-at-2K]",
+                   f"specgate.errors.SpecgateError: config 'baseline' could not be measured (baseline): {unusable}"[:400]),
+        FailedTest("test_speculative_output_is_greedy_baseline[eagle3-decode]",
+                   f"specgate.errors.ServerBootError: {unusable}"[:400]),
+        FailedTest("test_decode_speed[eagle3-decode-c1-at-2K]", "AssertionError: something of its own"),
+    ]  # fmt: skip
+    report = _report(
+        [], failed_servers={"baseline": hung}, failed_tests=failed, workload={"context_buckets": ["1K", "2K"]},
+        buckets={1024: _meter("baseline", "eagle3-decode"), 2048: _meter("baseline", "eagle3-decode")},
+    )  # fmt: skip
+    (line,) = [r for r in report.overall_reasons if r.startswith("the server of 'baseline'")]
+    assert "and 3 test(s) failed" in line, line
+    md = render_markdown(report).split("## Decode speed")[0]
+    assert md.count("no complete answer within") == 1, md
+    assert "failed: test_decode_speed[eagle3-decode-c1-at-2K]: AssertionError: something of its own" in md
+
+
+def test_a_drift_recheck_that_failed_because_its_server_was_lost_is_not_a_second_loss():
+    """The reference hung in the 2K bucket; its drift re-check then failed ("config 'baseline' is
+    unusable in this session: …") and the first screen said a second lost server, 'baseline:drift'."""
+    from specgate.verdicts.not_run import lost_after_boot
+
+    hung = "the server stopped answering after serving 20 request(s) (a request of the speed phase): POST …"
+    failed = {"baseline": hung, "baseline:drift": f"config 'baseline' is unusable in this session: {hung}"}
+    assert list(lost_after_boot(failed, set())) == ["baseline"]
+    # A drift re-check that failed on its own (its server not lost) is still said.
+    assert list(lost_after_boot({"baseline:drift": "the reboot failed"}, set())) == ["baseline:drift"]
+    report = _report([], failed_servers=failed, workload={"context_buckets": ["1K"]})
+    assert not [r for r in report.overall_reasons if "baseline:drift" in r], report.overall_reasons
+
+
 def test_the_gates_no_bucket_judges_are_named_in_report_json_and_report_md_as_check_names_them():
     """A beats gate declared at concurrency 4 has no bucket version: `check` named it; the report
     did not, so a reader of report.md took the 1K bucket for gated by it."""
@@ -161,3 +209,20 @@ def test_a_server_that_died_on_its_first_request_after_booting_is_said_once_too(
     )  # fmt: skip
     (line,) = [r for r in report.overall_reasons if "died after serving 0" in r]
     assert line.startswith("the server of 'eagle3-decode' never served: ") and "It cost the short workload, 1K and 2K" in line
+
+
+def test_a_row_of_one_request_shows_no_interval_rather_than_a_point_as_its_own_bounds():
+    """A run stopped one request into its 2K bucket showed "505.9 [505.9, 505.9]" for that row:
+    a figure read as known exactly. One request gives the estimate alone, said so."""
+    one = SimpleNamespace(results={("baseline", 1): _record("baseline", False, n=1)}, label=lambda s: "")
+    report = _report([], workload={"context_buckets": ["1K", "2K"]},
+                     buckets={1024: _meter("baseline", "eagle3-decode"), 2048: one})  # fmt: skip
+    md = render_markdown(report)
+    speed_rows = [line for line in md.splitlines() if line.count("|") == 10]  # the speed table's 9 columns
+    (row,) = [line for line in speed_rows if line.startswith("| baseline | 1, 2K context")]
+    assert "(one request: no interval)" in row and "[" not in row.split("|")[3], row
+    (short,) = [line for line in speed_rows if line.startswith("| baseline | 1, 1K context")]
+    assert "(one request" not in short and "[" in short.split("|")[3]
+    # Nor a per-request spread of 0.0% in the calibration table.
+    (calibrated,) = [line for line in md.splitlines() if line.count("|") == 6 and "1, 2K context" in line]
+    assert calibrated.endswith("| — (one request) |"), calibrated

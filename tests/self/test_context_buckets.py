@@ -190,7 +190,7 @@ def test_check_exits_2_naming_the_bucket_and_states_each_buckets_cost(tmp_path, 
     out = capsys.readouterr().out
     assert "context buckets 1K, 32K beside the short workload" in out
     assert "each at a false-alarm share of 1.67%: the run's 5.0% split over 3 buckets" in out
-    assert "32K: 27 measured request(s) and 3 to 12 warmup request(s) per server (workload.warmup), 36 to 63 " \
+    assert "32K: 27 measured request(s) (9 per server) and 3 to 12 warmup request(s) per server (workload.warmup), 36 to 63 " \
         "request(s) in all: about 1,179,648 to 2,064,384 prompt and 2,304 to 4,032 answer tokens" in out
     passes = passes_needed(load_deployment(str(tmp_path / "dep.toml")).workload, 32768)
     assert passes > 1 and f"the shipped text runs {passes} time(s) through each prompt" in out

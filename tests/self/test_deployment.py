@@ -33,6 +33,9 @@ def test_default_deployment_is_the_simulator():
         ({"workload": {"max_new_token": 10}}, "workload.max_new_token", "did you mean 'max_new_tokens'"),
         ({"workload": {"max_new_tokens": "64"}}, "workload.max_new_tokens", "expected an integer"),
         ({"workload": {"concurrency": []}}, "workload.concurrency", "non-empty list"),
+        # [1, 1] planned every gate twice: the gate kinds' own-bug error, naming no field (hypothesis found it).
+        ({"workload": {"concurrency": [1, 1]}}, "workload.concurrency", "lists 1 more than once"),
+        ({"equivalence": {"concurrency": [4, 1, 4]}}, "equivalence.concurrency", "lists 4 more than once"),
         ({"workload": {"prompt_sets": ["poetry"]}}, "workload.prompt_sets", "unknown prompt set 'poetry'"),
         ({"launch": {"launcher": "k8s"}}, "launch.launcher", "expected one of local, url, ssh"),
         ({"launch": {"launcher": "ssh"}}, "launch.ssh", "is required but missing"),
@@ -50,6 +53,8 @@ def test_default_deployment_is_the_simulator():
         ({"equivalence": {"top_logprobs": 1}}, "equivalence.top_logprobs", ">= 2"),
         ({"configs": {"baseline": {"argz": []}}}, "configs.baseline.argz", "did you mean 'args'"),
         ({"gpu": "h200"}, "gpu", "unknown field"),
+        # Its short-workload tests ("…-beats-ref-at-2K") read as the 2K bucket's (bucket_of_test).
+        ({"configs": {"ref-at-2K": {"args": []}}}, "configs.ref-at-2K", "ends like a context bucket's test id"),
         ({"launch": {"env": {"A=B": "1"}}}, "launch.env", "cannot name an environment variable"),
         ({"configs": {"baseline": {"env": {"": "1"}}}}, "configs.baseline.env", "cannot name an environment variable"),
     ],

@@ -272,7 +272,7 @@ def test_a_kind_module_that_exits_as_it_imports_is_named(tmp_path, monkeypatch, 
 
 
 def test_a_gate_test_belongs_to_its_gates_config():
-    """What a stopped run says was running ("X's was running when the signal came") is the gate's
+    """What a stopped run says was running ("the test of X was running when the signal came") is the gate's
     config, not the reference's."""
     from types import SimpleNamespace
 
@@ -285,6 +285,20 @@ def test_a_gate_test_belongs_to_its_gates_config():
         callspec=SimpleNamespace(params={"planned_gate": gate}),
     )
     assert _item_phase_and_config(item, dep) == ("gates", "eagle3-decode")  # type: ignore[arg-type]
+
+
+def test_a_test_a_signal_stopped_in_a_context_bucket_is_named_with_its_bucket():
+    """SIGTERM during the 2K bucket's speed test said "baseline's was running", as if the short
+    workload's test had been: each bucket's test is its own, so the bucket is named."""
+    from specgate.plugin import stopped_test
+    from specgate.report.build import _shortfall
+    from specgate.verdicts.outcome import RunFacts, Shortfall
+
+    assert stopped_test("baseline", "test_decode_speed[baseline-c1-at-2K]") == "baseline at 2K"
+    assert stopped_test("baseline", "test_decode_speed[baseline-c1]") == "baseline"
+    facts = RunFacts(interrupted="the run was interrupted (SIGTERM)", cut_short={"speed": "baseline at 2K"})
+    said = _shortfall(Shortfall("speed", 2, 9), facts)
+    assert said.startswith("speed: 2 of 9 test(s) ran; the test of baseline at 2K was running when the signal came")
 
 
 def test_a_not_run_row_keeps_the_test_that_judged_it_before():

@@ -157,6 +157,8 @@ def test_check_states_the_ab_gates_bar_and_what_it_leaves_out(tmp_path):
     (unknown,) = sensitivity_lines(parse_deployment(data, tmp_path / "a.toml"), tmp_path)
     assert unknown.strip().startswith("ab:eagle3-decode-vs-eagle3-base:speed")  # no regression:… lines
     assert "the requests' own spread NOT known and left out" in unknown
+    # Said as what it does to the figures ("more requests are taken to cost nothing" said neither).
+    assert "the regressions stated are floors, the gate sees only larger ones" in unknown
     data["gates"]["between_boot"] = dict(spread, request_sd=0.0387)
     (known,) = sensitivity_lines(parse_deployment(data, tmp_path / "b.toml"), tmp_path)
     assert "within-boot 3.9%" in known and "NOT known" not in known
@@ -168,3 +170,52 @@ def test_check_states_the_ab_gates_bar_and_what_it_leaves_out(tmp_path):
     assert figure(unknown, "detects a regression of ") < bare  # the requests' part counts
     assert "at its own bar (0.04 tolerance)" in known
     assert at_bar == pytest.approx(1 - 0.96 * (1 - bare), abs=0.0006)  # the figures are printed to 0.1%
+
+
+def test_check_with_no_gate_across_boots_says_there_is_nothing_to_state_not_that_no_spread_is_known(tmp_path):
+    """`against_stored = false` and no [[gates.ab]]: no gate's sensitivity exists. The line said
+    "no runner history or calibration ... and no [gates.between_boot]" (false where one is declared
+    or stored) and asked for `specgate calibrate`; and the tolerance line listed bars no gate holds."""
+    from specgate.deployment import parse_deployment
+    from specgate.gate_kinds import descriptions
+    from specgate.verdicts.planned import sensitivity_lines
+    from tests.self.helpers import sim_deployment_dict
+
+    data = sim_deployment_dict()
+    data["gates"]["against_stored"] = False
+    data["gates"]["between_boot"] = {"decode_tps": 0.02, "speedup": 0.02, "source": "assumed"}
+    dep = parse_deployment(data, tmp_path / "d.toml")
+    (line,) = sensitivity_lines(dep, tmp_path)
+    assert "nothing to state" in line and "against_stored = false" in line, line
+    assert "calibrate" not in line and "no [gates.between_boot]" not in line
+    said = "\n".join(descriptions(dep))
+    assert "no-regression tolerance" not in said and "against_stored = false" in said, said
+
+
+def test_a_declared_request_sd_of_zero_is_refused_by_name(tmp_path):
+    """`request_sd = 0` was taken and said "within-boot 0.0%": the same floor as leaving it out,
+    without the words that say it is one."""
+    from specgate.deployment import parse_deployment
+    from specgate.errors import DeploymentError
+    from tests.self.helpers import sim_deployment_dict
+
+    data = sim_deployment_dict()
+    data["gates"]["between_boot"] = {"decode_tps": 0.02, "speedup": 0.02, "source": "assumed", "request_sd": 0.0}
+    with pytest.raises(DeploymentError, match=r"gates.between_boot.request_sd.*is 0: .*leave it out"):
+        parse_deployment(data, tmp_path / "d.toml")
+    data["gates"]["between_boot"]["request_sd"] = 0.03
+    assert parse_deployment(data, tmp_path / "d.toml").gates.between_boot.request_log_sd == 0.03
+
+
+def test_the_reports_width_line_says_not_pass_where_the_sensitivity_line_says_fail():
+    """Beside "at its own bar it FAILs a regression of 14.9%", the width line said "this run sees
+    regressions of 8% or more; an unchanged build fails it with probability 3%", counting an
+    INCONCLUSIVE as a failure: two figures for one gate, both called failing."""
+    from specgate.verdicts.regression_gate import seen_at_width
+
+    said = seen_at_width(0.08, 0.03)
+    assert said == (
+        "this run keeps regressions of 8.0% or more from PASS (80% power); an unchanged build does not PASS it "
+        "with probability 3%"
+    )
+    assert "fails" not in seen_at_width(0.5, 0.6) and "does not PASS it with probability 60%" in seen_at_width(0.5, 0.6)

@@ -306,7 +306,7 @@ def test_an_interrupted_check_says_what_it_had_drawn_and_the_report_what_ran_and
 
     facts = RunFacts(interrupted="the run was interrupted (SIGINT)", cut_short={"sampling": "eagle3-decode"})
     said = _shortfall(Shortfall("sampling", 0, 2), facts)
-    assert said.startswith("sampling: 0 of 2 test(s) ran; eagle3-decode's was running when the signal came")
+    assert said.startswith("sampling: 0 of 2 test(s) ran; the test of eagle3-decode was running when the signal came")
     assert "a selection" not in said and "the run was interrupted" in said
     assert "(a selection, a skip or a failed boot)" in _shortfall(Shortfall("sampling", 1, 2), RunFacts())
     gate = types.SimpleNamespace(phase_seconds={"equivalence": 4.0}, cut_short=("sampling", "eagle3-decode", 2.5))

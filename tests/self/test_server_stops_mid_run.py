@@ -63,3 +63,19 @@ def test_a_server_that_never_booted_still_never_served():
     failed = {"eagle3-decode": "the server died after serving 0 request(s).\nlog"}
     said = {v.gate: v.summary for v in with_not_run(dep, [], failed, set())}
     assert said["regression:eagle3-decode:c1:decode_tps"].startswith("the server of 'eagle3-decode' never served: ")
+
+
+def test_a_server_that_hangs_in_a_context_bucket_is_said_with_the_bucket(tmp_path):
+    """A request of the 1K bucket that outlived request_timeout_s was said "(a request of the speed
+    phase)", as if the short workload's had: a bucket's long prompt is what outlasts a timeout."""
+    dep = parse_deployment(sim_deployment_dict(), tmp_path / "sim.toml")
+    pool = ServerPool(dep, tmp_path / "logs")
+    try:
+        pool.phase, pool.bucket = "speed", "1K"  # what the plugin sets as a bucket's speed test runs
+        pool.fail_hung("baseline", "no complete answer")
+        pool.phase, pool.bucket = "speed", ""
+        pool.fail_hung("eagle3-decode", "no complete answer")
+    finally:
+        pool.close()
+    assert "(a request of the speed phase, at the 1K context bucket): no complete answer" in pool.failed["baseline"]
+    assert "(a request of the speed phase): no complete answer" in pool.failed["eagle3-decode"]
