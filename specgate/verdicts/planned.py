@@ -99,7 +99,7 @@ def sensitivity_lines(dep: Deployment, baselines_root: Path) -> list[str]:
         lines.append(
             f"  sensitivity not stated: no runner history or calibration under {folder} holds a spread of these gates' "
             "configs and no [gates.between_boot] is declared "
-            f"(run `specgate calibrate {dep.path}` on the GPU runner)"
+            f"(run `specgate calibrate {dep.path}`" + ("" if dep.simulator else " on the GPU runner") + ")"
         )
     return lines
 

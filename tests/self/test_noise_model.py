@@ -219,3 +219,12 @@ def test_the_reports_width_line_says_not_pass_where_the_sensitivity_line_says_fa
         "with probability 3%"
     )
     assert "fails" not in seen_at_width(0.5, 0.6) and "does not PASS it with probability 60%" in seen_at_width(0.5, 0.6)
+
+
+def test_check_asks_the_simulator_for_a_calibration_without_a_gpu_runner(tmp_path):
+    from specgate.deployment import parse_deployment
+    from specgate.verdicts.planned import sensitivity_lines
+    from tests.self.helpers import sim_deployment_dict
+
+    (line,) = sensitivity_lines(parse_deployment(sim_deployment_dict(), tmp_path / "d.toml"), tmp_path)
+    assert "sensitivity not stated" in line and "specgate calibrate" in line and "GPU runner" not in line
