@@ -113,6 +113,11 @@ for v in "$@"; do
   # An A/B trial may take its 40 paired requests of three servers (~120 s) beside the boots.
   [[ $v == ab ]] && { need=${AB_ROUND_S:-240}; ((fresh)) && need=420; }
   name=$(printf 'round-%02d-%s' "$round" "$v")
+  if compgen -G "$work/round-$(printf '%02d' "$round")-*" > /dev/null; then
+    # A warm machine keeps the earlier calls' rounds in $work: this one would overwrite one of them.
+    echo "$name: NOT STARTED: round $round exists already in $work (an earlier call's); pass FIRST=<a free number>" | tee -a "$OUT/summary.txt"
+    break
+  fi
   if ((SECONDS + need > deadline)); then
     echo "$name: NOT STARTED (needs ~$need s, $((deadline - SECONDS)) s left)" | tee -a "$OUT/summary.txt"
     round=$((round + 1)); continue
