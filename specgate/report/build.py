@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from specgate.deployment import Deployment, bucket_label, bucket_of_test
+from specgate.deployment import Deployment, bucket_label, bucket_of_test, bucket_view
 from specgate.diagnosis.signals import pooled_histogram
 from specgate.equivalence.check import EquivalenceStats, TokenDivergence
 from specgate.equivalence.known import known_defects_for
@@ -112,14 +112,26 @@ def _draft_accept_rate(record: ConfigSpeed) -> float | None:
 
 
 def _unmeasured_rows(
-    deployment: Deployment, meter: Measurements, failed_servers: dict[str, str], unavailable: dict[str, str]
+    deployment: Deployment,
+    meter: Measurements,
+    failed_servers: dict[str, str],
+    unavailable: dict[str, str],
+    buckets: Mapping[int, Measurements] | None = None,
 ) -> list[dict]:
     """A config whose server never booted (or died before a figure) keeps its row, with the cause;
-    one attached by url that never answered says so first (UNAVAILABLE: it did not run)."""
+    one attached by url that never answered says so first (UNAVAILABLE: it did not run). Each
+    context bucket too (`buckets`: its meter, at the bucket's concurrency: deployment.bucket_view): a server lost before a
+    bucket's figures keeps that bucket's row, so no bucket's row of the config vanishes."""
+    loads = [(0, meter, concurrency) for concurrency in deployment.workload.concurrency]
+    loads += [
+        (tokens, (buckets or {}).get(tokens), concurrency)
+        for tokens in deployment.workload.context_buckets
+        for concurrency in bucket_view(deployment, tokens).workload.concurrency
+    ]
     rows = []
-    for concurrency in deployment.workload.concurrency:
+    for context, its_meter, concurrency in loads:
         for config in deployment.configs:
-            record = meter.results.get((config, concurrency))
+            record = its_meter.results.get((config, concurrency)) if its_meter is not None else None
             if record is not None and record.samples:
                 continue
             name, cause = next(
@@ -128,7 +140,7 @@ def _unmeasured_rows(
             )
             if cause is not None:
                 said = (UNAVAILABLE if name in unavailable else "") + cause.splitlines()[0][:300]
-                rows.append({"config": config, "concurrency": concurrency, "error": said})
+                rows.append({"config": config, "concurrency": concurrency, "context": context, "error": said})
     return rows
 
 
@@ -539,7 +551,7 @@ def build_report(
             for tokens, its_meter in sorted((buckets or {}).items())
             for row in _speed_rows(deployment, its_meter, verdicts, None, tokens)
         ],
-        "unmeasured": _unmeasured_rows(deployment, meter, failed_servers or {}, unavailable or {}),
+        "unmeasured": _unmeasured_rows(deployment, meter, failed_servers or {}, unavailable or {}, buckets),
         "gates": [
             {
                 "gate": v.gate,

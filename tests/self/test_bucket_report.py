@@ -226,3 +226,21 @@ def test_a_row_of_one_request_shows_no_interval_rather_than_a_point_as_its_own_b
     # Nor a per-request spread of 0.0% in the calibration table.
     (calibrated,) = [line for line in md.splitlines() if line.count("|") == 6 and "1, 2K context" in line]
     assert calibrated.endswith("| — (one request) |"), calibrated
+
+
+def test_a_server_lost_before_a_buckets_figures_keeps_that_buckets_row_not_measured_with_why():
+    """eagle3-decode's server died during the short workload (its figures are in) and gave none of
+    the 1K or 2K buckets': those rows vanished from the speed table while the reasons said the death
+    cost 1K and 2K. Each bucket keeps its row, NOT MEASURED, with the bucket and the cause."""
+    report = _report(
+        [], failed_servers={"eagle3-decode": DIED}, workload={"context_buckets": ["1K", "2K"]},
+        buckets={1024: _meter("baseline"), 2048: _meter("baseline")},
+    )  # fmt: skip
+    assert [(u.config, u.concurrency, u.context) for u in report.unmeasured] == [
+        ("eagle3-decode", 1, 1024), ("eagle3-decode", 1, 2048)
+    ]  # fmt: skip
+    assert all(u.error.startswith("the server died after serving 12") for u in report.unmeasured)
+    md = render_markdown(report)
+    for label in ("1K", "2K"):
+        line = next((x for x in md.splitlines() if x.startswith(f"| eagle3-decode | 1, {label} context |")), None)
+        assert line is not None and "| NOT MEASURED |" in line and "died after serving 12" in line, md
