@@ -27,7 +27,7 @@ from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KE
 from specgate.server.pool import BootRecord, unusable
 from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Verdict, gate_tally, tally_verdict
+from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Verdict, gate_tally, speed_row_of, tally_verdict
 from specgate.verdicts.not_run import lost_after_boot, with_not_run
 from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, Shortfall, TestTally, decide
 
@@ -47,7 +47,6 @@ def _speed_rows(
     figures stand in for the unbooted reference (its rows are marked, and every × reference is over them).
     `context`: the rows of that context bucket (its meter; measure.context), judged by its gates."""
     conf = deployment.gates.confidence
-    verdicts = [v for v in verdicts if v.figures.get("context", 0) == context]
     rows = []
     order = list(deployment.configs)
     for (config, concurrency), record in sorted(
@@ -57,9 +56,9 @@ def _speed_rows(
             continue
         summary = summarise_speed(record, meter.results.get((deployment.reference_of(config), concurrency)), conf)
         warm = record.warmups[-1] if record.warmups else None
-        # Every gate the row stands for, whatever became of it: one that did not run or compare
+        # Every gate the row stands for (its config's at its concurrency), whatever became of it: one that did not run or compare
         # keeps the row from reading PASS (gates.tally_verdict), and the cell says how many.
-        tally = gate_tally(v for v in verdicts if v.config == config)
+        tally = gate_tally(v for v in verdicts if speed_row_of(v) == (config, concurrency, context))
         rows.append(
             {
                 "config": config,
@@ -122,7 +121,7 @@ def _unmeasured_rows(
     one attached by url that never answered says so first (UNAVAILABLE: it did not run). Each
     context bucket too (`buckets`: its meter, at the bucket's concurrency: deployment.bucket_view): a server lost before a
     bucket's figures keeps that bucket's row, so no bucket's row of the config vanishes."""
-    loads = [(0, meter, concurrency) for concurrency in deployment.workload.concurrency]
+    loads: list[tuple[int, Measurements | None, int]] = [(0, meter, c) for c in deployment.workload.concurrency]
     loads += [
         (tokens, (buckets or {}).get(tokens), concurrency)
         for tokens in deployment.workload.context_buckets

@@ -29,7 +29,8 @@ characters per token the context buckets' prompts were built at, as the referenc
 them: measure.density); 19 a speed row's `gates` (how many of the gates it stands for stand at each
 status: its verdict reads PASS only where every one passed) and the run's `unbucketed_gates` (the
 declared gates no context bucket judges); 20 an unmeasured row's `context` (the bucket whose
-figures a lost server never gave: 0, the short workload). Reports written
+figures a lost server never gave: 0, the short workload) and a verdict's `figures.concurrency`
+(the concurrency it judged at: a speed row's `gates` are its own concurrency's). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -209,7 +210,7 @@ class SpeedRow(_Part):
     cv: float | None = None  # per-request spread of decode tok/s
     boots: int | None = None
     verdict: _RunVerdict | Literal["—"]  # "—": no gate judged the config
-    # The gates the row stands for (its config's, at its context), by status (a Status's value, or
+    # The gates the row stands for (its config's, at its concurrency and context: gates.speed_row_of), by status (a Status's value, or
     # "first record": verdicts.gates.gate_tally): the verdict is decided from it (tally_verdict).
     gates: dict[str, int] = {}
     stored: str | None = None  # the stored baseline whose figures stand in for an unbooted reference
