@@ -34,6 +34,10 @@ from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, Shortfal
 # The failed tests that no gate verdict tells, said among the reasons (report.json's
 # `failed_tests` holds them all): the first lines of "Why" stay readable.
 FAILED_TESTS_SAID = 10
+# Where a line that stands for many NOT RUN gates and failed tests sends the reader for each one.
+# report.md lists no failed tests: those such a line stands for failed with the cause it says, so
+# a list would repeat it per test; report.json keeps each (its test id, for a rerun, and cause).
+WHERE_EACH_IS = "report.md's gate table lists each gate, report.json's failed_tests each test"
 
 
 def _speed_rows(
@@ -229,7 +233,7 @@ def reasons_of(
         reasons.append(
             f"did not run, for want of the server(s) above: {len(gates_after)} gate(s)"
             + (f" ({shown_names})" if names else "")
-            + f" and {len(tests_after)} test(s) (report.md's gate table and failed tests list each)"
+            + f" and {len(tests_after)} test(s) ({WHERE_EACH_IS})"
         )
     deaths, tests_died, gates_died = _mid_run_deaths(outcome, lost or {})
     reasons += deaths
@@ -320,7 +324,7 @@ def _mid_run_deaths(
         lines.append(
             f"{said}: {why.rstrip('.')}. It cost {_and(cost)}: "
             f"{len(its_gates)} gate(s) NOT RUN" + (f" ({shown})" if names else "")
-            + f" and {len(its_tests)} test(s) failed (report.md's gate table lists each gate, report.json's failed_tests each test)"
+            + f" and {len(its_tests)} test(s) failed ({WHERE_EACH_IS})"
         )
         tests += its_tests
         gates += its_gates
