@@ -54,6 +54,9 @@ class PlannedGate:
     # interval holds, and a baseline update may store figures past its failure (a verdict on speed).
     timing: bool = False
     context: int = 0  # the context bucket it judges (its prompt tokens); 0: the short workload
+    # The concurrency it judges at: its verdict's speed row is that concurrency's alone (the
+    # verdict carries it, figures["concurrency"]), and only a gate at 1 has context buckets' versions.
+    concurrency: int = 1
 
 
 class GateKind(ABC):
@@ -213,6 +216,11 @@ def _asked(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[PlannedG
         unknown = [c for c in (gate.config, *gate.needs) if c not in dep.configs]
         if unknown:
             raise GateKindError(f"{where(kind)}: planned gate {gate.name!r} names configs not in the deployment: {unknown}")
+        if type(gate.concurrency) is not int or gate.concurrency < 1:
+            raise GateKindError(
+                f"{where(kind)}: planned gate {gate.name!r} has concurrency {gate.concurrency!r}: expected an integer "
+                ">= 1, the concurrency it judges at (its speed row's)"
+            )
         if gate.name == f"{kind.name}:" or not isinstance(gate.test_id, str) or not _TEST_ID.match(gate.test_id):
             raise GateKindError(
                 f"{where(kind)}: planned gate {gate.name!r} has test id {gate.test_id!r}: a gate needs a name after "
@@ -243,7 +251,7 @@ def run_gates(kind: GateKind, dep: Deployment, unbooted: set[str]) -> list[Plann
 def _has_bucket_version(gate: PlannedGate) -> bool:
     """Whether `gate` is judged in the context buckets too: buckets are measured single-stream,
     so a gate declared at another concurrency is judged on the short workload alone."""
-    return getattr(gate.spec, "concurrency", 1) == 1
+    return gate.concurrency == 1
 
 
 # Why a gate has no bucket version, as `check` and the report both say it beside the gates' names.
@@ -309,7 +317,7 @@ def check_planned(dep: Deployment) -> None:
 
 def _identity(gate: PlannedGate) -> tuple[Any, ...]:
     """What makes a planned gate the gate it is (its spec aside: a kind may build it anew each time)."""
-    return (gate.kind, gate.name, gate.config, gate.needs, gate.test_id, gate.timing)
+    return (gate.kind, gate.name, gate.config, gate.needs, gate.test_id, gate.timing, gate.concurrency)
 
 
 def _described(kind: GateKind, dep: Deployment) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from specgate.deployment import Deployment, bucket_label, bucket_of_test
+from specgate.deployment import Deployment, bucket_label, bucket_of_test, bucket_view
 from specgate.diagnosis.signals import pooled_histogram
 from specgate.equivalence.check import EquivalenceStats, TokenDivergence
 from specgate.equivalence.known import known_defects_for
@@ -27,13 +27,17 @@ from specgate.report.model import DIVERGENCES_KEPT, SCHEMA_VERSION, TOLERATED_KE
 from specgate.server.pool import BootRecord, unusable
 from specgate.server_info import simulated
 from specgate.verdicts.fingerprint import Fingerprint
-from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Verdict, gate_tally, tally_verdict
+from specgate.verdicts.gates import NEXT_STEP, UNAVAILABLE, RunVerdict, Verdict, gate_tally, speed_row_of, tally_verdict
 from specgate.verdicts.not_run import lost_after_boot, with_not_run
 from specgate.verdicts.outcome import FailedTest, RunFacts, RunOutcome, Shortfall, TestTally, decide
 
 # The failed tests that no gate verdict tells, said among the reasons (report.json's
 # `failed_tests` holds them all): the first lines of "Why" stay readable.
 FAILED_TESTS_SAID = 10
+# Where a line that stands for many NOT RUN gates and failed tests sends the reader for each one.
+# report.md lists no failed tests: those such a line stands for failed with the cause it says, so
+# a list would repeat it per test; report.json keeps each (its test id, for a rerun, and cause).
+WHERE_EACH_IS = "report.md's gate table lists each gate, report.json's failed_tests each test"
 
 
 def _speed_rows(
@@ -47,7 +51,6 @@ def _speed_rows(
     figures stand in for the unbooted reference (its rows are marked, and every × reference is over them).
     `context`: the rows of that context bucket (its meter; measure.context), judged by its gates."""
     conf = deployment.gates.confidence
-    verdicts = [v for v in verdicts if v.figures.get("context", 0) == context]
     rows = []
     order = list(deployment.configs)
     for (config, concurrency), record in sorted(
@@ -57,9 +60,9 @@ def _speed_rows(
             continue
         summary = summarise_speed(record, meter.results.get((deployment.reference_of(config), concurrency)), conf)
         warm = record.warmups[-1] if record.warmups else None
-        # Every gate the row stands for, whatever became of it: one that did not run or compare
+        # Every gate the row stands for (its config's at its concurrency), whatever became of it: one that did not run or compare
         # keeps the row from reading PASS (gates.tally_verdict), and the cell says how many.
-        tally = gate_tally(v for v in verdicts if v.config == config)
+        tally = gate_tally(v for v in verdicts if speed_row_of(v) == (config, concurrency, context))
         rows.append(
             {
                 "config": config,
@@ -112,14 +115,26 @@ def _draft_accept_rate(record: ConfigSpeed) -> float | None:
 
 
 def _unmeasured_rows(
-    deployment: Deployment, meter: Measurements, failed_servers: dict[str, str], unavailable: dict[str, str]
+    deployment: Deployment,
+    meter: Measurements,
+    failed_servers: dict[str, str],
+    unavailable: dict[str, str],
+    buckets: Mapping[int, Measurements] | None = None,
 ) -> list[dict]:
     """A config whose server never booted (or died before a figure) keeps its row, with the cause;
-    one attached by url that never answered says so first (UNAVAILABLE: it did not run)."""
+    one attached by url that never answered says so first (UNAVAILABLE: it did not run). Each
+    context bucket too (`buckets`: its meter, at the bucket's concurrency: deployment.bucket_view): a server lost before a
+    bucket's figures keeps that bucket's row, so no bucket's row of the config vanishes."""
+    loads: list[tuple[int, Measurements | None, int]] = [(0, meter, c) for c in deployment.workload.concurrency]
+    loads += [
+        (tokens, (buckets or {}).get(tokens), concurrency)
+        for tokens in deployment.workload.context_buckets
+        for concurrency in bucket_view(deployment, tokens).workload.concurrency
+    ]
     rows = []
-    for concurrency in deployment.workload.concurrency:
+    for context, its_meter, concurrency in loads:
         for config in deployment.configs:
-            record = meter.results.get((config, concurrency))
+            record = its_meter.results.get((config, concurrency)) if its_meter is not None else None
             if record is not None and record.samples:
                 continue
             name, cause = next(
@@ -128,7 +143,7 @@ def _unmeasured_rows(
             )
             if cause is not None:
                 said = (UNAVAILABLE if name in unavailable else "") + cause.splitlines()[0][:300]
-                rows.append({"config": config, "concurrency": concurrency, "error": said})
+                rows.append({"config": config, "concurrency": concurrency, "context": context, "error": said})
     return rows
 
 
@@ -218,7 +233,7 @@ def reasons_of(
         reasons.append(
             f"did not run, for want of the server(s) above: {len(gates_after)} gate(s)"
             + (f" ({shown_names})" if names else "")
-            + f" and {len(tests_after)} test(s) (report.md's gate table and failed tests list each)"
+            + f" and {len(tests_after)} test(s) ({WHERE_EACH_IS})"
         )
     deaths, tests_died, gates_died = _mid_run_deaths(outcome, lost or {})
     reasons += deaths
@@ -309,7 +324,7 @@ def _mid_run_deaths(
         lines.append(
             f"{said}: {why.rstrip('.')}. It cost {_and(cost)}: "
             f"{len(its_gates)} gate(s) NOT RUN" + (f" ({shown})" if names else "")
-            + f" and {len(its_tests)} test(s) failed (report.md's gate table lists each gate, report.json's failed_tests each test)"
+            + f" and {len(its_tests)} test(s) failed ({WHERE_EACH_IS})"
         )
         tests += its_tests
         gates += its_gates
@@ -539,7 +554,7 @@ def build_report(
             for tokens, its_meter in sorted((buckets or {}).items())
             for row in _speed_rows(deployment, its_meter, verdicts, None, tokens)
         ],
-        "unmeasured": _unmeasured_rows(deployment, meter, failed_servers or {}, unavailable or {}),
+        "unmeasured": _unmeasured_rows(deployment, meter, failed_servers or {}, unavailable or {}, buckets),
         "gates": [
             {
                 "gate": v.gate,

@@ -30,15 +30,20 @@ def _load(row: SpeedRow, density: ContextPrompts | None = None) -> str:
     """A speed row's concurrency, and its context bucket with the prompt tokens the server counted
     (flagged where they are further from the bucket's target than measure.context allows) and the
     characters per token its prompts were built at (measure.density)."""
+    said = _at(row.concurrency, row.context)
     if not row.context:
-        return str(row.concurrency)
-    said = f"{row.concurrency}, {bucket_label(row.context)} context"
+        return said
     built = f"built at {density.chars_per_token:.2f} chars/token" if density else ""
     if row.prompt_tokens is None:
         return said + f" (prompt tokens not told{', ' + built if built else ''})"
     off = row.prompt_tokens / row.context - 1
     flag = f", OFF TARGET by {off:+.0%}" if abs(off) > LENGTH_TOLERANCE else ""
     return f"{said} ({row.prompt_tokens:,} prompt tokens{', ' + built if built else ''}{flag})"
+
+
+def _at(concurrency: int, context: int) -> str:
+    """A row's load: its concurrency, and its context bucket where it has one ("1, 8K context")."""
+    return f"{concurrency}, {bucket_label(context)} context" if context else str(concurrency)
 
 
 def row_verdict(row: SpeedRow) -> str:
@@ -304,7 +309,7 @@ def render_markdown(report: Report) -> str:
         for u in report.unmeasured:
             # A server attached by url that never answered did not run: no FAIL of the config's.
             verdict = "NOT RUN" if u.error.startswith(UNAVAILABLE) else "FAIL"
-            out.append(f"| {u.config} | {u.concurrency} | NOT MEASURED | — | — | — | 0 | — | {verdict}: {u.error} |")
+            out.append(f"| {u.config} | {_at(u.concurrency, u.context)} | NOT MEASURED | — | — | — | 0 | — | {verdict}: {u.error} |")
         by_set = [(r, r.accept_length_by_set) for r in report.speed if r.accept_length_by_set]
         if by_set:
             expected = {r.config: _expected_by_set(report, r.config) for r, _ in by_set}

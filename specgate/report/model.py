@@ -28,7 +28,9 @@ case's `features` and `params`, and the `ab` gate kind; 18 the run's `context_pr
 characters per token the context buckets' prompts were built at, as the reference's server counted
 them: measure.density); 19 a speed row's `gates` (how many of the gates it stands for stand at each
 status: its verdict reads PASS only where every one passed) and the run's `unbucketed_gates` (the
-declared gates no context bucket judges). Reports written
+declared gates no context bucket judges); 20 an unmeasured row's `context` (the bucket whose
+figures a lost server never gave: 0, the short workload) and a verdict's `figures.concurrency`
+(the concurrency it judged at: a speed row's `gates` are its own concurrency's). Reports written
 before them carry no `schema_version` and read as version 0: the fields that arrived since the
 first GPU runs (e.g. `plan`, `unmeasured`, a gate's `noise`) have defaults for them, as the
 baseline reader keeps defaults for its older format, and the first runs' verdict words are
@@ -51,7 +53,7 @@ from specgate.documents import problem, read_json
 from specgate.errors import ReportError
 from specgate.verdicts.gates import RunVerdict, Status
 
-SCHEMA_VERSION: Literal[19] = 19
+SCHEMA_VERSION: Literal[20] = 20
 SCHEMA_ID = "https://specgate.invalid/report.schema.json"
 
 # The enums are written as their values; read back from JSON they arrive as strings, which strict
@@ -60,7 +62,7 @@ _RunVerdict = Annotated[RunVerdict, Field(strict=False)]
 _Status = Annotated[Status, Field(strict=False)]
 # 0 is a report written before this model, which has no such field: it reads, and is never written.
 _Version = Annotated[
-    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19],
+    Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20],
     Field(json_schema_extra={"const": SCHEMA_VERSION, "description": "absent (0) in reports older than the model"}),
 ]
 
@@ -208,7 +210,7 @@ class SpeedRow(_Part):
     cv: float | None = None  # per-request spread of decode tok/s
     boots: int | None = None
     verdict: _RunVerdict | Literal["—"]  # "—": no gate judged the config
-    # The gates the row stands for (its config's, at its context), by status (a Status's value, or
+    # The gates the row stands for (its config's, at its concurrency and context: gates.speed_row_of), by status (a Status's value, or
     # "first record": verdicts.gates.gate_tally): the verdict is decided from it (tally_verdict).
     gates: dict[str, int] = {}
     stored: str | None = None  # the stored baseline whose figures stand in for an unbooted reference
@@ -245,11 +247,14 @@ class ContextPrompts(_Part):
 
 
 class Unmeasured(_Part):
-    """A config whose server never booted, or died before a figure: its row, with the cause."""
+    """A config whose server never booted, or died before a figure: its row, with the cause; one
+    per concurrency and context bucket it has no figures of."""
 
     config: str
     concurrency: int
     error: str
+    context: int = 0  # the context bucket (its prompt tokens), as a SpeedRow's; 0: the short workload
+    _since: ClassVar[dict[str, int]] = {"context": 20}
 
 
 class GateEntry(_Part):

@@ -271,6 +271,7 @@ class Ab(GateKind):
                     PlannedGate(
                         self.name, f"ab:{gate.name}:{figure}", gate.config, (gate.config, gate.base),
                         f"{gate.name}-{figure}", AbPlanned(gate, figure), timing=figure == "speed",
+                        concurrency=gate.concurrency,
                     )
                 )  # fmt: skip
         return out

@@ -223,7 +223,10 @@ class AcceptFloor(GateKind):
 
     def planned(self, dep: Deployment, unbooted: set[str]) -> list[PlannedGate]:
         return [
-            PlannedGate(self.name, f"accept:{floor.name}", floor.config, (floor.config,), floor.name, floor)
+            PlannedGate(
+                self.name, f"accept:{floor.name}", floor.config, (floor.config,), floor.name, floor,
+                concurrency=floor.concurrency,
+            )
             for floor in dep.gates.accept_length
         ]
 

@@ -240,7 +240,12 @@ class Beats(GateKind):
         out = []
         for gate in dep.gates.beats:
             needs = (gate.config, gate.over) if gate.against == "run" else (gate.config,)
-            out.append(PlannedGate(self.name, f"beats:{gate.name}", gate.config, needs, gate.name, gate, timing=True))
+            out.append(
+                PlannedGate(
+                    self.name, f"beats:{gate.name}", gate.config, needs, gate.name, gate, timing=True,
+                    concurrency=gate.concurrency,
+                )
+            )
         return out
 
     def decide(self, judge: BeatsGates, gate: PlannedGate) -> Verdict:

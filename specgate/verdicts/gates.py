@@ -83,6 +83,9 @@ class GateFigures(TypedDict, total=False):
     # Context buckets (workload.context_buckets): the bucket judged, and the gate's share of the
     # run's false-alarm budget where the run judges several buckets.
     context: int  # the bucket's prompt tokens; absent for the short workload
+    # The concurrency the gate judged at (PlannedGate.concurrency): its speed row's. Absent in a
+    # verdict no planned gate decided, read as 1 (a declaration's default).
+    concurrency: int
     false_alarm_share: float
     # What the verdict rests on, and what it could detect.
     fidelity: dict[str, dict[str, Any]]  # per config: the server's own figure against the suite's (measure.fidelity)
@@ -139,6 +142,14 @@ class Verdict:
 # A baseline update's first record of a gate: NOT COMPARED because nothing was stored before it,
 # which the run's verdict does not count as a gap (outcome.decide); a tally says it apart.
 FIRST_RECORD = "first record"
+
+
+def speed_row_of(v: Verdict) -> tuple[str, int, int]:
+    """The speed row a verdict stands for: its config's at the concurrency and context bucket it
+    judged (figures the judge and the NOT RUN rows stamp from its planned gate; absent, 1 and the
+    short workload). A row counts these gates alone: a concurrency-4 row never stands for a gate
+    judged at concurrency 1."""
+    return v.config, v.figures.get("concurrency", 1), v.figures.get("context", 0)
 
 
 def gate_tally(verdicts: Iterable[Verdict]) -> dict[str, int]:

@@ -78,6 +78,7 @@ class Judge(BeatsGates, AcceptFloorGates, RegressionGates, AbGates):
                 "returned: one gate, one verdict"
             )
         verdict.test = test
+        verdict.figures["concurrency"] = gate.concurrency
         if self.buckets > 1:
             verdict.figures["false_alarm_share"] = round(1 - self.confidence, 6)
             verdict.notes.append(

@@ -34,6 +34,7 @@ def with_not_run(
             continue
         server, why = cause
         verdict = Verdict(gate, config, NOT_RUN, f"the server of {server!r} {_what_became_of(why)}: {why}")
+        verdict.figures["concurrency"] = planned.concurrency  # its speed row's (report.build)
         if planned.context:  # a bucket's gate: its row is the bucket's (report.build reads figures' context)
             verdict.figures["context"] = planned.context
         if had is not None:

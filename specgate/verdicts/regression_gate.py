@@ -542,6 +542,7 @@ class NoRegression(GateKind):
                             f"{config}-c{n}-{metric}",
                             (config, n, metric),
                             timing=metric == "decode_tps",
+                            concurrency=n,
                         )
                     )
         return out

@@ -226,3 +226,43 @@ def test_a_row_of_one_request_shows_no_interval_rather_than_a_point_as_its_own_b
     # Nor a per-request spread of 0.0% in the calibration table.
     (calibrated,) = [line for line in md.splitlines() if line.count("|") == 6 and "1, 2K context" in line]
     assert calibrated.endswith("| — (one request) |"), calibrated
+
+
+def test_a_server_lost_before_a_buckets_figures_keeps_that_buckets_row_not_measured_with_why():
+    """eagle3-decode's server died during the short workload (its figures are in) and gave none of
+    the 1K or 2K buckets': those rows vanished from the speed table while the reasons said the death
+    cost 1K and 2K. Each bucket keeps its row, NOT MEASURED, with the bucket and the cause."""
+    report = _report(
+        [], failed_servers={"eagle3-decode": DIED}, workload={"context_buckets": ["1K", "2K"]},
+        buckets={1024: _meter("baseline"), 2048: _meter("baseline")},
+    )  # fmt: skip
+    assert [(u.config, u.concurrency, u.context) for u in report.unmeasured] == [
+        ("eagle3-decode", 1, 1024), ("eagle3-decode", 1, 2048)
+    ]  # fmt: skip
+    assert all(u.error.startswith("the server died after serving 12") for u in report.unmeasured)
+    md = render_markdown(report)
+    for label in ("1K", "2K"):
+        line = next((x for x in md.splitlines() if x.startswith(f"| eagle3-decode | 1, {label} context |")), None)
+        assert line is not None and "| NOT MEASURED |" in line and "died after serving 12" in line, md
+
+
+def test_a_speed_row_stands_for_its_own_concurrencys_gates_alone():
+    """Verdicts carried no concurrency, so the concurrency-4 row of eagle3-decode counted its
+    concurrency-1 gates too (and the c1 row the c4 gates). Each row counts the gates judged at its
+    own concurrency (figures["concurrency"], stamped from the planned gate)."""
+    data = merge(sim_deployment_dict(), {"workload": {"concurrency": [1, 4]}})
+    data["gates"]["beats"] = [*data["gates"]["beats"], {"config": "eagle3-decode", "over": "baseline", "ratio": 1.0, "concurrency": 4}]
+    dep = parse_deployment(data, Path("sim.toml"))
+    meter = _meter("baseline", "eagle3-decode")
+    meter.results.update({(c, 4): _record(c, c != "baseline") for c in ("baseline", "eagle3-decode")})
+    report = build_report(
+        dep, meter, [], {}, [], None, PROVENANCE, TestTally(1, failed=1), {}, {}, [],
+        plan={"interleaved": True, "boots": 1, "rounds": 0, "orders": []}, failed_servers={"eagle3-decode": DIED},
+    )  # fmt: skip
+    at = {g.gate: g.figures.get("concurrency") for g in report.gates if g.config == "eagle3-decode"}
+    assert at["beats:eagle3-decode-beats-baseline-c4"] == 4 and at["regression:eagle3-decode:c4:decode_tps"] == 4, at
+    rows = {r.concurrency: r for r in report.speed if r.config == "eagle3-decode"}
+    for concurrency, row in rows.items():
+        its_own = sum(1 for n in at.values() if n == concurrency)
+        assert row.gates == {"not run": its_own}, (concurrency, row.gates, at)
+    assert rows[1].gates["not run"] + rows[4].gates["not run"] == len(at)

@@ -176,6 +176,23 @@ def test_a_verdict_the_kind_did_not_record_is_kept(register):
     judge = Judge(dep, None, Path("/nonexistent"))  # type: ignore[arg-type]
     verdict = judge.decide(gate)
     assert judge.verdicts == [verdict] and verdict.gate == "toy:eagle3-decode"
+    assert verdict.figures["concurrency"] == 1  # the planned gate's: its speed row's (report.build)
+
+
+def test_a_planned_gate_carries_the_concurrency_it_judges_at_and_only_concurrency_1_is_bucketed():
+    """A gate's concurrency was read from its spec's attribute, which an A/B gate's spec (entry and
+    figure) and a regression gate's (a tuple) lack: an A/B gate at concurrency 4 read as 1, got
+    context buckets' versions, and its verdict could not say its speed row."""
+    ab = {"config": "eagle3-prefill", "base": "eagle3-decode", "concurrency": 4}
+    beats = {"config": "eagle3-decode", "over": "baseline", "ratio": 1.0, "concurrency": 4}
+    data = merge(sim_deployment_dict(), {"workload": {"concurrency": [1, 4], "context_buckets": ["1K"]}})
+    data["gates"] = merge(data["gates"], {"ab": [ab], "beats": [*data["gates"]["beats"], beats]})
+    dep = parse_deployment(data, Path("d.toml"))
+    at = {g.name: g.concurrency for g in gate_kinds.planned_gates(dep, set())}
+    assert at["ab:eagle3-prefill-vs-eagle3-decode-c4:speed"] == 4 and at["beats:eagle3-decode-beats-baseline-c4"] == 4, at
+    assert at["regression:eagle3-decode:c4:decode_tps"] == 4 and at["regression:eagle3-decode:c1:decode_tps"] == 1, at
+    assert not [name for name in at if "-c4" in name and "@" in name], at
+    assert "ab:eagle3-prefill-vs-eagle3-decode-c4:speed" in gate_kinds.unbucketed_gates(dep)
 
 
 def test_two_gates_of_one_name_are_refused_and_a_concurrency_names_its_gate():
