@@ -618,6 +618,9 @@ def _record_outcome(gate: GateSession, phase: str, config: str, report: pytest.T
         return
     counts = gate.config_outcomes.setdefault((phase, config), {})
     counts[outcome] = counts.get(outcome, 0) + 1
+    if phase == "speed":
+        measured = (config, bucket_of_test(report.nodeid.split("::")[-1]))
+        gate.speed_whole[measured] = gate.speed_whole.get(measured, True) and outcome == "passed"
     if outcome in ("failed", "error"):
         # Failures that are no gate verdict (a server that died, a file that cannot be read) must
         # reach the report with their cause, not only pytest's traceback.
@@ -810,6 +813,7 @@ def _build(
         # The pool's reason wins: it says what became of the server (died, stopped answering after
         # N requests), where the measurement's error is only the request that found it so.
         failed_servers={**gate.plan.errors, **gate.pool.failed},
+        measured=gate.measured_whole(),
         buckets={tokens: b.meter for tokens, b in gate.buckets.items()},
         context_prompts=gate.density.found.as_dict() if gate.density and gate.density.found else None,
         plan=gate.plan.log.as_dict(),

@@ -79,3 +79,52 @@ def test_a_server_that_hangs_in_a_context_bucket_is_said_with_the_bucket(tmp_pat
         pool.close()
     assert "(a request of the speed phase, at the 1K context bucket): no complete answer" in pool.failed["baseline"]
     assert "(a request of the speed phase): no complete answer" in pool.failed["eagle3-decode"]
+
+
+def test_gates_judged_on_figures_measured_whole_before_the_loss_keep_their_verdicts():
+    """The baseline hung in the 2K bucket after its short-workload and 1K speed tests had passed:
+    its gates there were NOT COMPARED on whole figures (no stored bucket), and read NOT RUN as if
+    the loss had kept them from running. Only the 2K gates, whose figures the loss cut short, and a
+    gate of a server that never measured whole, are NOT RUN."""
+    from specgate.verdicts.gates import NOT_COMPARED, NOT_RUN, Verdict
+
+    data = merge(sim_deployment_dict(), {"workload": {"context_buckets": ["1K", "2K"]}})
+    dep = parse_deployment(data, Path("sim.toml"))
+    failed = {"baseline": "the server stopped answering after serving 25 request(s) (a request of the speed phase, at the 2K context bucket): x"}
+    judged = [
+        Verdict("regression:baseline:c1:decode_tps", "baseline", NOT_COMPARED, "no stored baseline"),
+        Verdict("regression:baseline:c1:decode_tps@1K", "baseline", NOT_COMPARED, "stored without the 1K bucket"),
+        Verdict("regression:baseline:c1:decode_tps@2K", "baseline", NOT_COMPARED, "stored without the 2K bucket"),
+    ]
+    measured = {("baseline", 0), ("baseline", 1024), ("eagle3-decode", 0), ("eagle3-decode", 1024)}
+    status = {v.gate: v.status for v in with_not_run(dep, judged, failed, set(), measured)}
+    assert status["regression:baseline:c1:decode_tps"] == NOT_COMPARED
+    assert status["regression:baseline:c1:decode_tps@1K"] == NOT_COMPARED
+    assert status["regression:baseline:c1:decode_tps@2K"] == NOT_RUN
+    assert status["beats:eagle3-decode-beats-baseline@2K"] == NOT_RUN  # no verdict: the loss kept it from running
+    # Nothing measured whole (the server was lost in its short workload): the loss decided them all.
+    status = {v.gate: v.status for v in with_not_run(dep, judged, failed, set(), {("eagle3-decode", 0)})}
+    assert status["regression:baseline:c1:decode_tps"] == NOT_RUN
+    assert status["regression:baseline:c1:decode_tps@1K"] == NOT_RUN
+
+
+def test_the_session_knows_which_speed_figures_were_measured_whole():
+    """What with_not_run and the results history read: a (config, bucket) is measured whole once its
+    speed tests passed, and not where any of them failed (the loss cut it short)."""
+    from types import SimpleNamespace
+
+    from specgate.plugin import _record_outcome
+    from specgate.session import GateSession
+
+    def outcome(test: str, passed: bool) -> pytest.TestReport:
+        return pytest.TestReport(
+            f"tests/gate/test_speed.py::{test}", ("x", 0, test), {}, "passed" if passed else "failed",
+            None if passed else "died", "call",
+        )  # fmt: skip
+
+    gate = SimpleNamespace(phase_seconds={}, config_outcomes={}, failed_tests=[], speed_whole={})
+    _record_outcome(gate, "speed", "baseline", outcome("test_decode_speed[baseline-c1]", True))
+    _record_outcome(gate, "speed", "baseline", outcome("test_decode_speed[baseline-c1-at-1K]", True))
+    _record_outcome(gate, "speed", "baseline", outcome("test_decode_speed[baseline-c1-at-2K]", False))
+    _record_outcome(gate, "equivalence", "eagle3-decode", outcome("test_speculative_output_is_greedy_baseline[eagle3-decode]", True))
+    assert GateSession.measured_whole(gate) == {("baseline", 0), ("baseline", 1024)}
