@@ -739,9 +739,10 @@ def _keep_results(gate: GateSession, report: Report, messages: list[str]) -> Rep
     from specgate.history.trend import trend_chart
 
     try:
-        records = records_of(report, gate.deployment)
+        records, left_out = records_of(report, gate.deployment, {**gate.plan.errors, **gate.pool.failed}, gate.measured_whole())
+        messages.extend(left_out)
         if not records:
-            return report
+            return report.model_copy(update={"standing": left_out}) if left_out else report
         fingerprint = Fingerprint.from_dict(report.fingerprint.model_dump())  # type: ignore[union-attr]  # records_of: not None
         path = results_path(gate.options.baselines_dir, gate.deployment.name, fingerprint)
         earlier = load_results(path, gate.deployment.name)
@@ -755,7 +756,7 @@ def _keep_results(gate: GateSession, report: Report, messages: list[str]) -> Rep
             trend_chart(gate.options.report_dir / "history.png", records, earlier, gate.deployment.history)
         except (OSError, ValueError) as exc:
             messages.append(f"history.png NOT drawn: {type(exc).__name__}: {exc}")
-    return report.model_copy(update={"standing": said})
+    return report.model_copy(update={"standing": [*said, *left_out]})
 
 
 def _markdown(report: AnyReport) -> str:
