@@ -115,7 +115,8 @@ def records_of(
         "run_verdict": str(report.overall),
         "simulator": report.simulator,
     }
-    out, left_out = [], {}
+    out: list[ResultRecord] = []
+    left_out: dict[str, dict[str, list[str]]] = {}
     failed_servers = failed_servers or {}
     for row in report.speed:
         if row.context:
