@@ -45,7 +45,10 @@ def test_a_server_stopped_after_serving_requests_is_said_to_have_stopped_not_nev
                 os.killpg(stopped, signal.SIGCONT)
         pool.close()
     why = pool.failed["eagle3-decode"]
-    assert why.startswith(f"the server stopped answering after serving {SERVED} request(s) (a request of the speed phase): "), why
+    assert why.startswith(
+        f"the server stopped answering after serving {SERVED} request(s) (a request of the speed phase); the timeout "
+        "ended its part of the run (raise workload.request_timeout_s if the short workload's answers need longer): POST "
+    ), why
     assert f"within workload.request_timeout_s = {TIMEOUT_S} s" in why
     verdicts = with_not_run(dep, [], pool.failed, set())
     summaries = {v.gate: v.summary for v in verdicts}
@@ -77,8 +80,33 @@ def test_a_server_that_hangs_in_a_context_bucket_is_said_with_the_bucket(tmp_pat
         pool.fail_hung("eagle3-decode", "no complete answer")
     finally:
         pool.close()
-    assert "(a request of the speed phase, at the 1K context bucket): no complete answer" in pool.failed["baseline"]
-    assert "(a request of the speed phase): no complete answer" in pool.failed["eagle3-decode"]
+    assert pool.failed["baseline"] == (
+        "the server stopped answering after serving 0 request(s) (a request of the speed phase, at the 1K context "
+        "bucket); the timeout ended its part of the run (raise workload.request_timeout_s if the 1K bucket's answers "
+        "need longer): no complete answer"
+    )
+    assert "(a request of the speed phase); the timeout ended its part of the run" in pool.failed["eagle3-decode"]
+
+
+def test_a_hang_in_a_bucket_is_said_whole_where_the_report_cuts_its_reason(tmp_path):
+    """The report's line and NOT RUN rows keep a lost server's first 400 characters: the hang's
+    reason (which bucket, that the timeout ended the server's part, the field to raise, what the
+    request missed) fits, with the client's own advice left to the failed test that met it."""
+    from specgate.client import SglangClient
+
+    dep = parse_deployment(sim_deployment_dict(), tmp_path / "sim.toml")
+    client = SglangClient("http://127.0.0.1:30000", timeout_s=0.14)
+    timeout = client._timeout("http://127.0.0.1:30000/generate", "still streaming after 63 chunk(s)")
+    client.close()
+    assert "the server hangs, or that deadline is too short" in str(timeout)
+    pool = ServerPool(dep, tmp_path / "logs")
+    try:
+        pool.phase, pool.bucket = "speed", "32K"
+        pool.fail_hung("baseline", timeout.missed)
+    finally:
+        pool.close()
+    why = pool.failed["baseline"]
+    assert len(why) <= 400 and why.endswith("(still streaming after 63 chunk(s))"), why
 
 
 def test_gates_judged_on_figures_measured_whole_before_the_loss_keep_their_verdicts():
