@@ -586,6 +586,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if found is None or gate is None:
         return (yield)
     gate.pool.phase = found[0]
+    if found[0] == "gates":
+        gate.lost_before[item.name] = gate.lost_now()
     tokens = bucket_of_test(item.name)
     gate.pool.bucket = bucket_label(tokens) if tokens else ""
     started = time.monotonic()
@@ -815,6 +817,7 @@ def _build(
         # N requests), where the measurement's error is only the request that found it so.
         failed_servers={**gate.plan.errors, **gate.pool.failed},
         measured=gate.measured_whole(),
+        lost_before=gate.lost_before,
         buckets={tokens: b.meter for tokens, b in gate.buckets.items()},
         context_prompts=gate.density.found.as_dict() if gate.density and gate.density.found else None,
         plan=gate.plan.log.as_dict(),

@@ -9,7 +9,7 @@ row, saying which server it needed and why that server was not there.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from specgate.deployment import Deployment
 from specgate.gate_kinds import planned_gates
@@ -22,12 +22,15 @@ def with_not_run(
     failed_servers: dict[str, str],
     unbooted: set[str],
     measured: Collection[tuple[str, int]] = (),
+    lost_before: Mapping[str, Collection[str]] | None = None,
 ) -> list[Verdict]:
     """`verdicts`, and a NOT RUN verdict for every gate that needed a failed server and has no
-    verdict, or only a NOT COMPARED / VACUOUS one reached on figures the loss cut short: a gate
-    whose server never served did not run, whatever else it could not do. `measured`: the
-    (config, context tokens) whose speed tests all passed (session.measured_whole); a gate whose
-    lost servers were measured whole at its context before the loss keeps the verdict it reached."""
+    verdict, or only a NOT COMPARED / VACUOUS one that the loss decided: a gate whose server never
+    served did not run, whatever else it could not do. A verdict stands where it was reached
+    before the loss (`lost_before`: per gate test, the servers already lost when it began judging,
+    session.lost_before), or on figures measured whole before it (`measured`: the (config, context
+    tokens) whose speed tests all passed, session.measured_whole)."""
+    lost_before = lost_before or {}
     if not failed_servers:
         return verdicts
     by_gate = {v.gate: v for v in verdicts}
@@ -40,6 +43,8 @@ def with_not_run(
             continue
         if had is not None and not cut_short(planned.needs, planned.context, failed_servers, measured):
             continue  # judged on whole figures, measured before the loss: its verdict stands
+        if had is not None and had.test in lost_before and not _servers_of(planned.needs, lost_before[had.test]):
+            continue  # judged before its servers were lost: the loss decided nothing of it
         server, why = cause
         verdict = Verdict(gate, config, NOT_RUN, f"the server of {server!r} {_what_became_of(why)}: {why}")
         if planned.context:  # a bucket's gate: its row is the bucket's (report.build reads figures' context)
@@ -87,6 +92,11 @@ def _what_became_of(why: str) -> str:
     """"never served", unless the reason says the server served requests first (it stopped)."""
     served = _SERVED.search(why)
     return "stopped mid-run" if served and int(served.group(1)) > 0 else "never served"
+
+
+def _servers_of(configs: Iterable[str], servers: Collection[str]) -> list[str]:
+    """The servers among `servers` of `configs` (a config's own, or a replicate boot CONFIG@K)."""
+    return [s for s in servers if any(s == c or s.startswith(c + "@") for c in configs)]
 
 
 def _cause_of(config: str, failed_servers: dict[str, str]) -> tuple[str, str] | None:

@@ -156,3 +156,41 @@ def test_the_session_knows_which_speed_figures_were_measured_whole():
     _record_outcome(gate, "speed", "baseline", outcome("test_decode_speed[baseline-c1-at-2K]", False))
     _record_outcome(gate, "equivalence", "eagle3-decode", outcome("test_speculative_output_is_greedy_baseline[eagle3-decode]", True))
     assert GateSession.measured_whole(gate) == {("baseline", 0), ("baseline", 1024)}
+
+
+def test_a_gate_judged_before_its_server_was_lost_keeps_its_verdict():
+    """eagle3-decode's speed test failed on its own (its figures not whole), and its server hung
+    later, in the gates phase, while another gate asked it for more: a gate NOT COMPARED before
+    that still read NOT RUN. The session records which servers were lost when each gate test
+    began; one judged before its server's loss keeps its verdict, one judged after reads NOT RUN."""
+    from types import SimpleNamespace
+
+    from specgate.plugin import _PHASES, _SESSION, pytest_runtest_call
+    from specgate.session import GateSession
+    from specgate.verdicts.gates import NOT_COMPARED, NOT_RUN, Verdict
+
+    gate = SimpleNamespace(
+        lost_before={}, plan=SimpleNamespace(errors={}), pool=SimpleNamespace(failed={}, phase="", bucket="")
+    )
+    gate.lost_now = lambda: GateSession.lost_now(gate)
+    stash = pytest.Stash()
+    stash[_SESSION] = gate
+    first, later = (f"test_no_regression_against_stored_baseline[eagle3-decode-c1-{f}]" for f in ("accept_length", "decode_tps"))
+    stash[_PHASES] = {first: ("gates", "eagle3-decode"), later: ("gates", "eagle3-decode")}
+    for test in (first, later):
+        call = pytest_runtest_call(SimpleNamespace(name=test, nodeid=test, config=SimpleNamespace(stash=stash)))
+        next(call)  # the gate test runs here
+        if test == first:
+            gate.pool.failed["eagle3-decode"] = "the server stopped answering after serving 40 request(s) (a request of the gates phase): x"
+        with contextlib.suppress(StopIteration):
+            call.send(None)
+    assert gate.lost_before == {first: frozenset(), later: frozenset({"eagle3-decode"})}
+
+    dep = parse_deployment(sim_deployment_dict(), Path("sim.toml"))
+    judged = [
+        Verdict("regression:eagle3-decode:c1:accept_length", "eagle3-decode", NOT_COMPARED, "no baseline", test=first),
+        Verdict("regression:eagle3-decode:c1:decode_tps", "eagle3-decode", NOT_COMPARED, "no baseline", test=later),
+    ]
+    status = {v.gate: v.status for v in with_not_run(dep, judged, gate.pool.failed, set(), (), gate.lost_before)}
+    assert status["regression:eagle3-decode:c1:accept_length"] == NOT_COMPARED
+    assert status["regression:eagle3-decode:c1:decode_tps"] == NOT_RUN
