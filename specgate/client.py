@@ -393,11 +393,12 @@ class SglangClient:
             raise MalformedAnswer(f"POST {url} answered non-JSON: {body[:200]!r}", url=url) from None
 
     def _timeout(self, url: str, how: str) -> RequestTimeout:
+        missed = f"POST {url}: no complete answer within workload.request_timeout_s = {self.timeout_s:g} s ({how})"
         return RequestTimeout(
-            f"POST {url}: no complete answer within workload.request_timeout_s = {self.timeout_s:g} s "
-            f"({how}); the server hangs, or that deadline is too short for one answer of the workload"
+            f"{missed}; the server hangs, or that deadline is too short for one answer of the workload"
             + (" (it is under a second)" if self.timeout_s < 1 else ""),
             url=url,
+            missed=missed,
         )
 
     def _read_until(self, resp: httpx.Response, deadline: float, url: str) -> bytes:

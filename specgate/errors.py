@@ -94,7 +94,12 @@ class ClientError(SpecgateError):
 
 class RequestTimeout(ClientError):
     """A request got no complete answer within its wall-clock deadline: the server hangs
-    (frozen, or trickling bytes without finishing). Its config is unusable from then on."""
+    (frozen, or trickling bytes without finishing). Its config is unusable from then on.
+    `missed`: what the request missed, without the message's advice (the pool words its own)."""
+
+    def __init__(self, message: str, *, url: str | None = None, missed: str = "") -> None:
+        super().__init__(message, url=url)
+        self.missed = missed or message
 
 
 class UntimeableAnswer(SpecgateError):

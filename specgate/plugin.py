@@ -586,6 +586,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if found is None or gate is None:
         return (yield)
     gate.pool.phase = found[0]
+    if found[0] == "gates":
+        gate.lost_before[item.name] = gate.lost_now()
     tokens = bucket_of_test(item.name)
     gate.pool.bucket = bucket_label(tokens) if tokens else ""
     started = time.monotonic()
@@ -618,6 +620,9 @@ def _record_outcome(gate: GateSession, phase: str, config: str, report: pytest.T
         return
     counts = gate.config_outcomes.setdefault((phase, config), {})
     counts[outcome] = counts.get(outcome, 0) + 1
+    if phase == "speed":
+        measured = (config, bucket_of_test(report.nodeid.split("::")[-1]))
+        gate.speed_whole[measured] = gate.speed_whole.get(measured, True) and outcome == "passed"
     if outcome in ("failed", "error"):
         # Failures that are no gate verdict (a server that died, a file that cannot be read) must
         # reach the report with their cause, not only pytest's traceback.
@@ -736,9 +741,10 @@ def _keep_results(gate: GateSession, report: Report, messages: list[str]) -> Rep
     from specgate.history.trend import trend_chart
 
     try:
-        records = records_of(report, gate.deployment)
+        records, left_out = records_of(report, gate.deployment, {**gate.plan.errors, **gate.pool.failed}, gate.measured_whole())
+        messages.extend(left_out)
         if not records:
-            return report
+            return report.model_copy(update={"standing": left_out}) if left_out else report
         fingerprint = Fingerprint.from_dict(report.fingerprint.model_dump())  # type: ignore[union-attr]  # records_of: not None
         path = results_path(gate.options.baselines_dir, gate.deployment.name, fingerprint)
         earlier = load_results(path, gate.deployment.name)
@@ -752,7 +758,7 @@ def _keep_results(gate: GateSession, report: Report, messages: list[str]) -> Rep
             trend_chart(gate.options.report_dir / "history.png", records, earlier, gate.deployment.history)
         except (OSError, ValueError) as exc:
             messages.append(f"history.png NOT drawn: {type(exc).__name__}: {exc}")
-    return report.model_copy(update={"standing": said})
+    return report.model_copy(update={"standing": [*said, *left_out]})
 
 
 def _markdown(report: AnyReport) -> str:
@@ -810,6 +816,8 @@ def _build(
         # The pool's reason wins: it says what became of the server (died, stopped answering after
         # N requests), where the measurement's error is only the request that found it so.
         failed_servers={**gate.plan.errors, **gate.pool.failed},
+        measured=gate.measured_whole(),
+        lost_before=gate.lost_before,
         buckets={tokens: b.meter for tokens, b in gate.buckets.items()},
         context_prompts=gate.density.found.as_dict() if gate.density and gate.density.found else None,
         plan=gate.plan.log.as_dict(),

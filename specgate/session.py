@@ -80,6 +80,20 @@ class GateSession:
     sampled_in_turns: dict[str, dict | Exception] | None = None
     buckets: dict[int, BucketRun] = field(default_factory=dict)  # by prompt tokens
     density: DensityProbe | None = None  # the buckets' characters per token (measure.density)
+    # (config, context tokens) -> whether every speed test of it so far passed: a server lost after
+    # its measurement there completed leaves its gates there judged on whole data (verdicts.not_run).
+    speed_whole: dict[tuple[str, int], bool] = field(default_factory=dict)
+    # Gate test name -> the servers already lost when it began judging: a verdict reached before a
+    # loss was reached on what the server had served, and stands (verdicts.not_run).
+    lost_before: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def lost_now(self) -> frozenset[str]:
+        """The servers failed so far: the pool's, and those whose measurement failed (the plan's)."""
+        return frozenset({**self.plan.errors, **self.pool.failed})
+
+    def measured_whole(self) -> set[tuple[str, int]]:
+        """The (config, context) pairs whose speed tests all passed: their figures are whole."""
+        return {key for key, whole in self.speed_whole.items() if whole}
 
     def all_verdicts(self) -> list[Verdict]:
         """The run's verdicts: the short workload's judge's, then each context bucket's."""

@@ -14,7 +14,7 @@ each series (default KEEP) and says how many older ones it dropped.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,9 +24,10 @@ from specgate.atomic import write_bytes_atomic
 from specgate.deployment import Deployment
 from specgate.documents import NestedTooDeeply, content_digest, parse_json, problem, read_document
 from specgate.errors import BaselineError
-from specgate.report.model import Report
+from specgate.report.model import LEFT_OUT, Report
 from specgate.shared_files import locked
 from specgate.verdicts.fingerprint import Fingerprint
+from specgate.verdicts.not_run import cut_short
 
 SCHEMA_VERSION: Literal[1] = 1
 KEEP = 500  # records per series a file keeps by default ([history] keep)
@@ -87,11 +88,19 @@ def deployment_digest(deployment: Deployment) -> str:
     return content_digest({"reference": deployment.reference, "configs": digests})[:12]
 
 
-def records_of(report: Report, deployment: Deployment) -> list[ResultRecord]:
+def records_of(
+    report: Report,
+    deployment: Deployment,
+    failed_servers: dict[str, str] | None = None,
+    measured: Collection[tuple[str, int]] = (),
+) -> tuple[list[ResultRecord], list[str]]:
     """The records of a completed run's report: per speed row its decode tok/s, and for a
-    speculative config its speedup over its reference."""
+    speculative config its speedup over its reference; and a line per config whose figures were
+    left out: a server lost before its short workload was measured whole (not_run.cut_short;
+    `failed_servers` and `measured` as there) served only some of its requests, and a record of
+    them would read as a whole run's figure in the trend ("the highest of N runs")."""
     if report.fingerprint is None:
-        return []
+        return [], []
     fingerprint = Fingerprint.from_dict(report.fingerprint.model_dump())
     prov = report.provenance
     common = {
@@ -106,7 +115,9 @@ def records_of(report: Report, deployment: Deployment) -> list[ResultRecord]:
         "run_verdict": str(report.overall),
         "simulator": report.simulator,
     }
-    out = []
+    out: list[ResultRecord] = []
+    left_out: dict[str, dict[str, list[str]]] = {}
+    failed_servers = failed_servers or {}
     for row in report.speed:
         if row.context:
             # A context bucket's figures are of other traffic (long prompts): the history keys its
@@ -116,6 +127,10 @@ def records_of(report: Report, deployment: Deployment) -> list[ResultRecord]:
         figures = {"decode_tps": row.decode_tps, "speedup": row.ratio_to_reference}
         for figure, interval in figures.items():
             if interval is None or not interval.estimate > 0 or not interval.low > 0:
+                continue
+            needs = [row.config, *([deployment.reference_of(row.config)] if figure == "speedup" and config else [])]
+            if lost := [c for c in needs if cut_short([c], 0, failed_servers, measured)]:
+                left_out.setdefault(row.config, {})[figure] = lost
                 continue
             out.append(
                 ResultRecord.model_validate(
@@ -135,7 +150,16 @@ def records_of(report: Report, deployment: Deployment) -> list[ResultRecord]:
                     }
                 )
             )
-    return out
+    return out, [_left_out_line(config, figures) for config, figures in left_out.items()]
+
+
+def _left_out_line(config: str, figures: dict[str, list[str]]) -> str:
+    lost = sorted({c for servers in figures.values() for c in servers})
+    whose = " and ".join(repr(c) for c in lost)
+    return (
+        f"{config}'s {' and '.join(figures)} {LEFT_OUT}: the server of {whose} was lost before its "
+        f"short workload was measured whole, and a record of the requests it answered would read as a whole run's figure"
+    )
 
 
 def load_results(path: Path, deployment: str | None = None, fingerprint: str | None = None) -> list[ResultRecord]:

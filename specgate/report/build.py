@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -511,12 +511,14 @@ def build_report(
     reaped: list[str] | None = None,
     buckets: Mapping[int, Measurements] | None = None,
     context_prompts: dict | None = None,
+    measured: Collection[tuple[str, int]] = (),
+    lost_before: Mapping[str, Collection[str]] | None = None,
 ) -> Report:
     # Every failed test with its cause, so failures that are no gate verdict (an unreadable file, a
     # dead server) are named in the report too, not only in pytest's traceback.
     # A gate whose server never served keeps its row, NOT RUN, with why (it raised before judging).
     unbooted = {deployment.reference} if stand_in else set()
-    verdicts = with_not_run(deployment, verdicts, failed_servers or {}, unbooted)
+    verdicts = with_not_run(deployment, verdicts, failed_servers or {}, unbooted, measured, lost_before or {})
     outcome = decide(tally, verdicts, replace(facts or RunFacts(), unavailable=unavailable or {}), failed_tests or ())
     unserved = never_served(boots)
     # Those that booted and were lost during the run; a stand-in reference was never meant to boot.

@@ -12,6 +12,7 @@ from specgate.gate_kinds import UNBUCKETED_WHY
 from specgate.measure.context import LENGTH_TOLERANCE
 from specgate.measure.fidelity import FIDELITY_BOUND
 from specgate.report.model import (
+    LEFT_OUT,
     TOLERATED_KEPT,
     ContextPrompts,
     EquivalenceRow,
@@ -215,8 +216,14 @@ def render_markdown(report: Report) -> str:
         if faults := report.provenance.get("sim_faults"):
             # A failure below is the fault's, on purpose: read as a real regression, it misleads.
             out.append(f"> **Faults injected** (SPECGATE_SIM_FAULTS): `{faults}`.")
-    if report.standing:  # where this run stands among the runner's earlier runs (specgate.history)
-        out.append("\n**In its history:** " + "; ".join(report.standing) + ". Their trend: `history.png` here; every series: `specgate history`.")
+    # Where this run stands among the runner's earlier runs (specgate.history), and which of its
+    # figures were kept out of that history (a server lost mid-run).
+    ranked = [line for line in report.standing if LEFT_OUT not in line]
+    left_out = [line for line in report.standing if LEFT_OUT in line]
+    if ranked:
+        out.append("\n**In its history:** " + "; ".join(ranked) + ". Their trend: `history.png` here; every series: `specgate history`.")
+    if left_out:
+        out.append("\n**Not in its history:** " + "; ".join(left_out) + ".")
     # The verdict, then why, then what to change: advice read before the reason it answers misleads
     # (an INTERRUPTED run's levers are no answer to the interruption).
     if report.overall != RunVerdict.PASS and reasons:

@@ -589,6 +589,11 @@ class SamplingRow(_Part):
     settings: list[SamplingSettingRow]
 
 
+# What marks a line of Report.standing as figures kept out of the results history, not a rank
+# (history.records.records_of writes it; markdown renders those lines apart from the ranks).
+LEFT_OUT = "left out of the results history"
+
+
 class Report(_Part):
     """report.json: one run's measurements and verdicts; report.md and report.png are rendered
     from it, so what a person reads and what a machine reads cannot disagree."""
@@ -637,7 +642,8 @@ class Report(_Part):
     # The failed tests no gate verdict tells, each once (overall_reasons says the first of them).
     failed_tests: list[FailedTestEntry] = []
     # Where this run stands in the runner's results history (specgate.history.standing), one line
-    # per figure said on the first screen; [] where the history holds too few earlier runs.
+    # per figure said on the first screen; [] where the history holds too few earlier runs. A line
+    # holding LEFT_OUT names figures kept out of that history instead (a server lost mid-run).
     standing: list[str] = []
     # How the context buckets' prompts were sized on the reference's tokenizer (measure.density);
     # None where the run has no bucket, or measured none.

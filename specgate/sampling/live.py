@@ -15,7 +15,7 @@ def poster(server: LiveServer) -> Post:
         try:
             answer = server.client.generate_raw(body)
         except RequestTimeout as exc:
-            server.pool.fail_hung(server.name, str(exc))
+            server.pool.fail_hung(server.name, exc.missed)
             raise
         except ClientError as exc:
             server.pool.raise_if_dead(server.name, during=str(exc))

@@ -135,7 +135,7 @@ class LiveServer:
         try:
             result = self.client.generate(request)
         except RequestTimeout as exc:
-            self.pool.fail_hung(self.name, str(exc))
+            self.pool.fail_hung(self.name, exc.missed)
             raise
         except ClientError as exc:
             if exc.status in UNAUTHORIZED:
@@ -474,13 +474,21 @@ class ServerPool:
         raise ServerDiedError(f"config {config!r}: {reason}")
 
     def fail_hung(self, config: str, why: str) -> None:
-        """A request outlived its deadline: the server hangs. Every later test of the config
-        fails at once with this reason instead of waiting out the deadline again."""
+        """A request outlived its deadline (`why`: what it missed, RequestTimeout.missed): the
+        server hangs, or the deadline is too short for the answer. Either way the server is stopped
+        and every later test of the config fails at once with this reason: a server that hung stays
+        hung (each later test would wait out the deadline anew), and one that was only slow can
+        still be decoding the request its client gave up on (SGLang aborts it only once it sees the
+        disconnect), so figures measured on it next would share it. The reason says so, with the
+        field to raise and the bucket whose answers outlasted it."""
         server = self.live.get(config)
         served = server.handle.requests_served if server else 0
         at = f", at the {self.bucket} context bucket" if self.bucket else ""
         during = f" (a request of the {self.phase} phase{at})" if self.phase else ""
-        self.failed.setdefault(config, f"the server stopped answering after serving {served} request(s){during}: {why}")
+        # Short: the reason's first 400 characters are what its NOT RUN rows and the report's line keep.
+        answers = f"the {self.bucket} bucket's" if self.bucket else "the short workload's"
+        ended = f"; the timeout ended its part of the run (raise workload.request_timeout_s if {answers} answers need longer)"
+        self.failed.setdefault(config, f"the server stopped answering after serving {served} request(s){during}{ended}: {why}")
         self.release(config)
 
     def release(self, config: str) -> None:

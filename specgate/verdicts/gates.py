@@ -31,7 +31,7 @@ class Status(StrEnum):
     INCONCLUSIVE = "inconclusive"  # cannot tell: the interval straddles the bar at the cap (never a pass)
     NOT_COMPARED = "not compared"
     VACUOUS = "vacuous"
-    NOT_RUN = "not run"  # its server (or its reference's) never served: nothing was measured for it
+    NOT_RUN = "not run"  # its server (or its reference's) never served, or was lost before it was judged on whole figures (not_run.py)
 
 
 class RunVerdict(StrEnum):

@@ -9,7 +9,7 @@ row, saying which server it needed and why that server was not there.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 
 from specgate.deployment import Deployment
 from specgate.gate_kinds import planned_gates
@@ -17,11 +17,20 @@ from specgate.verdicts.gates import NOT_RUN, UNJUDGED, Verdict
 
 
 def with_not_run(
-    deployment: Deployment, verdicts: list[Verdict], failed_servers: dict[str, str], unbooted: set[str]
+    deployment: Deployment,
+    verdicts: list[Verdict],
+    failed_servers: dict[str, str],
+    unbooted: set[str],
+    measured: Collection[tuple[str, int]] = (),
+    lost_before: Mapping[str, Collection[str]] | None = None,
 ) -> list[Verdict]:
     """`verdicts`, and a NOT RUN verdict for every gate that needed a failed server and has no
-    verdict (or only a NOT COMPARED / VACUOUS one, reached before the server was asked for): a
-    gate whose server never served did not run, whatever else it could not do."""
+    verdict, or only a NOT COMPARED / VACUOUS one that the loss decided: a gate whose server never
+    served did not run, whatever else it could not do. A verdict stands where it was reached
+    before the loss (`lost_before`: per gate test, the servers already lost when it began judging,
+    session.lost_before), or on figures measured whole before it (`measured`: the (config, context
+    tokens) whose speed tests all passed, session.measured_whole)."""
+    lost_before = lost_before or {}
     if not failed_servers:
         return verdicts
     by_gate = {v.gate: v for v in verdicts}
@@ -32,6 +41,10 @@ def with_not_run(
         had = by_gate.get(gate)
         if cause is None or (had is not None and had.status not in UNJUDGED):
             continue
+        if had is not None and not cut_short(planned.needs, planned.context, failed_servers, measured):
+            continue  # judged on whole figures, measured before the loss: its verdict stands
+        if had is not None and had.test in lost_before and not _servers_of(planned.needs, lost_before[had.test]):
+            continue  # judged before its servers were lost: the loss decided nothing of it
         server, why = cause
         verdict = Verdict(gate, config, NOT_RUN, f"the server of {server!r} {_what_became_of(why)}: {why}")
         verdict.figures["concurrency"] = planned.concurrency  # its speed row's (report.build)
@@ -44,6 +57,16 @@ def with_not_run(
         else:
             out.append(verdict)
     return out
+
+
+def cut_short(
+    configs: Iterable[str], context: int, failed_servers: dict[str, str], measured: Collection[tuple[str, int]]
+) -> bool:
+    """Whether a failed server of `configs` left its figures at `context` (prompt tokens, 0: the
+    short workload) short: it failed before every speed test of its config there passed. A server
+    lost later (a later bucket, another phase) had measured there whole, and what was judged or
+    recorded from those figures stands."""
+    return any(_cause_of(c, failed_servers) is not None and (c, context) not in measured for c in configs)
 
 
 def lost_after_boot(failed_servers: dict[str, str], never_booted: Collection[str]) -> dict[str, tuple[str, str]]:
@@ -70,6 +93,11 @@ def _what_became_of(why: str) -> str:
     """"never served", unless the reason says the server served requests first (it stopped)."""
     served = _SERVED.search(why)
     return "stopped mid-run" if served and int(served.group(1)) > 0 else "never served"
+
+
+def _servers_of(configs: Iterable[str], servers: Collection[str]) -> list[str]:
+    """The servers among `servers` of `configs` (a config's own, or a replicate boot CONFIG@K)."""
+    return [s for s in servers if any(s == c or s.startswith(c + "@") for c in configs)]
 
 
 def _cause_of(config: str, failed_servers: dict[str, str]) -> tuple[str, str] | None:

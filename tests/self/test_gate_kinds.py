@@ -319,8 +319,8 @@ def test_a_test_a_signal_stopped_in_a_context_bucket_is_named_with_its_bucket():
 
 
 def test_a_not_run_row_keeps_the_test_that_judged_it_before():
-    """A gate judged NOT COMPARED before its server died becomes NOT RUN; its test's failure is
-    that row's, not a second failure of its own."""
+    """A gate judged NOT COMPARED on figures its server's loss cut short becomes NOT RUN; its
+    test's failure is that row's, not a second failure of its own."""
     from specgate.verdicts.gates import NOT_COMPARED, NOT_RUN, Verdict
     from specgate.verdicts.not_run import with_not_run
 

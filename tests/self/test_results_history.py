@@ -207,3 +207,72 @@ def test_each_runner_is_a_series_of_its_own() -> None:
     trends = analyse({SLUG: rows}, HistorySpec())
     assert sorted(t.name for t in trends) == ["eagle3-decode c1 speedup on a", "eagle3-decode c1 speedup on b"]
     assert not any(t.changes.steps or t.failing for t in trends)
+
+
+def _speed_report(rows: dict[str, tuple[float, float | None]]):
+    """A report as build_report writes it, with a short-workload speed row per config of `rows`
+    (decode tok/s, speedup over the reference or None)."""
+    from types import SimpleNamespace
+
+    from helpers import sim_deployment_dict
+
+    from specgate.deployment import parse_deployment
+    from specgate.report.build import TestTally, build_report
+    from specgate.report.model import Fingerprint, SpeedRow
+
+    dep = parse_deployment(sim_deployment_dict(), Path("sim.toml"))
+    built = build_report(
+        dep, SimpleNamespace(results={}, label=lambda s: ""), [], {}, [], None,
+        {"host": "h", "date": "2026-12-05T07:00:00+00:00", "commit": "c", "host_id": "machine-id:test", "command": "specgate run"},
+        TestTally(0), {}, {}, [], plan={"interleaved": True, "boots": 1, "rounds": 0, "orders": []},
+    )  # fmt: skip
+
+    def interval(x: float) -> dict:
+        return {"estimate": x, "low": x * 0.95, "high": x * 1.05, "confidence": 0.95}
+
+    speed = [
+        SpeedRow.model_validate({
+            "config": config, "concurrency": 1, "speculative": ratio is not None, "n": 9, "decode_tps": interval(tps),
+            "ratio_to_reference": interval(ratio) if ratio else None, "accept_length": None, "ttft_ms": interval(4.0),
+            "warmup_requests": 2, "warmup_settled": True, "verdict": "FAIL",
+        })
+        for config, (tps, ratio) in rows.items()
+    ]  # fmt: skip
+    fingerprint = Fingerprint(gpu="none", gpu_count=0, driver="simulator", cuda="x0", sglang="0.1.0-specgate-sim", model="m")
+    return built.model_copy(update={"speed": speed, "fingerprint": fingerprint}), dep
+
+
+def test_a_config_whose_server_was_lost_before_its_figures_were_whole_writes_no_record() -> None:
+    """eagle3-decode's server died after 5 requests of its short workload: its decode tok/s and
+    speedup were appended as a run's figures, and fed the trend. They are left out, said so; a
+    speedup over a reference lost so is left out too; a server lost after its short workload was
+    measured whole (in a later bucket) keeps its records."""
+    report, dep = _speed_report({"baseline": (500.0, None), "eagle3-decode": (712.0, 1.42), "eagle3-prefill": (416.0, 0.83)})
+    died = {"eagle3-decode": "the server died after serving 5 request(s)"}
+    whole = {("baseline", 0), ("eagle3-prefill", 0)}
+    records, left_out = rec.records_of(report, dep, died, whole)
+    assert {(r.config, r.figure) for r in records} == {
+        ("baseline", "decode_tps"), ("eagle3-prefill", "decode_tps"), ("eagle3-prefill", "speedup"),
+    }
+    assert left_out == [
+        "eagle3-decode's decode_tps and speedup left out of the results history: the server of 'eagle3-decode' was "
+        "lost before its short workload was measured whole, and a record of the requests it answered would read as a "
+        "whole run's figure"
+    ]
+    # The reference lost so: every speedup over it is left out, each config's own tok/s kept.
+    records, left_out = rec.records_of(report, dep, {"baseline": "hung"}, {("eagle3-decode", 0), ("eagle3-prefill", 0)})
+    assert {(r.config, r.figure) for r in records} == {("eagle3-decode", "decode_tps"), ("eagle3-prefill", "decode_tps")}
+    assert len(left_out) == 3 and all("the server of 'baseline' was lost" in line for line in left_out)
+    # Lost in a later bucket, after its short workload was measured whole: its records stand.
+    records, left_out = rec.records_of(report, dep, died, {*whole, ("eagle3-decode", 0)})
+    assert len(records) == 5 and left_out == []
+
+
+def test_figures_left_out_of_the_history_are_said_apart_from_its_ranks() -> None:
+    from specgate.report.markdown import render_markdown
+
+    report, _ = _speed_report({"baseline": (500.0, None)})
+    line = "eagle3-decode's decode_tps left out of the results history: the server of 'eagle3-decode' was lost"
+    text = render_markdown(report.model_copy(update={"standing": [line]}))
+    assert f"**Not in its history:** {line}." in text
+    assert "**In its history:**" not in text  # no rank, no trend page to point at
