@@ -63,7 +63,7 @@ def test_the_calibration_table_names_each_rows_context_bucket():
     """The warmup and spread of one config at concurrency 1 differ by bucket: each row says which."""
     from specgate.report.markdown import _calibration
 
-    row = dict(config="eagle3", concurrency=1, warmup_requests=3, warmup_first_tps=90.0, warmup_last_tps=100.0, cv=0.02)
+    row = dict(config="eagle3", concurrency=1, n=12, warmup_requests=3, warmup_first_tps=90.0, warmup_last_tps=100.0, cv=0.02)
     rows = [SimpleNamespace(**row, context=0), SimpleNamespace(**row, context=8192, prompt_tokens=8000)]
     table = _calibration(SimpleNamespace(speed=rows, equivalence=[], tie_margin=0.05))
     assert "| eagle3 | 1 | 3 |" in "\n".join(table)
