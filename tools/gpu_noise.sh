@@ -37,16 +37,9 @@ deadline=$((SECONDS + ${DEADLINE_S:-570}))
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 src=fixtures/deployments/llama8b-dummy-h200-steady.toml
 work=/tmp/noise; mkdir -p "$work"
-if [[ ! -f /tmp/gpu-env.sh ]]; then
-  unpack=$(find /tmp/chunks -path '*/tools/unpack.sh' -print -quit 2>/dev/null)
-  [[ -n $unpack ]] || { echo "gpu_noise.sh: no bundle to unpack: no tools/unpack.sh under /tmp/chunks and no /tmp/gpu-env.sh (carry the bundle's parts to /tmp/chunks: ../shared/gpu/README.md)" >&2; exit 3; }
-  bash "$unpack" 2>&1 | tail -2 || exit 3
-fi
-source /tmp/gpu-env.sh || exit 3
-export PYTHONPATH=$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
-if [[ -n ${JIT_CACHE:-} && -f $JIT_CACHE && ! -f /tmp/.jit-restored ]]; then
-  tar -C "$HOME" -xzf "$JIT_CACHE" && touch /tmp/.jit-restored && echo "kernel caches restored from $JIT_CACHE"
-fi
+# shellcheck source=tools/gpu_lib.sh
+source "${BASH_SOURCE[0]%/*}/gpu_lib.sh"
+gpu_bundle_env gpu_noise.sh
 
 # The variants, each under its own name (the launch digest leaves --sleep-on-idle out, so only the
 # name keeps their stored figures apart), each with the twin config. Not `check`ed here: each
@@ -154,13 +147,4 @@ done
 kill "$tel_pid" 2>/dev/null; wait "$tel_pid" 2>/dev/null
 pack
 ls -la "$OUT/results.tar.gz" | tee -a "$OUT/summary.txt"
-if [[ -n ${SAVE_JIT_CACHE:-} ]]; then
-  caches=$(cd "$HOME" && ls -d .triton/cache .cache/flashinfer .cache/tvm-ffi 2>/dev/null)
-  if [[ -z $caches ]] || ! (cd "$HOME" && tar -czf "$work/jit-cache.tar.gz" $caches); then
-    echo "jit-cache.tar.gz: NOT MADE (no kernel cache under $HOME, or tar failed)" | tee -a "$OUT/summary.txt"
-    exit 0
-  fi
-  size=$(stat -c %s "$work/jit-cache.tar.gz")
-  echo "jit-cache.tar.gz: $size bytes" | tee -a "$OUT/summary.txt"
-  ((size < 15 * 1024 * 1024)) && cp "$work/jit-cache.tar.gz" "$OUT/"
-fi
+gpu_save_jit_cache "$work" "$OUT" | tee -a "$OUT/summary.txt"

@@ -70,19 +70,9 @@ say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 act() { if ((dry)); then echo "DRY: $*" | tee -a "$OUT/summary.txt"; else "$@"; fi; }
 
 : > "$OUT/summary.txt"
-if ! ((dry)); then
-  if [[ ! -f /tmp/gpu-env.sh ]]; then
-    unpack=$(find /tmp/chunks -path '*/tools/unpack.sh' -print -quit 2>/dev/null)
-    [[ -n $unpack ]] || { echo "gpu_tau_trials.sh: no bundle to unpack: no tools/unpack.sh under /tmp/chunks and no /tmp/gpu-env.sh (carry the bundle's parts to /tmp/chunks: ../shared/gpu/README.md)" >&2; exit 3; }
-    bash "$unpack" 2>&1 | tail -2 || exit 3
-  fi
-  # shellcheck disable=SC1091  # written by tools/unpack.sh on the device
-  source /tmp/gpu-env.sh || exit 3
-  export PYTHONPATH=$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}
-  if [[ -n ${JIT_CACHE:-} && -f $JIT_CACHE && ! -f /tmp/.jit-restored ]]; then
-    tar -C "$HOME" -xzf "$JIT_CACHE" && touch /tmp/.jit-restored && echo "kernel caches restored from $JIT_CACHE"
-  fi
-fi
+# shellcheck source=tools/gpu_lib.sh
+source "${BASH_SOURCE[0]%/*}/gpu_lib.sh"
+((dry)) || gpu_bundle_env gpu_tau_trials.sh
 
 # The perturbed copies this call's kinds need (the unperturbed copy is made with the first of them).
 needed=()
@@ -168,15 +158,5 @@ done
 pack
 ((dry)) && exit 0
 say "results.tar.gz: $(stat -c %s "$OUT/results.tar.gz") bytes"
-if [[ -n ${SAVE_JIT_CACHE:-} ]]; then
-  caches=$(cd "$HOME" && ls -d .triton/cache .cache/flashinfer .cache/tvm-ffi 2>/dev/null)
-  # shellcheck disable=SC2086  # the cache folders, one word each
-  if [[ -z $caches ]] || ! (cd "$HOME" && tar -czf "$work/jit-cache.tar.gz" $caches); then
-    say "jit-cache.tar.gz: NOT MADE (no kernel cache under $HOME, or tar failed)"
-    exit 0
-  fi
-  size=$(stat -c %s "$work/jit-cache.tar.gz")
-  say "jit-cache.tar.gz: $size bytes"
-  ((size < 15 * 1024 * 1024)) && cp "$work/jit-cache.tar.gz" "$OUT/"
-fi
+gpu_save_jit_cache "$work" "$OUT" | tee -a "$OUT/summary.txt"
 exit 0
