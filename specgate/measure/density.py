@@ -19,7 +19,7 @@ context_fit.CHARS_PER_TOKEN_BOUND.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from specgate.client import GenerateRequest
@@ -29,7 +29,6 @@ from specgate.server.pool import LiveServer
 
 ROUND_TO = 0.05
 PLAUSIBLE = (1.5, 12.0)  # characters per token; outside it the measurement is not believed
-
 
 
 @dataclass(frozen=True)
@@ -44,14 +43,7 @@ class Density:
     fallback: str | None = None  # why chars_per_token is not the measured ratio
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "chars_per_token": self.chars_per_token,
-            "measured": self.measured,
-            "config": self.config,
-            "chars": self.chars,
-            "prompt_tokens": self.prompt_tokens,
-            "fallback": self.fallback,
-        }
+        return asdict(self)  # every field, as report.json's context_prompts holds them
 
 
 def rounded(ratio: float) -> float:
