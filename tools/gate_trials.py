@@ -204,20 +204,26 @@ def run_trials(args: argparse.Namespace) -> int:
             line["error"] = f"no report.json (exit {done.returncode}): see {name}.out"
         with (out / "trials.jsonl").open("a") as f:
             f.write(json.dumps(line) + "\n")
-        speed = next(
-            (g for n, g in (line.get("gates") or {}).items() if n.startswith("ab:") and n.endswith(":speed")), None
-        )
-        said = (
-            f"{speed['status']} {speed['estimate']:.3f} [{speed['low']:.3f}, {speed['high']:.3f}]"
-            if speed and speed["estimate"] is not None
-            else line.get("error", "no A/B speed gate")
-        )
-        print(f"{name}: exit {done.returncode} in {seconds:.0f} s; A/B speed {said}", flush=True)
+        print(f"{name}: exit {done.returncode} in {seconds:.0f} s; A/B speed {speed_said(line)}", flush=True)
         if done.returncode == Exit.BAD_INPUT:
             # What `specgate run` refused once it refuses in every trial: no trial more is started.
             print(f"stopped: {name}'s run was refused (exit {done.returncode}): see {out / name}.out", file=sys.stderr)
             return int(Exit.BAD_INPUT)
     return 0
+
+
+def ab_gate(line: dict, half: str) -> dict | None:
+    """One trial's A/B gate half ("speed" or "accept"), as `verdicts` read it; None where absent."""
+    return next(
+        (g for n, g in (line.get("gates") or {}).items() if n.startswith("ab:") and n.endswith(f":{half}")), None
+    )
+
+
+def speed_said(line: dict) -> str:
+    speed = ab_gate(line, "speed")
+    if speed and speed.get("estimate") is not None:
+        return f"{speed['status']} {speed['estimate']:.3f} [{speed['low']:.3f}, {speed['high']:.3f}]"
+    return line.get("error", "no A/B speed gate")
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -258,7 +264,10 @@ def analyse(folders: list[Path]) -> int:
             # so a later call's archive holds the earlier calls' lines again: each trial counts once.
             key = json.dumps(line, sort_keys=True)
             if key in seen:
-                print(f"{path}:{number}: trial {line['trial']:02d} left out, the same line as in an earlier file", file=sys.stderr)
+                print(
+                    f"{path}:{number}: trial {line['trial']:02d} left out, the same line as in an earlier file",
+                    file=sys.stderr,
+                )
                 continue
             seen.add(key)
             lines.append(line)
@@ -289,12 +298,10 @@ def analyse(folders: list[Path]) -> int:
         statuses = []
         accept = {}
         for x in runs:
-            gates = x.get("gates") or {}
-            speed = next((g for n, g in gates.items() if n.startswith("ab:") and n.endswith(":speed")), None)
+            speed, tau = ab_gate(x, "speed"), ab_gate(x, "accept")
             statuses.append(speed["status"] if speed else "missing")
-            for n, g in gates.items():
-                if n.startswith("ab:") and n.endswith(":accept"):
-                    accept[g["status"]] = accept.get(g["status"], 0) + 1
+            if tau:
+                accept[tau["status"]] = accept.get(tau["status"], 0) + 1
         fails = statuses.count("fail")
         # The rates are over runs whose A/B speed gate reached a verdict: a run that broke, was
         # refused or lost a server (its gate NOT RUN) neither false-alarmed nor detected anything.
@@ -314,15 +321,8 @@ def analyse(folders: list[Path]) -> int:
         )
     print("\nper run:")
     for x in lines:
-        gates = x.get("gates") or {}
-        speed = next((g for n, g in gates.items() if n.startswith("ab:") and n.endswith(":speed")), None)
-        said = (
-            f"{speed['status']} {speed['estimate']:.3f} [{speed['low']:.3f}, {speed['high']:.3f}]"
-            if speed and speed.get("estimate") is not None
-            else x.get("error", "no A/B speed gate")
-        )
         print(
-            f"  trial {x['trial']:02d} {x['kind']:9s} host {str(x.get('host_id'))[:16]:16s} exit {x['exit']} {x['seconds']:5.0f} s  A/B speed {said}"
+            f"  trial {x['trial']:02d} {x['kind']:9s} host {str(x.get('host_id'))[:16]:16s} exit {x['exit']} {x['seconds']:5.0f} s  A/B speed {speed_said(x)}"
         )
     return 0
 
@@ -360,7 +360,9 @@ def _checked_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     if args.runs < 1 or args.first < 1:
         parser.error("--runs and --first: expected at least 1")
     if not args.deadline_s > 0 or not args.run_s >= 0:
-        parser.error(f"--deadline-s {args.deadline_s:g} --run-s {args.run_s:g}: expected a deadline above 0 s and a run time of 0 s or more")
+        parser.error(
+            f"--deadline-s {args.deadline_s:g} --run-s {args.run_s:g}: expected a deadline above 0 s and a run time of 0 s or more"
+        )
     if Path(args.out).exists() and not Path(args.out).is_dir():
         parser.error(f"--out {args.out}: not a folder (the trials' report folders, logs and trials.jsonl go there)")
     if not Path(args.deployment).is_file():
