@@ -43,20 +43,21 @@ from specgate.verdicts.noise import between_boot_spread  # noqa: E402
 CANDIDATE, TWIN = "eagle3-decode", "eagle3-decode-twin"
 
 
-def _paired_logs(per: dict[str, dict[str, float]]) -> tuple[list[str], list[float]]:
+def _paired_logs(per: dict[str, dict[str, float]]) -> dict[str, float]:
+    """log(E / T) per prompt both answered, in send order."""
     e, t = per[CANDIDATE], per[TWIN]
-    keys = [k for k in e if k in t]
-    return keys, [math.log(e[k] / t[k]) for k in keys]
+    return {k: math.log(e[k] / t[k]) for k in e if k in t}
 
 
-def _leftovers(rounds: list[dict], config: str) -> list[list[float]]:
-    """Each round's per-request log figure less that prompt's mean over the rounds, in send order."""
+def _leftovers(rounds: list[dict[str, float]]) -> list[list[float]]:
+    """Each round's per-request log figure (prompt -> value) less that prompt's mean over the
+    rounds, in send order."""
     by_prompt: dict[str, list[float]] = {}
     for r in rounds:
-        for k, v in r["per"][config].items():
-            by_prompt.setdefault(k, []).append(math.log(v))
+        for k, v in r.items():
+            by_prompt.setdefault(k, []).append(v)
     effect = {k: statistics.mean(v) for k, v in by_prompt.items()}
-    return [[math.log(v) - effect[k] for k, v in r["per"][config].items()] for r in rounds]
+    return [[v - effect[k] for k, v in r.items()] for r in rounds]
 
 
 def _rms(xs: list[float]) -> float:
@@ -66,26 +67,17 @@ def _rms(xs: list[float]) -> float:
 def machine(rounds: list[dict]) -> dict[str, float] | None:
     if len(rounds) < 2:
         return None
-    pair_round, pair_within, pair_lags, n = [], [], [], []
-    for r in rounds:
-        keys, logs = _paired_logs(r["per"])
-        pair_round.append(statistics.median(logs))
-        pair_within.append(statistics.stdev(logs))
-        n.append(len(keys))
+    pairs = [_paired_logs(r["per"]) for r in rounds]
+    pair_round = [statistics.median(p.values()) for p in pairs]
+    pair_within = [statistics.stdev(p.values()) for p in pairs]
     # The pair's lag-1 after each prompt's own effect on the ratio is taken out.
-    by_prompt: dict[str, list[float]] = {}
-    for r in rounds:
-        keys, logs = _paired_logs(r["per"])
-        for k, v in zip(keys, logs):
-            by_prompt.setdefault(k, []).append(v)
-    effect = {k: statistics.mean(v) for k, v in by_prompt.items()}
-    for r in rounds:
-        keys, logs = _paired_logs(r["per"])
-        pair_lags.append(noise_rounds.lag1([v - effect[k] for k, v in zip(keys, logs)]))
+    pair_lags = [noise_rounds.lag1(x) for x in _leftovers(pairs)]
+    n = [len(p) for p in pairs]
     requests = min(n)
     pair_point, pair_upper = between_boot_spread(pair_round, _rms(pair_within), requests)
     e_round = [math.log(statistics.median(r["per"][CANDIDATE].values())) for r in rounds]
-    e_within = _rms([statistics.stdev(x) for x in _leftovers(rounds, CANDIDATE)])
+    e_logs = [{k: math.log(v) for k, v in r["per"][CANDIDATE].items()} for r in rounds]
+    e_within = _rms([statistics.stdev(x) for x in _leftovers(e_logs)])
     e_point, e_upper = between_boot_spread(e_round, e_within, requests)
     return {
         "rounds": len(rounds),
