@@ -179,7 +179,7 @@ def _grouped(verdicts: Sequence[Verdict]) -> list[str]:
         if len(gates) == 1:
             lines.append(f"{gates[0]}: {status} — {whole[gates[0]]}")
         else:
-            shown = ", ".join(gates[:4]) + (f", … {len(gates) - 4} more" if len(gates) > 4 else "")
+            shown = _first_few(gates)
             lines.append(f"{status} ×{len(gates)} ({shown}): {summary}")
     return lines
 
@@ -229,7 +229,7 @@ def reasons_of(
     tests_after, gates_after = _after_boot_failures(outcome, unbooted)
     if tests_after or gates_after:
         names = sorted({v.gate for v in gates_after})
-        shown_names = ", ".join(names[:4]) + (f", … {len(names) - 4} more" if len(names) > 4 else "")
+        shown_names = _first_few(names)
         reasons.append(
             f"did not run, for want of the server(s) above: {len(gates_after)} gate(s)"
             + (f" ({shown_names})" if names else "")
@@ -320,7 +320,7 @@ def _mid_run_deaths(
         contexts = {v.figures.get("context", 0) for v in its_gates} | {bucket_of_test(f.test) for f in its_tests}
         cost = [("the short workload" if c == 0 else bucket_label(c)) for c in sorted(contexts)]
         names = [v.gate for v in its_gates]
-        shown = ", ".join(names[:4]) + (f", … {len(names) - 4} more" if len(names) > 4 else "")
+        shown = _first_few(names)
         lines.append(
             f"{said}: {why.rstrip('.')}. It cost {_and(cost)}: "
             f"{len(its_gates)} gate(s) NOT RUN" + (f" ({shown})" if names else "")
@@ -329,6 +329,11 @@ def _mid_run_deaths(
         tests += its_tests
         gates += its_gates
     return lines, tests, gates
+
+
+def _first_few(names: Sequence[str]) -> str:
+    """The first four names, and how many more: a line that stands for many gates stays one line."""
+    return ", ".join(names[:4]) + (f", … {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _and(items: Sequence[str]) -> str:
