@@ -28,6 +28,12 @@ from specgate.prompts import render
 from specgate.server.pool import LiveServer
 
 UNTIMED_TRIES = 3  # sends of a round whose answer arrived in one piece before that is an error
+# No client sees tokens faster than the server makes them: a request the client timed at this many
+# times the server's own per-request decode figure (meta_info.decode_throughput) was read late, its
+# stream in a burst (a client starved of CPU), and its figure is no measurement. Seen on the loaded
+# 2-core CI machine: 269,030 tok/s by the client's clock for a simulated ~800 tok/s answer, a
+# within-boot spread of 140% in a calibration, and no between-boot spread estimable from it.
+BURST_FACTOR = 3.0
 
 # A measured answer that loops is no evidence of speed or accept length: a drafter predicts a loop
 # perfectly, so accept length (and speed) look excellent while the output is degenerate. An
@@ -107,6 +113,13 @@ class SpeedSample:
                 f"request produced {result.completion_tokens} token(s) in {result.chunks} chunk(s) that arrived "
                 f"as one: decoding cannot be timed ({why})",
                 ended_on_its_own=ended,
+            )
+        if result.server_decode_tps and result.decode_tps > BURST_FACTOR * result.server_decode_tps:
+            raise UntimeableAnswer(
+                f"request decoded at {result.decode_tps:.0f} tok/s by the client's clock and {result.server_decode_tps:.0f} by "
+                f"the server's own: its {result.chunks} chunk(s) were read late, in a burst (a client starved of CPU), so "
+                "decoding cannot be timed",
+                ended_on_its_own=False,
             )
         answer_end = answer_tokens(result.output_ids, result.completion_tokens, ends)
         return cls(

@@ -708,3 +708,21 @@ def test_a_known_defects_line_in_report_md_names_only_the_shapes_that_defect_has
     assert _answers_of_the_shapes(row, pr) == f"its {PAST_STOP} answers"
     assert _answers_of_the_shapes(row, listed) == f"its {STOP_LIST_ORDER} answers"
     assert _answers_of_the_shapes(row, "worded by an older table").startswith("answers of one of its shapes (")
+
+
+def test_a_stream_read_in_a_burst_is_no_measurement_and_its_round_is_sent_again():
+    """Seen on the loaded CI machine: a client starved of CPU read most of a simulated ~800 tok/s
+    answer at once and timed it at 269,030 tok/s, which made a calibration's within-boot spread
+    140%. A figure over BURST_FACTOR times the server's own per-request one cannot be a
+    measurement: the answer is untimeable, so the round is sent again (test above)."""
+    from specgate.errors import UntimeableAnswer
+    from specgate.measure.speed import BURST_FACTOR, SpeedSample
+
+    timed = replace(_answer(list(range(64))), ttft_s=0.01, decode_s=0.08, first_chunk_tokens=1, chunks=64, server_decode_tps=800.0)
+    assert SpeedSample.of(timed).decode_tps == pytest.approx(63 / 0.08)
+    burst = replace(timed, decode_s=63 / (BURST_FACTOR * 800.0 * 1.01), chunks=3)
+    with pytest.raises(UntimeableAnswer, match="read late, in a burst") as caught:
+        SpeedSample.of(burst)
+    assert not caught.value.ended_on_its_own
+    # Without the server's own figure (no --enable-metrics) the client's stands, as before.
+    assert SpeedSample.of(replace(burst, server_decode_tps=None)).decode_tps > BURST_FACTOR * 800
